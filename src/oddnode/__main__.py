@@ -1,0 +1,3 @@
+from oddnode.cli import main
+
+main()

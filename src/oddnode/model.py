@@ -1,0 +1,141 @@
+"""The values every layer exchanges: results, facts, findings and the dataset
+the analysis reads.  Plain data, no behaviour that touches nodes or files."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+class Direction(str, enum.Enum):
+    """Which way a metric improves."""
+
+    HIGHER = "higher"
+    LOWER = "lower"
+
+
+class Severity(str, enum.Enum):
+    """How much a finding matters; ``warning`` and above mean "not ready"."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
+
+
+class LabelKind(str, enum.Enum):
+    """What a result's label names: one node, a pair, or a set of nodes."""
+
+    NODE = "node"
+    PAIR = "pair"
+    SET = "set"
+
+
+@dataclass(frozen=True)
+class Series:
+    """One population to judge: the best result of every label for one
+    benchmark metric, sorted by label."""
+
+    benchmark: str
+    metric: str
+    unit: str
+    direction: Direction
+    label_kind: LabelKind
+    labels: np.ndarray  # object array of str, sorted
+    values: np.ndarray  # float64, aligned with labels
+    repetitions: np.ndarray  # int64: valid repetitions behind each best value
+
+    @property
+    def name(self) -> str:
+        """The subject used in findings and reports."""
+        return self.benchmark if self.metric == DEFAULT_METRIC else f"{self.benchmark}:{self.metric}"
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.direction is Direction.HIGHER
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+DEFAULT_METRIC = "value"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One run that failed its accuracy check (or failed to run)."""
+
+    benchmark: str
+    label: str
+    label_kind: LabelKind
+    repetition: int | None
+    members: tuple[str, ...]  # nodes the label names
+
+
+@dataclass
+class Dataset:
+    """Everything the findings read, loaded from the store in one go."""
+
+    series: list[Series] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    facts: dict[str, dict[str, str]] = field(default_factory=dict)  # key -> node -> value
+    topology: dict[str, str] = field(default_factory=dict)  # node -> group
+    benchmarks_with_results: set[tuple[str, str]] = field(default_factory=set)
+
+    def by_name(self, name: str) -> Series:
+        for s in self.series:
+            if s.name == name or s.benchmark == name:
+                return s
+        known = ", ".join(s.name for s in self.series) or "none"
+        raise KeyError(f"no benchmark named {name!r} in the store (known: {known})")
+
+    def inventory_nodes(self) -> set[str]:
+        nodes: set[str] = set()
+        for per_node in self.facts.values():
+            nodes.update(per_node)
+        return nodes
+
+
+@dataclass
+class Finding:
+    """A typed judgement with the numbers that justify it and what to do."""
+
+    kind: str
+    severity: Severity
+    subject: str
+    nodes: str  # folded node set, e.g. node[001-084]
+    message: str
+    evidence: dict[str, Any]
+    remedy: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "severity": self.severity.value,
+            "subject": self.subject,
+            "nodes": self.nodes,
+            "message": self.message,
+            "evidence": self.evidence,
+            "remedy": self.remedy,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Finding":
+        return cls(
+            kind=data["kind"],
+            severity=Severity(data["severity"]),
+            subject=data["subject"],
+            nodes=data["nodes"],
+            message=data.get("message", ""),
+            evidence=data.get("evidence", {}),
+            remedy=data.get("remedy", ""),
+        )

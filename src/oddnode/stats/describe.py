@@ -1,0 +1,50 @@
+"""Descriptive statistics of one population (STAB's ``anal``/``danal`` table)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from oddnode.model import Series
+
+
+@dataclass(frozen=True)
+class Description:
+    """The ``anal`` row: n, low, high, %variability, mean, median, std dev."""
+
+    n: int
+    low: float
+    high: float
+    variability_pct: float  # (high - low) / low * 100, STAB's %variability
+    mean: float
+    median: float
+    std: float  # sample standard deviation (n - 1 in the denominator)
+
+    def to_json(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+def describe_values(values: np.ndarray) -> Description:
+    values = np.asarray(values, dtype=np.float64)
+    n = len(values)
+    if n == 0:
+        nan = float("nan")
+        return Description(0, nan, nan, nan, nan, nan, nan)
+    low, high = float(values.min()), float(values.max())
+    variability = (high - low) / abs(low) * 100.0 if low != 0 else float("inf") if high != low else 0.0
+    return Description(
+        n=n,
+        low=low,
+        high=high,
+        variability_pct=variability,
+        mean=float(values.mean()),
+        median=float(np.median(values)),
+        std=float(values.std(ddof=1)) if n > 1 else 0.0,
+    )
+
+
+def describe(series: Series) -> Description:
+    """Statistics of a series' best-per-label values."""
+    return describe_values(series.values)
+

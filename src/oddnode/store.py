@@ -1,0 +1,392 @@
+"""The results store: one DuckDB file with a versioned schema.
+
+It keeps every run, every repetition with its validity, the node facts, the
+topology and the findings.  A ``best`` table holds the representative result
+of every label (max for higher-is-better, min for lower-is-better, over valid
+repetitions of the latest run that measured the series); it is rebuilt inside
+the same transaction as every write, so the analysis reads one row per label.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from oddnode import __version__
+from oddnode.model import (
+    DEFAULT_METRIC,
+    Dataset,
+    Direction,
+    Failure,
+    Finding,
+    LabelKind,
+    Series,
+    Severity,
+)
+from oddnode.nodes import label_members
+
+SCHEMA_VERSION = 1
+DEFAULT_PATH = "oddnode.duckdb"
+
+_SCHEMA_V1 = """
+CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
+CREATE SEQUENCE run_ids START 1;
+CREATE TABLE runs (
+    id BIGINT PRIMARY KEY,
+    started TIMESTAMP NOT NULL,
+    command VARCHAR NOT NULL,
+    tool_version VARCHAR NOT NULL,
+    source VARCHAR
+);
+CREATE TABLE results (
+    run_id BIGINT NOT NULL,
+    benchmark VARCHAR NOT NULL,
+    metric VARCHAR NOT NULL,
+    unit VARCHAR NOT NULL,
+    direction VARCHAR NOT NULL CHECK (direction IN ('higher', 'lower')),
+    label VARCHAR NOT NULL,
+    label_kind VARCHAR NOT NULL CHECK (label_kind IN ('node', 'pair', 'set')),
+    repetition INTEGER,
+    value DOUBLE,
+    valid BOOLEAN NOT NULL,
+    parameters VARCHAR,
+    raw_ref VARCHAR
+);
+CREATE TABLE best (
+    run_id BIGINT NOT NULL,
+    benchmark VARCHAR NOT NULL,
+    metric VARCHAR NOT NULL,
+    unit VARCHAR NOT NULL,
+    direction VARCHAR NOT NULL,
+    label VARCHAR NOT NULL,
+    label_kind VARCHAR NOT NULL,
+    value DOUBLE NOT NULL,
+    repetitions BIGINT NOT NULL
+);
+CREATE TABLE facts (run_id BIGINT NOT NULL, node VARCHAR NOT NULL, key VARCHAR NOT NULL, value VARCHAR NOT NULL);
+CREATE TABLE topology (run_id BIGINT NOT NULL, node VARCHAR NOT NULL, "group" VARCHAR NOT NULL);
+CREATE TABLE findings (
+    run_id BIGINT NOT NULL,
+    kind VARCHAR NOT NULL,
+    severity VARCHAR NOT NULL,
+    subject VARCHAR NOT NULL,
+    nodes VARCHAR NOT NULL,
+    message VARCHAR NOT NULL,
+    evidence VARCHAR NOT NULL,
+    remedy VARCHAR NOT NULL
+);
+"""
+
+# Each entry upgrades the schema from version i+1 to i+2; empty until a
+# version 2 exists.
+_MIGRATIONS: list[str] = []
+
+RESULT_COLUMNS = (
+    "benchmark", "metric", "unit", "direction", "label", "label_kind",
+    "repetition", "value", "valid", "parameters", "raw_ref",
+)
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened or does not hold what was asked for."""
+
+
+@dataclass
+class ResultBatch:
+    """Results to write, column by column (cheap for millions of rows)."""
+
+    benchmark: list[str] = field(default_factory=list)
+    metric: list[str] = field(default_factory=list)
+    unit: list[str] = field(default_factory=list)
+    direction: list[str] = field(default_factory=list)
+    label: list[str] = field(default_factory=list)
+    label_kind: list[str] = field(default_factory=list)
+    repetition: list[int | None] = field(default_factory=list)
+    value: list[float | None] = field(default_factory=list)
+    valid: list[bool] = field(default_factory=list)
+    parameters: list[str | None] = field(default_factory=list)
+    raw_ref: list[str | None] = field(default_factory=list)
+
+    def add(
+        self,
+        benchmark: str,
+        label: str,
+        value: float | None,
+        *,
+        metric: str = DEFAULT_METRIC,
+        unit: str = "",
+        direction: Direction = Direction.HIGHER,
+        label_kind: LabelKind = LabelKind.NODE,
+        repetition: int | None = None,
+        valid: bool = True,
+        parameters: dict[str, Any] | None = None,
+        raw_ref: str | None = None,
+    ) -> None:
+        self.benchmark.append(benchmark)
+        self.metric.append(metric)
+        self.unit.append(unit)
+        self.direction.append(Direction(direction).value)
+        self.label.append(label)
+        self.label_kind.append(LabelKind(label_kind).value)
+        self.repetition.append(repetition)
+        self.value.append(value)
+        self.valid.append(valid)
+        self.parameters.append(json.dumps(parameters, sort_keys=True) if parameters else None)
+        self.raw_ref.append(raw_ref)
+
+    def __len__(self) -> int:
+        return len(self.label)
+
+    def to_arrow(self) -> pa.Table:
+        types = {"repetition": pa.int32(), "value": pa.float64(), "valid": pa.bool_()}
+        return pa.table({c: pa.array(getattr(self, c), type=types.get(c, pa.string())) for c in RESULT_COLUMNS})
+
+
+class Store:
+    """A DuckDB results store; open it with :func:`open_store`."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str):
+        self.con = con
+        self.path = path
+
+    # -- lifecycle -------------------------------------------------------
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All or nothing: a failure inside leaves the store as it was."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    # -- writing ---------------------------------------------------------
+
+    def new_run(self, command: str, source: str | None = None) -> int:
+        run_id = self.con.execute("SELECT nextval('run_ids')").fetchone()[0]
+        self.con.execute(
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?)",
+            [run_id, datetime.now(timezone.utc).replace(tzinfo=None), command, __version__, source],
+        )
+        return int(run_id)
+
+    def add_results(self, run_id: int, batch: ResultBatch | pa.Table) -> None:
+        """Write results of one run and refresh the best table for their series."""
+        table = batch.to_arrow() if isinstance(batch, ResultBatch) else batch
+        if table.num_rows == 0:
+            return
+        self.con.register("_incoming", table)
+        try:
+            self.con.execute(
+                f"INSERT INTO results SELECT ?, {', '.join(RESULT_COLUMNS)} FROM _incoming", [run_id]
+            )
+            series = self.con.execute(
+                "SELECT DISTINCT benchmark, metric FROM _incoming"
+            ).fetchall()
+        finally:
+            self.con.unregister("_incoming")
+        self._refresh_best(series)
+
+    def _refresh_best(self, series: Sequence[tuple[str, str]]) -> None:
+        self.con.register("_touched", pa.table({
+            "benchmark": [s[0] for s in series], "metric": [s[1] for s in series],
+        }))
+        try:
+            self.con.execute(
+                "DELETE FROM best WHERE (benchmark, metric) IN (SELECT (benchmark, metric) FROM _touched)"
+            )
+            self.con.execute("""
+                INSERT INTO best
+                WITH latest AS (
+                    SELECT r.benchmark, r.metric, max(r.run_id) AS run_id
+                    FROM results r JOIN _touched t USING (benchmark, metric)
+                    GROUP BY ALL)
+                SELECT r.run_id, r.benchmark, r.metric, any_value(r.unit), any_value(r.direction),
+                       r.label, any_value(r.label_kind),
+                       CASE WHEN any_value(r.direction) = 'lower' THEN min(r.value) ELSE max(r.value) END,
+                       count(*)
+                FROM results r JOIN latest USING (benchmark, metric, run_id)
+                WHERE r.valid AND r.value IS NOT NULL
+                GROUP BY r.run_id, r.benchmark, r.metric, r.label
+            """)
+        finally:
+            self.con.unregister("_touched")
+
+    def add_facts(self, run_id: int, facts: Iterable[tuple[str, str, str]]) -> None:
+        rows = [(run_id, node, key, value) for node, key, value in facts]
+        if rows:
+            self.con.executemany("INSERT INTO facts VALUES (?, ?, ?, ?)", rows)
+
+    def set_topology(self, run_id: int, groups: dict[str, str]) -> None:
+        rows = [(run_id, node, group) for node, group in sorted(groups.items())]
+        if rows:
+            self.con.executemany("INSERT INTO topology VALUES (?, ?, ?)", rows)
+
+    def add_findings(self, run_id: int, findings: Iterable[Finding]) -> None:
+        rows = [
+            (run_id, f.kind, f.severity.value, f.subject, f.nodes, f.message,
+             json.dumps(f.evidence, sort_keys=True, default=_json_default), f.remedy)
+            for f in findings
+        ]
+        if rows:
+            self.con.executemany("INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    # -- reading ---------------------------------------------------------
+
+    def runs(self) -> list[tuple[Any, ...]]:
+        return self.con.execute("SELECT * FROM runs ORDER BY id").fetchall()
+
+    def series_names(self) -> list[tuple[str, str]]:
+        return self.con.execute(
+            "SELECT DISTINCT benchmark, metric FROM results ORDER BY 1, 2"
+        ).fetchall()
+
+    def load_series(self) -> list[Series]:
+        """Best value of every label, one Series per benchmark metric."""
+        meta = self.con.execute("""
+            SELECT benchmark, metric, any_value(unit), any_value(direction), any_value(label_kind), count(*)
+            FROM best GROUP BY benchmark, metric ORDER BY benchmark, metric
+        """).fetchall()
+        if not meta:
+            return []
+        cols = self.con.execute(
+            "SELECT label, value, repetitions FROM best ORDER BY benchmark, metric, label"
+        ).fetchnumpy()
+        labels = np.asarray(cols["label"], dtype=object)
+        values = np.asarray(cols["value"], dtype=np.float64)
+        reps = np.asarray(cols["repetitions"], dtype=np.int64)
+        series, start = [], 0
+        for benchmark, metric, unit, direction, kind, count in meta:
+            stop = start + count
+            series.append(Series(
+                benchmark=benchmark, metric=metric, unit=unit, direction=Direction(direction),
+                label_kind=LabelKind(kind), labels=labels[start:stop], values=values[start:stop],
+                repetitions=reps[start:stop],
+            ))
+            start = stop
+        return series
+
+    def load_failures(self) -> list[Failure]:
+        rows = self.con.execute("""
+            WITH latest AS (SELECT benchmark, metric, max(run_id) AS run_id FROM results GROUP BY ALL)
+            SELECT r.benchmark, r.label, r.label_kind, r.repetition
+            FROM results r JOIN latest USING (benchmark, metric, run_id)
+            WHERE NOT r.valid ORDER BY 1, 2, 4
+        """).fetchall()
+        failures = []
+        for benchmark, label, kind, repetition in rows:
+            kind = LabelKind(kind)
+            failures.append(Failure(benchmark, label, kind, repetition, label_members(label, kind)))
+        return failures
+
+    def load_facts(self) -> dict[str, dict[str, str]]:
+        """The latest value of every fact: key -> node -> value."""
+        rows = self.con.execute("""
+            SELECT key, node, arg_max(value, run_id) FROM facts GROUP BY key, node ORDER BY key, node
+        """).fetchall()
+        facts: dict[str, dict[str, str]] = {}
+        for key, node, value in rows:
+            facts.setdefault(key, {})[node] = value
+        return facts
+
+    def load_topology(self) -> dict[str, str]:
+        """Node -> group from the latest run that recorded a topology."""
+        rows = self.con.execute("""
+            SELECT node, "group" FROM topology WHERE run_id = (SELECT max(run_id) FROM topology)
+        """).fetchall()
+        return dict(rows)
+
+    def load_dataset(self) -> Dataset:
+        return Dataset(
+            series=self.load_series(),
+            failures=self.load_failures(),
+            facts=self.load_facts(),
+            topology=self.load_topology(),
+            benchmarks_with_results=set(self.series_names()),
+        )
+
+    def latest_findings(self) -> list[Finding]:
+        rows = self.con.execute("""
+            SELECT kind, severity, subject, nodes, message, evidence, remedy FROM findings
+            WHERE run_id = (SELECT max(run_id) FROM findings)
+        """).fetchall()
+        return [
+            Finding(kind, Severity(sev), subject, nodes, message, json.loads(evidence), remedy)
+            for kind, sev, subject, nodes, message, evidence, remedy in rows
+        ]
+
+
+def open_store(path: str | os.PathLike[str] = DEFAULT_PATH, *, read_only: bool = False) -> Store:
+    """Open (or create) a store, upgrading an older schema in place."""
+    path = os.fspath(path)
+    if read_only and not os.path.exists(path):
+        raise StoreError(f"no results store at {path}: import results first (oddnode import ...)")
+    try:
+        con = duckdb.connect(path, read_only=read_only)
+    except duckdb.Error as err:
+        raise StoreError(f"cannot open results store {path}: {err}") from err
+    store = Store(con, path)
+    try:
+        _ensure_schema(store, read_only)
+    except BaseException:
+        con.close()
+        raise
+    return store
+
+
+def _ensure_schema(store: Store, read_only: bool) -> None:
+    con = store.con
+    has_meta = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
+    ).fetchone()[0]
+    if not has_meta:
+        tables = con.execute("SELECT count(*) FROM information_schema.tables").fetchone()[0]
+        if tables:
+            raise StoreError(f"{store.path} is a DuckDB file but not an oddnode results store")
+        if read_only:
+            raise StoreError(f"{store.path} is empty: import results first")
+        with store.transaction():
+            con.execute(_SCHEMA_V1)
+            con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+        return
+    version = int(con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{store.path} has schema version {version}, newer than this oddnode "
+            f"({__version__}, schema {SCHEMA_VERSION}): upgrade oddnode"
+        )
+    if version < SCHEMA_VERSION:
+        if read_only:
+            raise StoreError(f"{store.path} has schema version {version}: open it writable to upgrade")
+        with store.transaction():
+            for step in _MIGRATIONS[version - 1:]:
+                con.execute(step)
+            con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"cannot store {type(value).__name__} in evidence")
