@@ -1,0 +1,80 @@
+"""Export the store: benchmarks back to STAB plot files, everything to CSV,
+Parquet or JSON with the same tables and columns in each format."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from oddnode import __version__
+from oddnode.io.stab import PLOT_PREFIX, UNITS_FILE
+from oddnode.store import SCHEMA_VERSION, Store
+
+TABLE_FORMATS = {"csv": "(FORMAT csv, HEADER true)", "parquet": "(FORMAT parquet)", "json": "(FORMAT json, ARRAY true)"}
+
+# The exported tables; the same columns in every format.
+EXPORTED_TABLES = {
+    "runs": "SELECT * FROM runs ORDER BY id",
+    "results": "SELECT * FROM results ORDER BY run_id, benchmark, metric, label, repetition",
+    "best": "SELECT * FROM best ORDER BY benchmark, metric, label",
+    "facts": "SELECT * FROM facts ORDER BY run_id, node, key",
+    "topology": 'SELECT * FROM topology ORDER BY run_id, node',
+    "findings": "SELECT * FROM findings ORDER BY run_id, severity, kind, subject",
+}
+
+
+class ExportError(ValueError):
+    """An export that cannot be done as asked."""
+
+
+def export_plot_files(store: Store, out_dir: os.PathLike[str] | str, benchmarks: list[str] | None = None) -> list[Path]:
+    """Write ``plot.<benchmark>`` files (best value per label, lowest first,
+    as STAB's tools list them) and a units.csv that keeps unit and direction."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    series = store.load_series()
+    if benchmarks:
+        wanted = set(benchmarks)
+        series = [s for s in series if s.name in wanted or s.benchmark in wanted]
+        found = {s.name for s in series} | {s.benchmark for s in series}
+        if missing := sorted(wanted - found):
+            raise ExportError(f"no results for {', '.join(missing)} in {store.path}")
+    if not series:
+        raise ExportError(f"no results to export in {store.path}")
+    written = []
+    for s in series:
+        path = out / f"{PLOT_PREFIX}{s.name}"
+        order = sorted(range(len(s)), key=lambda i: (s.values[i], s.labels[i]))
+        with path.open("w", encoding="utf-8") as fh:
+            fh.write(f"# {s.name}: best of {s.label_kind.value}, unit {s.unit or 'none'}, "
+                     f"{s.direction.value} is better, {len(s)} results (oddnode {__version__})\n")
+            for i in order:
+                fh.write(f"{float(s.values[i])!r} {s.labels[i]}\n")
+        written.append(path)
+    units = out / UNITS_FILE
+    with units.open("w", encoding="utf-8") as fh:
+        fh.write("benchmark,unit,direction\n")
+        for s in series:
+            fh.write(f"{s.name},{s.unit},{s.direction.value}\n")
+    written.append(units)
+    return written
+
+
+def export_tables(store: Store, out_dir: os.PathLike[str] | str, fmt: str) -> list[Path]:
+    """Write every table as <table>.<fmt> plus schema.json naming the version."""
+    if fmt not in TABLE_FORMATS:
+        raise ExportError(f"unknown export format {fmt!r} (known: plot, {', '.join(TABLE_FORMATS)})")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for table, query in EXPORTED_TABLES.items():
+        path = out / f"{table}.{fmt}"
+        quoted = str(path).replace("'", "''")
+        store.con.execute(f"COPY ({query}) TO '{quoted}' {TABLE_FORMATS[fmt]}")
+        written.append(path)
+    schema = out / "schema.json"
+    schema.write_text(json.dumps({"schema_version": SCHEMA_VERSION, "oddnode": __version__,
+                                  "tables": list(EXPORTED_TABLES)}, indent=2) + "\n")
+    written.append(schema)
+    return written

@@ -1,0 +1,142 @@
+import json
+
+import numpy as np
+import pytest
+
+from conftest import write
+from oddnode.io.export import ExportError, export_plot_files, export_tables
+from oddnode.io.stab import InputError, import_stab, parse_failed_run
+from oddnode.model import Direction, LabelKind
+
+
+def _directory(tmp_path):
+    d = tmp_path / "results"
+    write(d / "plot.c.ppc64", "# STREAM C triad best per node\n2077.5 node001\n2069.0 node002 extra columns\n"
+          "\n2031.4 node003\n")
+    write(d / "plot.spp.sort.bw.4194304", "232.1 node001-node002\n87.6 node003-node004\n")
+    write(d / "plot.lat", "5.1 node001\n5.3 node002\n")
+    write(d / "units.csv", "benchmark,unit,direction\nc.ppc64,MB/s,higher\nspp.sort.bw.4194304,MB/s,higher\n"
+          "lat,usec,lower\nxhpl.ppc64,GFLOP/s,higher\n")
+    write(d / "inventory.csv", "node,key,value\nnode001,bios_date,10/21/2004\nnode002,bios_date,09/02/2004\n")
+    write(d / "topology.csv", "node,group\nnode001,bc01\nnode002,bc01\nnode003,bc02\nnode004,bc02\n")
+    write(d / "failed", "xhpl.ppc64.node483.3\n# comment\nxhpl.ppc64.node483.10\nbt.B.ppc64.node003.1\n")
+    write(d / "notes.txt", "free text\n")
+    return d
+
+
+def test_directory_import_reads_every_file(store, tmp_path):
+    summary = import_stab(store, [_directory(tmp_path)])
+    assert summary.benchmarks == 5 and summary.results == 7 and summary.failures == 3
+    assert summary.facts == 2 and summary.topology_nodes == 4
+    assert summary.ignored == (str(tmp_path / "results" / "notes.txt"),)
+    series = {s.benchmark: s for s in store.load_series()}
+    c = series["c.ppc64"]
+    assert (c.unit, c.direction, c.label_kind) == ("MB/s", Direction.HIGHER, LabelKind.NODE)
+    assert list(c.labels) == ["node001", "node002", "node003"]
+    assert list(c.values) == [2077.5, 2069.0, 2031.4]
+    assert series["lat"].unit == "us" and series["lat"].direction is Direction.LOWER
+    assert series["spp.sort.bw.4194304"].label_kind is LabelKind.PAIR
+    failures = store.load_failures()
+    assert {(f.benchmark, f.label, f.repetition) for f in failures} == {
+        ("xhpl.ppc64", "node483", 3), ("xhpl.ppc64", "node483", 10), ("bt.B.ppc64", "node003", 1)}
+    assert store.load_facts()["bios_date"]["node002"] == "09/02/2004"
+    assert store.load_topology()["node004"] == "bc02"
+
+
+def test_failed_run_names_keep_the_arch_in_the_benchmark():
+    run = parse_failed_run("bt.B.ppc64.node483.4")
+    assert (run.benchmark, run.arch, run.label, run.run) == ("bt.B.ppc64", "ppc64", "node483", 4)
+    with pytest.raises(ValueError, match="benchmark.arch.node.run"):
+        parse_failed_run("xhpl.node483.3")
+    with pytest.raises(ValueError, match="not a whole number"):
+        parse_failed_run("xhpl.ppc64.node483.x")
+
+
+def test_single_file_with_benchmark_name_and_unit(store, tmp_path):
+    f = write(tmp_path / "triad.txt", "100 n1\n101 n2\n")
+    import_stab(store, [f], benchmark="triad", unit="GB/s")
+    (s,) = store.load_series()
+    assert (s.benchmark, s.unit) == ("triad", "GB/s")
+
+
+def test_repeated_labels_as_repetitions(store, tmp_path):
+    f = write(tmp_path / "plot.hpl", "10 n1\n12 n1\n11 n2\n")
+    with pytest.raises(InputError, match=r"plot.hpl:2: label n1 repeated \(first on line 1\)"):
+        import_stab(store, [f])
+    import_stab(store, [f], repetitions=True)
+    (s,) = store.load_series()
+    assert list(s.values) == [12.0, 11.0] and list(s.repetitions) == [2, 1]
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("plot.a", "2077 node1\nabc node2\n", r"plot.a:2: value 'abc' is not a number"),
+    ("plot.a", "2077 node1\nnan node2\n", r"plot.a:2: value 'nan' is not finite"),
+    ("plot.a", "inf node2\n", r"plot.a:1: value 'inf' is not finite"),
+    ("plot.a", "# only a comment\n\n", r"plot.a: no results"),
+    ("plot.a", "", r"plot.a: no results"),
+    ("plot.a", "1 node1\n2\n", r"plot.a:2: no label"),
+    ("plot.a", "1 node;rm\n", r"plot.a:1: invalid node name"),
+    ("plot.a", "1 node[1-\n", r"plot.a:1: invalid node set"),
+    ("units.csv", "benchmark,unit,direction\na,furlongs,higher\n", r"units.csv:2: unknown unit 'furlongs'"),
+    ("units.csv", "a,MB/s,sideways\n", r"units.csv:1: direction 'sideways'"),
+    ("units.csv", "a,MB/s\n", r"units.csv:1: expected 3 columns"),
+    ("inventory.csv", "node,key,value\nn1,bios,1\nn1,bios,2\n", r"inventory.csv:3: n1 bios given twice"),
+    ("inventory.csv", "bad node,bios,1\n", r"inventory.csv:1: invalid node name"),
+    ("topology.csv", "n1,rack1\nn1,rack2\n", r"topology.csv:2: n1 placed in a group twice"),
+    ("failed", "xhpl.ppc64.node483.3\nbogus\n", r"failed:2: 'bogus' is not benchmark.arch.node.run"),
+])
+def test_bad_input_names_file_and_line_and_writes_nothing(store, tmp_path, name, text, message):
+    d = tmp_path / "results"
+    write(d / "plot.good", "1.0 n1\n2.0 n2\n")
+    write(d / name, text)
+    with pytest.raises(InputError, match=message):
+        import_stab(store, [d])
+    assert store.runs() == []
+    assert store.con.execute("SELECT count(*) FROM results").fetchone()[0] == 0
+
+
+def test_binary_file_and_empty_directory_and_missing_path(store, tmp_path):
+    binary = tmp_path / "plot.bin"
+    binary.write_bytes(b"\xff\xfe\x00\x01")
+    with pytest.raises(InputError, match="not a text file"):
+        import_stab(store, [binary])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match="nothing to import"):
+        import_stab(store, [empty])
+    with pytest.raises(InputError, match="no such file"):
+        import_stab(store, [tmp_path / "absent"])
+
+
+def test_plot_export_round_trip(store, tmp_path, tmp_path_factory):
+    import_stab(store, [_directory(tmp_path)])
+    out = tmp_path / "exported"
+    written = export_plot_files(store, out)
+    assert (out / "plot.c.ppc64").read_text().splitlines()[1:] == [
+        "2031.4 node003", "2069.0 node002", "2077.5 node001"]
+    from oddnode.store import open_store
+    with open_store(tmp_path_factory.mktemp("again") / "s.duckdb") as again:
+        import_stab(again, [out])
+        before = {s.name: (list(s.labels), list(s.values), s.unit, s.direction) for s in store.load_series()}
+        after = {s.name: (list(s.labels), list(s.values), s.unit, s.direction) for s in again.load_series()}
+    assert after == before
+    assert len(written) == len(before) + 1
+    with pytest.raises(ExportError, match="no results for nosuch"):
+        export_plot_files(store, out, ["nosuch"])
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet", "json"])
+def test_table_export_has_every_table(store, tmp_path, fmt):
+    import_stab(store, [_directory(tmp_path)])
+    out = tmp_path / fmt
+    export_tables(store, out, fmt)
+    import duckdb
+    con = duckdb.connect()
+    reader = {"csv": "read_csv_auto", "parquet": "read_parquet", "json": "read_json_auto"}[fmt]
+    n = con.execute(f"SELECT count(*) FROM {reader}('{out / ('results.' + fmt)}')").fetchone()[0]
+    assert n == 10  # 7 values + 3 failed runs
+    facts = con.execute(f"SELECT count(*) FROM {reader}('{out / ('facts.' + fmt)}')").fetchone()[0]
+    assert facts == 2
+    assert json.loads((out / "schema.json").read_text())["schema_version"] == 1
+    with pytest.raises(ExportError, match="unknown export format"):
+        export_tables(store, out, "xml")

@@ -1,0 +1,107 @@
+import duckdb
+import numpy as np
+import pytest
+
+from oddnode.model import Direction, LabelKind
+from oddnode.store import SCHEMA_VERSION, ResultBatch, StoreError, open_store
+
+
+def _batch(rows):
+    batch = ResultBatch()
+    for benchmark, label, value, kwargs in rows:
+        batch.add(benchmark, label, value, **kwargs)
+    return batch
+
+
+def test_best_per_label_is_max_or_min_by_direction(store):
+    rng = np.random.default_rng(3)
+    values = rng.normal(100, 5, size=(6, 4))
+    rows = []
+    for node in range(6):
+        for rep in range(4):
+            rows.append(("bw", f"n{node}", values[node, rep], {"repetition": rep}))
+            rows.append(("lat", f"n{node}", values[node, rep], {"repetition": rep, "direction": Direction.LOWER}))
+    with store.transaction():
+        store.add_results(store.new_run("test"), _batch(rows))
+    series = {s.benchmark: s for s in store.load_series()}
+    assert list(series["bw"].labels) == [f"n{i}" for i in range(6)]
+    np.testing.assert_array_equal(series["bw"].values, values.max(axis=1))
+    np.testing.assert_array_equal(series["lat"].values, values.min(axis=1))
+    assert series["lat"].direction is Direction.LOWER
+    assert list(series["bw"].repetitions) == [4] * 6
+
+
+def test_invalid_repetitions_are_kept_but_never_best(store):
+    rows = [("hpl", "n1", 10.0, {"repetition": 1}), ("hpl", "n1", 99.0, {"repetition": 2, "valid": False}),
+            ("hpl", "n2", None, {"repetition": 1, "valid": False})]
+    with store.transaction():
+        store.add_results(store.new_run("test"), _batch(rows))
+    (hpl,) = store.load_series()
+    assert list(hpl.labels) == ["n1"] and list(hpl.values) == [10.0]
+    failures = store.load_failures()
+    assert [(f.label, f.repetition) for f in failures] == [("n1", 2), ("n2", 1)]
+    assert store.con.execute("SELECT count(*) FROM results").fetchone()[0] == 3
+
+
+def test_latest_run_supersedes_a_series(store):
+    with store.transaction():
+        store.add_results(store.new_run("first"), _batch([("s", "n1", 1.0, {}), ("s", "n2", 2.0, {})]))
+    with store.transaction():
+        store.add_results(store.new_run("second"), _batch([("s", "n1", 5.0, {})]))
+    (s,) = store.load_series()
+    assert list(s.labels) == ["n1"] and list(s.values) == [5.0]
+
+
+def test_failed_write_leaves_store_as_it_was(store):
+    with store.transaction():
+        store.add_results(store.new_run("ok"), _batch([("s", "n1", 1.0, {})]))
+    with pytest.raises(RuntimeError):
+        with store.transaction():
+            store.add_results(store.new_run("broken"), _batch([("s", "n1", 7.0, {})]))
+            raise RuntimeError("import failed half way")
+    assert len(store.runs()) == 1
+    (s,) = store.load_series()
+    assert list(s.values) == [1.0]
+
+
+def test_facts_latest_value_wins_and_topology_is_latest_map(store):
+    with store.transaction():
+        run = store.new_run("a")
+        store.add_facts(run, [("n1", "bios", "1.0"), ("n2", "bios", "1.0")])
+        store.set_topology(run, {"n1": "rack1", "n2": "rack1"})
+    with store.transaction():
+        run = store.new_run("b")
+        store.add_facts(run, [("n2", "bios", "1.1")])
+        store.set_topology(run, {"n1": "rack2"})
+    assert store.load_facts() == {"bios": {"n1": "1.0", "n2": "1.1"}}
+    assert store.load_topology() == {"n1": "rack2"}
+
+
+def test_pair_labels_name_their_members(store):
+    with store.transaction():
+        store.add_results(store.new_run("t"), _batch([
+            ("pp", "cn-001-cn-002", None, {"valid": False, "label_kind": LabelKind.PAIR, "repetition": 1})]))
+    (failure,) = store.load_failures()
+    assert failure.members == ("cn-001", "cn-002")
+
+
+def test_schema_version_recorded_and_newer_store_refused(tmp_path):
+    path = tmp_path / "s.duckdb"
+    open_store(path).close()
+    con = duckdb.connect(str(path))
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    con.execute("UPDATE meta SET value = ? WHERE key='schema_version'", [str(SCHEMA_VERSION + 1)])
+    con.close()
+    with pytest.raises(StoreError, match="newer than this oddnode"):
+        open_store(path)
+
+
+def test_foreign_duckdb_file_and_missing_store_refused(tmp_path):
+    foreign = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(foreign))
+    con.execute("CREATE TABLE t (x INT)")
+    con.close()
+    with pytest.raises(StoreError, match="not an oddnode results store"):
+        open_store(foreign)
+    with pytest.raises(StoreError, match="no results store"):
+        open_store(tmp_path / "absent.duckdb", read_only=True)
