@@ -1,0 +1,334 @@
+"""The shape of one population: histogram bins, chi-squared fit to a normal
+(STAB's ``dplot``/``findn``), normality tests, the dip test for bimodality and
+the best split into two groups of nodes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import diptest
+import numpy as np
+from scipy import special, stats
+
+# A "whole" histogram has one bin per integer; past this many bins the data are
+# counts over a range too wide to draw one bar per value.
+MAX_WHOLE_BINS = 100_000
+
+# Chi-squared is an approximation that needs enough expected counts per bin;
+# the usual rule of thumb (Cochran) is at least 5.
+MIN_EXPECTED_PER_BIN = 5.0
+
+# Parameters of the normal fitted to the data (mean and standard deviation):
+# each costs the chi-squared test one degree of freedom, on top of the one lost
+# because the counts must total n.
+FITTED_PARAMETERS = 2
+
+# Sample-size limits of the scipy tests: skewtest needs 8 values, the kurtosis
+# half of normaltest (D'Agostino-Pearson K²) is only valid from 20, Shapiro-Wilk
+# is defined from 3 and its p-value is not accurate above 5000.
+MIN_N_SKEWTEST = 8
+MIN_N_NORMALTEST = 20
+MIN_N_SHAPIRO = 3
+MAX_N_SHAPIRO = 5000
+
+# The dip test's p-value table starts at n = 4.
+MIN_N_DIP = 4
+
+# Anderson-Darling critical value at 5% for a normal with estimated mean and
+# std (Stephens 1974, D'Agostino & Stephens 1986, Table 4.7), scaled for
+# sample size by 1 + 0.75/n + 2.25/n², rounded to 3 decimals as scipy does.
+ANDERSON_NORMAL_CRITICAL_5PCT = 0.752
+
+
+def _as_finite_array(values) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64).ravel()
+    if not np.all(np.isfinite(array)):
+        raise ValueError("values contain NaN or infinity; drop failed runs before describing the distribution")
+    return array
+
+
+def bin_edges(values, bins: str | int) -> np.ndarray:
+    """Histogram edges: ``"auto"`` (ceil(sqrt(n)) equal bins), ``"whole"`` (one
+    bin per integer value) or an int N (N equal bins over [min, max])."""
+    array = _as_finite_array(values)
+    if len(array) == 0:
+        raise ValueError("cannot bin an empty set of values")
+    is_count = isinstance(bins, (int, np.integer)) and not isinstance(bins, bool)
+    if is_count:
+        if bins < 1:
+            raise ValueError(f"the number of bins must be at least 1, got {bins}")
+        count = int(bins)
+    elif bins == "auto":
+        count = math.ceil(math.sqrt(len(array)))
+    elif bins == "whole":
+        if not np.all(array == np.round(array)):
+            raise ValueError(
+                'bins="whole" needs whole numbers (counts, integers); these values have fractions: '
+                'use bins="auto" or a number of bins'
+            )
+        low, high = int(array.min()), int(array.max())
+        if high - low + 1 > MAX_WHOLE_BINS:
+            raise ValueError(
+                f'bins="whole" would draw {high - low + 1} bins (values {low}..{high}); '
+                f'use bins="auto" or a number of bins'
+            )
+        # Edges half-way between integers, so each bin is centred on one value.
+        return np.arange(low, high + 2, dtype=np.float64) - 0.5
+    else:
+        raise ValueError(f'bins must be "auto", "whole" or a positive integer, got {bins!r}')
+
+    low, high = float(array.min()), float(array.max())
+    if low == high:
+        # Every value equal: one bin of width 1 centred on it.
+        return np.array([low - 0.5, high + 0.5])
+    return np.linspace(low, high, count + 1)
+
+
+@dataclass(frozen=True)
+class ChiSquared:
+    """Goodness of fit of the histogram to the fitted normal (one ``findn`` row)."""
+
+    x2: float
+    dof: int
+    p: float
+    bins: int  # bins actually used, after merging sparse ones
+    scale: float  # bin width / sample std, as STAB's findn prints it
+    requested_bins: int = 0  # equal-width bins asked for, before merging
+
+
+def _merge_sparse_bins(observed: np.ndarray, expected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge runs of adjacent bins, left to right, until each holds at least
+    MIN_EXPECTED_PER_BIN expected values; a sparse remainder joins the last group."""
+    merged_observed: list[float] = []
+    merged_expected: list[float] = []
+    run_observed = run_expected = 0.0
+    for obs, exp in zip(observed, expected):
+        run_observed += obs
+        run_expected += exp
+        if run_expected >= MIN_EXPECTED_PER_BIN:
+            merged_observed.append(run_observed)
+            merged_expected.append(run_expected)
+            run_observed = run_expected = 0.0
+    if run_expected > 0 or run_observed > 0:
+        if merged_expected:
+            merged_observed[-1] += run_observed
+            merged_expected[-1] += run_expected
+        else:
+            merged_observed.append(run_observed)
+            merged_expected.append(run_expected)
+    return np.array(merged_observed), np.array(merged_expected)
+
+
+def chi_squared_normal(values, bins: str | int = "auto") -> ChiSquared:
+    """Chi-squared test of the histogram against the normal with the sample's
+    mean and standard deviation."""
+    array = _as_finite_array(values)
+    edges = bin_edges(array, bins)
+    requested = len(edges) - 1
+    n = len(array)
+    std = float(array.std(ddof=1)) if n > 1 else 0.0
+    if std == 0.0:
+        nan = float("nan")
+        return ChiSquared(x2=nan, dof=0, p=nan, bins=requested, scale=nan, requested_bins=requested)
+
+    observed, _ = np.histogram(array, edges)
+    # Expected count per bin from the normal CDF; the first and last bins are
+    # open-ended (-inf, e1] and [e_k-1, +inf) so the expected counts total n.
+    inner_cdf = stats.norm.cdf(edges[1:-1], loc=array.mean(), scale=std)
+    expected = n * np.diff(np.concatenate(([0.0], inner_cdf, [1.0])))
+    # Sparse bins: adjacent bins are merged until each expects at least 5
+    # values, before the statistic is computed; ``bins`` reports how many
+    # merged bins the test actually used and the degrees of freedom follow it.
+    observed, expected = _merge_sparse_bins(observed.astype(np.float64), expected)
+    used = len(expected)
+    x2 = float(np.sum((observed - expected) ** 2 / expected))
+    dof = used - 1 - FITTED_PARAMETERS
+    p = float(stats.chi2.sf(x2, dof)) if dof >= 1 else float("nan")
+    scale = float(edges[1] - edges[0]) / std
+    return ChiSquared(x2=x2, dof=dof, p=p, bins=used, scale=scale, requested_bins=requested)
+
+
+def findn(values, bin_counts=None) -> list[ChiSquared]:
+    """Chi-squared fits over a sweep of bin counts, least normal-looking first
+    (STAB's ``findn``): shows how much the verdict depends on the binning."""
+    array = _as_finite_array(values)
+    if bin_counts is None:
+        highest = max(4, 2 * math.ceil(math.sqrt(len(array))))
+        bin_counts = range(4, highest + 1)
+    results = [chi_squared_normal(array, int(count)) for count in bin_counts]
+    # Sort by p ascending; fits without a p-value (too few bins) go last.
+    return sorted(results, key=lambda r: (math.isnan(r.p), r.p))
+
+
+@dataclass(frozen=True)
+class Normality:
+    """Moments and normality tests of one population; NaN where a test does
+    not apply to this sample size."""
+
+    n: int
+    skewness: float  # adjusted Fisher-Pearson (bias=False)
+    skew_z: float
+    skew_p: float
+    kurtosis: float  # excess kurtosis (normal = 0), bias=False
+    dagostino_k2: float
+    dagostino_p: float
+    shapiro_w: float
+    shapiro_p: float  # NaN above 5000 values, where scipy's p is unreliable
+    anderson_stat: float
+    anderson_critical_5pct: float
+
+
+def _anderson_statistic(array: np.ndarray) -> float:
+    """Anderson-Darling A² against the normal with the sample's mean and std,
+    the statistic of ``scipy.stats.anderson(x, "norm")`` without its
+    distribution-object overhead."""
+    n = len(array)
+    standardised = (np.sort(array) - array.mean()) / array.std(ddof=1)
+    # A² = -n - Σ (2i-1)/n [ln F(w_i) + ln(1 - F(w_(n+1-i)))], with
+    # ln(1 - F(w)) = ln F(-w) for the normal: log_ndtr keeps both tails exact.
+    log_cdf = special.log_ndtr(standardised)
+    log_sf = special.log_ndtr(-standardised)
+    weights = (2.0 * np.arange(1, n + 1) - 1.0) / n
+    return float(-n - np.sum(weights * (log_cdf + log_sf[::-1])))
+
+
+def _sample_skewness_kurtosis(centred: np.ndarray) -> tuple[float, float]:
+    """Adjusted skewness G1 and excess kurtosis G2, the values of scipy's
+    ``skew``/``kurtosis`` with ``bias=False``, from one pass over the moments."""
+    n = len(centred)
+    deviations = centred - centred.mean()
+    squared = deviations * deviations
+    m2 = squared.mean()
+    m3 = (squared * deviations).mean()
+    m4 = (squared * squared).mean()
+    nan = float("nan")
+    # G1 = sqrt(n(n-1))/(n-2) * m3/m2^1.5 and
+    # G2 = (n-1)/((n-2)(n-3)) * ((n+1) m4/m2² - 3(n-1)): the bias-corrected
+    # sample estimators (Joanes & Gill 1998), defined from 3 and 4 values.
+    skewness = math.sqrt(n * (n - 1)) / (n - 2) * m3 / m2**1.5 if n >= 3 else nan
+    kurtosis = (n - 1) / ((n - 2) * (n - 3)) * ((n + 1) * m4 / m2**2 - 3 * (n - 1)) if n >= 4 else nan
+    return float(skewness), float(kurtosis)
+
+
+def normality(values) -> Normality:
+    """Skewness, kurtosis, D'Agostino-Pearson, Shapiro-Wilk and
+    Anderson-Darling for one population."""
+    array = _as_finite_array(values)
+    n = len(array)
+    nan = float("nan")
+    if n == 0 or array.min() == array.max():
+        return Normality(n, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan)
+    # Every statistic here is shift-invariant; centring on the median first
+    # keeps scipy's moments clear of cancellation when the values are large
+    # (e.g. 1e5 MB/s that differ in the last digits).
+    centred = array - np.median(array)
+
+    skewness, kurtosis = _sample_skewness_kurtosis(centred)
+    skew_z = skew_p = nan
+    if n >= MIN_N_SKEWTEST:
+        skew_z, skew_p = (float(v) for v in stats.skewtest(centred))
+    k2 = k2_p = nan
+    if n >= MIN_N_NORMALTEST:
+        # D'Agostino-Pearson K² = z_skew² + z_kurtosis², chi-squared with 2
+        # dof: exactly scipy's normaltest, without recomputing the skew test.
+        kurtosis_z = float(stats.kurtosistest(centred).statistic)
+        k2 = skew_z**2 + kurtosis_z**2
+        k2_p = float(stats.chi2.sf(k2, 2))
+    shapiro_w = shapiro_p = nan
+    if MIN_N_SHAPIRO <= n <= MAX_N_SHAPIRO:
+        shapiro_w, shapiro_p = (float(v) for v in stats.shapiro(centred))
+    anderson_stat = anderson_critical = nan
+    if n >= 3:
+        anderson_stat = _anderson_statistic(centred)
+        anderson_critical = round(ANDERSON_NORMAL_CRITICAL_5PCT / (1.0 + 0.75 / n + 2.25 / n**2), 3)
+    return Normality(
+        n=n,
+        skewness=skewness,
+        skew_z=skew_z,
+        skew_p=skew_p,
+        kurtosis=kurtosis,
+        dagostino_k2=k2,
+        dagostino_p=k2_p,
+        shapiro_w=shapiro_w,
+        shapiro_p=shapiro_p,
+        anderson_stat=anderson_stat,
+        anderson_critical_5pct=anderson_critical,
+    )
+
+
+@dataclass(frozen=True)
+class Dip:
+    """Hartigan's dip test of unimodality: a small p means two (or more)
+    kinds of nodes."""
+
+    statistic: float
+    p: float
+
+
+def dip_test(values) -> Dip:
+    """Hartigan & Hartigan dip test, p-value interpolated from the tabulated
+    critical values (no bootstrap)."""
+    array = _as_finite_array(values)
+    if len(array) < MIN_N_DIP:
+        return Dip(statistic=float("nan"), p=float("nan"))
+    # diptest sorts its input itself (sort_x=True); boot_pval=False selects the
+    # interpolation in Hartigan's table of critical values.
+    statistic, p = diptest.diptest(array, sort_x=True, boot_pval=False)
+    return Dip(statistic=float(statistic), p=float(p))
+
+
+@dataclass(frozen=True)
+class Split:
+    """The best cut of sorted values into a low and a high group."""
+
+    index: int  # number of values in the low group
+    low_mean: float
+    high_mean: float
+    low_std: float  # population std (ddof=0) of each group
+    high_std: float
+    ashman_d: float
+
+
+def best_two_group_split(sorted_values) -> Split:
+    """Optimal 1-D two-means split of ascending values: the cut that
+    maximises the between-group sum of squares, found in O(n)."""
+    array = _as_finite_array(sorted_values)
+    n = len(array)
+    if n < 2:
+        raise ValueError(f"a two-group split needs at least 2 values, got {n}")
+    if np.any(np.diff(array) < 0):
+        raise ValueError("best_two_group_split needs values sorted ascending")
+    # Centre first so the prefix sums stay small relative to the spread.
+    centred = array - array.mean()
+    low_sizes = np.arange(1, n, dtype=np.float64)
+    high_sizes = n - low_sizes
+    low_sums = np.cumsum(centred)[:-1]
+    # Centred data sum to 0, so the high group's sum is -low_sum and
+    # between-SS = k(n-k)/n (mean_low - mean_high)^2 = low_sum^2 n / (k (n-k)).
+    between = low_sums**2 * n / (low_sizes * high_sizes)
+    index = int(np.argmax(between)) + 1
+
+    low, high = array[:index], array[index:]
+    low_mean, high_mean = float(low.mean()), float(high.mean())
+    low_std, high_std = float(low.std()), float(high.std())
+    return Split(
+        index=index,
+        low_mean=low_mean,
+        high_mean=high_mean,
+        low_std=low_std,
+        high_std=high_std,
+        ashman_d=ashman_d(low_mean, high_mean, low_std, high_std),
+    )
+
+
+def ashman_d(mean1: float, mean2: float, std1: float, std2: float) -> float:
+    """Ashman's D, the separation of two groups in units of their spread."""
+    # D = sqrt(2) |mu1 - mu2| / sqrt(sigma1^2 + sigma2^2) (Ashman, Bird & Zepf
+    # 1994). A mixture of two normals only separates cleanly into two peaks
+    # when D > 2; below that the "two groups" may be one skewed population.
+    gap = abs(mean1 - mean2)
+    spread = math.sqrt(std1**2 + std2**2)
+    if spread == 0.0:
+        return float("inf") if gap > 0 else 0.0
+    return math.sqrt(2.0) * gap / spread
