@@ -1,0 +1,231 @@
+"""Rules on the shape of each single-node population (STAB's dplot reading):
+outliers, a second mode, skew and other departures from the normal."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from oddnode.findings.population import HIGH, LOW, JudgedGroup, Modes, analyse, bad_side
+from oddnode.findings.registry import Sensitivity, rule
+from oddnode.model import Dataset, Finding, LabelKind, Series, Severity
+from oddnode.nodes import fold
+from oddnode.stats.distribution import normality
+
+# How many nodes a message spells out before "and N more"; the evidence lists all.
+MESSAGE_NODES = 5
+
+
+def node_series(dataset: Dataset) -> list[Series]:
+    return [s for s in dataset.series if s.label_kind is LabelKind.NODE]
+
+
+def number(value: float) -> str:
+    """A value as a report prints it: four significant digits."""
+    return f"{value:.4g}"
+
+
+def with_unit(value: float, series: Series) -> str:
+    return f"{number(value)} {series.unit}".rstrip()
+
+
+def _deviation_pct(value: float, median: float) -> float:
+    return (value - median) / abs(median) * 100.0 if median else float("inf") if value != median else 0.0
+
+
+def _outlier_finding(series: Series, group: JudgedGroup, side: str) -> Finding:
+    indices = group.outliers(side)
+    labels = series.labels[indices].tolist()
+    values = series.values[indices].astype(np.float64)
+    median, sigma = group.scale.median, group.scale.sigma
+    if sigma > 0:
+        zs = (values - median) / sigma
+    else:
+        zs = np.copysign(np.inf, values - median)
+    # Worst first: furthest from the median.
+    order = np.argsort(-np.abs(zs), kind="stable")
+    per_node = {
+        labels[i]: {
+            "value": float(values[i]),
+            "modified_z": float(zs[i]),
+            "deviation_pct": _deviation_pct(float(values[i]), median),
+        }
+        for i in order
+    }
+    worse = side == bad_side(series)
+    details = ", ".join(
+        f"{labels[i]} {with_unit(float(values[i]), series)} ({per_node[labels[i]]['deviation_pct']:+.1f}%, "
+        f"modified z {float(zs[i]):+.1f})"
+        for i in order[:MESSAGE_NODES]
+    )
+    if len(order) > MESSAGE_NODES:
+        details += f" and {len(order) - MESSAGE_NODES} more"
+    within = f" within the {group.mode} mode ({group.size} nodes)" if group.mode else ""
+    nodes = fold(labels)
+    message = (
+        f"{nodes} {'is an outlier' if len(labels) == 1 else 'are outliers'} on the "
+        f"{'worse' if worse else 'better'} ({side}) side of {series.name}{within}: {details}; "
+        f"median {with_unit(median, series)}, threshold |modified z| > {group.threshold:.2f}"
+    )
+    if worse:
+        remedy = (
+            f"Compare {nodes}'s facts with the other nodes' (memory configuration, BIOS, CPU frequency "
+            "governor, competing processes) and rerun the benchmark on it alone."
+        )
+    else:
+        remedy = (
+            f"A result better than identical nodes reach is suspect: check that {nodes} ran the same work "
+            "(problem size, threads, accuracy check passed), compare its facts (memory configuration, "
+            "BIOS, governor, competing processes) and rerun the benchmark on it alone."
+        )
+    return Finding(
+        kind="outlier",
+        severity=Severity.WARNING,
+        subject=series.name,
+        nodes=nodes,
+        message=message,
+        evidence={
+            "side": side,
+            "worse": worse,
+            "mode": group.mode,
+            "median": median,
+            "mad": group.scale.mad,
+            "threshold": group.threshold,
+            "population": group.size,
+            "nodes": per_node,
+        },
+        remedy=remedy,
+    )
+
+
+@rule("outlier")
+def outliers(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
+    """Nodes far from their population's median, judged within each mode when there are two."""
+    findings = []
+    for series in node_series(dataset):
+        population = analyse(series, sensitivity)
+        for group in population.groups:
+            for side in (LOW, HIGH):
+                if len(group.outliers(side)):
+                    findings.append(_outlier_finding(series, group, side))
+    return findings
+
+
+def _bimodal_finding(series: Series, modes: Modes) -> Finding:
+    split = modes.split
+    minority = modes.minority
+    majority = HIGH if minority == LOW else LOW
+    groups = {}
+    for side, mean, std in ((LOW, split.low_mean, split.low_std), (HIGH, split.high_mean, split.high_std)):
+        indices = modes.indices(side)
+        groups[side] = {
+            "side": side,
+            "nodes": fold(series.labels[indices].tolist()),
+            "size": int(len(indices)),
+            "mean": float(np.mean(series.values[indices])),
+            "std": float(np.std(series.values[indices])),
+        }
+    odd, rest = groups[minority], groups[majority]
+    faster = minority != bad_side(series)
+    message = (
+        f"{odd['nodes']} ({odd['size']} nodes, mean {with_unit(odd['mean'], series)}) form a second, "
+        f"{'faster' if faster else 'slower'} mode than {rest['nodes']} ({rest['size']} nodes, mean "
+        f"{with_unit(rest['mean'], series)}) on {series.name}: gap {modes.gap_pct:.1f}%"
+    )
+    return Finding(
+        kind="bimodal",
+        severity=Severity.WARNING,
+        subject=series.name,
+        nodes=odd["nodes"],
+        message=message,
+        evidence={
+            "groups": [groups[LOW], groups[HIGH]],
+            "minority": minority,
+            "gap_pct": modes.gap_pct,
+            "dip": modes.dip.statistic,
+            "dip_p": modes.dip.p,
+            "ashman_d": split.ashman_d,
+        },
+        remedy=(
+            f"Two kinds of nodes: compare the facts of {odd['nodes']} with the others' "
+            "(memory configuration and DIMM layout, BIOS version and settings, kernel)."
+        ),
+    )
+
+
+@rule("bimodal")
+def bimodal(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
+    """Two kinds of nodes in one population (dip test, Ashman's D, group sizes, gap)."""
+    findings = []
+    for series in node_series(dataset):
+        population = analyse(series, sensitivity)
+        if population.modes is not None:
+            findings.append(_bimodal_finding(series, population.modes))
+    return findings
+
+
+@rule("normality", kinds=("skewed", "not-normal"))
+def shape(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
+    """A single-mode population, outliers removed, that is skewed or otherwise not normal."""
+    findings = []
+    for series in node_series(dataset):
+        population = analyse(series, sensitivity)
+        if population.modes is not None:
+            continue
+        keep = np.isfinite(series.values)
+        for side in (LOW, HIGH):
+            keep[population.outliers(side)] = False
+        result = normality(series.values[keep])
+        if result.skew_p < sensitivity.alpha:
+            side = HIGH if result.skewness > 0 else LOW
+            worse = side == bad_side(series)
+            findings.append(
+                Finding(
+                    kind="skewed",
+                    severity=Severity.INFO,
+                    subject=series.name,
+                    nodes="",
+                    message=(
+                        f"{series.name} is skewed towards {side} values (the {'worse' if worse else 'better'} "
+                        f"side): skewness {result.skewness:+.2f}, skew test p = {result.skew_p:.2g}"
+                    ),
+                    evidence={
+                        "test": "skewtest",
+                        "side": side,
+                        "statistic": result.skew_z,
+                        "p": result.skew_p,
+                        "skewness": result.skewness,
+                        "n": result.n,
+                    },
+                    remedy=(
+                        f"A tail of {side} results hides a minority of nodes pulled one way: list the nodes "
+                        "in that tail, compare their facts, and rerun to see whether the tail repeats."
+                    ),
+                )
+            )
+        elif result.dagostino_p < sensitivity.alpha:
+            findings.append(
+                Finding(
+                    kind="not-normal",
+                    severity=Severity.INFO,
+                    subject=series.name,
+                    nodes="",
+                    message=(
+                        f"{series.name} does not look normal: D'Agostino-Pearson K² = {result.dagostino_k2:.1f}, "
+                        f"p = {result.dagostino_p:.2g} (skewness {result.skewness:+.2f}, "
+                        f"excess kurtosis {result.kurtosis:+.2f})"
+                    ),
+                    evidence={
+                        "test": "dagostino-pearson",
+                        "statistic": result.dagostino_k2,
+                        "p": result.dagostino_p,
+                        "skewness": result.skewness,
+                        "kurtosis": result.kurtosis,
+                        "n": result.n,
+                    },
+                    remedy=(
+                        "Identical nodes should give a bell curve: plot the histogram, and compare the facts "
+                        "of the nodes in its heavier parts (flat tops and heavy tails mean mixed kinds of nodes)."
+                    ),
+                )
+            )
+    return findings

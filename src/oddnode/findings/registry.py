@@ -1,0 +1,91 @@
+"""Finding rules registered by name, the sensitivity they share, and
+``find_all``, which runs them over a dataset."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from oddnode.model import Dataset, Finding
+from oddnode.stats.robust import ALPHA_RANGE
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """How readily the rules warn.
+
+    alpha: probability that one rule raises a false warning on one benchmark
+    of a healthy cluster (a family-wise rate over that benchmark's nodes).
+    min_effect: smallest deviation from the median, as a fraction of it,
+    worth a warning: a node 0.3% slower is no fault even when the statistics
+    can tell it apart.
+    """
+
+    alpha: float = 1e-4
+    min_effect: float = 0.01
+
+    def __post_init__(self) -> None:
+        low, high = ALPHA_RANGE
+        if not (low * (1 - 1e-9) <= self.alpha <= high * (1 + 1e-9)):
+            raise ValueError(
+                f"alpha {self.alpha:g} is outside [{low:g}, {high:g}], the range the outlier "
+                "thresholds are calibrated for"
+            )
+        if not self.min_effect >= 0:
+            raise ValueError(f"min_effect must be a fraction ≥ 0, got {self.min_effect!r}")
+
+
+Rule = Callable[[Dataset, Sensitivity], list[Finding]]
+
+# name -> rule function, in registration order.
+RULES: dict[str, Rule] = {}
+# name -> the finding kinds the rule can produce.
+RULE_KINDS: dict[str, tuple[str, ...]] = {}
+
+
+class UnknownRuleError(KeyError):
+    """A rule name that no rule was registered under."""
+
+    def __init__(self, name: str) -> None:
+        known = ", ".join(RULES) or "none"
+        self.message = f"unknown finding rule {name!r} (known: {known})"
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def rule(name: str, kinds: Iterable[str] | None = None) -> Callable[[Rule], Rule]:
+    """Register a rule ``(dataset, sensitivity) -> list[Finding]`` under ``name``."""
+
+    def register(function: Rule) -> Rule:
+        if name in RULES:
+            raise ValueError(f"a finding rule named {name!r} is already registered ({RULES[name].__module__})")
+        RULES[name] = function
+        RULE_KINDS[name] = tuple(kinds) if kinds is not None else (name,)
+        return function
+
+    return register
+
+
+def get_rule(name: str) -> Rule:
+    try:
+        return RULES[name]
+    except KeyError:
+        raise UnknownRuleError(name) from None
+
+
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Errors first, then warnings, then information; by kind and subject within."""
+    return sorted(findings, key=lambda f: (-f.severity.rank, f.kind, f.subject, f.nodes))
+
+
+def find_all(
+    dataset: Dataset, sensitivity: Sensitivity = Sensitivity(), rules: list[str] | None = None
+) -> list[Finding]:
+    """Run the named rules (all of them by default) and return their findings, worst first."""
+    selected = [get_rule(name) for name in (rules if rules is not None else list(RULES))]
+    findings: list[Finding] = []
+    for function in selected:
+        findings.extend(function(dataset, sensitivity))
+    return sort_findings(findings)
