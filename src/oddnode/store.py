@@ -36,6 +36,7 @@ from oddnode.nodes import label_members
 
 SCHEMA_VERSION = 1
 DEFAULT_PATH = "oddnode.duckdb"
+FINDINGS_SOURCE = "findings"  # runs.source of an analysis run, even one that found nothing
 
 _SCHEMA_V1 = """
 CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
@@ -328,8 +329,8 @@ class Store:
     def latest_findings(self) -> list[Finding]:
         rows = self.con.execute("""
             SELECT kind, severity, subject, nodes, message, evidence, remedy FROM findings
-            WHERE run_id = (SELECT max(run_id) FROM findings)
-        """).fetchall()
+            WHERE run_id = (SELECT max(id) FROM runs WHERE source = ?)
+        """, [FINDINGS_SOURCE]).fetchall()
         return [
             Finding(kind, Severity(sev), subject, nodes, message, json.loads(evidence), remedy)
             for kind, sev, subject, nodes, message, evidence, remedy in rows

@@ -1,0 +1,58 @@
+"""The whole judgement of a store: statistics, findings and correlations.
+
+A pure function of the dataset the store holds; the runners never get here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from oddnode import __version__
+from oddnode.findings import Sensitivity, find_all
+from oddnode.model import Dataset, Finding, Series, Severity
+from oddnode.stats.correlation import Correlation, correlate_all
+from oddnode.stats.describe import Description, describe
+from oddnode.store import SCHEMA_VERSION
+
+
+@dataclass
+class Analysis:
+    dataset: Dataset
+    statistics: list[tuple[Series, Description]]
+    findings: list[Finding]
+    correlations: list[Correlation] = field(default_factory=list)
+    sensitivity: Sensitivity = field(default_factory=Sensitivity)
+
+    @property
+    def ready(self) -> bool:
+        """Ready for production: no finding of warning severity or above."""
+        return not any(f.severity.rank >= Severity.WARNING.rank for f in self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "oddnode": __version__,
+            "ready": self.ready,
+            "sensitivity": {"alpha": self.sensitivity.alpha, "min_effect": self.sensitivity.min_effect},
+            "statistics": [
+                {"benchmark": s.benchmark, "metric": s.metric, "unit": s.unit, "direction": s.direction.value,
+                 "label_kind": s.label_kind.value, **d.to_json()}
+                for s, d in self.statistics
+            ],
+            "findings": [f.to_json() for f in self.findings],
+            "correlations": [c.__dict__ for c in self.correlations],
+        }
+
+
+def analyze(dataset: Dataset, sensitivity: Sensitivity | None = None, correlations: bool = True) -> Analysis:
+    """Describe every series, run every finding rule and, if asked,
+    correlate every pair of benchmarks."""
+    sensitivity = sensitivity or Sensitivity()
+    return Analysis(
+        dataset=dataset,
+        statistics=[(s, describe(s)) for s in dataset.series],
+        findings=find_all(dataset, sensitivity),
+        correlations=correlate_all(dataset.series) if correlations else [],
+        sensitivity=sensitivity,
+    )

@@ -1,0 +1,132 @@
+"""One self-contained HTML report: verdict, findings, statistics, histograms,
+correlations, failed runs and inventory.  Figures are inline SVG, so the file
+can be mailed or attached to a ticket as it is."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+import jinja2
+
+from oddnode import __version__
+from oddnode.analysis import Analysis
+from oddnode.model import LabelKind, Severity
+from oddnode.nodes import NodeNameError, expand, fold
+from oddnode.report.plots import figure_to_svg, histogram_figure, scatter_figure
+from oddnode.report.terminal import number, probability
+from oddnode.stats.common import common_nodes
+from oddnode.stats.correlation import CORRELATION_CAVEAT
+
+# Beyond this many benchmarks only those named by a finding get a histogram:
+# a report with hundreds of figures is neither read nor quick to open.
+MAX_HISTOGRAMS = 40
+MAX_CORRELATIONS = 25
+MAX_SCATTERS = 4
+_POPULATION = {LabelKind.NODE: "nodes", LabelKind.PAIR: "pairs", LabelKind.SET: "sets"}
+
+_environment = jinja2.Environment(
+    loader=jinja2.PackageLoader("oddnode", "report/templates"),
+    autoescape=jinja2.select_autoescape(["html", "j2"]),
+    undefined=jinja2.StrictUndefined,
+)
+
+
+def _flagged_labels(analysis: Analysis) -> dict[str, dict[str, str]]:
+    """Series name -> label -> finding kind, for marking nodes on histograms."""
+    flagged: dict[str, dict[str, str]] = defaultdict(dict)
+    for finding in analysis.findings:
+        if finding.severity is Severity.INFO or not finding.nodes:
+            continue
+        try:
+            nodes = expand(finding.nodes)
+        except NodeNameError:
+            continue
+        for name in (part.strip() for part in finding.subject.split(",")):
+            for node in nodes:
+                flagged[name][node] = finding.kind
+    return flagged
+
+
+def _histograms(analysis: Analysis) -> tuple[list[dict[str, str]], str]:
+    flagged = _flagged_labels(analysis)
+    series = [s for s, _ in analysis.statistics]
+    note = ""
+    if len(series) > MAX_HISTOGRAMS:
+        series = [s for s in series if s.name in flagged or s.benchmark in flagged]
+        note = f"Only the {len(series)} benchmarks named by a finding are drawn, of {len(analysis.statistics)}."
+    figures = []
+    for s in series:
+        highlight = flagged.get(s.name) or flagged.get(s.benchmark) or None
+        figures.append({"name": s.name, "svg": figure_to_svg(histogram_figure(s, highlight=highlight))})
+    return figures, note
+
+
+def _correlations(analysis: Analysis) -> tuple[list[dict[str, str]], list[str]]:
+    significant = [c for c in analysis.correlations if c.pearson_p < analysis.sensitivity.alpha]
+    rows = [
+        {"x": c.x, "y": c.y, "n": c.n, "r": f"{c.pearson_r:.2f}", "p": probability(c.pearson_p),
+         "rho": f"{c.spearman_r:.2f}", "p_rho": probability(c.spearman_p)}
+        for c in significant[:MAX_CORRELATIONS]
+    ]
+    by_name = {s.name: s for s in analysis.dataset.series}
+    scatters = [figure_to_svg(scatter_figure(by_name[c.x], by_name[c.y], c)) for c in significant[:MAX_SCATTERS]]
+    return rows, scatters
+
+
+def _inventory(analysis: Analysis) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Every fact key with its values, most common first, nodes folded."""
+    table = []
+    for key, per_node in sorted(analysis.dataset.facts.items()):
+        by_value: dict[str, list[str]] = defaultdict(list)
+        for node, value in per_node.items():
+            by_value[value].append(node)
+        ordered = sorted(by_value.items(), key=lambda item: (-len(item[1]), item[0]))
+        table.append((key, [(value, fold(nodes)) for value, nodes in ordered]))
+    return table
+
+
+def render_report(analysis: Analysis) -> str:
+    serious = [f for f in analysis.findings if f.severity.rank >= Severity.WARNING.rank]
+    histograms, note = _histograms(analysis)
+    correlations, scatters = _correlations(analysis)
+    findings = []
+    for f in analysis.findings:
+        findings.append({"severity": f.severity, "kind": f.kind, "subject": f.subject, "nodes": f.nodes,
+                         "message": f.message, "remedy": f.remedy,
+                         "evidence_json": json.dumps(f.evidence, indent=2, sort_keys=True, default=str)})
+    statistics = [
+        {"name": s.name, "unit": s.unit or "-", "direction": s.direction.value, "n": d.n,
+         "population": _POPULATION[s.label_kind], "low": number(d.low), "high": number(d.high),
+         "variability": f"{d.variability_pct:.2f}", "mean": number(d.mean), "median": number(d.median),
+         "std": number(d.std)}
+        for s, d in analysis.statistics
+    ]
+    return _environment.get_template("report.html.j2").render(
+        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        version=__version__,
+        alpha=analysis.sensitivity.alpha,
+        min_effect_pct=f"{analysis.sensitivity.min_effect * 100:g}",
+        ready=analysis.ready,
+        verdict="READY for production" if analysis.ready else "NOT READY for production",
+        reasons=[f"{f.kind} [{f.subject}] {f.nodes}: {f.message}" for f in serious],
+        findings=findings,
+        statistics=statistics,
+        histograms=histograms,
+        histograms_note=note,
+        caveat=CORRELATION_CAVEAT,
+        correlations=correlations,
+        scatters=scatters,
+        common=common_nodes(analysis.dataset.failures),
+        inventory=_inventory(analysis),
+    )
+
+
+def write_report(analysis: Analysis, path: os.PathLike[str] | str) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_report(analysis), encoding="utf-8")
+    return path

@@ -1,0 +1,115 @@
+"""The command line, run as a user runs it: a subprocess."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import write
+
+
+def oddnode(*args, cwd, check=True):
+    result = subprocess.run([sys.executable, "-m", "oddnode", *map(str, args)], cwd=cwd,
+                            capture_output=True, text=True, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+    if check and result.returncode != 0:
+        raise AssertionError(f"oddnode {' '.join(map(str, args))} exited {result.returncode}:\n"
+                             f"{result.stdout}\n{result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A synthetic cluster imported into a store, shared by the read-only tests."""
+    root = tmp_path_factory.mktemp("cli")
+    oddnode("synth", root / "cluster", cwd=root)  # 484 nodes, as the case study
+    oddnode("import", "stab", root / "cluster", "--db", root / "s.duckdb", cwd=root)
+    return root
+
+
+def test_version(tmp_path):
+    assert re.match(r"oddnode \d+\.\d+", oddnode("--version", cwd=tmp_path).stdout)
+
+
+def test_stats_table(cluster):
+    out = oddnode("stats", "c.ppc64", "xhpl.ppc64", "--db", "s.duckdb", cwd=cluster).stdout
+    assert "c.ppc64" in out and "484 nodes" in out and "xhpl.ppc64" in out and "%var" in out
+
+
+def test_dist_findn_with_plot(cluster):
+    out = oddnode("dist", "c.ppc64", "--bins", "12", "--plot", "c.svg", "--db", "s.duckdb", cwd=cluster).stdout
+    assert "Hartigan's dip" in out and "chi-squared" in out
+    assert (cluster / "c.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+    out = oddnode("findn", "c.ppc64", "--db", "s.duckdb", cwd=cluster).stdout
+    assert "normal probability" in out
+
+
+def test_correlate_findc_common(cluster):
+    out = oddnode("correlate", "c.ppc64", "c_omp.ppc64", "--plot", "sc.png", "--db", "s.duckdb", cwd=cluster).stdout
+    assert "Spearman" in out and "not" in out.lower()
+    assert (cluster / "sc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out = oddnode("findc", "--limit", "5", "--db", "s.duckdb", cwd=cluster).stdout
+    assert "|r|" in out
+    out = oddnode("common", "--db", "s.duckdb", cwd=cluster).stdout
+    rows = [line for line in out.splitlines() if re.search(r"node\d+", line)]
+    assert "node483" in rows[0]  # the node common to the failed runs leads the table
+
+
+def test_analyze_json_html_and_truth(cluster):
+    result = oddnode("analyze", "cluster", "--json", "--html", "report.html", cwd=cluster)
+    data = json.loads(result.stdout)
+    assert data["ready"] is False
+    assert {s["benchmark"] for s in data["statistics"]} >= {"c.ppc64", "xhpl.ppc64", "spp.cut.bw.4194304"}
+    kinds = {f["kind"] for f in data["findings"]}
+    assert {"outlier", "bimodal", "accuracy", "missing", "inconsistent-fact", "weak-pair-member", "weak-group"} <= kinds
+    for finding in data["findings"]:
+        assert set(finding) >= {"kind", "severity", "subject", "nodes", "evidence", "remedy"}
+    html = (cluster / "report.html").read_text()
+    assert "NOT READY" in html and "<svg" in html and 'id="findings"' in html
+    assert not re.search(r"""(src|href)=["']https?:""", html)  # self-contained
+    result = oddnode("analyze", "cluster", "--truth", "cluster/truth.json", cwd=cluster)
+    assert "match the ground truth" in result.stdout
+
+
+def test_analyze_healthy_cluster_is_ready_and_fail_on(tmp_path):
+    oddnode("synth", "healthy", "--nodes", 64, "--healthy", cwd=tmp_path)
+    out = oddnode("analyze", "healthy", "--fail-on", "warning", cwd=tmp_path).stdout
+    assert "READY" in out and "NOT READY" not in out
+
+
+def test_fail_on_warning_exits_1(cluster):
+    result = oddnode("analyze", "--db", "s.duckdb", "--fail-on", "warning", cwd=cluster, check=False)
+    assert result.returncode == 1 and "NOT READY" in result.stdout
+
+
+def test_export_round_trip(cluster):
+    oddnode("export", "plot", "exported", "--db", "s.duckdb", cwd=cluster)
+    oddnode("export", "parquet", "pq", "--db", "s.duckdb", cwd=cluster)
+    assert (cluster / "exported" / "plot.c.ppc64").exists() and (cluster / "pq" / "results.parquet").exists()
+
+
+def test_bad_input_is_one_clear_line_and_nothing_written(tmp_path):
+    write(tmp_path / "bad" / "plot.x", "1.0 n1\nnot-a-number n2\n")
+    oddnode("import", "stab", write(tmp_path / "plot.ok", "1 n1\n2 n2\n"), cwd=tmp_path)
+    result = oddnode("import", "stab", tmp_path / "bad", cwd=tmp_path, check=False)
+    assert result.returncode == 2
+    assert "plot.x:2: value 'not-a-number' is not a number" in result.stderr
+    assert "Traceback" not in result.stderr
+    out = oddnode("stats", cwd=tmp_path).stdout
+    assert "ok" in out and " x " not in out
+
+
+def test_missing_store_and_unknown_benchmark(tmp_path):
+    result = oddnode("stats", "--db", "none.duckdb", cwd=tmp_path, check=False)
+    assert result.returncode == 2 and "no results store" in result.stderr
+    oddnode("import", "stab", write(tmp_path / "plot.ok", "1 n1\n2 n2\n"), cwd=tmp_path)
+    result = oddnode("dist", "nosuch", cwd=tmp_path, check=False)
+    assert result.returncode == 2 and "no benchmark named 'nosuch'" in result.stderr
+
+
+def test_synth_refuses_a_foreign_directory(tmp_path):
+    write(tmp_path / "mine" / "notes.txt", "keep me\n")
+    result = oddnode("synth", "mine", cwd=tmp_path, check=False)
+    assert result.returncode == 2 and "not empty" in result.stderr
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me\n"
