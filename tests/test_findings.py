@@ -4,7 +4,6 @@ is found, with its exact nodes, and healthy clusters raise no warning."""
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -452,7 +451,7 @@ def test_case_study_findings_are_sorted_worst_first():
         assert json.loads(json.dumps(finding.to_json(), allow_nan=False))["kind"] == finding.kind
 
 
-def test_find_all_is_fast_on_a_large_cluster():
+def test_no_false_alarm_on_100_benchmarks_of_10000_nodes():
     rng = np.random.default_rng(0)
     nodes = node_names(10_000)
     labels = np.asarray(nodes, dtype=object)
@@ -462,9 +461,41 @@ def test_find_all_is_fast_on_a_large_cluster():
         for i in range(100)
     ]
     dataset = Dataset(series=series)
-    started = time.perf_counter()
     findings = find_all(dataset)
-    took = time.perf_counter() - started
-    assert warnings_and_errors(findings) == []
-    # The target is well under 1.5 s on 2 cores; the bound leaves room for a loaded machine.
-    assert took < 3.0, took
+    assert warnings_and_errors(findings) == []  # its speed is measured by bench/analyze_scale.py
+
+
+def best_of_runs_series(n: int, repetitions: int, rng, direction=Direction.HIGHER, benchmark="triad") -> Series:
+    """Every node's value is the best of R normal runs, as the runner keeps it."""
+    runs = rng.normal(2000.0, 20.0, size=(n, repetitions))
+    best = runs.max(axis=1) if direction is Direction.HIGHER else runs.min(axis=1)
+    series = make_series(benchmark, node_names(n), best, direction=direction)
+    return Series(series.benchmark, series.metric, series.unit, series.direction, series.label_kind,
+                  series.labels, series.values, np.full(n, repetitions, dtype=np.int64))
+
+
+@pytest.mark.parametrize("n, seeds", [(8, 40), (50, 40), (484, 30), (10_000, 3)])
+@pytest.mark.parametrize("repetitions", [5, 10])
+def test_best_of_several_runs_raises_no_false_alarm(n, seeds, repetitions):
+    """The best of R runs has a long tail on the better side: neither it nor
+    the skew it gives may pass for a fault.  (The widened threshold keeps a
+    false warning to about one series in 28,000, as test_robust checks by
+    simulation; the seeds are fixed so the run repeats.)"""
+    for seed in range(1000, 1000 + seeds):
+        rng = np.random.default_rng(seed)
+        dataset = Dataset(series=[best_of_runs_series(n, repetitions, rng),
+                                  best_of_runs_series(n, repetitions, rng, Direction.LOWER, "latency")])
+        findings = find_all(dataset)
+        assert warnings_and_errors(findings) == [], (n, seed)
+        assert findings == [], (n, seed)
+
+
+def test_best_of_several_runs_still_shows_a_slow_node():
+    rng = np.random.default_rng(7)
+    series = best_of_runs_series(484, 10, rng)
+    values = series.values.copy()
+    values[100] *= 0.9  # a competing process costs 10%
+    slow = Series(series.benchmark, series.metric, series.unit, series.direction, series.label_kind,
+                  series.labels, values, series.repetitions)
+    (finding,) = warnings_and_errors(find_all(Dataset(series=[slow])))
+    assert (finding.kind, finding.nodes, finding.evidence["side"]) == ("outlier", "node101", "low")

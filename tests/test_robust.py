@@ -11,6 +11,7 @@ import pytest
 
 from oddnode.stats.robust import (
     MAD_TO_SIGMA,
+    best_of_widening,
     modified_z,
     outlier_threshold,
     robust_scale,
@@ -116,3 +117,29 @@ def test_false_alarm_rate_is_at_most_alpha(n):
     # conservative formula above the table)
     if n <= 200:
         assert rate >= 0.5e-2, rate
+
+
+def test_best_of_widening_is_one_for_single_runs_and_grows_with_runs():
+    assert best_of_widening(1, 484, 1e-4) == 1.0
+    widths = [best_of_widening(r, 484, 1e-4) for r in (2, 5, 10, 20)]
+    assert widths == sorted(widths) and 1.1 < widths[0] and 1.3 < widths[2] < 1.5
+
+
+def test_best_of_widening_matches_simulated_tail():
+    """At the widened threshold the better tail of best-of-10 values is as
+    rare as the normal tail at the normal one (checked at a loose alpha)."""
+    rng = np.random.default_rng(11)
+    n, alpha, r = 50, 1e-2, 10
+    normal = outlier_threshold(n, alpha)
+    widened = normal * best_of_widening(r, n, alpha)
+    exceed_widened = exceed_normal = 0
+    replicates = 20_000
+    for _ in range(replicates // 2_000):
+        best = rng.normal(size=(2_000, n, r)).max(axis=2)
+        median = np.median(best, axis=1, keepdims=True)
+        mad = np.median(np.abs(best - median), axis=1, keepdims=True) * MAD_TO_SIGMA
+        top = ((best - median) / mad).max(axis=1)
+        exceed_widened += int(np.count_nonzero(top > widened))
+        exceed_normal += int(np.count_nonzero(top > normal))
+    assert exceed_widened / replicates <= 1.5 * alpha / 2
+    assert exceed_normal / replicates > 3 * alpha / 2  # the normal threshold alone would cry wolf

@@ -14,7 +14,13 @@ import numpy as np
 from oddnode.findings.registry import Sensitivity
 from oddnode.model import Series
 from oddnode.stats.distribution import MIN_N_DIP, Dip, Split, best_two_group_split, dip_test
-from oddnode.stats.robust import MIN_OUTLIER_SAMPLE, RobustScale, outlier_threshold, robust_scale
+from oddnode.stats.robust import (
+    MIN_OUTLIER_SAMPLE,
+    RobustScale,
+    best_of_widening,
+    outlier_threshold,
+    robust_scale,
+)
 
 LOW, HIGH = "low", "high"
 
@@ -65,12 +71,16 @@ class JudgedGroup:
     mode: str | None  # None: the whole population; LOW/HIGH: that mode
     size: int
     scale: RobustScale
-    threshold: float
+    threshold: float  # on the worse side
+    better_threshold: float  # wider when values are the best of several runs
     low: np.ndarray  # indices into the series of low outliers
     high: np.ndarray  # indices of high outliers
 
     def outliers(self, side: str) -> np.ndarray:
         return self.low if side == LOW else self.high
+
+    def threshold_on(self, side: str, worse_side: str) -> float:
+        return self.threshold if side == worse_side else self.better_threshold
 
 
 @dataclass(frozen=True)
@@ -146,30 +156,36 @@ def find_modes(values: np.ndarray, sensitivity: Sensitivity) -> Modes | None:
 
 
 def judge_outliers(
-    values: np.ndarray, indices: np.ndarray, sensitivity: Sensitivity, mode: str | None = None
+    series: Series, indices: np.ndarray, sensitivity: Sensitivity, mode: str | None = None
 ) -> JudgedGroup:
-    """Outliers among values[indices]: |modified z| above the threshold for
-    that many nodes at alpha, and at least min_effect away from the median."""
-    x = values[indices]
+    """Outliers among the series' values[indices]: |modified z| above the
+    threshold for that many nodes at alpha, and at least min_effect away from
+    the median.  On the better side the threshold widens for values that are
+    the best of several runs (see best_of_widening)."""
+    x = series.values[indices]
     n = len(x)
     empty = np.empty(0, dtype=np.intp)
     scale = robust_scale(x)
     threshold = outlier_threshold(n, sensitivity.alpha)
+    repetitions = int(np.median(series.repetitions[indices])) if n else 1
+    better_threshold = threshold * best_of_widening(repetitions, n, sensitivity.alpha)
     if n < MIN_OUTLIER_SAMPLE or not math.isfinite(threshold):
-        return JudgedGroup(mode, n, scale, threshold, empty, empty)
+        return JudgedGroup(mode, n, scale, threshold, better_threshold, empty, empty)
+    worse = bad_side(series)
     deviation = x - scale.median
-    distance = np.abs(deviation)
+    low_limit = threshold if worse == LOW else better_threshold
+    high_limit = threshold if worse == HIGH else better_threshold
     if scale.sigma > 0:
-        flagged = distance > threshold * scale.sigma
+        flagged = np.where(deviation < 0, -deviation > low_limit * scale.sigma, deviation > high_limit * scale.sigma)
     else:  # all values equal but a few: those few are infinitely far
-        flagged = distance > 0
+        flagged = deviation != 0
     if scale.median != 0:
-        flagged &= distance >= sensitivity.min_effect * abs(scale.median)
+        flagged &= np.abs(deviation) >= sensitivity.min_effect * abs(scale.median)
     if not flagged.any():
-        return JudgedGroup(mode, n, scale, threshold, empty, empty)
+        return JudgedGroup(mode, n, scale, threshold, better_threshold, empty, empty)
     low = indices[flagged & (deviation < 0)]
     high = indices[flagged & (deviation > 0)]
-    return JudgedGroup(mode, n, scale, threshold, np.sort(low), np.sort(high))
+    return JudgedGroup(mode, n, scale, threshold, better_threshold, np.sort(low), np.sort(high))
 
 
 def _analyse(series: Series, sensitivity: Sensitivity) -> Population:
@@ -181,7 +197,7 @@ def _analyse(series: Series, sensitivity: Sensitivity) -> Population:
     finite = values[usable]
     modes = find_modes(finite, sensitivity)
     if modes is None:
-        groups = (judge_outliers(values, usable, sensitivity),)
+        groups = (judge_outliers(series, usable, sensitivity),)
     else:
         # The two kinds of nodes are each judged on their own, so that the
         # second mode is not reported as a crowd of outliers.
@@ -193,8 +209,8 @@ def _analyse(series: Series, sensitivity: Sensitivity) -> Population:
             gap_pct=modes.gap_pct,
         )
         groups = (
-            judge_outliers(values, modes.low, sensitivity, LOW),
-            judge_outliers(values, modes.high, sensitivity, HIGH),
+            judge_outliers(series, modes.low, sensitivity, LOW),
+            judge_outliers(series, modes.high, sensitivity, HIGH),
         )
     return Population(len(usable), side, modes, groups)
 

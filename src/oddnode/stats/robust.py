@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 # 1.4826 = 1 / Φ⁻¹(3/4) ≈ 1 / 0.6745: for normal data the MAD is 0.6745 σ
 # (half of the values lie within 0.6745 σ of the median), so 1.4826 · MAD
@@ -142,3 +142,35 @@ def outlier_threshold(n: int, alpha: float) -> float:
         + wi * wj * q[i + 1, j + 1]
     )
     return float(math.exp(log_threshold))
+
+
+@functools.lru_cache(maxsize=256)
+def best_of_widening(repetitions: int, n: int, alpha: float) -> float:
+    """How much wider the threshold must be on the *better* side when every
+    value is the best of ``repetitions`` runs.
+
+    The best of R normal runs is not normal: its better tail, measured in its
+    own (smaller) MAD, is much longer — the maximum of R normals has the CDF
+    Φ(x)^R.  The Bonferroni threshold t_R under that law (n·P(Z > t) = alpha/2
+    with Z in median/MAD units of the maximum) is divided by the normal one
+    (Φ⁻¹(1 − alpha/(2n))); the ratio scales the calibrated normal threshold.
+    1 for a single run; about 1.4 for the best of 10.  The worse side of a
+    best-of-R population has a shorter tail than the normal, so the normal
+    threshold stays valid (and conservative) there.
+    """
+    if repetitions <= 1 or n < MIN_OUTLIER_SAMPLE:
+        return 1.0
+    r = repetitions
+
+    def cdf(x: float) -> float:
+        return float(np.exp(r * stats.norm.logcdf(x)))
+
+    median = float(stats.norm.ppf(0.5 ** (1.0 / r)))
+    mad = optimize.brentq(lambda d: cdf(median + d) - cdf(median - d) - 0.5, 1e-9, 10.0)
+    sigma = MAD_TO_SIGMA * mad
+
+    def excess_tail(t: float) -> float:
+        return n * -np.expm1(r * stats.norm.logcdf(median + t * sigma)) - alpha / 2
+
+    best_of_threshold = optimize.brentq(excess_tail, 1e-3, 1e3)
+    return best_of_threshold / float(stats.norm.isf(alpha / (2 * n)))
