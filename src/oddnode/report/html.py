@@ -14,8 +14,8 @@ import jinja2
 
 from oddnode import __version__
 from oddnode.analysis import Analysis
-from oddnode.model import LabelKind, Severity
-from oddnode.nodes import NodeNameError, expand, fold
+from oddnode.model import LabelKind, Series, Severity
+from oddnode.nodes import NodeNameError, expand, fold, label_members
 from oddnode.report.plots import figure_to_svg, histogram_figure, scatter_figure
 from oddnode.report.terminal import number, probability
 from oddnode.stats.common import common_nodes
@@ -51,6 +51,23 @@ def _flagged_labels(analysis: Analysis) -> dict[str, dict[str, str]]:
     return flagged
 
 
+def _highlight(series: Series, flagged: dict[str, dict[str, str]]) -> dict[str, str] | None:
+    """The labels of a series to mark: those a finding names, and for pairs
+    and node sets the labels that contain a named node."""
+    named = {**flagged.get(series.benchmark, {}), **flagged.get(series.name, {})}
+    if not named:
+        return None
+    if series.label_kind is LabelKind.NODE:
+        present = set(series.labels)
+        return {label: kind for label, kind in named.items() if label in present}
+    marks = {}
+    for label in series.labels:
+        hit = next((named[m] for m in label_members(label, series.label_kind) if m in named), None)
+        if hit:
+            marks[label] = hit
+    return marks
+
+
 def _histograms(analysis: Analysis) -> tuple[list[dict[str, str]], str]:
     flagged = _flagged_labels(analysis)
     series = [s for s, _ in analysis.statistics]
@@ -60,8 +77,7 @@ def _histograms(analysis: Analysis) -> tuple[list[dict[str, str]], str]:
         note = f"Only the {len(series)} benchmarks named by a finding are drawn, of {len(analysis.statistics)}."
     figures = []
     for s in series:
-        highlight = flagged.get(s.name) or flagged.get(s.benchmark) or None
-        figures.append({"name": s.name, "svg": figure_to_svg(histogram_figure(s, highlight=highlight))})
+        figures.append({"name": s.name, "svg": figure_to_svg(histogram_figure(s, highlight=_highlight(s, flagged)))})
     return figures, note
 
 
@@ -112,7 +128,7 @@ def render_report(analysis: Analysis) -> str:
         min_effect_pct=f"{analysis.sensitivity.min_effect * 100:g}",
         ready=analysis.ready,
         verdict="READY for production" if analysis.ready else "NOT READY for production",
-        reasons=[f"{f.kind} [{f.subject}] {f.nodes}: {f.message}" for f in serious],
+        reasons=[f"{f.severity.value}: {f.kind} on {f.nodes or f.subject} ({f.subject})" for f in serious],
         findings=findings,
         statistics=statistics,
         histograms=histograms,
