@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from oddnode.findings.population import HIGH, LOW, JudgedGroup, Modes, analyse, bad_side
-from oddnode.findings.registry import Sensitivity, rule
+from oddnode.findings.registry import Sensitivity, first_few, rule
 from oddnode.model import Dataset, Finding, LabelKind, Series, Severity
 from oddnode.nodes import fold
 from oddnode.stats.distribution import normality
@@ -52,13 +52,11 @@ def _outlier_finding(series: Series, group: JudgedGroup, side: str) -> Finding:
         for i in order
     }
     worse = side == bad_side(series)
-    details = ", ".join(
+    details = first_few([
         f"{labels[i]} {with_unit(float(values[i]), series)} ({per_node[labels[i]]['deviation_pct']:+.1f}%, "
         f"modified z {float(zs[i]):+.1f})"
-        for i in order[:MESSAGE_NODES]
-    )
-    if len(order) > MESSAGE_NODES:
-        details += f" and {len(order) - MESSAGE_NODES} more"
+        for i in order
+    ], MESSAGE_NODES)
     within = f" within the {group.mode} mode ({group.size} nodes)" if group.mode else ""
     threshold = group.threshold_on(side, bad_side(series))
     nodes = fold(labels)

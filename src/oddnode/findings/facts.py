@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from oddnode.findings.registry import Sensitivity, rule
+from oddnode.findings.registry import Sensitivity, first_few, rule
 from oddnode.model import Dataset, Finding, Severity
 from oddnode.nodes import fold
 
@@ -40,9 +40,8 @@ def inconsistent_facts(dataset: Dataset, sensitivity: Sensitivity) -> list[Findi
         majority = len(top_nodes) > len(second_nodes)
         minority = {value: fold(nodes) for value, nodes in ranked[1:]}
         odd_nodes = fold(node for _, nodes in ranked[1:] for node in nodes)
-        shown = "; ".join(f"{nodes}: {value}" for value, nodes in list(minority.items())[:MESSAGE_VALUES])
-        if len(minority) > MESSAGE_VALUES:
-            shown += f"; and {len(minority) - MESSAGE_VALUES} more values"
+        shown = first_few([f"{nodes}: {value}" for value, nodes in minority.items()], MESSAGE_VALUES,
+                          separator="; ", rest="more values")
         if majority:
             message = f"all nodes but {odd_nodes} have {key} {top_value}; {shown}"
         else:

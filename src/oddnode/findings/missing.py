@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from oddnode.findings.registry import Sensitivity, rule
+from oddnode.findings.registry import Sensitivity, first_few, rule
 from oddnode.model import Dataset, Finding, LabelKind, Severity
 from oddnode.nodes import fold
 
@@ -40,9 +40,7 @@ def missing(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
     findings = []
     for absent, names in benchmarks_by_missing.items():
         nodes = fold(absent)
-        shown = ", ".join(names[:MESSAGE_BENCHMARKS])
-        if len(names) > MESSAGE_BENCHMARKS:
-            shown += f" and {len(names) - MESSAGE_BENCHMARKS} more"
+        shown = first_few(names, MESSAGE_BENCHMARKS)
         findings.append(
             Finding(
                 kind="missing",

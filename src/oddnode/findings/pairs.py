@@ -11,7 +11,7 @@ import numpy as np
 from scipy import stats
 
 from oddnode.findings.population import analyse
-from oddnode.findings.registry import Sensitivity, rule
+from oddnode.findings.registry import Sensitivity, first_few, rule
 from oddnode.model import Dataset, Finding, LabelKind, Series, Severity
 from oddnode.nodes import fold, split_pair
 
@@ -268,13 +268,11 @@ def _count_within_group_pairs(
 
 def _weak_group_finding(weak: WeakGroup) -> Finding:
     nodes = fold(weak.members)
-    per_series = "; ".join(
+    per_series = first_few([
         f"{name}: {c['low']} of its {c['low_total']} poor results (group touches {c['labels']} of {c['total']}, "
         f"p = {c['p']:.2g})"
-        for name, c in list(weak.series.items())[:MESSAGE_ITEMS]
-    )
-    if len(weak.series) > MESSAGE_ITEMS:
-        per_series += f"; and {len(weak.series) - MESSAGE_ITEMS} more series"
+        for name, c in weak.series.items()
+    ], MESSAGE_ITEMS, separator="; ", rest="more series")
     if weak.uplink:
         message = (
             f"group {weak.group} ({nodes}) is slow only in pairs that cross to other groups ({per_series}); "
@@ -361,9 +359,7 @@ def weak_pair_member(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding
         if count[node] <= partner_most:
             continue
         series_names = sorted({p.series for p in pairs})
-        shown = ", ".join(partners[:MESSAGE_ITEMS]) + (
-            f" and {len(partners) - MESSAGE_ITEMS} more" if len(partners) > MESSAGE_ITEMS else ""
-        )
+        shown = first_few(partners, MESSAGE_ITEMS)
         findings.append(
             Finding(
                 kind="weak-pair-member",

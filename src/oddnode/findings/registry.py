@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from oddnode.model import Dataset, Finding
@@ -36,6 +36,15 @@ class Sensitivity:
 
 
 Rule = Callable[[Dataset, Sensitivity], list[Finding]]
+
+
+def first_few(items: Sequence[str], limit: int, separator: str = ", ", rest: str = "more") -> str:
+    """Spell out the first items of a message; the evidence keeps them all."""
+    shown = separator.join(items[:limit])
+    if len(items) > limit:
+        before_and = " " if separator == ", " else separator  # "a, b and 3 more"; "a; b; and 3 more values"
+        shown += f"{before_and}and {len(items) - limit} {rest}"
+    return shown
 
 # name -> rule function, in registration order.
 RULES: dict[str, Rule] = {}

@@ -38,8 +38,9 @@ def probability(p: float) -> str:
 def stats_table(statistics: Sequence[tuple[Series, Description]]) -> Table:
     """STAB's anal table: one row per benchmark."""
     table = Table(title="Benchmark statistics (best result per node or pair)", title_justify="left")
-    for column in ("benchmark", "unit", "better", "n", "low", "high", "%var", "mean", "median", "std dev"):
-        table.add_column(column, justify="left" if column in ("benchmark", "unit", "better") else "right")
+    table.add_column("benchmark", no_wrap=True, min_width=max((len(s.name) for s, _ in statistics), default=9))
+    for column in ("unit", "better", "n", "low", "high", "%var", "mean", "median", "std dev"):
+        table.add_column(column, justify="left" if column in ("unit", "better") else "right")
     for series, d in statistics:
         table.add_row(
             series.name, series.unit or "-", series.direction.value,
