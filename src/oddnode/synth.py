@@ -81,17 +81,13 @@ from typing import Any
 import numpy as np
 
 from oddnode import __version__
+from oddnode.io.stab import FAILED_FILE, INVENTORY_FILE, PLOT_PREFIX, TOPOLOGY_FILE, UNITS_FILE
 from oddnode.model import Finding
 from oddnode.nodes import NodeNameError, expand, fold
 
 GENERATOR = "oddnode.synth"
 TRUTH_FORMAT = 1
 TRUTH_FILE = "truth.json"
-UNITS_FILE = "units.csv"
-INVENTORY_FILE = "inventory.csv"
-TOPOLOGY_FILE = "topology.csv"
-FAILED_FILE = "failed"
-PLOT_PREFIX = "plot."
 
 CASE_STUDY_NODES = 484
 MIN_NODES = 32
