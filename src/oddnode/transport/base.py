@@ -1,0 +1,93 @@
+"""The transport interface, its result type and the registry."""
+
+from __future__ import annotations
+
+import base64
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class NodeStatus(str, enum.Enum):
+    """How a command ended on one node."""
+
+    OK = "ok"  # ran and exited 0
+    FAILED = "failed"  # ran and exited non-zero
+    UNREACHABLE = "unreachable"  # could not connect or start it
+    TIMEOUT = "timeout"  # cut at the command timeout
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    """What one node gave back."""
+
+    node: str
+    status: NodeStatus
+    stdout: str
+    stderr: str
+    exit_code: int | None  # None when it never ran or was cut
+    duration: float  # seconds, as seen by the transport
+
+    @property
+    def ok(self) -> bool:
+        return self.status is NodeStatus.OK
+
+
+class TransportError(RuntimeError):
+    """A transport that cannot be used as asked (not in an allocation, no srun...)."""
+
+
+class Transport(Protocol):
+    """Runs one argv on every node of a set, concurrently."""
+
+    name: str
+
+    def run(self, nodes: Sequence[str], argv: Sequence[str], *, timeout: float) -> dict[str, NodeResult]:
+        """Every requested node gets a result, whatever happened to it."""
+        ...
+
+
+_TRANSPORTS: dict[str, Callable[..., Transport]] = {}
+
+
+class UnknownTransportError(KeyError):
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def register_transport(name: str) -> Callable[[Callable[..., Transport]], Callable[..., Transport]]:
+    """Class decorator: make a transport available by name."""
+
+    def register(factory: Callable[..., Transport]) -> Callable[..., Transport]:
+        if name in _TRANSPORTS:
+            raise ValueError(f"transport {name!r} registered twice")
+        _TRANSPORTS[name] = factory
+        return factory
+
+    return register
+
+
+def transports() -> list[str]:
+    return sorted(_TRANSPORTS)
+
+
+def get_transport(name: str, **options: Any) -> Transport:
+    """A transport by name, with its options (ssh_config, fanout, ...)."""
+    try:
+        factory = _TRANSPORTS[name]
+    except KeyError:
+        raise UnknownTransportError(
+            f"unknown transport {name!r} (known: {', '.join(transports())})"
+        ) from None
+    return factory(**options)
+
+
+def python_command(script: str, interpreter: str = "python3") -> list[str]:
+    """An argv that runs a Python script of ours on a node without copying a file.
+
+    The script travels base64-encoded inside the argv, so no quoting of its
+    text can go wrong in a remote shell, and nothing a user typed is in it.
+    """
+    encoded = base64.b64encode(script.encode("utf-8")).decode("ascii")
+    return [interpreter, "-c", f"import base64;exec(compile(base64.b64decode('{encoded}'),'<oddnode probe>','exec'))"]
