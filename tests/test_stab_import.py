@@ -7,6 +7,7 @@ from conftest import write
 from oddnode.io.export import ExportError, export_plot_files, export_tables
 from oddnode.io.stab import InputError, import_stab, parse_failed_run
 from oddnode.model import Direction, LabelKind
+from oddnode.store import SCHEMA_VERSION
 
 
 def _directory(tmp_path):
@@ -137,6 +138,6 @@ def test_table_export_has_every_table(store, tmp_path, fmt):
     assert n == 10  # 7 values + 3 failed runs
     facts = con.execute(f"SELECT count(*) FROM {reader}('{out / ('facts.' + fmt)}')").fetchone()[0]
     assert facts == 2
-    assert json.loads((out / "schema.json").read_text())["schema_version"] == 1
+    assert json.loads((out / "schema.json").read_text())["schema_version"] == SCHEMA_VERSION
     with pytest.raises(ExportError, match="unknown export format"):
         export_tables(store, out, "xml")

@@ -77,6 +77,14 @@ def test_facts_latest_value_wins_and_topology_is_latest_map(store):
     assert store.load_topology() == {"n1": "rack2"}
 
 
+def test_a_fact_a_node_no_longer_reports_is_gone(store):
+    with store.transaction():
+        store.add_facts(store.new_run("a"), [("n1", "process.httpd", "running"), ("n1", "kernel", "6.1")])
+    with store.transaction():
+        store.add_facts(store.new_run("b"), [("n1", "kernel", "6.1")])
+    assert store.load_facts() == {"kernel": {"n1": "6.1"}}
+
+
 def test_pair_labels_name_their_members(store):
     with store.transaction():
         store.add_results(store.new_run("t"), _batch([
@@ -105,3 +113,30 @@ def test_foreign_duckdb_file_and_missing_store_refused(tmp_path):
         open_store(foreign)
     with pytest.raises(StoreError, match="no results store"):
         open_store(tmp_path / "absent.duckdb", read_only=True)
+
+
+def test_version_1_store_is_upgraded_in_place_even_when_opened_read_only(tmp_path):
+    from oddnode.store import _SCHEMA_V1
+
+    path = tmp_path / "v1.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute(_SCHEMA_V1)
+    con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    con.execute("INSERT INTO results VALUES (1, 'b', 'value', '', 'higher', 'n1', 'node', 1, 2.0, true, NULL, NULL)")
+    con.close()
+    with open_store(path, read_only=True) as store:
+        assert store.con.execute("SELECT value FROM meta").fetchone()[0] == str(SCHEMA_VERSION)
+        assert store.load_node_status() == {}
+        assert store.con.execute("SELECT count(*) FROM results").fetchone()[0] == 1
+
+
+def test_node_status_keeps_the_latest_trouble_per_stage(store):
+    with store.transaction():
+        run = store.new_run("check")
+        store.add_node_status(run, "inventory", [("n1", "ok", None), ("n2", "unreachable", "Connection refused")])
+    assert {n: s.status for n, s in store.load_node_status().items()} == {"n2": "unreachable"}
+    with store.transaction():
+        run = store.new_run("check")
+        store.add_node_status(run, "inventory", [("n1", "timeout", "cut at 30 s"), ("n2", "ok", None)])
+    trouble = store.load_node_status()
+    assert list(trouble) == ["n1"] and trouble["n1"].detail == "cut at 30 s"

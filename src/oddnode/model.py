@@ -81,6 +81,15 @@ class Failure:
     members: tuple[str, ...]  # nodes the label names
 
 
+@dataclass(frozen=True)
+class NodeStage:
+    """A node that did not answer in a stage: unreachable, timeout or failed."""
+
+    stage: str
+    status: str
+    detail: str
+
+
 @dataclass
 class Dataset:
     """Everything the findings read, loaded from the store in one go."""
@@ -90,6 +99,7 @@ class Dataset:
     facts: dict[str, dict[str, str]] = field(default_factory=dict)  # key -> node -> value
     topology: dict[str, str] = field(default_factory=dict)  # node -> group
     benchmarks_with_results: set[tuple[str, str]] = field(default_factory=set)
+    node_trouble: dict[str, NodeStage] = field(default_factory=dict)  # node -> what went wrong
 
     def by_name(self, name: str) -> Series:
         for s in self.series:

@@ -29,12 +29,13 @@ from oddnode.model import (
     Failure,
     Finding,
     LabelKind,
+    NodeStage,
     Series,
     Severity,
 )
 from oddnode.nodes import label_members
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_PATH = "oddnode.duckdb"
 FINDINGS_SOURCE = "findings"  # runs.source of an analysis run, even one that found nothing
 
@@ -87,9 +88,20 @@ CREATE TABLE findings (
 );
 """
 
-# Each entry upgrades the schema from version i+1 to i+2; empty until a
-# version 2 exists.
-_MIGRATIONS: list[str] = []
+# Entry i upgrades the schema from version i+1 to i+2.  A new store is made
+# at version 1 and upgraded by the same steps, so every store has one history.
+_MIGRATIONS: list[str] = [
+    # 2: how each node fared in each stage of a run (ok, unreachable, timeout, failed).
+    """
+    CREATE TABLE node_status (
+        run_id BIGINT NOT NULL,
+        node VARCHAR NOT NULL,
+        stage VARCHAR NOT NULL,
+        status VARCHAR NOT NULL,
+        detail VARCHAR
+    );
+    """,
+]
 
 RESULT_COLUMNS = (
     "benchmark", "metric", "unit", "direction", "label", "label_kind",
@@ -243,6 +255,12 @@ class Store:
         if rows:
             self.con.executemany("INSERT INTO topology VALUES (?, ?, ?)", rows)
 
+    def add_node_status(self, run_id: int, stage: str, statuses: Iterable[tuple[str, str, str | None]]) -> None:
+        """How each node fared in one stage: (node, status, detail)."""
+        rows = [(run_id, node, stage, status, detail) for node, status, detail in statuses]
+        if rows:
+            self.con.executemany("INSERT INTO node_status VALUES (?, ?, ?, ?, ?)", rows)
+
     def add_findings(self, run_id: int, findings: Iterable[Finding]) -> None:
         rows = [
             (run_id, f.kind, f.severity.value, f.subject, f.nodes, f.message,
@@ -301,9 +319,13 @@ class Store:
         return failures
 
     def load_facts(self) -> dict[str, dict[str, str]]:
-        """The latest value of every fact: key -> node -> value."""
+        """Every node's facts from the latest run that reported it: key -> node -> value.
+
+        An inventory is a snapshot: a fact a node no longer reports (a
+        process that stopped) is gone, not kept from an older run."""
         rows = self.con.execute("""
-            SELECT key, node, arg_max(value, run_id) FROM facts GROUP BY key, node ORDER BY key, node
+            WITH latest AS (SELECT node, max(run_id) AS run_id FROM facts GROUP BY node)
+            SELECT key, node, value FROM facts JOIN latest USING (node, run_id) ORDER BY key, node
         """).fetchall()
         facts: dict[str, dict[str, str]] = {}
         for key, node, value in rows:
@@ -317,12 +339,22 @@ class Store:
         """).fetchall()
         return dict(rows)
 
+    def load_node_status(self) -> dict[str, NodeStage]:
+        """Nodes that did not answer in the latest run of each stage."""
+        rows = self.con.execute("""
+            WITH latest AS (SELECT stage, max(run_id) AS run_id FROM node_status GROUP BY stage)
+            SELECT s.node, s.stage, s.status, s.detail FROM node_status s JOIN latest USING (stage, run_id)
+            WHERE s.status <> 'ok' ORDER BY s.node, s.stage
+        """).fetchall()
+        return {node: NodeStage(stage, status, detail or "") for node, stage, status, detail in rows}
+
     def load_dataset(self) -> Dataset:
         return Dataset(
             series=self.load_series(),
             failures=self.load_failures(),
             facts=self.load_facts(),
             topology=self.load_topology(),
+            node_trouble=self.load_node_status(),
             benchmarks_with_results=set(self.series_names()),
         )
 
@@ -338,51 +370,64 @@ class Store:
 
 
 def open_store(path: str | os.PathLike[str] = DEFAULT_PATH, *, read_only: bool = False) -> Store:
-    """Open (or create) a store, upgrading an older schema in place."""
+    """Open (or create) a store, upgrading an older schema in place first."""
     path = os.fspath(path)
     if read_only and not os.path.exists(path):
         raise StoreError(f"no results store at {path}: import results first (oddnode import ...)")
+    store = _connect(path, read_only)
     try:
-        con = duckdb.connect(path, read_only=read_only)
-    except duckdb.Error as err:
-        raise StoreError(f"cannot open results store {path}: {err}") from err
-    store = Store(con, path)
-    try:
-        _ensure_schema(store, read_only)
+        version = _schema_version(store)
+        if version is None:
+            if read_only:
+                raise StoreError(f"{path} is empty: import results first")
+            with store.transaction():
+                store.con.execute(_SCHEMA_V1)
+                store.con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+            version = 1
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{path} has schema version {version}, newer than this oddnode "
+                f"({__version__}, schema {SCHEMA_VERSION}): upgrade oddnode"
+            )
+        if version < SCHEMA_VERSION:
+            if read_only:  # upgrade through a writable connection, then read
+                store.close()
+                _upgrade(_connect(path, False), version).close()
+                store = _connect(path, True)
+            else:
+                _upgrade(store, version)
     except BaseException:
-        con.close()
+        store.close()
         raise
     return store
 
 
-def _ensure_schema(store: Store, read_only: bool) -> None:
+def _connect(path: str, read_only: bool) -> Store:
+    try:
+        return Store(duckdb.connect(path, read_only=read_only), path)
+    except duckdb.Error as err:
+        raise StoreError(f"cannot open results store {path}: {err}") from err
+
+
+def _schema_version(store: Store) -> int | None:
+    """The schema version, or None for an empty file."""
     con = store.con
     has_meta = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
     ).fetchone()[0]
-    if not has_meta:
-        tables = con.execute("SELECT count(*) FROM information_schema.tables").fetchone()[0]
-        if tables:
-            raise StoreError(f"{store.path} is a DuckDB file but not an oddnode results store")
-        if read_only:
-            raise StoreError(f"{store.path} is empty: import results first")
-        with store.transaction():
-            con.execute(_SCHEMA_V1)
-            con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
-        return
-    version = int(con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
-    if version > SCHEMA_VERSION:
-        raise StoreError(
-            f"{store.path} has schema version {version}, newer than this oddnode "
-            f"({__version__}, schema {SCHEMA_VERSION}): upgrade oddnode"
-        )
-    if version < SCHEMA_VERSION:
-        if read_only:
-            raise StoreError(f"{store.path} has schema version {version}: open it writable to upgrade")
-        with store.transaction():
-            for step in _MIGRATIONS[version - 1:]:
-                con.execute(step)
-            con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+    if has_meta:
+        return int(con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+    if con.execute("SELECT count(*) FROM information_schema.tables").fetchone()[0]:
+        raise StoreError(f"{store.path} is a DuckDB file but not an oddnode results store")
+    return None
+
+
+def _upgrade(store: Store, version: int) -> Store:
+    with store.transaction():
+        for step in _MIGRATIONS[version - 1:]:
+            store.con.execute(step)
+        store.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+    return store
 
 
 def _json_default(value: Any) -> Any:

@@ -17,7 +17,7 @@ from oddnode.findings.registry import (
     sort_findings,
 )
 # Importing the rule modules registers their rules.
-from oddnode.findings import distribution_rules, facts, failures, missing, pairs  # noqa: F401
+from oddnode.findings import distribution_rules, facts, failures, missing, pairs, reachability  # noqa: F401
 
 __all__ = [
     "RULES",

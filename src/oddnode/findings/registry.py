@@ -46,6 +46,7 @@ def first_few(items: Sequence[str], limit: int, separator: str = ", ", rest: str
         shown += f"{before_and}and {len(items) - limit} {rest}"
     return shown
 
+
 # name -> rule function, in registration order.
 RULES: dict[str, Rule] = {}
 # name -> the finding kinds the rule can produce.

@@ -21,6 +21,7 @@ EXPORTED_TABLES = {
     "facts": "SELECT * FROM facts ORDER BY run_id, node, key",
     "topology": 'SELECT * FROM topology ORDER BY run_id, node',
     "findings": "SELECT * FROM findings ORDER BY run_id, severity, kind, subject",
+    "node_status": "SELECT * FROM node_status ORDER BY run_id, stage, node",
 }
 
 
