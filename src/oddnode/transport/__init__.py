@@ -5,6 +5,7 @@ Transports are registered by name (``local``, ``ssh``, ``slurm``); importing
 this package registers them all.
 """
 
+from oddnode.transport import local, slurm, ssh  # noqa: F401  (importing registers them)
 from oddnode.transport.base import (
     NodeResult,
     NodeStatus,

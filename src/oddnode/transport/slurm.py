@@ -1,0 +1,330 @@
+"""The ``slurm`` transport: one ``srun`` step inside the current allocation.
+
+One task runs on each node, through a small fixed shell script of ours that
+brackets the program's output with markers naming the node and giving its
+exit status. ``srun --label`` prefixes each output line with the task id, so
+one srun command yields separate per-node output and exit codes.
+
+The wrapper names the node by ``$SLURMD_NODENAME``, which slurmstepd sets in
+every task's environment to the node's Slurm NodeName (the name used in
+``--nodelist``); only where it is unset does it fall back to ``hostname -s``.
+The program's argv reaches the wrapper as positional parameters and runs as
+``"$@"``: no argument is ever pasted into, or re-read by, a shell.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import secrets
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
+
+from oddnode.nodes import NodeNameError, fold, is_node_name, validate_node_name
+from oddnode.transport.base import NodeResult, NodeStatus, TransportError, register_transport
+from oddnode.transport.local import TimedLine, decode, run_process_group
+
+# The environment variable slurmstepd sets to the node's Slurm NodeName.
+NODE_NAME_VARIABLE = "SLURMD_NODENAME"
+
+# The marker's prefix; each run adds a random suffix so that no program output
+# can pass for a marker by accident.
+MARKER = "oddnode-task"
+
+# $0 of the wrapper, as ps shows it on the nodes.
+WRAPPER_NAME = "oddnode-srun-wrapper"
+
+# The fixed wrapper: $1 is the marker, the rest is the program's argv. The
+# newline before the end marker puts it on a line of its own even when the
+# program's output does not end with one; the parser takes it off again.
+WRAPPER_SCRIPT = """\
+marker=$1
+shift
+node=${SLURMD_NODENAME:-$(hostname -s)}
+printf '%s begin %s\\n' "$marker" "$node"
+"$@"
+rc=$?
+printf '\\n%s end %s %s\\n' "$marker" "$node" "$rc"
+exit "$rc"
+"""
+
+# Seconds srun gets after SIGTERM, once cut at the timeout, to cancel its step
+# on the nodes before it is killed.
+DEFAULT_GRACE = 10.0
+
+# srun --label prefixes "<task id>: ", the id right-aligned to the width of the
+# largest one (" 7: " among 10 or more tasks).
+_LABELLED = re.compile(r"^ *(\d+): (.*)$", re.DOTALL)
+
+
+def srun_time_limit(timeout: float) -> int:
+    """srun's --time in minutes: a minute past our own timeout, so that Slurm
+    ends the step should oddnode itself die before cutting it."""
+    return math.ceil(timeout / 60) + 1
+
+
+def srun_command(
+    nodes: Sequence[str],
+    argv: Sequence[str],
+    timeout: float,
+    *,
+    marker: str = MARKER,
+    srun: str = "srun",
+) -> list[str]:
+    """The one srun command that runs argv once on each node, wrapped.
+
+    ``--kill-on-bad-exit=0`` and ``--wait=0``: a node that fails or finishes
+    early must not end the others. ``--unbuffered`` is left out on purpose:
+    since Slurm 20.11 it runs tasks on a pseudo-terminal, which rewrites
+    newlines and was never meant to be combined with ``--label``; the wrapper's
+    own markers are written with printf, unbuffered, anyway.
+    """
+    names = list(dict.fromkeys(validate_node_name(node) for node in nodes))
+    if not names:
+        raise TransportError("srun needs at least one node")
+    if not argv:
+        raise TransportError("nothing to run: empty argv")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive, not {timeout}")
+    count = len(names)
+    return [
+        srun,
+        f"--nodes={count}",
+        f"--ntasks={count}",
+        "--ntasks-per-node=1",
+        f"--nodelist={fold(names)}",
+        "--kill-on-bad-exit=0",
+        "--wait=0",
+        f"--time={srun_time_limit(timeout)}",
+        "--label",
+        "/bin/sh",
+        "-c",
+        WRAPPER_SCRIPT,
+        WRAPPER_NAME,
+        marker,
+        *argv,
+    ]
+
+
+def timed_lines(text: str, at: float = 0.0) -> tuple[TimedLine, ...]:
+    """Text split into lines as a reader sees them, all arriving at ``at``:
+    the parser's input shape for output that was not timed."""
+    return tuple(TimedLine(at, line.encode("utf-8")) for line in text.splitlines(keepends=True))
+
+
+@dataclass
+class _Task:
+    """What one srun task said, gathered from the labelled lines."""
+
+    node: str | None = None
+    begun_at: float | None = None
+    ended_at: float | None = None
+    exit_code: int | None = None
+    stdout: list[str] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)
+
+
+def _line_text(line: TimedLine) -> str:
+    text = decode(line.data)
+    if text.endswith("\n"):
+        text = text[:-1]
+    return text
+
+
+def parse_srun_output(
+    nodes: Sequence[str],
+    stdout: Sequence[TimedLine],
+    stderr: Sequence[TimedLine],
+    *,
+    marker: str,
+    timed_out: bool = False,
+    started: float = 0.0,
+    ended: float = 0.0,
+) -> dict[str, NodeResult]:
+    """Per-node results from the labelled output of one wrapped srun step.
+
+    Tasks map to nodes through their begin markers, not through task ids, so
+    Slurm's task placement does not matter. A node that never printed a begin
+    marker is UNREACHABLE, with srun's own messages as the reason; one that
+    began but never reported its exit status is TIMEOUT when srun was cut at
+    the timeout, FAILED otherwise. Durations run from the begin marker to the
+    end marker (or the cut), as their lines arrived.
+    """
+    begin = re.compile(rf"^{re.escape(marker)} begin (\S+)$")
+    end = re.compile(rf"^{re.escape(marker)} end (\S+) (\d+)$")
+    tasks: dict[int, _Task] = {}
+    srun_messages: list[str] = []
+
+    for line in stdout:
+        labelled = _LABELLED.match(_line_text(line))
+        if labelled is None:
+            srun_messages.append(_line_text(line))
+            continue
+        task = tasks.setdefault(int(labelled[1]), _Task())
+        text = labelled[2]
+        if task.node is None and (found := begin.match(text)):
+            task.node, task.begun_at = found[1], line.at
+        elif task.exit_code is None and (found := end.match(text)):
+            task.exit_code, task.ended_at = int(found[2]), line.at
+        else:
+            task.stdout.append(text)
+    for line in stderr:
+        labelled = _LABELLED.match(_line_text(line))
+        if labelled is None:
+            srun_messages.append(_line_text(line))
+        else:
+            tasks.setdefault(int(labelled[1]), _Task()).stderr.append(labelled[2])
+
+    by_node: dict[str, _Task] = {}
+    strays: list[str] = []
+    for task_id, task in sorted(tasks.items()):
+        if task.node is None:
+            continue
+        if task.node in nodes and task.node not in by_node:
+            by_node[task.node] = task
+        else:
+            strays.append(
+                f"oddnode: task {task_id} reported node {task.node!r}, which was not asked for "
+                f"or reported twice (does ${NODE_NAME_VARIABLE} reach the tasks?)"
+            )
+
+    results: dict[str, NodeResult] = {}
+    for node in dict.fromkeys(nodes):
+        task = by_node.get(node)
+        if task is None or task.begun_at is None:
+            why = "timed out before its task started" if timed_out else "its task never started"
+            reason = [line for line in srun_messages if node in line] or srun_messages
+            results[node] = NodeResult(
+                node=node,
+                status=NodeStatus.UNREACHABLE,
+                stdout="",
+                stderr="".join(f"{line}\n" for line in [*reason, *strays, f"oddnode: srun: {why}"]),
+                exit_code=None,
+                duration=max(0.0, ended - started),
+            )
+            continue
+        task_stderr = "".join(f"{line}\n" for line in task.stderr)
+        if task.exit_code is not None and task.ended_at is not None:
+            # The last line is the wrapper's separator (see WRAPPER_SCRIPT).
+            status = NodeStatus.OK if task.exit_code == 0 else NodeStatus.FAILED
+            results[node] = NodeResult(
+                node=node,
+                status=status,
+                stdout="\n".join(task.stdout),
+                stderr=task_stderr,
+                exit_code=task.exit_code,
+                duration=max(0.0, task.ended_at - task.begun_at),
+            )
+            continue
+        if timed_out:
+            status, note = NodeStatus.TIMEOUT, []
+        else:
+            status = NodeStatus.FAILED
+            note = [line for line in srun_messages if node in line]
+            note.append("oddnode: srun: the task ended without reporting its exit status")
+        results[node] = NodeResult(
+            node=node,
+            status=status,
+            stdout="".join(f"{line}\n" for line in task.stdout),
+            stderr=task_stderr + "".join(f"{line}\n" for line in note),
+            exit_code=None,
+            duration=max(0.0, ended - task.begun_at),
+        )
+    return results
+
+
+def allocation_nodes(environ: Mapping[str, str] = os.environ, *, scontrol: str = "scontrol") -> list[str]:
+    """The nodes of the Slurm allocation this process runs in, sorted.
+
+    Read from ``SLURM_JOB_NODELIST`` (``SLURM_NODELIST`` on old Slurm), whose
+    syntax ClusterShell's NodeSet expands; ``scontrol show hostnames`` is the
+    fallback for anything NodeSet cannot parse. The count is checked against
+    ``SLURM_JOB_NUM_NODES`` when Slurm gives it.
+    """
+    nodelist = environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST")
+    if not nodelist:
+        raise TransportError(
+            "not inside a Slurm allocation: SLURM_JOB_NODELIST is not set; "
+            "run oddnode under salloc or sbatch, or name the nodes and use the ssh transport"
+        )
+    try:
+        names = list(NodeSet(nodelist, resolver=RESOLVER_NOGROUP))
+    except NodeSetException:
+        names = []
+    if not names or not all(is_node_name(name) for name in names):
+        names = _scontrol_hostnames(nodelist, scontrol, environ)
+    try:
+        names = sorted({validate_node_name(name) for name in names})
+    except NodeNameError as err:
+        raise TransportError(f"SLURM_JOB_NODELIST={nodelist!r}: {err}") from None
+    expected = environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES")
+    if expected and expected.isdigit() and int(expected) != len(names):
+        raise TransportError(
+            f"SLURM_JOB_NODELIST={nodelist!r} expands to {len(names)} nodes "
+            f"but SLURM_JOB_NUM_NODES is {expected}"
+        )
+    return names
+
+
+def _scontrol_hostnames(nodelist: str, scontrol: str, environ: Mapping[str, str]) -> list[str]:
+    try:
+        done = subprocess.run(
+            [scontrol, "show", "hostnames", nodelist],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(environ),
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise TransportError(
+            f"cannot expand SLURM_JOB_NODELIST={nodelist!r}: NodeSet cannot parse it "
+            f"and '{scontrol} show hostnames' failed: {err}"
+        ) from None
+    if done.returncode != 0:
+        raise TransportError(
+            f"cannot expand SLURM_JOB_NODELIST={nodelist!r}: '{scontrol} show hostnames' "
+            f"exited {done.returncode}: {done.stderr.strip()}"
+        )
+    return done.stdout.split()
+
+
+@register_transport("slurm")
+class SlurmTransport:
+    """Runs the argv once on each node with one srun step.
+
+    With no nodes named, the whole allocation is used.
+    """
+
+    name = "slurm"
+
+    def __init__(self, *, srun: str = "srun", grace: float = DEFAULT_GRACE) -> None:
+        self.srun = srun
+        self.grace = grace
+
+    def run(self, nodes: Sequence[str], argv: Sequence[str], *, timeout: float) -> dict[str, NodeResult]:
+        names = list(dict.fromkeys(nodes)) if nodes else allocation_nodes()
+        for name in names:
+            validate_node_name(name)
+        if shutil.which(self.srun) is None:
+            raise TransportError(f"{self.srun!r} not found on PATH: is Slurm installed here?")
+        marker = f"{MARKER}-{secrets.token_hex(8)}"
+        command = srun_command(names, argv, timeout, marker=marker, srun=self.srun)
+        try:
+            outcome = run_process_group(command, timeout, grace=self.grace)
+        except OSError as err:
+            raise TransportError(f"cannot start {self.srun!r}: {err}") from None
+        return parse_srun_output(
+            names,
+            outcome.stdout,
+            outcome.stderr,
+            marker=marker,
+            timed_out=outcome.timed_out,
+            started=outcome.started,
+            ended=outcome.ended,
+        )

@@ -1,0 +1,248 @@
+"""The ``ssh`` transport: ClusterShell's Task and ssh worker, with fan-out.
+
+Host keys are checked as the user's ssh configuration says (oddnode never
+turns checking off), and ``BatchMode=yes`` makes a missing key or password
+prompt fail at once instead of waiting for a keyboard. Node names reach
+ClusterShell as a NodeSet and ssh as a host argument, after validation; the
+remote command line is our own argv, quoted with shlex.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+import shutil
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ClusterShell.Event import EventHandler
+from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet
+from ClusterShell.Task import task_self, task_terminate
+
+from oddnode.nodes import validate_node_name
+from oddnode.transport.base import NodeResult, NodeStatus, TransportError, register_transport
+
+# ssh exits 255 when it fails itself, and also passes on a remote 255; these
+# messages on stderr tell the first kind apart: the node was never reached.
+SSH_CONNECTION_ERRORS = (
+    "Connection refused",
+    "Connection timed out",
+    "Connection reset",
+    "Connection closed by",
+    "No route to host",
+    "Network is unreachable",
+    "Could not resolve hostname",
+    "Name or service not known",
+    "Temporary failure in name resolution",
+    "Host key verification failed",
+    "Permission denied",
+    "kex_exchange_identification",
+)
+SSH_FAILURE_EXIT = 255
+
+_USER = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]*$")
+
+# ClusterShell runs a whole node set through one ssh client when the command
+# contains this placeholder (Worker/Exec.py), so it must never appear in ours.
+_HOSTS_PLACEHOLDERS = ("%hosts", "%{hosts}")
+
+
+# coreutils timeout exits 124 when it cut the command, 137 (128 + SIGKILL)
+# when the command ignored SIGTERM for the grace seconds.  A program that
+# itself exits 124 reads as a timeout too.
+REMOTE_TIMEOUT_EXITS = (124, 137)
+REMOTE_KILL_GRACE = 5  # seconds between SIGTERM and SIGKILL on the node
+
+
+def classify(exit_code: int | None, stderr: str, *, timed_out: bool = False) -> NodeStatus:
+    """How a node fared, from what ssh gave back."""
+    if timed_out:
+        return NodeStatus.TIMEOUT
+    if exit_code is None:
+        return NodeStatus.UNREACHABLE
+    if exit_code == SSH_FAILURE_EXIT and any(message in stderr for message in SSH_CONNECTION_ERRORS):
+        return NodeStatus.UNREACHABLE
+    return NodeStatus.OK if exit_code == 0 else NodeStatus.FAILED
+
+
+def ssh_options(ssh_config: Path | None = None) -> list[str]:
+    """The ssh options oddnode adds: its configuration file, and batch mode.
+
+    Nothing here weakens host key checking; ClusterShell adds
+    ConnectTimeout, the user and its own forwarding options after these.
+    """
+    options = []
+    if ssh_config is not None:
+        options += ["-F", str(ssh_config)]
+    options.append("-oBatchMode=yes")
+    return options
+
+
+def _quote(arg: str) -> str:
+    """shlex.quote, except that no '%' is followed by a letter or '{' in the
+    result: '%' ends a single-quoted piece and the next one carries on
+    ('%''hosts' is %hosts to the shell), so ClusterShell sees no placeholder."""
+    if "%" not in arg:
+        return shlex.quote(arg)
+    return "'" + arg.replace("'", "'\"'\"'").replace("%", "%''") + "'"
+
+
+def remote_command(argv: Sequence[str]) -> str:
+    """The command line the remote shell runs: argv quoted, word by word."""
+    if not argv:
+        raise TransportError("nothing to run: empty argv")
+    command = " ".join(_quote(arg) for arg in argv)
+    assert not any(placeholder in command for placeholder in _HOSTS_PLACEHOLDERS)
+    return command
+
+
+class _Collector(EventHandler):
+    """Gathers each node's output, exit code and timing from worker events."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: dict[str, float] = {}
+        self.ended: dict[str, float] = {}
+        self.exit_codes: dict[str, int | None] = {}
+        self.output: dict[str, dict[str, list[bytes]]] = defaultdict(lambda: {"stdout": [], "stderr": []})
+        self.timed_out: set[str] = set()
+        self.closed_at: float | None = None
+
+    def ev_pickup(self, worker: Any, node: str) -> None:
+        self.started[str(node)] = time.monotonic()
+
+    def ev_read(self, worker: Any, node: str, sname: str, msg: bytes) -> None:
+        self.output[str(node)][sname].append(msg)
+
+    def ev_hup(self, worker: Any, node: str, rc: int | None) -> None:
+        self.ended[str(node)] = time.monotonic()
+        self.exit_codes[str(node)] = rc
+
+    def ev_close(self, worker: Any, timedout: bool) -> None:
+        self.closed_at = time.monotonic()
+        if timedout:
+            self.timed_out = {str(node) for node in worker.iter_keys_timeout()}
+
+
+def _lines(chunks: list[bytes]) -> str:
+    """ClusterShell hands over lines without their newlines; put them back."""
+    return "".join(chunk.decode("utf-8", errors="replace") + "\n" for chunk in chunks)
+
+
+@register_transport("ssh")
+class SshTransport:
+    """Runs the argv on every node over ssh, ``fanout`` connections at a time.
+
+    Options: ``ssh_config`` (passed as ``ssh -F``), ``fanout``,
+    ``connect_timeout`` (seconds, rounded up: ssh takes whole seconds) and
+    ``user`` (else ssh's configuration decides).
+    """
+
+    name = "ssh"
+
+    def __init__(
+        self,
+        *,
+        ssh_config: Path | str | None = None,
+        fanout: int = 64,
+        connect_timeout: float = 10,
+        user: str | None = None,
+    ) -> None:
+        if fanout < 1:
+            raise TransportError(f"fanout must be at least 1, not {fanout}")
+        if connect_timeout <= 0:
+            raise TransportError(f"connect_timeout must be positive, not {connect_timeout}")
+        if user is not None and not _USER.match(user):
+            raise TransportError(f"invalid user name {user!r}")
+        self.ssh_config = Path(ssh_config) if ssh_config is not None else None
+        if self.ssh_config is not None and not self.ssh_config.is_file():
+            raise TransportError(f"ssh configuration {str(self.ssh_config)!r} is not a file")
+        self.fanout = fanout
+        self.connect_timeout = connect_timeout
+        self.user = user
+
+    def task_info(self) -> dict[str, Any]:
+        """The ClusterShell task settings this transport uses."""
+        info: dict[str, Any] = {
+            "fanout": self.fanout,
+            "connect_timeout": math.ceil(self.connect_timeout),
+            "ssh_options": shlex.join(ssh_options(self.ssh_config)),
+        }
+        if self.user is not None:
+            info["ssh_user"] = self.user
+        return info
+
+    def run(self, nodes: Sequence[str], argv: Sequence[str], *, timeout: float) -> dict[str, NodeResult]:
+        names = list(dict.fromkeys(validate_node_name(node) for node in nodes))
+        if not names:
+            raise TransportError("the ssh transport needs at least one node")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, not {timeout}")
+        if shutil.which("ssh") is None:
+            raise TransportError("ssh not found on PATH: install the OpenSSH client")
+        # ClusterShell can only kill the local ssh client: sshd would leave the
+        # remote command running, disturbing what is measured next.  So the
+        # node enforces the timeout itself (coreutils timeout, then SIGKILL
+        # after a grace), and the local cut comes later, for dead links only.
+        remote = ["timeout", f"--kill-after={REMOTE_KILL_GRACE}", str(math.ceil(timeout)), *argv]
+        local_timeout = math.ceil(timeout) + REMOTE_KILL_GRACE + math.ceil(self.connect_timeout) + 2
+        collector = self._run_task(NodeSet.fromlist(names, resolver=RESOLVER_NOGROUP), remote_command(remote),
+                                   local_timeout)
+        return {node: self._result(node, collector, timeout) for node in names}
+
+    def _run_task(self, nodeset: NodeSet, command: str, timeout: float) -> _Collector:
+        """Run the command in a ClusterShell task of its own, on a thread of
+        its own, so that no state is shared with any other task_self()."""
+        collector = _Collector()
+        failure: list[BaseException] = []
+
+        def body() -> None:
+            task = task_self()
+            try:
+                for key, value in self.task_info().items():
+                    task.set_info(key, value)
+                # stdout and stderr are gathered by the handler; ClusterShell's
+                # own message trees would only hold a second copy.
+                task.set_default("stdout_msgtree", False)
+                task.set_default("stderr_msgtree", False)
+                task.shell(command, nodes=nodeset, handler=collector, timeout=timeout, stderr=True, stdin=False)
+                task.resume()
+            except BaseException as err:  # handed to the caller's thread below
+                failure.append(err)
+            finally:
+                task_terminate()
+
+        thread = threading.Thread(target=body, name="oddnode-ssh", daemon=True)
+        thread.start()
+        thread.join()
+        if failure:
+            raise TransportError(f"ClusterShell failed: {failure[0]}") from failure[0]
+        return collector
+
+    def _result(self, node: str, collector: _Collector, timeout: float) -> NodeResult:
+        output = collector.output.get(node, {"stdout": [], "stderr": []})
+        stdout, stderr = _lines(output["stdout"]), _lines(output["stderr"])
+        started = collector.started.get(node)
+        if node in collector.timed_out:
+            end = collector.closed_at if collector.closed_at is not None else time.monotonic()
+            # The worker closes once its last node is done; a node cut earlier
+            # was cut at its own timeout.
+            duration = min(end - started, timeout) if started is not None else timeout
+            return NodeResult(node, NodeStatus.TIMEOUT, stdout, stderr, None, duration)
+        if node not in collector.exit_codes or started is None:
+            reason = stderr or "oddnode: ClusterShell gave no result for this node\n"
+            return NodeResult(node, NodeStatus.UNREACHABLE, stdout, reason, None, 0.0)
+        exit_code = collector.exit_codes[node]
+        if exit_code in REMOTE_TIMEOUT_EXITS:
+            return NodeResult(node, NodeStatus.TIMEOUT, stdout, stderr, None, min(collector.ended[node] - started,
+                                                                                  timeout))
+        status = classify(exit_code, stderr)
+        duration = collector.ended[node] - started
+        if status is NodeStatus.UNREACHABLE:
+            return NodeResult(node, status, stdout, stderr, None, duration)
+        return NodeResult(node, status, stdout, stderr, exit_code, duration)
