@@ -6,29 +6,39 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMPS := .make
-SYSTEM_PACKAGES := python3 python3-venv python3-pip
+SYSTEM_PACKAGES := python3 python3-venv python3-pip openssh-server openssh-client iproute2 util-linux procps
 DEMO_DIR := demo
 
 .PHONY: demo test install system-packages bench clean
 
 demo: install
-	rm -rf $(DEMO_DIR)/report.html $(DEMO_DIR)/oddnode.duckdb
+	@# Diagnostics on an 8-node virtual cluster with two planted fact faults, then
+	@# the statistical analysis of a synthetic 484-node cluster.  The testbed is
+	@# torn down whatever happens.
+	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
+	@set -e; trap '$(BIN)/oddnode testbed down' EXIT; \
+	$(BIN)/oddnode testbed up --nodes 8; \
+	$(BIN)/oddnode testbed fault bios-date node03 09/02/2004; \
+	$(BIN)/oddnode testbed fault memory node06 --percent 75; \
+	$(BIN)/oddnode check --testbed --db $(DEMO_DIR)/check.duckdb --html $(DEMO_DIR)/check-report.html || [ $$? -eq 1 ]
 	$(BIN)/oddnode synth $(DEMO_DIR)/cluster --nodes 484
 	$(BIN)/oddnode analyze $(DEMO_DIR)/cluster --db $(DEMO_DIR)/oddnode.duckdb --html $(DEMO_DIR)/report.html \
 		--truth $(DEMO_DIR)/cluster/truth.json
-	@echo "Report: $(abspath $(DEMO_DIR)/report.html)"
+	@echo "Reports: $(abspath $(DEMO_DIR)/check-report.html) (diagnostics of the testbed)"
+	@echo "         $(abspath $(DEMO_DIR)/report.html) (analysis of the synthetic cluster)"
 
 test: install
 	$(BIN)/python -m pytest -q
 
 bench: install
 	$(BIN)/python bench/analyze_scale.py
+	$(BIN)/python bench/inventory_fanout.py
 
 install: $(STAMPS)/venv
 
 system-packages: $(STAMPS)/system
 
-$(STAMPS)/system:
+$(STAMPS)/system: Makefile
 	@mkdir -p $(STAMPS)
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES) >/dev/null; \

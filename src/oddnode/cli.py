@@ -58,10 +58,12 @@ def _user_errors() -> Iterator[None]:
     from oddnode.nodes import NodeNameError
     from oddnode.store import StoreError
     from oddnode.synth import SynthError
+    from oddnode.transport import TransportError
 
     try:
         yield
-    except (InputError, StoreError, ExportError, NodeNameError, SynthError, KeyError, ValueError) as err:
+    except (InputError, StoreError, ExportError, NodeNameError, SynthError, TransportError, KeyError,
+            ValueError) as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         raise _fail(message) from None
 
@@ -321,6 +323,277 @@ def synth_command(
     with _user_errors():
         truth = generate(out, nodes=nodes, seed=seed, faults=not healthy)
     console.print(f"wrote {out}: {nodes} nodes, {len(truth.findings)} planted faults (ground truth in {out / 'truth.json'})")
+
+
+# -- reaching nodes ---------------------------------------------------------
+
+NodesOption = Annotated[Optional[str], typer.Option("-w", "--nodes", help="Nodes, ClusterShell syntax: node[001-484].")]
+ExcludeOption = Annotated[Optional[str], typer.Option("-x", "--exclude", help="Nodes to leave out.")]
+HostfileOption = Annotated[Optional[Path], typer.Option("--hostfile", help="File of node names, one a line.")]
+TransportOption = Annotated[Optional[str], typer.Option(
+    "--transport", help="local, ssh or slurm (default: local without nodes, ssh with).")]
+SshConfigOption = Annotated[Optional[Path], typer.Option("--ssh-config", help="ssh client configuration file (-F).")]
+FanoutOption = Annotated[Optional[int], typer.Option("--fanout", help="ssh connections at once (default 64).")]
+TimeoutOption = Annotated[float, typer.Option("--timeout", help="Seconds a node may take for a probe.")]
+TestbedOption = Annotated[bool, typer.Option("--testbed", help="Run on the nodes of the running testbed.")]
+
+
+def _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed):
+    """The nodes and transport a command runs on, from its options."""
+    from oddnode.check import make_target, select_nodes
+
+    chosen = select_nodes(nodes, exclude, hostfile)
+    if testbed:
+        from oddnode.testbed import DEFAULT_STATE_DIR, Testbed
+
+        bed = Testbed.load(DEFAULT_STATE_DIR)
+        chosen = chosen or select_nodes(bed.nodeset, exclude)
+        ssh_config = ssh_config or bed.ssh_config
+        transport = transport or "ssh"
+    return make_target(chosen, transport, ssh_config, fanout)
+
+
+def _print_unanswered(result) -> None:
+    from oddnode.nodes import fold
+
+    for label, nodes in (("unreachable", result.unreachable), ("failed", result.failed)):
+        if nodes:
+            console.print(f"[red]{label}:[/] {fold(nodes)}")
+
+
+@app.command("inventory")
+def inventory_command(
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    timeout: TimeoutOption = 60.0, testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+    snapshot: Annotated[Optional[Path], typer.Option(help="Write an expectations file from the majority values.")] = None,
+) -> None:
+    """Collect every node's facts (CPU, memory, BIOS, kernel, NICs, GPUs, disks,
+    libraries, processes) and print every fact whose value differs between nodes."""
+    from oddnode.check import collect_inventory
+    from oddnode.findings import find_all
+    from oddnode.report.terminal import findings_by_nodes
+
+    with _user_errors(), _testbed_errors():
+        target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        with _open(db, read_only=False) as store:
+            result = collect_inventory(store, target, timeout, " ".join(["oddnode", *sys.argv[1:]]))
+            dataset = store.load_dataset()
+        console.print(f"{len(result.reports)} of {len(target.nodes)} nodes answered "
+                      f"({target.transport.name}: {target.nodeset}); facts stored in {db}")
+        _print_unanswered(result)
+        findings = find_all(dataset, rules=["inconsistent-fact"])
+        if findings:
+            console.print(findings_by_nodes(findings))
+        else:
+            console.print("Every fact has the same value on every node that answered.")
+        if snapshot:
+            from oddnode.inventory.expectations import snapshot as write_snapshot
+
+            snapshot.write_text(write_snapshot(dataset.facts, sorted(result.reports)), encoding="utf-8")
+            console.print(f"expectations written to {snapshot}: edit it, then run oddnode diagnose --expect {snapshot}")
+
+
+@app.command("diagnose")
+def diagnose_command(
+    expect: Annotated[Path, typer.Option("--expect", help="Expectations file (YAML).")],
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Check the stored facts against an expectations file; exit 1 on any failure."""
+    from oddnode.inventory.expectations import check_expectations, load_expectations
+    from oddnode.report.terminal import expectation_table
+
+    from oddnode.store import FINDINGS_SOURCE
+
+    with _user_errors(), _open(db, read_only=False) as store:
+        facts = store.load_facts()
+        nodes = sorted({node for per_node in facts.values() for node in per_node})
+        report = check_expectations(load_expectations(expect), facts, nodes)
+        with store.transaction():
+            store.add_findings(store.new_run(" ".join(["oddnode", *sys.argv[1:]]), source=FINDINGS_SOURCE),
+                               report.failures)
+    console.print(expectation_table(report))
+    if report.failures:
+        from oddnode.report.terminal import findings_by_nodes
+
+        console.print(findings_by_nodes(report.failures))
+    if report.failures:
+        raise typer.Exit(code=1)
+
+
+@app.command("check")
+def check_command(
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    timeout: TimeoutOption = 60.0, testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+    expect: Annotated[Optional[Path], typer.Option("--expect", help="Expectations file (YAML).")] = None,
+    html: Annotated[Optional[Path], typer.Option(help="HTML report (default: oddnode-report.html).")] = Path("oddnode-report.html"),
+    json_out: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
+) -> None:
+    """The production-readiness check. Stage 1, diagnostics: inventory of every
+    node, consistency across nodes, expectations. Exit 1 when not ready."""
+    from oddnode.check import run_check
+    from oddnode.report.html import write_report
+    from oddnode.report.terminal import expectation_table, print_analysis
+
+    with _user_errors(), _testbed_errors():
+        target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        with _open(db, read_only=False) as store:
+            result = run_check(store, target, expectations=expect, timeout=timeout,
+                               command=" ".join(["oddnode", *sys.argv[1:]]))
+    out = err_console if json_out else console
+    if json_out:
+        typer.echo(json.dumps(result.analysis.to_json(), indent=2, default=_plain))
+    else:
+        console.print(f"Diagnostics on {target.nodeset} ({target.transport.name}): "
+                      f"{len(result.inventory.reports)} of {len(target.nodes)} nodes answered")
+        if result.expectations is not None:
+            console.print(expectation_table(result.expectations))
+        print_analysis(console, result.analysis)
+    if html:
+        write_report(result.analysis, html)
+        out.print(f"report written to {html}")
+    if not result.analysis.ready:
+        raise typer.Exit(code=1)
+
+
+# -- the testbed -------------------------------------------------------------
+
+testbed_app = typer.Typer(help="A virtual cluster on this machine (root): network namespaces with sshd.",
+                          no_args_is_help=True)
+fault_app = typer.Typer(help="Inject a fault into one testbed node.", no_args_is_help=True)
+testbed_app.add_typer(fault_app, name="fault")
+app.add_typer(testbed_app, name="testbed")
+StateDirOption = Annotated[Optional[Path], typer.Option("--state-dir", help="Where the testbed keeps its state.")]
+
+
+@contextmanager
+def _testbed_errors() -> Iterator[None]:
+    from oddnode.testbed import TestbedError
+
+    try:
+        yield
+    except TestbedError as err:
+        raise _fail(str(err)) from None
+
+
+def _state(state_dir: Optional[Path]) -> Path:
+    from oddnode.testbed import DEFAULT_STATE_DIR
+
+    return state_dir or DEFAULT_STATE_DIR
+
+
+@testbed_app.command("up")
+def testbed_up(nodes: Annotated[int, typer.Option("--nodes", help="Number of nodes.")] = 8,
+               state_dir: StateDirOption = None) -> None:
+    """Bring up N nodes, each with its own address, hostname, mounts, processes and sshd."""
+    from oddnode.testbed import up
+
+    with _testbed_errors():
+        bed = up(nodes=nodes, state_dir=_state(state_dir))
+    console.print(f"testbed up: {bed.nodeset} ({len(bed.nodes)} nodes); ssh -F {bed.ssh_config} {bed.nodes[0]}")
+
+
+@testbed_app.command("status")
+def testbed_status(state_dir: StateDirOption = None) -> None:
+    """Nodes, addresses, sshd state and injected faults."""
+    from oddnode.testbed import status
+
+    with _testbed_errors():
+        console.print(status(_state(state_dir)).summary(), highlight=False)
+
+
+@testbed_app.command("down")
+def testbed_down(state_dir: StateDirOption = None) -> None:
+    """Remove every namespace, link, mount and process the testbed created."""
+    from oddnode.testbed import down
+
+    with _testbed_errors():
+        down(_state(state_dir))
+    console.print("testbed down")
+
+
+def _fault_file(state_dir: Optional[Path], node: str, path: str, content: str) -> None:
+    from oddnode.testbed import fault_file
+
+    with _testbed_errors():
+        fault_file(_state(state_dir), node, path, content)
+    console.print(f"{node}: {path} replaced")
+
+
+@fault_app.command("bios-date")
+def fault_bios_date(node: str, date: Annotated[str, typer.Argument(help="e.g. 09/02/2004")],
+                    state_dir: StateDirOption = None) -> None:
+    """Give one node another BIOS date (/sys/class/dmi/id/bios_date)."""
+    _fault_file(state_dir, node, "/sys/class/dmi/id/bios_date", date + "\n")
+
+
+@fault_app.command("memory")
+def fault_memory(node: str,
+                 percent: Annotated[Optional[float], typer.Option(help="MemTotal as a percentage of the real one.")] = None,
+                 kib: Annotated[Optional[int], typer.Option(help="MemTotal in KiB.")] = None,
+                 state_dir: StateDirOption = None) -> None:
+    """Show one node less (or more) memory in /proc/meminfo."""
+    from oddnode.testbed import meminfo_with_total, real_memory_total_kib
+
+    if (percent is None) == (kib is None):
+        raise _fail("give either --percent or --kib")
+    total = kib if kib is not None else int(real_memory_total_kib() * percent / 100)
+    _fault_file(state_dir, node, "/proc/meminfo", meminfo_with_total(total))
+
+
+@fault_app.command("smt")
+def fault_smt(node: str, value: Annotated[str, typer.Argument(help="on, off, forceoff or notsupported")],
+              state_dir: StateDirOption = None) -> None:
+    """Give one node another SMT setting (/sys/devices/system/cpu/smt/control)."""
+    _fault_file(state_dir, node, "/sys/devices/system/cpu/smt/control", value + "\n")
+
+
+@fault_app.command("file")
+def fault_any_file(node: str, path: str, content: str, state_dir: StateDirOption = None) -> None:
+    """Replace any existing file, as that node alone sees it."""
+    _fault_file(state_dir, node, path, content)
+
+
+@fault_app.command("hang")
+def fault_hang_file(node: str, path: str, state_dir: StateDirOption = None) -> None:
+    """Make reading a file hang on one node, as on a stuck file system."""
+    from oddnode.testbed import fault_hang
+
+    with _testbed_errors():
+        fault_hang(_state(state_dir), node, path)
+    console.print(f"{node}: reading {path} now hangs")
+
+
+@fault_app.command("hog")
+def fault_hog(node: str, seconds: Annotated[int, typer.Option(help="How long it runs.")] = 600,
+              state_dir: StateDirOption = None) -> None:
+    """Start a competing process (a memory-bandwidth hog) inside one node, bounded in time."""
+    from oddnode.testbed import fault_process, hog_argv
+
+    with _testbed_errors():
+        pid = fault_process(_state(state_dir), node, hog_argv(), seconds)
+    console.print(f"{node}: competing process {pid} for {seconds} s")
+
+
+@fault_app.command("stop-sshd")
+def fault_stop_sshd(node: str, state_dir: StateDirOption = None) -> None:
+    """Make one node unreachable by stopping its sshd."""
+    from oddnode.testbed import stop_sshd
+
+    with _testbed_errors():
+        stop_sshd(_state(state_dir), node)
+    console.print(f"{node}: sshd stopped")
+
+
+@fault_app.command("clear")
+def fault_clear(state_dir: StateDirOption = None) -> None:
+    """Undo every injected fault."""
+    from oddnode.testbed import clear_faults
+
+    with _testbed_errors():
+        clear_faults(_state(state_dir))
+    console.print("faults cleared")
 
 
 def _plain(value):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.table import Table
@@ -17,6 +18,9 @@ from oddnode.model import Finding, LabelKind, Series, Severity
 from oddnode.stats.correlation import CORRELATION_CAVEAT, Correlation
 from oddnode.stats.describe import Description
 from oddnode.stats.distribution import ChiSquared, Dip, Normality
+
+if TYPE_CHECKING:
+    from oddnode.inventory.expectations import ExpectationReport
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 _POPULATION = {LabelKind.NODE: "nodes", LabelKind.PAIR: "pairs", LabelKind.SET: "sets"}
@@ -76,7 +80,8 @@ def findings_by_nodes(findings: Sequence[Finding], minimum: Severity = Severity.
 
 def print_analysis(console: Console, analysis: Analysis) -> None:
     """The analyze summary: statistics, findings by node set, then notes."""
-    console.print(stats_table(analysis.statistics))
+    if analysis.statistics:
+        console.print(stats_table(analysis.statistics))
     serious = [f for f in analysis.findings if f.severity.rank >= Severity.WARNING.rank]
     notes = [f for f in analysis.findings if f.severity is Severity.INFO]
     console.print()
@@ -152,4 +157,17 @@ def common_table(counts: Sequence[tuple[str, int]]) -> Table:
     table.add_column("failed runs", justify="right")
     for node, count in counts:
         table.add_row(node, str(count))
+    return table
+
+
+def expectation_table(report: ExpectationReport) -> Table:
+    """Pass or fail for every expectation, failures first."""
+    table = Table(title="Expectations", title_justify="left")
+    table.add_column("fact")
+    table.add_column("result")
+    table.add_column("nodes failing")
+    for finding in report.failures:
+        table.add_row(finding.subject, Text("FAIL", style="bold red"), finding.nodes)
+    for key in report.passed:
+        table.add_row(key, Text("pass", style="green"), "")
     return table

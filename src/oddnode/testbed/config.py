@@ -1,0 +1,275 @@
+"""Names, addresses and configuration files of a testbed: pure functions.
+
+Every object the testbed creates carries the ``odd-`` prefix (namespace
+``odd-node01``, bridge ``odd-br0``, veth ``odd-v01h``/``odd-v01n``), and every
+address is in 10.77.0.0/24: the bridge has 10.77.0.1, nodes 10.77.0.11 up.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+OBJECT_PREFIX = "odd-"
+BRIDGE = "odd-br0"
+SUBNET = "10.77.0.0/24"
+SUBNET_BASE = "10.77.0."
+PREFIXLEN = 24
+HOST_ADDRESS = "10.77.0.1"
+FIRST_NODE_HOST = 11  # node01 is 10.77.0.11
+MAX_NODES = 200  # 10.77.0.11 .. 10.77.0.210
+SSH_PORT = 22
+
+# The synthetic DMI table given to nodes when the host has none: identical on
+# every node, as on a cluster of one model with one BIOS.
+DMI_VALUES = {
+    "bios_vendor": "oddnode testbed",
+    "bios_version": "1.0",
+    "bios_date": "01/15/2025",
+    "bios_release": "1.0",
+    "board_vendor": "oddnode testbed",
+    "board_name": "oddnode virtual board",
+    "board_version": "1.0",
+    "product_name": "oddnode virtual node",
+    "product_version": "1.0",
+    "sys_vendor": "oddnode testbed",
+    "chassis_vendor": "oddnode testbed",
+    "chassis_type": "23",  # SMBIOS chassis type 23: rack mount chassis
+}
+
+_PREFIX = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
+# State directories end up in ssh and sshd configuration files, which split on
+# blanks and expand %, ~ and quotes: allow only characters that mean nothing there.
+_SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/+@:-]*$")
+
+
+def check_prefix(prefix: str) -> str:
+    if not _PREFIX.match(prefix):
+        raise ValueError(f"invalid node prefix {prefix!r}: a lower-case letter, then letters, digits "
+                         "or '-', at most 20 characters")
+    return prefix
+
+
+def check_node_count(count: int) -> int:
+    if not 1 <= count <= MAX_NODES:
+        raise ValueError(f"a testbed has 1 to {MAX_NODES} nodes, not {count}")
+    return count
+
+
+def is_safe_path(path: Path) -> bool:
+    return bool(_SAFE_PATH.match(str(path)))
+
+
+def digits(count: int) -> int:
+    """Zero padding of node numbers: node01..node99, node001..node200."""
+    return 2 if count <= 99 else 3
+
+
+def node_names(count: int, prefix: str = "node") -> list[str]:
+    width = digits(check_node_count(count))
+    return [f"{check_prefix(prefix)}{index:0{width}d}" for index in range(1, count + 1)]
+
+
+def node_address(index: int) -> str:
+    """Address of the node numbered `index` (1-based)."""
+    if not 1 <= index <= MAX_NODES:
+        raise ValueError(f"node index {index} outside 1..{MAX_NODES}")
+    return f"{SUBNET_BASE}{FIRST_NODE_HOST + index - 1}"
+
+
+def netns_name(node: str) -> str:
+    return f"{OBJECT_PREFIX}{node}"
+
+
+def veth_names(index: int, count: int) -> tuple[str, str]:
+    """Host end and node end of a node's veth pair (at most 9 of the 15 characters allowed)."""
+    number = f"{index:0{digits(count)}d}"
+    return f"{OBJECT_PREFIX}v{number}h", f"{OBJECT_PREFIX}v{number}n"
+
+
+def in_subnet(address: str) -> bool:
+    return address.startswith(SUBNET_BASE)
+
+
+def sshd_config_text(*, address: str, host_key: Path, authorized_keys: Path, pid_file: Path,
+                     use_pam: bool = False, per_source_penalties: bool = False) -> str:
+    """One node's sshd configuration."""
+    lines = [
+        "# oddnode testbed node sshd (generated)",
+        f"ListenAddress {address}",
+        f"Port {SSH_PORT}",
+        f"HostKey {host_key}",
+        f"AuthorizedKeysFile {authorized_keys}",
+        "PermitRootLogin prohibit-password",
+        "PubkeyAuthentication yes",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        f"UsePAM {'yes' if use_pam else 'no'}",
+        # The state directory is root's, keys included; sshd's owner checks would refuse a temp dir.
+        "StrictModes no",
+        f"PidFile {pid_file}",
+        "UseDNS no",
+        # Start refusing unauthenticated connections at 256, well above a fan-out
+        # of 32-64 connections to one node at once.
+        "MaxStartups 256:30:512",
+        "MaxSessions 64",
+        "LoginGraceTime 30",
+        "PrintMotd no",
+        "PrintLastLog no",
+        "X11Forwarding no",
+        "Subsystem sftp internal-sftp",
+        "LogLevel INFO",
+    ]
+    if per_source_penalties:
+        # OpenSSH >= 9.8 penalises a source address that opens many connections;
+        # every connection to a node comes from 10.77.0.1.
+        lines.append("PerSourcePenalties no")
+    return "\n".join(lines) + "\n"
+
+
+def ssh_config_text(addresses: Mapping[str, str], *, identity: Path, known_hosts: Path) -> str:
+    """Client configuration: node names resolve through it, host keys are checked."""
+    lines = ["# oddnode testbed (generated): ssh -F this_file node01", ""]
+    for node, address in addresses.items():
+        lines += [f"Host {node}", f"    HostName {address}", ""]
+    lines += [
+        "Host *",
+        "    User root",
+        f"    IdentityFile {identity}",
+        "    IdentitiesOnly yes",
+        f"    UserKnownHostsFile {known_hosts}",
+        "    GlobalKnownHostsFile /dev/null",
+        "    StrictHostKeyChecking yes",
+        "    UpdateHostKeys no",
+        "    BatchMode yes",
+        "    ConnectTimeout 5",
+        "    AddressFamily inet",
+        "    LogLevel ERROR",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def known_hosts_text(addresses: Mapping[str, str], host_keys: Mapping[str, str]) -> str:
+    """Each node's host key under its name and its address (``node01,10.77.0.11 ssh-ed25519 ...``)."""
+    lines = []
+    for node, address in addresses.items():
+        key_type, key = host_keys[node].split()[:2]
+        lines.append(f"{node},{address} {key_type} {key}")
+    return "\n".join(lines) + "\n"
+
+
+def hosts_text(addresses: Mapping[str, str]) -> str:
+    """/etc/hosts as every node sees it: nodes resolve each other by name."""
+    lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback", ""]
+    lines += [f"{address}\t{node}" for node, address in addresses.items()]
+    return "\n".join(lines) + "\n"
+
+
+def sshd_version(version_output: str) -> tuple[int, int]:
+    """(major, minor) from `sshd -V` (or its usage text, on releases without -V)."""
+    match = re.search(r"OpenSSH_(\d+)\.(\d+)", version_output)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+def root_account_locked(shadow_text: str) -> bool:
+    """Whether root's password field starts with '!', which sshd without PAM
+    treats as a locked account and refuses even for key logins."""
+    for line in shadow_text.splitlines():
+        fields = line.split(":")
+        if fields[0] == "root" and len(fields) > 1:
+            return fields[1].startswith("!")
+    return False
+
+
+def meminfo_with_total(kib: int, text: str | None = None) -> str:
+    """/proc/meminfo text with MemTotal set to `kib`, MemFree and MemAvailable
+    scaled by the same ratio (so free <= available <= total still holds).
+
+    `text` defaults to this machine's /proc/meminfo; the kernel's column
+    layout is kept.
+    """
+    if kib <= 0:
+        raise ValueError(f"MemTotal must be positive, not {kib}")
+    if text is None:
+        text = Path("/proc/meminfo").read_text()
+    values = _meminfo_values(text)
+    if "MemTotal" not in values:
+        raise ValueError("no MemTotal line in the meminfo text")
+    ratio = kib / values["MemTotal"]
+    new = {"MemTotal": kib}
+    if "MemFree" in values:
+        new["MemFree"] = min(kib, round(values["MemFree"] * ratio))
+    if "MemAvailable" in values:
+        new["MemAvailable"] = max(new.get("MemFree", 0), min(kib, round(values["MemAvailable"] * ratio)))
+    out = []
+    for line in text.splitlines():
+        match = _MEMINFO_LINE.match(line)
+        if match and match.group(1) in new:
+            label, padding_and_digits = match.group(1) + ":", match.group(2)
+            out.append(f"{label}{str(new[match.group(1)]).rjust(len(padding_and_digits))}{match.group(4)}")
+        else:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+# "MemTotal:       24683300 kB": label, blanks+digits (kept as one field width), digits, unit.
+_MEMINFO_LINE = re.compile(r"^(\w[\w()]*):(\s*(\d+))(\s*kB)?$")
+
+
+def _meminfo_values(text: str) -> dict[str, int]:
+    values = {}
+    for line in text.splitlines():
+        match = _MEMINFO_LINE.match(line)
+        if match:
+            values[match.group(1)] = int(match.group(3))
+    return values
+
+
+def real_memory_total_kib(text: str | None = None) -> int:
+    """MemTotal of this machine in KiB (from /proc/meminfo)."""
+    if text is None:
+        text = Path("/proc/meminfo").read_text()
+    return _meminfo_values(text)["MemTotal"]
+
+
+def hog_script() -> str:
+    """Python source of the competing process: copies a buffer over and over,
+    loading the CPU and the memory bus, bounded by a deadline and a round count."""
+    return (
+        "import sys,time\n"
+        "size=int(sys.argv[1])<<20\n"
+        "deadline=time.monotonic()+float(sys.argv[2])\n"
+        # Non-zero bytes: a zero-filled buffer may be backed by the kernel's single
+        # zero page and would then load no memory bandwidth.
+        "src=bytearray(b'oddnode!')*(size//8)\n"
+        "dst=bytearray(len(src))\n"
+        "for _ in range(10**7):\n"
+        "    dst[:]=src\n"
+        "    if time.monotonic()>=deadline:\n"
+        "        break\n"
+    )
+
+
+HOG_NAME = "oddnode-hog"
+MAX_FAULT_SECONDS = 24 * 3600
+
+
+def hog_argv(seconds: float = 3600.0, megabytes: int = 64) -> list[str]:
+    """argv of a CPU and memory-bandwidth hog for `fault_process`.
+
+    It is Python's stdlib only, run by the testbed's ``oddnode-hog`` link to
+    the interpreter (found on the PATH that `fault_process` gives), so that
+    its process name (comm) in a node's process list is ``oddnode-hog``. It
+    stops by itself after `seconds`; `fault_process` bounds it too.
+    """
+    if not 0 < seconds <= MAX_FAULT_SECONDS:
+        raise ValueError(f"a hog runs 0 to {MAX_FAULT_SECONDS} s, not {seconds}")
+    if not 1 <= megabytes <= 4096:
+        raise ValueError(f"a hog copies 1 to 4096 MiB, not {megabytes}")
+    return [HOG_NAME, "-I", "-S", "-c", hog_script(), str(megabytes), f"{seconds:g}"]
+
+
+def describe_argv(argv: Sequence[str]) -> str:
+    """A short name for a fault process in summaries."""
+    return Path(argv[0]).name if argv else "?"

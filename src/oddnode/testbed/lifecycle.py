@@ -1,0 +1,581 @@
+"""Bringing a testbed up, looking at it and taking it down."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from oddnode.nodes import fold
+from oddnode.testbed import config
+from oddnode.testbed._state import LOCK_FILE, State, locked, read_state, require_state, write_state
+from oddnode.testbed._system import (
+    SSHD,
+    SYS_NET,
+    TestbedError,
+    alive,
+    children_by_parent,
+    disable_ipv6,
+    find_in_pid_namespace,
+    kill,
+    link_exists,
+    netns_exists,
+    netns_inode,
+    pid_namespace,
+    ports_open,
+    process_table,
+    record,
+    record_of,
+    require_root,
+    require_tools,
+    run,
+    spawn,
+    tail,
+    wait_gone,
+)
+from oddnode.testbed.faults import fault_lines, node_env, undo_faults
+
+DEFAULT_STATE_DIR = Path("/run/oddnode/testbed")
+NODE_INIT = Path(__file__).with_name("node_init.py")
+START_WAIT_S = 30.0  # for every node's init and sshd, plus START_WAIT_PER_NODE_S per node
+START_WAIT_PER_NODE_S = 0.5
+STOP_WAIT_S = 10.0
+
+OnCreated = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class Testbed:
+    """A running testbed: its nodes and what an ssh client needs to reach them."""
+
+    __test__ = False  # not a pytest test class
+
+    nodes: list[str]
+    addresses: dict[str, str]
+    ssh_config: Path
+    known_hosts: Path
+    identity: Path
+    state_dir: Path
+
+    @property
+    def nodeset(self) -> str:
+        return fold(self.nodes)
+
+    @classmethod
+    def load(cls, state_dir: Path = DEFAULT_STATE_DIR) -> Testbed:
+        require_root()
+        state_dir = Path(state_dir).absolute()
+        state = require_state(state_dir)
+        if not state["complete"]:
+            raise TestbedError(f"the testbed in {state_dir} did not finish coming up: "
+                               f"{_down_command(state_dir)} removes what it created")
+        return cls(
+            nodes=list(state["nodes"]),
+            addresses={node: entry["address"] for node, entry in state["nodes"].items()},
+            ssh_config=state_dir / "ssh_config",
+            known_hosts=state_dir / "known_hosts",
+            identity=state_dir / "id_ed25519",
+            state_dir=state_dir,
+        )
+
+    def ssh_argv(self, node: str, *command: str) -> list[str]:
+        """argv that runs `command` on `node` with the testbed's ssh configuration."""
+        return ["ssh", "-F", str(self.ssh_config), node, *command]
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """One node as `status` found it."""
+
+    name: str
+    address: str
+    netns: bool  # its network namespace exists
+    init: bool  # PID 1 of its namespaces runs
+    sshd: bool  # its recorded sshd runs
+    port_open: bool  # port 22 of its address accepts connections
+    faults: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.netns and self.init and self.sshd and self.port_open
+
+    @property
+    def condition(self) -> str:
+        if not self.netns:
+            return "network namespace missing"
+        if not self.init:
+            return "not running"
+        if not self.sshd:
+            return "sshd stopped"
+        if not self.port_open:
+            return "sshd not answering"
+        return "ready"
+
+
+@dataclass(frozen=True)
+class TestbedStatus:
+    """What `status` found in a state directory."""
+
+    __test__ = False  # not a pytest test class
+
+    state_dir: Path
+    up: bool  # a testbed is recorded there
+    complete: bool = False  # its `up` finished
+    bridge: bool = False
+    nodes: tuple[NodeState, ...] = field(default_factory=tuple)
+
+    @property
+    def addresses(self) -> dict[str, str]:
+        return {node.name: node.address for node in self.nodes}
+
+    @property
+    def ok(self) -> bool:
+        return self.up and self.complete and self.bridge and all(node.ok for node in self.nodes)
+
+    def summary(self) -> str:
+        if not self.up:
+            return f"no testbed is up in {self.state_dir}"
+        names = [node.name for node in self.nodes]
+        lines = [f"testbed in {self.state_dir}: {len(names)} nodes {fold(names)}, "
+                 f"switch {config.BRIDGE} {config.HOST_ADDRESS}/{config.PREFIXLEN}"
+                 f"{'' if self.bridge else ' (missing)'}"]
+        if not self.complete:
+            lines.append(f"  incomplete: `up` did not finish; {_down_command(self.state_dir)} removes it")
+        by_condition: dict[str, list[str]] = {}
+        for node in self.nodes:
+            by_condition.setdefault(node.condition, []).append(node.name)
+        for condition, members in by_condition.items():
+            lines.append(f"  {condition}: {fold(members)}")
+        faulty = [node for node in self.nodes if node.faults]
+        if faulty:
+            lines.append("  faults:")
+            lines += [f"    {node.name}: {'; '.join(node.faults)}" for node in faulty]
+        if self.complete and names:
+            lines.append(f"ssh -F {self.state_dir / 'ssh_config'} {names[0]}")
+        return "\n".join(lines)
+
+
+def _down_command(state_dir: Path) -> str:
+    suffix = "" if state_dir == DEFAULT_STATE_DIR else f" --state-dir {state_dir}"
+    return f"`oddnode testbed down{suffix}`"
+
+
+def _is_blank(state_dir: Path) -> bool:
+    """Empty, or holding only what an `up` that died before its first record leaves."""
+    return all(entry.name == LOCK_FILE or entry.name.startswith(".state.json.")
+               for entry in state_dir.iterdir())
+
+
+# -- up ------------------------------------------------------------------------
+
+def up(nodes: int = 8, state_dir: Path = DEFAULT_STATE_DIR, prefix: str = "node", *,
+       on_created: OnCreated | None = None) -> Testbed:
+    """Bring up `nodes` virtual nodes (``node01``...) on this machine, each in its
+    own network, UTS, mount and PID namespaces with its own sshd.
+
+    Every object is recorded in ``state_dir/state.json`` before or as it is
+    created; `on_created(kind, name)` is called after each (progress, tests).
+    A failing `up` removes what it created; a killed one leaves it recorded
+    for `down`.
+    """
+    require_root()
+    require_tools()
+    try:
+        names = config.node_names(nodes, prefix)
+    except ValueError as err:
+        raise TestbedError(str(err)) from None
+    state_dir = Path(state_dir).absolute()
+    if not config.is_safe_path(state_dir):
+        raise TestbedError(f"state directory {state_dir} has characters that ssh configuration files "
+                           "would interpret: use letters, digits and . _ - + @ :")
+    if read_state(state_dir) is not None:
+        raise TestbedError(f"a testbed is already up in {state_dir}: {_down_command(state_dir)} first")
+    if state_dir.exists() and not _is_blank(state_dir):
+        raise TestbedError(f"{state_dir} is not empty: the testbed needs a directory of its own")
+    _check_machine_free(names)
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with locked(state_dir):
+        if read_state(state_dir) is not None:
+            raise TestbedError(f"a testbed is already up in {state_dir}: {_down_command(state_dir)} first")
+        state = _initial_state(state_dir, names, prefix)
+        write_state(state_dir, state)
+        try:
+            _build(state_dir, state, on_created or (lambda kind, name: None))
+        except BaseException as err:
+            try:
+                teardown(state_dir, state)
+            except TestbedError as cleanup:
+                write_state(state_dir, state)
+                raise TestbedError(f"testbed up failed ({err}) and removing what it had created failed "
+                                   f"too ({cleanup}): {_down_command(state_dir)}") from err
+            shutil.rmtree(state_dir, ignore_errors=True)
+            raise
+    return Testbed.load(state_dir)
+
+
+def _check_machine_free(names: list[str]) -> None:
+    """Refuse to start over another testbed, leftovers or a network using 10.77.0.0/24."""
+    if link_exists(config.BRIDGE):
+        try:
+            owner = (SYS_NET / config.BRIDGE / "ifalias").read_text().strip()
+        except OSError:
+            owner = ""
+        where = f"state directory {owner}" if owner else "state directory unknown"
+        remedy = _down_command(Path(owner)) if owner else f"`ip link delete {config.BRIDGE}`"
+        raise TestbedError(f"another testbed is up on this machine (bridge {config.BRIDGE}, {where}): "
+                           f"{remedy} first")
+    leftovers = []
+    for index, node in enumerate(names, start=1):
+        namespace = config.netns_name(node)
+        if netns_exists(namespace):
+            leftovers.append(f"ip netns delete {namespace}")
+        host_end, _ = config.veth_names(index, len(names))
+        if link_exists(host_end):
+            leftovers.append(f"ip link delete {host_end}")
+    if leftovers:
+        raise TestbedError("objects named like the testbed's exist but no state directory records them; "
+                           "remove them with: " + "; ".join(leftovers))
+    used = [line.split()[1] + " " + line.split()[3]
+            for line in run(["ip", "-o", "-4", "addr", "show"]).stdout.splitlines()
+            if len(line.split()) > 3 and config.in_subnet(line.split()[3])]
+    routes = run(["ip", "-4", "route", "show", "root", config.SUBNET]).stdout.strip()
+    if used or routes:
+        detail = "; ".join(used) or routes.splitlines()[0]
+        raise TestbedError(f"{config.SUBNET} is already in use on this machine ({detail}): "
+                           "the testbed needs it for itself")
+
+
+def _initial_state(state_dir: Path, names: list[str], prefix: str) -> State:
+    nodes: dict[str, dict[str, Any]] = {}
+    for index, node in enumerate(names, start=1):
+        node_dir = state_dir / "nodes" / node
+        nodes[node] = {
+            "index": index,
+            "address": config.node_address(index),
+            "dir": str(node_dir),
+            "netns": None,  # names are filled in just before each object is created
+            "veth": None,
+            "unshare": None,
+            "init": None,
+            "sshd": None,
+            "sshd_stopped": False,
+            "sshd_argv": [str(SSHD), "-D", "-f", str(node_dir / "sshd_config"), "-E", str(node_dir / "sshd.log")],
+        }
+    return {
+        "schema": 1,
+        "state_dir": str(state_dir),
+        "prefix": prefix,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "complete": False,
+        "bridge": None,
+        "nodes": nodes,
+        "mounts": [],
+        "processes": [],
+    }
+
+
+def _build(state_dir: Path, state: State, on_created: OnCreated) -> None:
+    nodes: dict[str, dict[str, Any]] = state["nodes"]
+    _write_files(state_dir, nodes)
+    _create_network(state_dir, state, on_created)
+    _start_nodes(state_dir, state, on_created)
+    state["complete"] = True
+    write_state(state_dir, state)
+
+
+def _write_files(state_dir: Path, nodes: dict[str, dict[str, Any]]) -> None:
+    """Keys, ssh client and server configurations, and each node's init configuration."""
+    # sshd's privilege separation directory (Debian creates it at boot only when ssh.service runs).
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+    bin_dir = state_dir / "bin"
+    bin_dir.mkdir()
+    # Links to the interpreter: a process started through one has that name (comm)
+    # in a node's process list: oddnode-init as PID 1, oddnode-hog as a fault.
+    interpreter = os.path.realpath(sys.executable)
+    for name in ("oddnode-init", config.HOG_NAME):
+        (bin_dir / name).symlink_to(interpreter)
+
+    identity = state_dir / "id_ed25519"
+    keygens = [["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "oddnode-testbed", "-f", str(identity)]]
+    for node, entry in nodes.items():
+        Path(entry["dir"]).mkdir(parents=True)
+        keygens.append(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", node,
+                        "-f", str(Path(entry["dir"]) / "ssh_host_ed25519_key")])
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda argv: run(argv, timeout=60), keygens))
+
+    addresses = {node: entry["address"] for node, entry in nodes.items()}
+    authorized_keys = state_dir / "authorized_keys"
+    authorized_keys.write_text(identity.with_suffix(".pub").read_text())
+    host_keys = {node: (Path(entry["dir"]) / "ssh_host_ed25519_key.pub").read_text() for node, entry in nodes.items()}
+    (state_dir / "known_hosts").write_text(config.known_hosts_text(addresses, host_keys))
+    (state_dir / "ssh_config").write_text(config.ssh_config_text(
+        addresses, identity=identity, known_hosts=state_dir / "known_hosts"))
+    hosts = config.hosts_text(addresses)
+
+    version = config.sshd_version(run([str(SSHD), "-V"], check=False).stderr)
+    use_pam = config.root_account_locked(Path("/etc/shadow").read_text())
+    synthetic_dmi = not Path("/sys/class/dmi").exists()
+    for node, entry in nodes.items():
+        node_dir = Path(entry["dir"])
+        (node_dir / "sshd_config").write_text(config.sshd_config_text(
+            address=entry["address"], host_key=node_dir / "ssh_host_ed25519_key",
+            authorized_keys=authorized_keys, pid_file=node_dir / "sshd.pid",
+            use_pam=use_pam, per_source_penalties=version >= (9, 8)))
+        (node_dir / "hostname").write_text(node + "\n")
+        (node_dir / "hosts").write_text(hosts)
+        private_files = {"/etc/hosts": str(node_dir / "hosts"), "/etc/hostname": str(node_dir / "hostname")}
+        for record_file in ("/var/log/wtmp", "/var/log/btmp", "/var/log/lastlog"):
+            own = node_dir / Path(record_file).name
+            own.touch(mode=0o644)
+            private_files[record_file] = str(own)
+        sys_class = None
+        if synthetic_dmi:
+            (node_dir / "sys-class").mkdir()
+            sys_class = {"staging": str(node_dir / "sys-class"), "dmi": config.DMI_VALUES}
+        _, node_end = config.veth_names(entry["index"], len(nodes))
+        init_config = {
+            "name": node,
+            "address": entry["address"],
+            "prefixlen": config.PREFIXLEN,
+            "veth": node_end,
+            "sys_class": sys_class,
+            "private_files": private_files,
+            "sshd_argv": entry["sshd_argv"],
+            "env": node_env(state_dir),
+        }
+        (node_dir / "node.json").write_text(json.dumps(init_config, indent=1) + "\n")
+
+
+def _create_network(state_dir: Path, state: State, on_created: OnCreated) -> None:
+    """The bridge with 10.77.0.1/24, then per node a namespace and a veth pair into it."""
+    state["bridge"] = config.BRIDGE
+    write_state(state_dir, state)
+    run(["ip", "link", "add", config.BRIDGE, "type", "bridge"])
+    disable_ipv6(config.BRIDGE)
+    run(["ip", "addr", "add", f"{config.HOST_ADDRESS}/{config.PREFIXLEN}", "dev", config.BRIDGE])
+    # The alias names the owner, for the message of an `up` from another state directory.
+    run(["ip", "link", "set", config.BRIDGE, "alias", str(state_dir), "up"])
+    on_created("bridge", config.BRIDGE)
+    count = len(state["nodes"])
+    for node, entry in state["nodes"].items():
+        namespace = config.netns_name(node)
+        entry["netns"] = namespace
+        write_state(state_dir, state)
+        run(["ip", "netns", "add", namespace])
+        on_created("netns", namespace)
+        host_end, node_end = config.veth_names(entry["index"], count)
+        entry["veth"] = [host_end, node_end]
+        write_state(state_dir, state)
+        run(["ip", "link", "add", host_end, "type", "veth", "peer", "name", node_end, "netns", namespace])
+        disable_ipv6(host_end)
+        run(["ip", "link", "set", host_end, "master", config.BRIDGE, "up"])
+        on_created("veth", host_end)
+
+
+def _start_nodes(state_dir: Path, state: State, on_created: OnCreated) -> None:
+    """Start every node's init, find its PID, then wait until every sshd answers."""
+    nodes: dict[str, dict[str, Any]] = state["nodes"]
+    init_exe = state_dir / "bin" / "oddnode-init"
+    for node, entry in nodes.items():
+        node_dir = Path(entry["dir"])
+        argv = ["ip", "netns", "exec", entry["netns"],
+                "unshare", "--uts", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private",
+                "--kill-child", "--", str(init_exe), "-I", "-S", str(NODE_INIT), str(node_dir / "node.json")]
+        with open(node_dir / "init.log", "ab") as log:
+            child = spawn(argv, log, node_env(state_dir))
+        entry["unshare"] = record_of(child.pid)
+        write_state(state_dir, state)
+        if entry["unshare"] is None:
+            raise TestbedError(f"{node} did not start: {tail(node_dir / 'init.log')}")
+        on_created("process", f"{node} {child.pid}")
+
+    deadline = time.monotonic() + START_WAIT_S + START_WAIT_PER_NODE_S * len(nodes)
+    pending = set(nodes)
+    while pending:  # each unshare forks the node's init: find it among its children
+        children = children_by_parent()
+        for node in sorted(pending):
+            entry = nodes[node]
+            found = children.get(entry["unshare"]["pid"], [])
+            if found:
+                entry["init"] = record(found[0])
+                pending.discard(node)
+            elif not alive(entry["unshare"]):
+                raise TestbedError(f"{node} did not start: {tail(Path(entry['dir']) / 'init.log')}")
+        write_state(state_dir, state)
+        _check_deadline(deadline, pending, "start", nodes)
+        if pending:
+            time.sleep(0.02)
+
+    pending = set(nodes)
+    while pending:
+        for node, is_open in ports_open({node: nodes[node]["address"] for node in pending}, timeout=0.5).items():
+            entry = nodes[node]
+            node_dir = Path(entry["dir"])
+            if not alive(entry["init"]):
+                raise TestbedError(f"{node} stopped while starting: {tail(node_dir / 'init.log')}")
+            if not is_open:
+                continue
+            try:
+                nspid = int((node_dir / "sshd.pid").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue  # sshd listens but has not written its PID file yet
+            proc = find_in_pid_namespace(pid_namespace(entry["init"]["pid"]), nspid)
+            if proc is not None:
+                entry["sshd"] = record(proc)
+                pending.discard(node)
+        write_state(state_dir, state)
+        _check_deadline(deadline, pending, "answer on port 22", nodes)
+        if pending:
+            time.sleep(0.02)
+
+
+def _check_deadline(deadline: float, pending: set[str], what: str, nodes: dict[str, dict[str, Any]]) -> None:
+    if pending and time.monotonic() >= deadline:
+        first = sorted(pending)[0]
+        logs = tail(Path(nodes[first]["dir"]) / "init.log") + "\n" + tail(Path(nodes[first]["dir"]) / "sshd.log")
+        raise TestbedError(f"{fold(pending)} did not {what} in time; {first}'s logs:\n{logs}")
+
+
+# -- status --------------------------------------------------------------------
+
+def status(state_dir: Path = DEFAULT_STATE_DIR) -> TestbedStatus:
+    """Nodes, addresses and, per node: namespace present, init and sshd running, port 22 open."""
+    require_root()
+    state_dir = Path(state_dir).absolute()
+    state = read_state(state_dir)
+    if state is None:
+        return TestbedStatus(state_dir=state_dir, up=False)
+    nodes: dict[str, dict[str, Any]] = state["nodes"]
+    running = {node: entry for node, entry in nodes.items() if alive(entry.get("init"))}
+    ports = ports_open({node: entry["address"] for node, entry in running.items()}, timeout=1.0)
+    faults = fault_lines(state)
+    return TestbedStatus(
+        state_dir=state_dir,
+        up=True,
+        complete=state["complete"],
+        bridge=link_exists(config.BRIDGE),
+        nodes=tuple(
+            NodeState(
+                name=node,
+                address=entry["address"],
+                netns=bool(entry["netns"]) and netns_exists(entry["netns"]),
+                init=node in running,
+                sshd=alive(entry.get("sshd")),
+                port_open=ports.get(node, False),
+                faults=tuple(line for line in faults.get(node, []) if line != "sshd stopped"),
+            )
+            for node, entry in nodes.items()
+        ),
+    )
+
+
+# -- down ----------------------------------------------------------------------
+
+def down(state_dir: Path = DEFAULT_STATE_DIR) -> None:
+    """Remove everything the testbed in `state_dir` recorded, then the directory.
+
+    Idempotent, and works on what a crashed `up` left. On failure the state
+    is kept, so that `down` can be run again.
+    """
+    require_root()
+    state_dir = Path(state_dir).absolute()
+    if not state_dir.is_dir():
+        return
+    if read_state(state_dir) is None:
+        if _is_blank(state_dir):
+            shutil.rmtree(state_dir)
+        return
+    with locked(state_dir):
+        state = read_state(state_dir)
+        if state is not None:
+            try:
+                teardown(state_dir, state)
+            finally:
+                write_state(state_dir, state)
+    shutil.rmtree(state_dir)
+    if state_dir == DEFAULT_STATE_DIR:
+        try:
+            state_dir.parent.rmdir()  # /run/oddnode, made by `up`, unless something else uses it
+        except OSError:
+            pass
+
+
+def teardown(state_dir: Path, state: State) -> None:
+    """Kill recorded processes, undo recorded mounts, delete recorded links and
+    namespaces; raise TestbedError naming whatever remains."""
+    problems = []
+    try:
+        undo_faults(state_dir, state, restart_sshd=False)
+    except TestbedError as err:
+        problems.append(str(err))
+    nodes: dict[str, dict[str, Any]] = state["nodes"]
+    # Killing the init of a PID namespace kills every process in it; its parent,
+    # unshare, then reaps it and exits, and is reaped in turn by its own parent
+    # (this process, when it ran `up`). Killing unshare first would leave the
+    # init to a PID 1 that may be slow to reap it.
+    inner = [entry[key] for entry in nodes.values() for key in ("init", "sshd") if entry.get(key)]
+    if any(entry.get("unshare") and not entry.get("init") for entry in nodes.values()):
+        # `up` stopped before it found these inits: they are their unshare's child.
+        children = children_by_parent()
+        inner += [record(proc) for entry in nodes.values() if entry.get("unshare") and not entry.get("init")
+                  for proc in children.get(entry["unshare"]["pid"], []) if alive(entry["unshare"])]
+    for rec in inner:
+        kill(rec, signal.SIGKILL)
+    outer = [entry["unshare"] for entry in nodes.values() if entry.get("unshare")]
+    wait_gone(inner, STOP_WAIT_S)
+    for rec in wait_gone(outer, 2.0):
+        kill(rec, signal.SIGKILL)
+    processes = inner + outer
+    # A process in one of the testbed's network namespaces that no record names
+    # (an `up` killed between starting a node and recording it) is the testbed's too.
+    inodes = {netns_inode(entry["netns"]) for entry in nodes.values() if entry.get("netns")} - {0}
+    if inodes:
+        for proc in process_table():
+            if proc.netns in inodes and proc.proc.state not in ("Z", "X"):
+                kill(record(proc.proc), signal.SIGKILL)
+                processes.append(record(proc.proc))
+    left = wait_gone(processes, STOP_WAIT_S)
+    if left:
+        problems.append(f"processes {', '.join(str(p['pid']) for p in left)} do not end")
+
+    commands = []
+    for entry in nodes.values():
+        if entry.get("veth") and link_exists(entry["veth"][0]):
+            commands.append(f"link delete {entry['veth'][0]}")  # takes the node end with it
+        if entry.get("netns") and netns_exists(entry["netns"]):
+            commands.append(f"netns delete {entry['netns']}")
+    if state.get("bridge") and link_exists(state["bridge"]) and _bridge_is_ours(state["bridge"], state_dir):
+        commands.append(f"link delete {state['bridge']}")
+    if commands:
+        run(["ip", "-force", "-batch", "-"], input="\n".join(commands) + "\n", check=False, timeout=60)
+    remaining = [entry["veth"][0] for entry in nodes.values() if entry.get("veth") and link_exists(entry["veth"][0])]
+    remaining += [entry["netns"] for entry in nodes.values() if entry.get("netns") and netns_exists(entry["netns"])]
+    if state.get("bridge") and link_exists(state["bridge"]) and _bridge_is_ours(state["bridge"], state_dir):
+        remaining.append(state["bridge"])
+    if remaining:
+        problems.append(f"{', '.join(remaining)} could not be deleted")
+    if problems:
+        raise TestbedError("; ".join(problems) + f" (the state is kept: {_down_command(state_dir)} again)")
+    for entry in nodes.values():
+        entry.update(netns=None, veth=None, unshare=None, init=None, sshd=None)
+    state["bridge"] = None
+
+
+def _bridge_is_ours(bridge: str, state_dir: Path) -> bool:
+    """A bridge whose alias names another state directory belongs to another testbed."""
+    try:
+        owner = (SYS_NET / bridge / "ifalias").read_text().strip()
+    except OSError:
+        owner = ""
+    return owner in ("", str(state_dir))
+

@@ -1,0 +1,32 @@
+import pytest
+
+from conftest import write
+from oddnode.check import make_target, read_hostfile, select_nodes
+from oddnode.nodes import NodeNameError
+from oddnode.transport import UnknownTransportError
+
+
+def test_nodes_from_options_hostfile_and_exclusions(tmp_path):
+    hosts = write(tmp_path / "hosts", "# compute nodes\nnode[005-006]\nnode009  # spare\n\n")
+    assert read_hostfile(hosts) == ["node005", "node006", "node009"]
+    assert select_nodes("node[001-004]", "node002", hosts) == ["node001", "node003", "node004", "node005",
+                                                               "node006", "node009"]
+    assert select_nodes() == []
+
+
+def test_bad_node_names_are_refused_with_their_place(tmp_path):
+    with pytest.raises(NodeNameError, match="invalid node set"):
+        select_nodes("node[1-")
+    with pytest.raises(NodeNameError, match=r"hosts:2: invalid node name"):
+        read_hostfile(write(tmp_path / "hosts", "node1\nnode;reboot\n"))
+    with pytest.raises(NodeNameError, match="cannot read host file"):
+        read_hostfile(tmp_path / "absent")
+
+
+def test_transport_choice():
+    assert make_target([], None).transport.name == "local"
+    assert make_target(["node01", "node02"], None).transport.name == "ssh"
+    with pytest.raises(NodeNameError, match="needs nodes"):
+        make_target([], "ssh")
+    with pytest.raises(UnknownTransportError, match="unknown transport 'rsh'"):
+        make_target(["node01"], "rsh")
