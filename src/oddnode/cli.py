@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import contextmanager
 from enum import Enum
@@ -344,9 +345,9 @@ def _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed):
 
     chosen = select_nodes(nodes, exclude, hostfile)
     if testbed:
-        from oddnode.testbed import DEFAULT_STATE_DIR, Testbed
+        from oddnode.testbed import Testbed
 
-        bed = Testbed.load(DEFAULT_STATE_DIR)
+        bed = Testbed.load(_state(None))
         chosen = chosen or select_nodes(bed.nodeset, exclude)
         ssh_config = ssh_config or bed.ssh_config
         transport = transport or "ssh"
@@ -464,7 +465,8 @@ testbed_app = typer.Typer(help="A virtual cluster on this machine (root): networ
 fault_app = typer.Typer(help="Inject a fault into one testbed node.", no_args_is_help=True)
 testbed_app.add_typer(fault_app, name="fault")
 app.add_typer(testbed_app, name="testbed")
-StateDirOption = Annotated[Optional[Path], typer.Option("--state-dir", help="Where the testbed keeps its state.")]
+StateDirOption = Annotated[Optional[Path], typer.Option(
+    "--state-dir", help="Where the testbed keeps its state (default $ODDNODE_TESTBED_DIR or /run/oddnode/testbed).")]
 
 
 @contextmanager
@@ -478,9 +480,10 @@ def _testbed_errors() -> Iterator[None]:
 
 
 def _state(state_dir: Optional[Path]) -> Path:
+    """--state-dir, else $ODDNODE_TESTBED_DIR, else /run/oddnode/testbed."""
     from oddnode.testbed import DEFAULT_STATE_DIR
 
-    return state_dir or DEFAULT_STATE_DIR
+    return state_dir or Path(os.environ.get("ODDNODE_TESTBED_DIR") or DEFAULT_STATE_DIR)
 
 
 @testbed_app.command("up")
