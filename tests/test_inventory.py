@@ -196,9 +196,9 @@ def test_probe_source_is_the_shipped_script():
     assert "def main():" in source and '__name__ == "__main__"' in source
     compile(source, "node_probe.py", "exec")
     argv = probe_argv()
-    assert argv[:2] == ["python3", "-c"]
+    assert argv[:4] == ["python3", "-E", "-S", "-c"]
     # ARG_MAX for one argument on Linux is 128 KiB: the whole probe must fit.
-    assert len(argv[2]) < 128 * 1024
+    assert len(argv[4]) < 128 * 1024
 
 
 # ---------------------------------------------------------------- parsing the output

@@ -88,6 +88,9 @@ def python_command(script: str, interpreter: str = "python3") -> list[str]:
 
     The script travels base64-encoded inside the argv, so no quoting of its
     text can go wrong in a remote shell, and nothing a user typed is in it.
+    ``-E -S``: the node's PYTHON* variables and site-packages can neither
+    change what the script does nor slow its start.
     """
     encoded = base64.b64encode(script.encode("utf-8")).decode("ascii")
-    return [interpreter, "-c", f"import base64;exec(compile(base64.b64decode('{encoded}'),'<oddnode probe>','exec'))"]
+    loader = f"import base64;exec(compile(base64.b64decode('{encoded}'),'<oddnode probe>','exec'))"
+    return [interpreter, "-E", "-S", "-c", loader]
