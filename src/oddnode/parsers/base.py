@@ -1,0 +1,81 @@
+"""What a parser of a benchmark tool's output gives back, and the registry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from oddnode.model import DEFAULT_METRIC, Direction
+
+
+class ParseError(ValueError):
+    """Output that is not what the tool writes, located by source and line."""
+
+    def __init__(self, source: str, line: int | None, message: str):
+        self.source, self.line, self.detail = source, line, message
+        where = f"{source}:{line}" if line else source
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One number a tool reported.
+
+    ``benchmark`` names the test (``stream.triad``, ``imb.pingpong``);
+    ``metric`` the quantity, with the message size when there is one
+    (``bandwidth.4194304``), so that one series holds comparable values.
+    """
+
+    benchmark: str
+    value: float
+    unit: str  # canonical, from oddnode.units
+    direction: Direction
+    metric: str = DEFAULT_METRIC
+    valid: bool = True
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ParsedOutput:
+    """Everything one output file says: its numbers, whether the run passed
+    its own accuracy check, and the configuration it reports."""
+
+    tool: str
+    measurements: list[Measurement]
+    valid: bool = True
+    problems: list[str] = field(default_factory=list)  # why the run is invalid
+    configuration: dict[str, Any] = field(default_factory=dict)
+
+
+Parser = Callable[[str, str], ParsedOutput]  # (text, source) -> ParsedOutput
+
+_PARSERS: dict[str, Parser] = {}
+
+
+class UnknownToolError(KeyError):
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def register_parser(tool: str) -> Callable[[Parser], Parser]:
+    """Register the parser of one tool's output under the tool's name."""
+
+    def register(function: Parser) -> Parser:
+        if tool in _PARSERS:
+            raise ValueError(f"a parser for {tool!r} is already registered")
+        _PARSERS[tool] = function
+        return function
+
+    return register
+
+
+def parsers() -> list[str]:
+    return sorted(_PARSERS)
+
+
+def get_parser(tool: str) -> Parser:
+    try:
+        return _PARSERS[tool]
+    except KeyError:
+        raise UnknownToolError(f"no parser for {tool!r} (known: {', '.join(parsers())})") from None
