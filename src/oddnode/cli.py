@@ -96,8 +96,7 @@ def import_stab_command(
     direction: Annotated[Optional[Direction], typer.Option(help="Which way is better, where units.csv does not say.")] = None,
     repetitions: Annotated[bool, typer.Option("--repetitions", help="Repeated labels are repetitions.")] = False,
 ) -> None:
-    """Import STAB-style plot files or a results directory (plot.*, units.csv,
-    inventory.csv, topology.csv, failed)."""
+    """Import STAB-style plot files or a results directory (plot.*, units.csv, inventory.csv, topology.csv, failed)."""
     from oddnode.io.stab import import_stab
 
     with _user_errors(), _open(db, read_only=False) as store:
@@ -108,6 +107,41 @@ def import_stab_command(
                   f"in the topology -> {db}")
     for ignored in summary.ignored:
         console.print(f"[dim]ignored {ignored} (not a plot.* file, units.csv, inventory.csv, topology.csv or failed)[/]")
+
+
+def _tool_import_command(tool: str):
+    """``oddnode import <tool> FILES…``: one command per registered parser."""
+
+    def command(
+        files: Annotated[list[Path], typer.Argument(help="Output files of the tool, one run each.")],
+        label: Annotated[Optional[str], typer.Option(
+            "--label", "--node", help="The node (or nodeA-nodeB pair, or node set) the files ran on.")] = None,
+        label_from: Annotated[Optional[str], typer.Option(
+            help="Regular expression with a group (?P<label>...) that finds the label in each file's path.")] = None,
+        db: DbOption = DEFAULT_DB,
+    ) -> None:
+        from oddnode.io.tool_import import import_tool_outputs
+
+        with _user_errors(), _open(db, read_only=False) as store:
+            summary = import_tool_outputs(store, tool, files, label=label, label_from=label_from,
+                                          command=" ".join(["oddnode", *sys.argv[1:]]))
+        console.print(f"run {summary.run_id}: {summary.files} files, {summary.labels} labels, "
+                      f"{summary.measurements} measurements -> {db}")
+        for path in summary.invalid_runs:
+            console.print(f"[yellow]failed its accuracy check:[/] {path}")
+
+    command.__doc__ = f"Import {tool} outputs you already have, one file per run."
+    return command
+
+
+def _register_tool_imports() -> None:
+    from oddnode.parsers import parsers
+
+    for tool in parsers():
+        import_app.command(tool)(_tool_import_command(tool))
+
+
+_register_tool_imports()
 
 
 @app.command("export")

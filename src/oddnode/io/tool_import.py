@@ -1,0 +1,103 @@
+"""Import the outputs a site already has from the field's tools (STREAM,
+HPCC, NPB, IMB, OSU, fio, iperf3, NetPIPE), one file per run.
+
+Each file is one run on one label (a node, a pair ``nodeA-nodeB`` or a node
+set): given outright, or taken from the file's path by a regular expression
+with a group named ``label``.  Several files for the same label are its
+repetitions, numbered in the order given.  Every file is parsed and checked
+before one transaction writes them all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from oddnode.io.stab import InputError
+from oddnode.nodes import NodeNameError, label_kind, label_members
+from oddnode.parsers import ParsedOutput, get_parser
+from oddnode.store import ResultBatch, Store
+
+
+@dataclass(frozen=True)
+class ToolImportSummary:
+    run_id: int
+    files: int
+    labels: int
+    measurements: int
+    invalid_runs: tuple[str, ...]  # files whose run failed its own accuracy check
+
+
+def label_of(path: Path, label: str | None, label_from: str | None) -> str:
+    """The label a file's results belong to."""
+    if (label is None) == (label_from is None):
+        raise InputError(path, None, "give the label either outright (--label) or as a pattern (--label-from)")
+    if label is None:
+        try:
+            pattern = re.compile(label_from)
+        except re.error as err:
+            raise InputError(path, None, f"--label-from {label_from!r} is not a regular expression: {err}") from None
+        if "label" not in pattern.groupindex:
+            raise InputError(path, None, f"--label-from {label_from!r} needs a group named label: (?P<label>...)")
+        match = pattern.search(os.fspath(path))
+        if match is None or not match.group("label"):
+            raise InputError(path, None, f"no label in the file's path: {label_from!r} does not match it")
+        label = match.group("label")
+    try:
+        label_members(label, label_kind(label))
+    except NodeNameError as err:
+        raise InputError(path, None, str(err)) from None
+    return label
+
+
+def read_outputs(tool: str, paths: Sequence[Path], label: str | None = None,
+                 label_from: str | None = None) -> list[tuple[Path, str, ParsedOutput]]:
+    """Parse every file (a ParseError names the file and line)."""
+    parse = get_parser(tool)
+    parsed = []
+    for path in paths:
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8", errors="strict")
+        except UnicodeDecodeError as err:
+            raise InputError(path, None, f"not a text file ({err.reason} at byte {err.start})") from err
+        except OSError as err:
+            raise InputError(path, None, err.strerror or str(err)) from err
+        parsed.append((path, label_of(path, label, label_from), parse(text, os.fspath(path))))
+    return parsed
+
+
+def import_tool_outputs(store: Store, tool: str, paths: Sequence[Path], *, label: str | None = None,
+                        label_from: str | None = None, command: str | None = None) -> ToolImportSummary:
+    """Parse, then write every measurement of every file in one transaction."""
+    if not paths:
+        raise InputError(tool, None, "no files to import")
+    outputs = read_outputs(tool, paths, label, label_from)
+    batch = ResultBatch()
+    repetitions: Counter[str] = Counter()
+    for path, name, output in outputs:
+        repetitions[name] += 1
+        kind = label_kind(name)
+        if not output.measurements:  # a run that gave no number is still a failed run of that label
+            batch.add(tool, name, None, label_kind=kind, repetition=repetitions[name], valid=False,
+                      parameters={"tool": tool, "problems": output.problems}, raw_ref=os.fspath(path))
+        for m in output.measurements:
+            batch.add(
+                m.benchmark, name, m.value, metric=m.metric, unit=m.unit, direction=m.direction,
+                label_kind=kind, repetition=repetitions[name], valid=m.valid and output.valid,
+                parameters={"tool": tool, **m.parameters}, raw_ref=os.fspath(path),
+            )
+    with store.transaction():
+        run_id = store.new_run(command or f"oddnode import {tool}", ", ".join(os.fspath(p) for p in paths))
+        store.add_results(run_id, batch)
+    return ToolImportSummary(
+        run_id=run_id,
+        files=len(outputs),
+        labels=len(repetitions),
+        measurements=len(batch),
+        invalid_runs=tuple(os.fspath(path) for path, _, output in outputs if not output.valid),
+    )
