@@ -88,9 +88,9 @@ def label_kind(label: str, known_nodes: set[str] | None = None) -> LabelKind:
 
 
 def label_members(label: str, kind: LabelKind) -> tuple[str, ...]:
-    """The nodes a label names."""
+    """The nodes a label names, each a valid node name."""
     if kind is LabelKind.NODE:
-        return (label,)
+        return (validate_node_name(label),)
     if kind is LabelKind.PAIR:
         pair = split_pair(label)
         if pair is None:

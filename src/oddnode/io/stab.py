@@ -273,8 +273,6 @@ def to_batch(data: StabInput, unit: str | None = None, direction: Direction | No
     def classified(path: Path, number: int | None, label: str) -> LabelKind:
         kind = label_kind(label, known_nodes)
         try:
-            if kind is LabelKind.NODE and not is_node_name(label):
-                raise NodeNameError(f"invalid node name {label!r}")
             label_members(label, kind)
         except NodeNameError as err:
             raise InputError(path, number, str(err)) from None
