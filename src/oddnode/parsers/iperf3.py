@@ -1,0 +1,113 @@
+"""iperf3 client JSON output (``iperf3 -c ... -J``).
+
+Benchmarks ``iperf3.tcp`` / ``iperf3.udp``, with ``.reverse`` for ``-R``
+(data flows server -> client, the other way through a pair) and for the
+reverse half of ``--bidir``.  Metrics from ``end.sum_sent`` and
+``end.sum_received``: ``sender.bandwidth`` and ``receiver.bandwidth`` in MB/s
+(iperf3's bits_per_second / 8 / 10^6, MB/s so that every oddnode network
+tool shares one unit), ``sender.retransmits`` (TCP, count, lower is better),
+``receiver.jitter`` (UDP, ms as iperf3 gives it) and
+``receiver.lost_percent`` (UDP, lower is better).
+
+A JSON ``"error"`` (e.g. "unable to connect to server: Connection refused")
+and the text client's "iperf3: error - ..." line give an invalid output with
+that text in ``problems``: the pair failed, which the importer records.  The
+text client output of a successful run rounds to three significant digits
+and is refused with a ParseError that says to use ``-J``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from oddnode.model import Direction
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, register_parser
+from oddnode.units import canonical_unit
+
+_TEXT_ERROR = re.compile(r"^iperf3: error - (.*?)\s*$", re.MULTILINE)
+_TEXT_OUTPUT = re.compile(r"^(Connecting to host|Server listening on|\[ ID\] Interval|iperf Done\.)",
+                          re.MULTILINE)
+_BITS_PER_BYTE = 8
+_BYTES_PER_MB = 1e6
+
+
+def _load(text: str, source: str) -> dict[str, Any] | None:
+    """The JSON document, or None for a text client's error line."""
+    start = re.search(r"^\{", text, re.MULTILINE)
+    if start is None:
+        if _TEXT_ERROR.search(text):
+            return None
+        if _TEXT_OUTPUT.search(text):
+            raise ParseError(source, None, "iperf3 text output is not parsed: it rounds to three "
+                                           "significant digits; run the client with -J (--json)")
+        raise ParseError(source, None, "not iperf3 output: no JSON object")
+    line = text.count("\n", 0, start.start()) + 1
+    try:
+        document, _ = json.JSONDecoder().raw_decode(text, start.start())
+    except json.JSONDecodeError as err:
+        raise ParseError(source, line + err.lineno - 1, f"iperf3 JSON is malformed or truncated: {err.msg}") from None
+    if not isinstance(document, dict) or "start" not in document or "end" not in document:
+        raise ParseError(source, line, "not iperf3 -J output: no 'start' and 'end' keys")
+    return document
+
+
+def _summary(benchmark: str, sent: dict[str, Any] | None, received: dict[str, Any] | None,
+             parameters: dict[str, Any], udp: bool) -> list[Measurement]:
+    found = []
+
+    def add(value: float, unit: str, direction: Direction, metric: str, source_unit: str) -> None:
+        found.append(Measurement(benchmark, float(value), canonical_unit(unit), direction, metric=metric,
+                                 parameters={**parameters, "source_unit": source_unit}))
+
+    for side, block in (("sender", sent), ("receiver", received)):
+        if not block or "bits_per_second" not in block:
+            continue
+        add(block["bits_per_second"] / _BITS_PER_BYTE / _BYTES_PER_MB, "MB/s", Direction.HIGHER,
+            f"{side}.bandwidth", "bits/s")
+    if not udp and sent and "retransmits" in sent:
+        add(sent["retransmits"], "count", Direction.LOWER, "sender.retransmits", "count")
+    if udp and received:
+        if "jitter_ms" in received:
+            add(received["jitter_ms"], "ms", Direction.LOWER, "receiver.jitter", "ms")
+        if "lost_percent" in received:
+            add(received["lost_percent"], "%", Direction.LOWER, "receiver.lost_percent", "%")
+    return found
+
+
+@register_parser("iperf3")
+def parse_iperf3(text: str, source: str) -> ParsedOutput:
+    """End-of-test sums of one iperf3 client run."""
+    document = _load(text, source)
+    if document is None:
+        return ParsedOutput(tool="iperf3", measurements=[], valid=False,
+                            problems=[f"iperf3: {m.group(1)}" for m in _TEXT_ERROR.finditer(text)])
+    start, end = document["start"], document["end"] or {}
+    test = start.get("test_start", {})
+    protocol = str(test.get("protocol", "TCP")).lower()
+    udp = protocol == "udp"
+    reverse = bool(test.get("reverse", 0))
+    parameters = {key: test[key] for key in ("num_streams", "blksize", "duration", "omit", "target_bitrate")
+                  if key in test}
+    parameters.update(protocol=protocol, reverse=reverse)
+    configuration = {
+        "version": start.get("version"),
+        "system_info": start.get("system_info"),
+        "time": start.get("timestamp", {}).get("time"),
+        "server": start.get("connecting_to", {}).get("host"),
+        "sender_tcp_congestion": end.get("sender_tcp_congestion"),
+        "receiver_tcp_congestion": end.get("receiver_tcp_congestion"),
+    }
+    benchmark = f"iperf3.{protocol}" + (".reverse" if reverse else "")
+    measurements = _summary(benchmark, end.get("sum_sent"), end.get("sum_received"), parameters, udp)
+    if "sum_sent_bidir_reverse" in end or "sum_received_bidir_reverse" in end:  # --bidir
+        measurements += _summary(f"iperf3.{protocol}.reverse", end.get("sum_sent_bidir_reverse"),
+                                 end.get("sum_received_bidir_reverse"), {**parameters, "bidir": True}, udp)
+    problems = []
+    if "error" in document:
+        problems.append(f"iperf3: {document['error']}")
+    elif not measurements:
+        raise ParseError(source, None, "iperf3 JSON without end-of-test sums (sum_sent / sum_received)")
+    return ParsedOutput(tool="iperf3", measurements=measurements, valid=not problems,
+                        problems=problems, configuration=configuration)
