@@ -12,7 +12,7 @@ from oddnode.parsers.base import (
     register_parser,
 )
 from oddnode.parsers import fio, imb, iperf3, netpipe, osu  # noqa: F401  (importing registers them)
-from oddnode.parsers import hpcc, npb, stream  # noqa: F401  (importing registers them)
+from oddnode.parsers import hpcc, npb, oddnode_memory, stream  # noqa: F401  (importing registers them)
 
 __all__ = [
     "Measurement",

@@ -1,0 +1,382 @@
+"""oddnode's own C kernels, built and run on the nodes through any transport.
+
+The C sources and ``node_runner.py`` ship in this package and travel inside
+the argv (``python_command``): the runner compiles a kernel on the node with
+``-march=native`` once per source, flags, compiler and CPU model, caches the
+binary in the user's cache directory and prints one JSON report.  Everything
+here runs on the admin's machine: it reads the node's cache size, chooses
+the array length, builds the argv and parses what comes back.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from oddnode.model import Direction
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
+from oddnode.transport.base import python_command
+from oddnode.units import canonical_unit
+
+__all__ = [
+    "MEMORY_KERNELS",
+    "MIN_ELEMENTS",
+    "RUNNER_VERSION",
+    "RunnerReport",
+    "default_elements",
+    "kernel_source",
+    "last_level_cache_bytes",
+    "memory_kernel_argv",
+    "parse_memory_output",
+    "parse_runner_output",
+    "runner_argv",
+    "runner_source",
+]
+
+RUNNER_VERSION = 1
+MEMORY_KERNELS = ("copy", "scale", "add", "triad")
+BYTES_PER_DOUBLE = 8
+# Each array must be at least this many times the last-level cache so that
+# the loops measure memory, not cache (STREAM's rule for a valid run).
+CACHE_MULTIPLE = 4
+# Arrays never shorter than this (80 MB each): on a node whose cache size
+# cannot be read, a too-small array would silently measure the cache.
+MIN_ELEMENTS = 10_000_000
+# Seconds the memory kernel may run on a node, compile excluded.
+DEFAULT_TIMEOUT = 600.0
+# How much of a bad output or compiler message an error quotes.
+QUOTED_CHARS = 2000
+_MEMORY_HEADER = "# oddnode memory kernel v1"
+_UNIT = canonical_unit("MB/s")  # the kernel's MB is 10^6 bytes
+
+
+def kernel_source(kernel: str = "memory") -> str:
+    """A kernel's C source, as shipped in the package."""
+    return resources.files("oddnode.kernels").joinpath(f"{kernel}.c").read_text(encoding="utf-8")
+
+
+def runner_source() -> str:
+    """The node runner script's text, as shipped in the package."""
+    return resources.files("oddnode.kernels").joinpath("node_runner.py").read_text(encoding="utf-8")
+
+
+# --- how long the arrays must be -------------------------------------------------
+
+
+def _cache_size_bytes(text: str) -> int:
+    """sysfs writes cache sizes as '32K', '1024K', '105M'."""
+    found = re.fullmatch(r"\s*(\d+)\s*([KMG]?)\s*", text)
+    if not found:
+        return 0
+    return int(found.group(1)) * {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[found.group(2)]
+
+
+def last_level_cache_bytes(sysfs_root: Path = Path("/sys/devices/system/cpu")) -> int:
+    """Total bytes of the highest-level data or unified cache over all its
+    instances (one L3 per socket counts twice on two sockets), read from sysfs;
+    0 when sysfs says nothing about caches."""
+    instances: dict[int, dict[str, int]] = {}  # level -> instance id -> bytes
+    for index in sorted(Path(sysfs_root).glob("cpu[0-9]*/cache/index[0-9]*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = int((index / "level").read_text().strip())
+            size = _cache_size_bytes((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if kind not in ("Data", "Unified") or size <= 0:
+            continue
+        # CPUs sharing one cache list the same CPUs; that list names the instance.
+        shared = index / "shared_cpu_list"
+        try:
+            instance = shared.read_text().strip()
+        except OSError:
+            instance = str(index.parent.parent.name)
+        instances.setdefault(level, {})[instance] = size
+    if not instances:
+        return 0
+    return sum(instances[max(instances)].values())
+
+
+def default_elements(llc_bytes: int) -> int:
+    """Doubles per array so that each array is >= 4x the last-level cache,
+    never fewer than MIN_ELEMENTS."""
+    needed = math.ceil(CACHE_MULTIPLE * max(llc_bytes, 0) / BYTES_PER_DOUBLE)
+    return max(MIN_ELEMENTS, needed)
+
+
+# --- the argv that runs a kernel on a node -----------------------------------------
+
+
+def runner_argv(
+    kernel: str,
+    args: Sequence[str],
+    *,
+    cflags: Sequence[str] = (),
+    defines: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    interpreter: str = "python3",
+) -> list[str]:
+    """An argv that builds (once) and runs one of our kernels on a node.
+
+    The job travels as one extra argument, JSON then base64: its text is
+    never pasted into code, and base64 needs no quoting in a remote shell.
+    """
+    spec = {
+        "kernel": kernel,
+        "source": kernel_source(kernel),
+        "cflags": [str(flag) for flag in cflags],
+        "defines": [str(define) for define in defines],
+        "args": [str(arg) for arg in args],
+        "env": {str(k): str(v) for k, v in (env or {}).items()},
+        "timeout": float(timeout),
+    }
+    encoded = base64.b64encode(json.dumps(spec).encode("utf-8")).decode("ascii")
+    return python_command(runner_source(), interpreter) + [encoded]
+
+
+def memory_kernel_argv(
+    elements: int,
+    ntimes: int = 10,
+    threads: int | None = None,
+    proc_bind: str | None = "spread",
+    cflags: Sequence[str] = (),
+    defines: Sequence[str] = (),
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    interpreter: str = "python3",
+) -> list[str]:
+    """The argv that runs the memory kernel on a node.
+
+    ``threads`` sets OMP_NUM_THREADS and ``proc_bind`` OMP_PROC_BIND; None
+    leaves the node's setting (the kernel reports what it got either way).
+    """
+    if elements < 1:
+        raise ValueError(f"elements must be >= 1, got {elements}")
+    if ntimes < 2:
+        raise ValueError(f"ntimes must be >= 2 (the first iteration is discarded), got {ntimes}")
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    env: dict[str, str] = {}
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    if proc_bind is not None:
+        env["OMP_PROC_BIND"] = proc_bind
+    return runner_argv(
+        "memory",
+        ["-n", str(elements), "-t", str(ntimes)],
+        cflags=cflags,
+        defines=defines,
+        env=env,
+        timeout=timeout,
+        interpreter=interpreter,
+    )
+
+
+# --- what comes back --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunnerReport:
+    """What the node runner says: which build ran, whether it was built now,
+    and the kernel's exit status and output."""
+
+    cache_key: str
+    built: bool
+    compiler: str
+    flags: list[str]
+    cpu_model: str
+    build_seconds: float | None  # None when the cached build was used
+    returncode: int
+    stdout: str
+    stderr: str
+    runner_version: int = RUNNER_VERSION
+
+
+def _quote(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= QUOTED_CHARS else text[:QUOTED_CHARS] + "..."
+
+
+def parse_runner_output(source: str, stdout: str) -> RunnerReport:
+    """The runner's JSON report; ParseError if it is not one, or if it reports
+    an error (the compiler's or the runner's message is in the exception)."""
+    text = stdout.strip()
+    if not text:
+        raise ParseError(source, None, "no output from the kernel runner")
+    data: Any = None
+    # Login banners may precede the report; it is the last line in any case.
+    for candidate in (text, text.splitlines()[-1]):
+        try:
+            data = json.loads(candidate)
+            break
+        except ValueError:
+            continue
+    if not isinstance(data, dict):
+        raise ParseError(source, None, f"not a kernel runner report: {_quote(text)[:80]!r}")
+    if data.get("runner_version") != RUNNER_VERSION:
+        raise ParseError(
+            source, None, f"kernel runner version {data.get('runner_version')!r}, expected {RUNNER_VERSION}"
+        )
+    if "error" in data:
+        detail = _quote(str(data.get("detail", "")))
+        raise ParseError(source, None, f"kernel runner: {data['error']}" + (f":\n{detail}" if detail else ""))
+    try:
+        return RunnerReport(
+            cache_key=str(data["cache_key"]),
+            built=bool(data["built"]),
+            compiler=str(data["compiler"]),
+            flags=[str(flag) for flag in data["flags"]],
+            cpu_model=str(data["cpu_model"]),
+            build_seconds=None if data["build_seconds"] is None else float(data["build_seconds"]),
+            returncode=int(data["returncode"]),
+            stdout=str(data["stdout"]),
+            stderr=str(data["stderr"]),
+            runner_version=int(data["runner_version"]),
+        )
+    except (KeyError, TypeError, ValueError) as problem:
+        raise ParseError(source, None, f"incomplete kernel runner report: {problem!r}") from None
+
+
+_HEADER_LINE = re.compile(r"^#\s*([a-z_]+):\s*(.*)$")
+_RESULT = re.compile(r"^result\s+(\w+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
+_VALIDATION_OK = re.compile(r"^validation ok\s*$")
+_VALIDATION_FAILED = re.compile(r"^validation failed\s+(\w+)\s+(\S+)\s*$")
+# Header keys and how to read them; the others stay text.
+_INT_KEYS = {
+    "elements",
+    "bytes_per_element",
+    "bytes_per_array",
+    "ntimes",
+    "threads_requested",
+    "threads_counted",
+    "places",
+    "timer_granularity_ns",
+    "corrupt_element",
+}
+_FLOAT_KEYS = {"scalar", "tolerance"}
+
+
+def _number(text: str, source: str, lineno: int) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ParseError(source, lineno, f"expected a number, found {text!r}") from None
+    if math.isnan(value):
+        raise ParseError(source, lineno, "NaN where a number was expected")
+    return value
+
+
+def parse_memory_output(text: str, source: str) -> ParsedOutput:
+    """Parse one run of our memory kernel: four bandwidths, the configuration
+    it reports (effective threads, affinity, array bytes, timer), and its
+    validation; ParseError if the output is not ours or is cut short."""
+    lines = text.splitlines()
+    configuration: dict[str, Any] = {}
+    timer_warnings: list[str] = []
+    results: dict[str, tuple[float, dict[str, float]]] = {}
+    problems: list[str] = []
+    validated = False
+    seen_header = False
+
+    for lineno, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if not seen_header:
+            if line == _MEMORY_HEADER:
+                seen_header = True
+                configuration["kernel_version"] = 1
+                continue
+            if line.startswith("# oddnode memory kernel"):
+                raise ParseError(source, lineno, f"unsupported kernel version: {line!r}")
+            continue  # anything before our banner (a login message) is not ours to judge
+        if line.startswith("# warning:"):
+            timer_warnings.append(line[len("# warning:"):].strip())
+            continue
+        if line.startswith("# max_relative_error:"):
+            configuration["max_relative_error"] = line.split(":", 1)[1].strip()
+            continue
+        header = _HEADER_LINE.match(line)
+        if header:
+            key, value = header.group(1), header.group(2).strip()
+            if key in _INT_KEYS:
+                configuration[key] = int(_number(value, source, lineno))
+            elif key in _FLOAT_KEYS:
+                configuration[key] = _number(value, source, lineno)
+            else:
+                configuration[key] = value
+            continue
+        result = _RESULT.match(line)
+        if result:
+            kernel = result.group(1)
+            if kernel not in MEMORY_KERNELS:
+                raise ParseError(source, lineno, f"unknown kernel {kernel!r}")
+            rate, avg, best, worst = (_number(result.group(i), source, lineno) for i in range(2, 6))
+            results[kernel] = (rate, {"avg_time_s": avg, "min_time_s": best, "max_time_s": worst})
+            continue
+        if _VALIDATION_OK.match(line):
+            validated = True
+            continue
+        failed = _VALIDATION_FAILED.match(line)
+        if failed:
+            validated = True
+            error = failed.group(2)
+            configuration["validation_failed_kernel"] = failed.group(1)
+            configuration["validation_error"] = _number(error, source, lineno)
+            tolerance = configuration.get("tolerance")
+            against = f" (tolerance {tolerance:.3e})" if isinstance(tolerance, float) else ""
+            problems.append(
+                f"validation failed: {failed.group(1)} max relative error {error}{against}"
+            )
+            continue
+        raise ParseError(source, lineno, f"unexpected line in memory kernel output: {line[:80]!r}")
+
+    if not seen_header:
+        raise ParseError(source, None, f"not oddnode memory kernel output: no {_MEMORY_HEADER!r} line")
+    missing = [kernel for kernel in MEMORY_KERNELS if kernel not in results]
+    if missing:
+        raise ParseError(
+            source, len(lines), f"truncated memory kernel output: no result line for {', '.join(missing)}"
+        )
+    if not validated:
+        raise ParseError(source, len(lines), "truncated memory kernel output: no validation line")
+    for key in ("elements", "ntimes", "threads_counted", "bytes_per_array"):
+        if key not in configuration:
+            raise ParseError(source, None, f"memory kernel header lacks {key!r}")
+    if timer_warnings:
+        configuration["timer_warnings"] = timer_warnings
+
+    valid = not problems
+    common = {
+        "elements": configuration["elements"],
+        "ntimes": configuration["ntimes"],
+        "threads": configuration["threads_counted"],
+        "proc_bind": configuration.get("proc_bind", ""),
+    }
+    measurements = [
+        Measurement(
+            benchmark=f"memory.{kernel}",
+            metric="bandwidth",
+            value=results[kernel][0],
+            unit=_UNIT,
+            direction=Direction.HIGHER,
+            valid=valid,
+            parameters={**common, **results[kernel][1]},
+        )
+        for kernel in MEMORY_KERNELS
+    ]
+    return ParsedOutput(
+        tool="oddnode-memory",
+        measurements=measurements,
+        valid=valid,
+        problems=problems,
+        configuration=configuration,
+    )

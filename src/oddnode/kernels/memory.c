@@ -1,0 +1,405 @@
+/*
+ * oddnode memory kernel v1: sustainable memory bandwidth of one node.
+ *
+ * Four loops over three double arrays, in this order on every iteration:
+ *   copy   c = a           (2 arrays moved: read a, write c)
+ *   scale  b = s * c       (2 arrays)
+ *   add    c = a + b       (3 arrays)
+ *   triad  a = b + s * c   (3 arrays)
+ * Each loop is an OpenMP parallel for with a static schedule; the arrays are
+ * initialised by the same static schedule, so every page is first touched
+ * (and therefore placed) by the thread that later streams through it.
+ *
+ * Usage: memory [-n ELEMENTS] [-t NTIMES]
+ *   The caller (oddnode.kernels) chooses ELEMENTS so that each array is at
+ *   least four times the node's last-level cache; the default below is only a
+ *   fallback for running the binary by hand.
+ *
+ * Output (stdout): '#' header lines "# key: value", then one line per loop
+ *   result <kernel> <best_MBps> <avg_s> <min_s> <max_s>
+ * (MB = 10^6 bytes, best = shortest time, the first iteration not counted),
+ * and finally "validation ok" or "validation failed <kernel> <max_rel_error>".
+ * Exit status: 0 when the loops ran (even if validation failed: the parser
+ * decides what a failed run means), 2 for bad arguments, 3 when the arrays
+ * cannot be allocated.
+ *
+ * Compile-time settings (each with a guarded default):
+ *   ODDNODE_DEFAULT_ELEMENTS  array length when -n is not given
+ *   ODDNODE_DEFAULT_NTIMES    iterations when -t is not given
+ *   ODDNODE_CFLAGS            string literal of the flags used, for the header
+ *   ODDNODE_CORRUPT_ELEMENT   test only: index of an element of a that is
+ *                             perturbed after the timed loop, so that the
+ *                             validation must fail
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <float.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#ifdef __linux__
+#include <sched.h>
+#endif
+
+#ifndef ODDNODE_DEFAULT_ELEMENTS
+#define ODDNODE_DEFAULT_ELEMENTS 20000000L /* 160 MB per array */
+#endif
+#ifndef ODDNODE_DEFAULT_NTIMES
+#define ODDNODE_DEFAULT_NTIMES 10
+#endif
+#ifndef ODDNODE_CFLAGS
+#define ODDNODE_CFLAGS "unknown"
+#endif
+
+#define KERNEL_VERSION 1
+#define NKERNELS 4
+/* A best time shorter than this many timer ticks is too coarse to trust. */
+#define MIN_TICKS 20
+/* Alignment of the arrays: a page, so that vector loads never split pages. */
+#define ARRAY_ALIGNMENT 4096
+/* Relative size of the test-only perturbation: far above the tolerance. */
+#define CORRUPTION 1.0e-6
+/* The largest element count accepted: the three arrays must be addressable. */
+#define MAX_ELEMENTS ((long long)(SIZE_MAX / (3 * sizeof(double))))
+
+/*
+ * The scalar s is the positive root of s^2 + 2s - 1 = 0 (s = sqrt(2) - 1).
+ * One iteration maps a to b + s*c = s*a + s*(a + s*a) = (s^2 + 2s) * a = a,
+ * so the values neither grow nor shrink however many iterations run: no
+ * overflow for a large NTIMES, and a relative error keeps its meaning.
+ */
+static const double SCALAR = 0.41421356237309504880;
+
+static const char *const KERNEL_NAMES[NKERNELS] = {"copy", "scale", "add", "triad"};
+/* Arrays each loop moves through memory, as STREAM counts them. */
+static const int ARRAYS_MOVED[NKERNELS] = {2, 2, 3, 3};
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1.0e-9 * (double)ts.tv_nsec;
+}
+
+/* The smallest non-zero step of the clock, in nanoseconds, as observed. */
+static long long timer_granularity_ns(void)
+{
+    long long best = LLONG_MAX;
+    for (int trial = 0; trial < 20; trial++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+        } while (t1.tv_sec == t0.tv_sec && t1.tv_nsec == t0.tv_nsec);
+        long long step = (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL
+                         + (long long)(t1.tv_nsec - t0.tv_nsec);
+        if (step > 0 && step < best)
+            best = step;
+    }
+    return best;
+}
+
+static void usage(const char *program)
+{
+    fprintf(stderr,
+            "usage: %s [-n ELEMENTS] [-t NTIMES]\n"
+            "  -n ELEMENTS  doubles per array, >= 1 (default %ld)\n"
+            "  -t NTIMES    iterations, >= 2; the first is not counted (default %d)\n",
+            program, (long)ODDNODE_DEFAULT_ELEMENTS, ODDNODE_DEFAULT_NTIMES);
+}
+
+/* A whole decimal number in [minimum, maximum], or -1 when text is not one. */
+static long long parse_count(const char *text, long long minimum, long long maximum)
+{
+    char *end = NULL;
+    errno = 0;
+    long long value = strtoll(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || value < minimum || value > maximum)
+        return -1;
+    return value;
+}
+
+static const char *proc_bind_name(void)
+{
+#ifdef _OPENMP
+    switch (omp_get_proc_bind()) {
+    case omp_proc_bind_false: return "false";
+    case omp_proc_bind_true: return "true";
+    case omp_proc_bind_master: return "primary";
+    case omp_proc_bind_close: return "close";
+    case omp_proc_bind_spread: return "spread";
+    default: return "unknown";
+    }
+#else
+    return "none (built without OpenMP)";
+#endif
+}
+
+static const char *compiler_name(void)
+{
+#if defined(__clang__)
+    return "clang " __clang_version__;
+#elif defined(__INTEL_LLVM_COMPILER) || defined(__INTEL_COMPILER)
+    return "intel " __VERSION__;
+#elif defined(__GNUC__)
+    return "gcc " __VERSION__;
+#else
+    return "unknown";
+#endif
+}
+
+static void copy_kernel(long n, const double *restrict a, double *restrict c)
+{
+#pragma omp parallel for schedule(static)
+    for (long j = 0; j < n; j++)
+        c[j] = a[j];
+}
+
+static void scale_kernel(long n, double s, const double *restrict c, double *restrict b)
+{
+#pragma omp parallel for schedule(static)
+    for (long j = 0; j < n; j++)
+        b[j] = s * c[j];
+}
+
+static void add_kernel(long n, const double *restrict a, const double *restrict b, double *restrict c)
+{
+#pragma omp parallel for schedule(static)
+    for (long j = 0; j < n; j++)
+        c[j] = a[j] + b[j];
+}
+
+static void triad_kernel(long n, double s, const double *restrict b, const double *restrict c, double *restrict a)
+{
+#pragma omp parallel for schedule(static)
+    for (long j = 0; j < n; j++)
+        a[j] = b[j] + s * c[j];
+}
+
+/* Largest |x[j] - expected| / |expected| over the array; NaN wins. */
+static double max_relative_error(long n, const double *x, double expected)
+{
+    double worst = 0.0;
+    double magnitude = expected < 0.0 ? -expected : expected;
+#pragma omp parallel for schedule(static) reduction(max : worst)
+    for (long j = 0; j < n; j++) {
+        double diff = x[j] - expected;
+        double error = (diff < 0.0 ? -diff : diff) / magnitude;
+        if (!(error <= worst))
+            worst = error != error ? DBL_MAX : error; /* NaN counts as the worst */
+    }
+    return worst;
+}
+
+int main(int argc, char **argv)
+{
+    long long elements = ODDNODE_DEFAULT_ELEMENTS;
+    long long ntimes = ODDNODE_DEFAULT_NTIMES;
+    int option;
+
+    opterr = 0;
+    while ((option = getopt(argc, argv, "n:t:")) != -1) {
+        switch (option) {
+        case 'n':
+            elements = parse_count(optarg, 1, MAX_ELEMENTS);
+            if (elements < 0) {
+                fprintf(stderr, "error: -n wants a whole number of elements >= 1, got '%s'\n", optarg);
+                usage(argv[0]);
+                return 2;
+            }
+            break;
+        case 't':
+            ntimes = parse_count(optarg, 2, INT_MAX);
+            if (ntimes < 0) {
+                fprintf(stderr, "error: -t wants a whole number of iterations >= 2, got '%s'\n", optarg);
+                usage(argv[0]);
+                return 2;
+            }
+            break;
+        default:
+            fprintf(stderr, "error: unknown option or missing value: '%s'\n", argv[optind - 1]);
+            usage(argv[0]);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "error: unexpected argument '%s'\n", argv[optind]);
+        usage(argv[0]);
+        return 2;
+    }
+
+    const long n = (long)elements;
+    const size_t bytes_per_array = (size_t)n * sizeof(double);
+    double *a = NULL, *b = NULL, *c = NULL;
+    if (posix_memalign((void **)&a, ARRAY_ALIGNMENT, bytes_per_array) != 0
+        || posix_memalign((void **)&b, ARRAY_ALIGNMENT, bytes_per_array) != 0
+        || posix_memalign((void **)&c, ARRAY_ALIGNMENT, bytes_per_array) != 0) {
+        fprintf(stderr, "error: cannot allocate 3 arrays of %zu bytes\n", bytes_per_array);
+        return 3;
+    }
+
+    int threads_requested = 1, threads_counted = 0, places = 0;
+#ifdef _OPENMP
+    threads_requested = omp_get_max_threads();
+    places = omp_get_num_places();
+#endif
+    /* Count the threads that really run, and where each one runs. */
+    int *thread_cpu = calloc((size_t)threads_requested, sizeof(int));
+    if (thread_cpu == NULL) {
+        fprintf(stderr, "error: cannot allocate the thread table\n");
+        return 3;
+    }
+#pragma omp parallel
+    {
+        int id = 0;
+#ifdef _OPENMP
+        id = omp_get_thread_num();
+#endif
+        int cpu = -1;
+#ifdef __linux__
+        cpu = sched_getcpu();
+#endif
+        if (id < threads_requested)
+            thread_cpu[id] = cpu;
+#pragma omp atomic
+        threads_counted++;
+    }
+
+    /* First touch: each thread initialises the part of the arrays it streams. */
+#pragma omp parallel for schedule(static)
+    for (long j = 0; j < n; j++) {
+        a[j] = 1.0;
+        b[j] = 2.0;
+        c[j] = 0.0;
+    }
+
+    long long granularity_ns = timer_granularity_ns();
+
+    printf("# oddnode memory kernel v%d\n", KERNEL_VERSION);
+    printf("# elements: %ld\n", n);
+    printf("# bytes_per_element: %zu\n", sizeof(double));
+    printf("# bytes_per_array: %zu\n", bytes_per_array);
+    printf("# ntimes: %lld\n", ntimes);
+    printf("# threads_requested: %d\n", threads_requested);
+    printf("# threads_counted: %d\n", threads_counted);
+    printf("# proc_bind: %s\n", proc_bind_name());
+    printf("# places: %d\n", places);
+    printf("# thread_cpus:");
+    for (int t = 0; t < threads_requested && t < threads_counted; t++)
+        printf("%s%d", t == 0 ? " " : ",", thread_cpu[t]);
+    printf("\n");
+    printf("# timer: clock_gettime(CLOCK_MONOTONIC)\n");
+    printf("# timer_granularity_ns: %lld\n", granularity_ns);
+    printf("# compiler: %s\n", compiler_name());
+    printf("# cflags: %s\n", ODDNODE_CFLAGS);
+    printf("# scalar: %.17g\n", SCALAR);
+#ifdef ODDNODE_CORRUPT_ELEMENT
+    printf("# corrupt_element: %ld\n", (long)((ODDNODE_CORRUPT_ELEMENT) % n));
+#endif
+    fflush(stdout);
+    free(thread_cpu);
+
+    double *times = malloc(sizeof(double) * NKERNELS * (size_t)ntimes);
+    if (times == NULL) {
+        fprintf(stderr, "error: cannot allocate the timing table\n");
+        return 3;
+    }
+    for (long long k = 0; k < ntimes; k++) {
+        double t0 = now_seconds();
+        copy_kernel(n, a, c);
+        double t1 = now_seconds();
+        scale_kernel(n, SCALAR, c, b);
+        double t2 = now_seconds();
+        add_kernel(n, a, b, c);
+        double t3 = now_seconds();
+        triad_kernel(n, SCALAR, b, c, a);
+        double t4 = now_seconds();
+        times[0 * ntimes + k] = t1 - t0;
+        times[1 * ntimes + k] = t2 - t1;
+        times[2 * ntimes + k] = t3 - t2;
+        times[3 * ntimes + k] = t4 - t3;
+    }
+
+#ifdef ODDNODE_CORRUPT_ELEMENT
+    a[(ODDNODE_CORRUPT_ELEMENT) % n] *= 1.0 + CORRUPTION;
+#endif
+
+    /* Statistics over iterations 1..NTIMES-1: the first one pays for page
+     * faults, thread start-up and cold caches, so it is not counted. */
+    double best[NKERNELS], avg[NKERNELS], worst[NKERNELS];
+    for (int i = 0; i < NKERNELS; i++) {
+        best[i] = DBL_MAX;
+        worst[i] = 0.0;
+        avg[i] = 0.0;
+        for (long long k = 1; k < ntimes; k++) {
+            double t = times[i * ntimes + k];
+            avg[i] += t;
+            if (t < best[i]) best[i] = t;
+            if (t > worst[i]) worst[i] = t;
+        }
+        avg[i] /= (double)(ntimes - 1);
+        double ticks = best[i] * 1.0e9 / (double)granularity_ns;
+        if (ticks < MIN_TICKS)
+            printf("# warning: %s best time %.3e s is only %.0f timer ticks (< %d); "
+                   "increase -n for a trustworthy rate\n",
+                   KERNEL_NAMES[i], best[i], ticks, MIN_TICKS);
+    }
+    free(times);
+
+    for (int i = 0; i < NKERNELS; i++) {
+        double bytes = (double)ARRAYS_MOVED[i] * (double)bytes_per_array;
+        printf("result %s %.3f %.9f %.9f %.9f\n",
+               KERNEL_NAMES[i], 1.0e-6 * bytes / best[i], avg[i], best[i], worst[i]);
+    }
+
+    /* Replay the exact sequence of NTIMES iterations on scalars: every element
+     * of an array holds the same value, so one double per array suffices. */
+    double ea = 1.0, eb = 2.0, ec = 0.0;
+    for (long long k = 0; k < ntimes; k++) {
+        ec = ea;
+        eb = SCALAR * ec;
+        ec = ea + eb;
+        ea = eb + SCALAR * ec;
+    }
+
+    /*
+     * Tolerance.  Along one element's chain of dependencies an iteration rounds
+     * at most 4 times (s*c, a+b, s*c, +), each with a relative error of at most
+     * DBL_EPSILON/2, and the loops only add positive terms, so relative errors
+     * add up rather than amplify: after NTIMES iterations each of the kernel's
+     * value and the replayed one is within 2*NTIMES*DBL_EPSILON of the exact
+     * result.  They may legitimately differ (the compiler may fuse s*c + b into
+     * one FMA in one and not the other), hence twice that, 4*NTIMES*DBL_EPSILON,
+     * doubled again for margin.  A lost or misplaced write, a race or a bad
+     * memory cell gives an error of order 1, far above it.
+     */
+    const double tolerance = 8.0 * (double)ntimes * DBL_EPSILON;
+    const double error_a = max_relative_error(n, a, ea);
+    const double error_b = max_relative_error(n, b, eb);
+    const double error_c = max_relative_error(n, c, ec);
+    printf("# tolerance: %.3e\n", tolerance);
+    printf("# max_relative_error: a(triad) %.3e b(scale) %.3e c(add) %.3e\n", error_a, error_b, error_c);
+
+    /* Each array was last written by one loop: a by triad, b by scale, c by add. */
+    const char *failed = NULL;
+    double failed_error = 0.0;
+    if (error_a > tolerance && error_a > failed_error) { failed = "triad"; failed_error = error_a; }
+    if (error_b > tolerance && error_b > failed_error) { failed = "scale"; failed_error = error_b; }
+    if (error_c > tolerance && error_c > failed_error) { failed = "add"; failed_error = error_c; }
+    if (failed == NULL)
+        printf("validation ok\n");
+    else
+        printf("validation failed %s %.6e\n", failed, failed_error);
+
+    free(a);
+    free(b);
+    free(c);
+    return 0;
+}

@@ -1,0 +1,232 @@
+"""oddnode's kernel runner: runs ON a node, builds a C kernel once, runs it,
+and prints one JSON object.
+
+Self-contained and stdlib-only, for Python >= 3.6 as found on older cluster
+nodes (no walrus, no dataclasses, no subprocess text=/capture_output=).
+
+The package sends this script through ``python_command`` and the job as the
+one argument after it: a JSON spec, base64-encoded, so that nothing a user
+typed ever becomes code or shell text.  The spec:
+
+    {"kernel": "memory", "source": C text, "cflags": [str], "defines": [str],
+     "args": [str], "env": {name: value}, "timeout": seconds}
+
+Builds are cached under ``$XDG_CACHE_HOME/oddnode/kernels/<key[:16]>/``
+(``~/.cache`` by default); the key is the sha256 of the source, the flags,
+the compiler's version line and the CPU model, because ``-march=native``
+makes a binary fit only the CPU it was built on.  A build goes to a
+temporary name and is renamed into place, so two runs sharing a home
+directory never see half a binary.
+
+Output: {"runner_version": 1, "cache_key", "built", "compiler", "flags",
+"cpu_model", "build_seconds", "returncode", "stdout", "stderr"}, or on a
+failure {"runner_version": 1, "error": what, "detail": why, ...} with as many
+of those fields as were known -- never a traceback.
+"""
+
+import base64
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+RUNNER_VERSION = 1
+COMPILER = "cc"
+# Flags every build gets: the node's own instruction set, and OpenMP.
+BASE_FLAGS = ["-O3", "-march=native", "-fopenmp"]
+# Seconds `cc --version` and a compile may take; a compile of one small file
+# that takes longer than this is stuck (an NFS home that hangs, say).
+VERSION_TIMEOUT = 10
+BUILD_TIMEOUT = 300
+# Seconds a kernel may run when the spec does not say.
+DEFAULT_RUN_TIMEOUT = 600
+
+
+def compiler_version(compiler):
+    """The first line of `<compiler> --version`; raises OSError if it cannot run."""
+    completed = subprocess.run(
+        [compiler, "--version"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        universal_newlines=True,
+        timeout=VERSION_TIMEOUT,
+    )
+    lines = completed.stdout.strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
+def cpu_model(cpuinfo="/proc/cpuinfo"):
+    """The CPU's model as /proc/cpuinfo names it, or the machine type."""
+    try:
+        with open(cpuinfo) as handle:
+            text = handle.read()
+    except OSError:
+        return platform.machine()
+    # x86 says "model name"; ARM says "CPU implementer"/"CPU part"; POWER says "cpu".
+    wanted = ("model name", "cpu model", "cpu")
+    parts = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        key = key.strip().lower()
+        if sep and key not in parts:
+            parts[key] = value.strip()
+    for key in wanted:
+        if parts.get(key):
+            return parts[key]
+    if "cpu implementer" in parts or "cpu part" in parts:
+        return "arm implementer {} part {}".format(parts.get("cpu implementer", "?"), parts.get("cpu part", "?"))
+    return platform.machine()
+
+
+def c_string(text):
+    """Text as a C string literal, for -DODDNODE_CFLAGS."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def cache_key(source, flags, compiler_line, model):
+    """sha256 over everything that makes two builds differ; NUL-separated so
+    that no two different inputs can run together into the same bytes."""
+    digest = hashlib.sha256()
+    for part in [source, "\0".join(flags), compiler_line, model]:
+        digest.update(part.encode("utf-8"))
+        digest.update(b"\0\0")
+    return digest.hexdigest()
+
+
+def cache_root():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "oddnode", "kernels")
+
+
+def _remove(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def build(compiler, source, flags, kernel, directory):
+    """Compile into directory/kernel unless it is there; returns
+    (built, seconds, error_or_None, compiler_stderr)."""
+    executable = os.path.join(directory, kernel)
+    if os.access(executable, os.X_OK):
+        return False, None, None, ""
+    os.makedirs(directory, exist_ok=True)
+    tag = "{}.{}".format(os.getpid(), base64.b32encode(os.urandom(5)).decode("ascii").lower())
+    fd, source_tmp = tempfile.mkstemp(prefix=".{}.{}.".format(kernel, tag), suffix=".c", dir=directory)
+    exe_tmp = os.path.join(directory, ".{}.{}.tmp".format(kernel, tag))
+    started = time.monotonic()
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(source)
+        command = [compiler] + flags + ["-o", exe_tmp, source_tmp]
+        try:
+            completed = subprocess.run(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                universal_newlines=True,
+                timeout=BUILD_TIMEOUT,
+            )
+        except subprocess.TimeoutExpired:
+            return False, time.monotonic() - started, "compile timed out after {} s".format(BUILD_TIMEOUT), ""
+        if completed.returncode != 0 or not os.path.exists(exe_tmp):
+            return False, time.monotonic() - started, "compile failed", completed.stderr + completed.stdout
+        # rename() replaces atomically: a concurrent run sees either no binary
+        # or a whole one, and two concurrent builds of the same key are alike.
+        os.chmod(source_tmp, 0o644)  # mkstemp made it private; it is only a record
+        os.rename(source_tmp, os.path.join(directory, kernel + ".c"))
+        os.rename(exe_tmp, executable)
+        return True, time.monotonic() - started, None, completed.stderr
+    finally:
+        _remove(source_tmp)
+        _remove(exe_tmp)
+
+
+def run(spec):
+    """Build if needed and run; returns the report as a dict."""
+    report = {"runner_version": RUNNER_VERSION}
+    kernel = spec["kernel"]
+    if not kernel or "/" in kernel or kernel.startswith("."):
+        report.update(error="bad spec", detail="kernel name {!r} is not a plain file name".format(kernel))
+        return report
+    try:
+        compiler_line = compiler_version(COMPILER)
+    except (OSError, subprocess.SubprocessError) as problem:
+        report.update(error="no compiler", detail="{} --version: {}".format(COMPILER, problem))
+        return report
+    extra = list(spec.get("cflags", [])) + ["-D" + define for define in spec.get("defines", [])]
+    described = BASE_FLAGS + extra
+    flags = described + ["-DODDNODE_CFLAGS=" + c_string(" ".join(described))]
+    model = cpu_model()
+    key = cache_key(spec["source"], described, compiler_line, model)
+    report.update(cache_key=key, compiler=compiler_line, flags=described, cpu_model=model)
+
+    directory = os.path.join(cache_root(), key[:16])
+    try:
+        built, seconds, error, compiler_stderr = build(COMPILER, spec["source"], flags, kernel, directory)
+    except OSError as problem:
+        report.update(error="build failed", detail="{}: {}".format(directory, problem))
+        return report
+    report.update(built=built, build_seconds=seconds)
+    if error:
+        report.update(error=error, detail=compiler_stderr, compiler_stderr=compiler_stderr)
+        return report
+
+    env = dict(os.environ)
+    env.update({str(k): str(v) for k, v in spec.get("env", {}).items()})
+    timeout = spec.get("timeout") or DEFAULT_RUN_TIMEOUT
+    try:
+        completed = subprocess.run(
+            [os.path.join(directory, kernel)] + [str(a) for a in spec.get("args", [])],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            universal_newlines=True,
+            env=env,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as expired:
+        report.update(
+            error="run timed out",
+            detail="{} did not finish in {} s".format(kernel, timeout),
+            returncode=None,
+            stdout=_text(expired.stdout),
+            stderr=_text(expired.stderr),
+        )
+        return report
+    except OSError as problem:
+        report.update(error="run failed", detail=str(problem))
+        return report
+    report.update(returncode=completed.returncode, stdout=completed.stdout, stderr=completed.stderr)
+    return report
+
+
+def _text(data):
+    if data is None:
+        return ""
+    if isinstance(data, bytes):
+        return data.decode("utf-8", "replace")
+    return data
+
+
+def main(argv):
+    try:
+        if len(argv) != 2:
+            raise ValueError("expected one argument, the base64 JSON spec")
+        spec = json.loads(base64.b64decode(argv[1]).decode("utf-8"))
+        report = run(spec)
+    except (ValueError, KeyError, TypeError) as problem:
+        report = {"runner_version": RUNNER_VERSION, "error": "bad spec", "detail": str(problem)}
+    except Exception as problem:  # the report must stay one JSON object, whatever broke
+        report = {"runner_version": RUNNER_VERSION, "error": "runner failed", "detail": repr(problem)}
+    sys.stdout.write(json.dumps(report) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
