@@ -33,6 +33,7 @@ test: install
 bench: install
 	$(BIN)/python bench/analyze_scale.py
 	$(BIN)/python bench/inventory_fanout.py
+	$(BIN)/python bench/memory_kernel.py
 
 install: $(STAMPS)/venv
 
