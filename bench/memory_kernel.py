@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,6 @@ from oddnode.kernels import (
 
 GOAL = 0.95
 SCALAR = 3.0
-_TRIAD_LINE = re.compile(r"^Triad:\s+([0-9.]+)", re.MULTILINE)
 
 
 def our_triad(elements: int, ntimes: int, threads: int | None, env: dict[str, str]) -> tuple[float, int]:
@@ -54,23 +52,10 @@ def our_triad(elements: int, ntimes: int, threads: int | None, env: dict[str, st
 
 
 def _stream_triad(text: str) -> float:
-    """The Triad best rate from stream.c's output, by oddnode's STREAM parser
-    when it is registered, else by the 'Triad:' line."""
-    from oddnode.parsers import UnknownToolError, get_parser
+    """The Triad best rate from stream.c's output, read by oddnode's STREAM parser."""
+    from oddnode.parsers import get_parser
 
-    try:
-        parse = get_parser("stream")
-    except UnknownToolError:
-        try:
-            import oddnode.parsers.stream  # noqa: F401  (registers "stream")
-
-            parse = get_parser("stream")
-        except (ImportError, UnknownToolError):
-            found = _TRIAD_LINE.search(text)
-            if not found:
-                raise SystemExit(f"no 'Triad:' line in the reference's output:\n{text}") from None
-            return float(found.group(1))
-    parsed = parse(text, "stream.c")
+    parsed = get_parser("stream")(text, "stream.c")
     if not parsed.valid:
         raise SystemExit(f"the reference failed its validation: {parsed.problems}")
     return next(m.value for m in parsed.measurements if m.benchmark == "stream.triad")

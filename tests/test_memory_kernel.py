@@ -283,8 +283,6 @@ def test_parse_genuine_output():
 
 
 def test_registered_parser_wraps_it():
-    import oddnode.parsers.oddnode_memory  # noqa: F401  (registers it)
-
     assert get_parser("oddnode-memory")(GOOD, "n1") == parse_memory_output(GOOD, "n1")
 
 

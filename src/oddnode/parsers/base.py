@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +51,22 @@ class ParsedOutput:
 
 
 Parser = Callable[[str, str], ParsedOutput]  # (text, source) -> ParsedOutput
+
+_JSON_START = re.compile(r"^\{", re.MULTILINE)
+
+
+def json_document(text: str, source: str, tool: str) -> tuple[Any, int] | None:
+    """The JSON object a tool printed, possibly after warning lines, and the
+    line it starts on; None when the text holds no JSON object at all."""
+    start = _JSON_START.search(text)
+    if start is None:
+        return None
+    line = text.count("\n", 0, start.start()) + 1
+    try:
+        document, _ = json.JSONDecoder().raw_decode(text, start.start())
+    except json.JSONDecodeError as err:
+        raise ParseError(source, line + err.lineno - 1, f"{tool} JSON is malformed or truncated: {err.msg}") from None
+    return document, line
 
 _PARSERS: dict[str, Parser] = {}
 

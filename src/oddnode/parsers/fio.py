@@ -15,13 +15,12 @@ moved no bytes, makes the output invalid.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Any
 
 from oddnode.model import Direction
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, register_parser
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, json_document, register_parser
 from oddnode.units import canonical_unit
 
 _DIRECTIONS = ("read", "write", "trim")
@@ -34,17 +33,13 @@ _BYTES_PER_KIB = 1024
 
 def _load(text: str, source: str) -> dict[str, Any]:
     """The JSON document, which may follow fio's warnings on the same stream."""
-    start = re.search(r"^\{", text, re.MULTILINE)
-    if start is None:
+    found = json_document(text, source, "fio")
+    if found is None:
         if _TEXT_OUTPUT.search(text):
             raise ParseError(source, None, "fio normal (text) output is not parsed: it rounds to three "
                                            "significant digits; run fio with --output-format=json")
         raise ParseError(source, None, "not fio JSON output: no JSON object")
-    line = text.count("\n", 0, start.start()) + 1
-    try:
-        document, _ = json.JSONDecoder().raw_decode(text, start.start())
-    except json.JSONDecodeError as err:
-        raise ParseError(source, line + err.lineno - 1, f"fio JSON is malformed or truncated: {err.msg}") from None
+    document, line = found
     if not isinstance(document, dict) or "jobs" not in document or "fio version" not in document:
         raise ParseError(source, line, "not fio JSON output: no 'fio version' and 'jobs' keys")
     return document

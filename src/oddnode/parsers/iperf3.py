@@ -18,12 +18,11 @@ and is refused with a ParseError that says to use ``-J``.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from oddnode.model import Direction
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, register_parser
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, json_document, register_parser
 from oddnode.units import canonical_unit
 
 _TEXT_ERROR = re.compile(r"^iperf3: error - (.*?)\s*$", re.MULTILINE)
@@ -35,19 +34,15 @@ _BYTES_PER_MB = 1e6
 
 def _load(text: str, source: str) -> dict[str, Any] | None:
     """The JSON document, or None for a text client's error line."""
-    start = re.search(r"^\{", text, re.MULTILINE)
-    if start is None:
+    found = json_document(text, source, "iperf3")
+    if found is None:
         if _TEXT_ERROR.search(text):
             return None
         if _TEXT_OUTPUT.search(text):
             raise ParseError(source, None, "iperf3 text output is not parsed: it rounds to three "
                                            "significant digits; run the client with -J (--json)")
         raise ParseError(source, None, "not iperf3 output: no JSON object")
-    line = text.count("\n", 0, start.start()) + 1
-    try:
-        document, _ = json.JSONDecoder().raw_decode(text, start.start())
-    except json.JSONDecodeError as err:
-        raise ParseError(source, line + err.lineno - 1, f"iperf3 JSON is malformed or truncated: {err.msg}") from None
+    document, line = found
     if not isinstance(document, dict) or "start" not in document or "end" not in document:
         raise ParseError(source, line, "not iperf3 -J output: no 'start' and 'end' keys")
     return document
