@@ -9,7 +9,6 @@ are inconsistent until diagnostics pass.
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,9 +16,10 @@ from oddnode.analysis import Analysis, analyze
 from oddnode.findings import Sensitivity, sort_findings
 from oddnode.inventory import InventoryResult, collect
 from oddnode.inventory.expectations import ExpectationReport, check_expectations, load_expectations
-from oddnode.nodes import NodeNameError, expand, fold, validate_node_name
+from oddnode.nodes import NodeNameError, expand, fold
 from oddnode.store import FINDINGS_SOURCE, Store
 from oddnode.transport import Transport, get_transport
+from oddnode.transport.local import local_node_name
 
 INVENTORY_STAGE = "inventory"
 DEFAULT_TIMEOUT = 60.0  # seconds for the inventory probe on one node
@@ -64,10 +64,6 @@ def select_nodes(nodes: str | None = None, exclude: str | None = None, hostfile:
         chosen.extend(read_hostfile(hostfile))
     excluded = set(expand(exclude)) if exclude else set()
     return sorted({n for n in chosen if n not in excluded})
-
-
-def local_node_name() -> str:
-    return validate_node_name(socket.gethostname().split(".")[0])
 
 
 def make_target(
