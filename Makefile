@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMPS := .make
-SYSTEM_PACKAGES := python3 python3-venv python3-pip openssh-server openssh-client iproute2 util-linux procps
+SYSTEM_PACKAGES := python3 python3-venv python3-pip openssh-server openssh-client iproute2 util-linux procps gcc libgomp1 chromium
 DEMO_DIR := demo
 
 .PHONY: demo test install system-packages bench clean

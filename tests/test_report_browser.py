@@ -1,0 +1,61 @@
+"""The HTML report as a person sees it: rendered by headless Chromium."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from oddnode.analysis import analyze
+from oddnode.io.stab import import_stab
+from oddnode.report.html import write_report
+from oddnode.store import open_store
+from oddnode.synth import generate
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (make test installs it)")
+
+# No network, no first-run work, a fresh profile: the flags a headless
+# Chromium needs on a machine without outside access.
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+NOT_READY_BACKGROUND = np.array([0xFD, 0xE2, 0xE1]) / 255  # .not-ready in the report's style
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("report")
+    generate(root / "cluster", nodes=120)
+    with open_store(root / "s.duckdb") as store:
+        import_stab(store, [root / "cluster"])
+        analysis = analyze(store.load_dataset())
+    return write_report(analysis, root / "report.html"), analysis
+
+
+def chromium(*args: str, profile) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_rendered_page_has_every_section_and_figure(report, tmp_path):
+    path, analysis = report
+    dom = chromium("--dump-dom", path.as_uri(), profile=tmp_path / "profile").stdout
+    for section in ("verdict", "findings", "statistics", "distributions", "correlations", "failures", "inventory"):
+        assert f'id="{section}"' in dom, section
+    assert dom.count("<svg") >= len(analysis.statistics)  # a histogram per benchmark, then scatter plots
+    assert "NOT READY for production" in dom
+
+
+def test_screenshot_shows_the_verdict(report, tmp_path):
+    path, _ = report
+    shot = tmp_path / "report.png"
+    chromium("--window-size=1200,900", f"--screenshot={shot}", path.as_uri(), profile=tmp_path / "profile")
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(shot)[..., :3]
+    assert pixels.shape[:2] == (900, 1200)
+    assert pixels.std() > 0.05  # not a blank page
+    top = pixels[:300].reshape(-1, 3)
+    assert (np.abs(top - NOT_READY_BACKGROUND).max(axis=1) < 0.02).sum() > 2000  # the red NOT READY box
