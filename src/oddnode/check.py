@@ -124,6 +124,12 @@ def run_check(store: Store, target: Target, *, expectations: Path | None = None,
     """Stage 1, diagnostics: inventory, consistency across nodes, expectations."""
     inventory = collect_inventory(store, target, timeout, command)
     dataset = store.load_dataset()
+    # The diagnostics judge the nodes checked now, not others the store
+    # remembers from earlier runs.
+    checked = set(target.nodes)
+    dataset.facts = {key: {node: value for node, value in per_node.items() if node in checked}
+                     for key, per_node in dataset.facts.items()}
+    dataset.node_trouble = {node: trouble for node, trouble in dataset.node_trouble.items() if node in checked}
     result = analyze(dataset, sensitivity, correlations=False)
     report = None
     if expectations is not None:
