@@ -389,11 +389,20 @@ def _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed):
 
 
 def _print_unanswered(result) -> None:
+    """Nodes that gave no inventory, then what the probe skipped (and where), folded."""
+    from collections import defaultdict
+
     from oddnode.nodes import fold
 
     for label, nodes in (("unreachable", result.unreachable), ("failed", result.failed)):
         if nodes:
             console.print(f"[red]{label}:[/] {fold(nodes)}")
+    skipped: dict[str, list[str]] = defaultdict(list)
+    for node, report in result.reports.items():
+        for note in report.notes:
+            skipped[note].append(node)
+    for note, nodes in sorted(skipped.items()):
+        console.print(f"[dim]{fold(nodes)}: {note}[/]", highlight=False)
 
 
 @app.command("inventory")
@@ -482,6 +491,7 @@ def check_command(
     else:
         console.print(f"Diagnostics on {target.nodeset} ({target.transport.name}): "
                       f"{len(result.inventory.reports)} of {len(target.nodes)} nodes answered")
+        _print_unanswered(result.inventory)
         if result.expectations is not None:
             console.print(expectation_table(result.expectations))
         print_analysis(console, result.analysis)
