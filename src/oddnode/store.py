@@ -35,7 +35,7 @@ from oddnode.model import (
 )
 from oddnode.nodes import label_members
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_PATH = "oddnode.duckdb"
 FINDINGS_SOURCE = "findings"  # runs.source of an analysis run, even one that found nothing
 
@@ -99,6 +99,17 @@ _MIGRATIONS: list[str] = [
         stage VARCHAR NOT NULL,
         status VARCHAR NOT NULL,
         detail VARCHAR
+    );
+    """,
+    # 3: every node's raw output of every repetition, named by the results' raw_ref.
+    """
+    CREATE TABLE raw_outputs (
+        run_id BIGINT NOT NULL,
+        stage VARCHAR NOT NULL,
+        label VARCHAR NOT NULL,
+        repetition INTEGER NOT NULL,
+        stdout VARCHAR,
+        stderr VARCHAR
     );
     """,
 ]
@@ -260,6 +271,13 @@ class Store:
         rows = [(run_id, node, stage, status, detail) for node, status, detail in statuses]
         if rows:
             self.con.executemany("INSERT INTO node_status VALUES (?, ?, ?, ?, ?)", rows)
+
+    def add_raw_output(self, run_id: int, stage: str, label: str, repetition: int,
+                       stdout: str | None, stderr: str | None) -> None:
+        """What one label's run printed in one repetition, kept to re-parse or inspect."""
+        self.con.execute(
+            "INSERT INTO raw_outputs VALUES (?, ?, ?, ?, ?, ?)", [run_id, stage, label, repetition, stdout, stderr]
+        )
 
     def add_findings(self, run_id: int, findings: Iterable[Finding]) -> None:
         rows = [

@@ -22,6 +22,7 @@ EXPORTED_TABLES = {
     "topology": 'SELECT * FROM topology ORDER BY run_id, node',
     "findings": "SELECT * FROM findings ORDER BY run_id, severity, kind, subject",
     "node_status": "SELECT * FROM node_status ORDER BY run_id, stage, node",
+    "raw_outputs": "SELECT * FROM raw_outputs ORDER BY run_id, stage, label, repetition",
 }
 
 

@@ -1,0 +1,251 @@
+"""The benchmark runner: repetitions on all nodes, each stored as it ends,
+troubles per node and repetition, nothing lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from oddnode.check import Target
+from oddnode.kernels import RUNNER_VERSION
+from oddnode.runner import MEMORY_STAGE, memory_benchmark, run_benchmark
+from oddnode.store import SCHEMA_VERSION, open_store
+from oddnode.transport import get_transport
+from oddnode.transport.base import NodeResult, NodeStatus
+from oddnode.transport.local import local_node_name
+
+KERNELS = ("copy", "scale", "add", "triad")
+
+# Genuine output of the memory kernel (2 threads, 2e6 elements, gcc 12).
+KERNEL_STDOUT = """\
+# oddnode memory kernel v1
+# elements: 2000000
+# bytes_per_element: 8
+# bytes_per_array: 16000000
+# ntimes: 3
+# threads_requested: 2
+# threads_counted: 2
+# proc_bind: spread
+# places: 2
+# thread_cpus: 0,1
+# timer: clock_gettime(CLOCK_MONOTONIC)
+# timer_granularity_ns: 37
+# compiler: gcc 12.2.0
+# cflags: -O3 -march=native -fopenmp
+# scalar: 0.41421356237309503
+result copy 23542.845 0.001373403 0.001359224 0.001387583
+result scale 24801.607 0.001427223 0.001290239 0.001564206
+result add 28333.612 0.002063857 0.001694101 0.002433613
+result triad 28985.227 0.001703753 0.001656016 0.001751491
+# tolerance: 5.329e-15
+# max_relative_error: a(triad) 0.000e+00 b(scale) 0.000e+00 c(add) 0.000e+00
+validation ok
+"""
+
+
+def runner_report(kernel_stdout: str = KERNEL_STDOUT, **changes: object) -> str:
+    """What the node runner prints: one JSON line around the kernel's output."""
+    report = {
+        "runner_version": RUNNER_VERSION, "cache_key": "0123456789abcdef" * 4, "built": False,
+        "compiler": "cc (GCC) 12.2.0", "flags": ["-O3", "-march=native", "-fopenmp"],
+        "cpu_model": "Test CPU", "build_seconds": None, "returncode": 0,
+        "stdout": kernel_stdout, "stderr": "",
+    }
+    report.update(changes)
+    return json.dumps(report) + "\n"
+
+
+def scaled(factor: float) -> str:
+    """The genuine output with every triad rate scaled, to tell repetitions apart."""
+    return KERNEL_STDOUT.replace("result triad 28985.227", f"result triad {28985.227 * factor:.3f}")
+
+
+class FakeTransport:
+    """Gives back prepared results, one dict per repetition; raises what it is
+    given instead of a dict (an interrupt)."""
+
+    name = "fake"
+
+    def __init__(self, script: list[dict[str, NodeResult] | BaseException]):
+        self.script = list(script)
+        self.calls: list[tuple[list[str], float]] = []
+
+    def run(self, nodes: Sequence[str], argv: Sequence[str], *, timeout: float) -> dict[str, NodeResult]:
+        self.calls.append((list(nodes), timeout))
+        step = self.script[len(self.calls) - 1]
+        if isinstance(step, BaseException):
+            raise step
+        return step
+
+
+def ok(node: str, stdout: str) -> NodeResult:
+    return NodeResult(node, NodeStatus.OK, stdout, "", 0, 1.0)
+
+
+NODES = ["node01", "node02", "node03"]
+
+
+def three_repetitions() -> list[dict[str, NodeResult]]:
+    """node02 unreachable in repetition 2, node03 prints garbage in repetition 1."""
+    reps = []
+    for rep in (1, 2, 3):
+        reps.append({node: ok(node, runner_report(scaled(1 + rep / 100 + i / 10))) for i, node in enumerate(NODES)})
+    reps[1]["node02"] = NodeResult("node02", NodeStatus.UNREACHABLE, "", "ssh: connect to host node02: No route",
+                                   255, 0.1)
+    reps[0]["node03"] = ok("node03", "Segmentation fault\n")
+    return reps
+
+
+def test_fake_cluster_keeps_every_repetition_and_every_trouble(store):
+    transport = FakeTransport(three_repetitions())
+    progress: list[tuple[int, int]] = []
+    spec = memory_benchmark(elements=2_000_000, ntimes=3)
+    summary = run_benchmark(store, Target(NODES, transport), spec, repetitions=3, timeout=42,
+                            on_progress=lambda done, total: progress.append((done, total)))
+
+    assert progress == [(1, 3), (2, 3), (3, 3)]
+    assert transport.calls == [(NODES, 42)] * 3  # nobody dropped after a failure
+    assert summary.repetitions == 3
+    assert summary.per_node["node01"]["ok"] == 3
+    assert summary.per_node["node02"]["ok"] == 2 and summary.per_node["node02"]["unreachable"] == 1
+    assert summary.per_node["node03"]["ok"] == 2 and summary.per_node["node03"]["failed"] == 1
+    assert len(store.runs()) == 1
+
+    rows = store.con.execute("""
+        SELECT label, repetition, count(*), bool_and(valid), count(value) FROM results
+        WHERE run_id = ? GROUP BY ALL ORDER BY 1, 2""", [summary.run_id]).fetchall()
+    assert rows == [
+        ("node01", 1, 4, True, 4), ("node01", 2, 4, True, 4), ("node01", 3, 4, True, 4),
+        ("node02", 1, 4, True, 4), ("node02", 3, 4, True, 4),
+        ("node03", 1, 4, False, 0), ("node03", 2, 4, True, 4), ("node03", 3, 4, True, 4),
+    ]
+    failed = store.con.execute("""
+        SELECT benchmark, parameters, raw_ref FROM results WHERE label = 'node03' AND repetition = 1
+        ORDER BY benchmark""").fetchall()
+    assert [b for b, _, _ in failed] == sorted(f"memory.{k}" for k in KERNELS)
+    assert "not a kernel runner report" in json.loads(failed[0][1])["error"]
+    assert failed[0][2] == f"raw:{MEMORY_STAGE}:node03:1"
+
+    params = json.loads(store.con.execute(
+        "SELECT parameters FROM results WHERE label = 'node01' AND repetition = 1 AND benchmark = 'memory.triad'"
+    ).fetchone()[0])
+    assert params["threads"] == 2 and params["threads_counted"] == 2 and params["proc_bind"] == "spread"
+    assert params["compiler"] == "cc (GCC) 12.2.0" and params["cache_key"] == "0123456789abcdef" * 4
+
+    statuses = store.con.execute(
+        "SELECT node, status, detail FROM node_status WHERE run_id = ? AND status <> 'ok' ORDER BY node",
+        [summary.run_id]).fetchall()
+    assert [(node, status) for node, status, _ in statuses] == [("node02", "unreachable"), ("node03", "failed")]
+    assert statuses[0][2].startswith("repetition 2: ssh: connect")
+    assert statuses[1][2].startswith("repetition 1:")
+    assert store.con.execute("SELECT count(*) FROM node_status WHERE status = 'ok'").fetchone()[0] == 7
+
+    raw = store.con.execute("SELECT count(*), count(DISTINCT label) FROM raw_outputs").fetchone()
+    assert raw == (9, 3)
+    assert store.con.execute(
+        "SELECT stdout FROM raw_outputs WHERE label = 'node03' AND repetition = 1").fetchone()[0] == "Segmentation fault\n"
+
+    triad = next(s for s in store.load_series() if s.benchmark == "memory.triad")
+    best = dict(zip(triad.labels, triad.values))
+    # Best = max over valid repetitions; repetition 3 is the fastest wherever it ran.
+    assert best == pytest.approx({node: round(28985.227 * (1 + 3 / 100 + i / 10), 3) for i, node in enumerate(NODES)})
+    assert dict(zip(triad.labels, triad.repetitions)) == {"node01": 3, "node02": 2, "node03": 2}
+    assert {(f.label, f.repetition) for f in store.load_failures()} == {("node03", 1)}
+
+
+def test_compile_error_and_failed_validation_are_kept(store):
+    invalid = KERNEL_STDOUT.replace("validation ok", "validation failed triad 1.0e-03")
+    transport = FakeTransport([{
+        "node01": ok("node01", runner_report(error="compile failed", detail="memory.c:1: error: boom")),
+        "node02": ok("node02", runner_report(invalid)),
+    }])
+    summary = run_benchmark(store, Target(["node01", "node02"], transport), memory_benchmark(2_000_000, 3),
+                            repetitions=1)
+    assert summary.per_node["node01"]["failed"] == 1 and summary.per_node["node02"]["invalid"] == 1
+    detail = store.con.execute("SELECT detail FROM node_status WHERE node = 'node01'").fetchone()[0]
+    assert "compile failed" in detail and "boom" in detail
+    rows = store.con.execute(
+        "SELECT label, count(*), bool_or(valid), count(value) FROM results GROUP BY label ORDER BY label").fetchall()
+    assert rows == [("node01", 4, False, 0), ("node02", 4, False, 4)]
+    assert store.load_series() == []
+
+
+def test_interrupt_keeps_finished_repetitions(tmp_path):
+    path = tmp_path / "interrupted.duckdb"
+    script: list = three_repetitions()[:2] + [KeyboardInterrupt()]
+    with open_store(path) as store:
+        with pytest.raises(KeyboardInterrupt):
+            run_benchmark(store, Target(NODES, FakeTransport(script)), memory_benchmark(2_000_000, 3), repetitions=3)
+    with open_store(path, read_only=True) as store:
+        reps = store.con.execute("SELECT DISTINCT repetition FROM results ORDER BY 1").fetchall()
+        assert reps == [(1,), (2,)]
+        assert store.con.execute("SELECT DISTINCT repetition FROM raw_outputs ORDER BY 1").fetchall() == reps
+        assert len(store.runs()) == 1
+        assert {s.benchmark for s in store.load_series()} == {f"memory.{k}" for k in KERNELS}
+
+
+def test_store_upgrades_from_schema_2_to_3(tmp_path):
+    path = tmp_path / "v2.duckdb"
+    open_store(path).close()
+    con = duckdb.connect(str(path))
+    con.execute("DROP TABLE raw_outputs")
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.close()
+    with open_store(path) as store:
+        assert SCHEMA_VERSION == 3
+        assert store.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "3"
+        with store.transaction():
+            store.add_raw_output(1, "memory", "n1", 1, "out", "err")
+        assert store.con.execute("SELECT * FROM raw_outputs").fetchall() == [(1, "memory", "n1", 1, "out", "err")]
+
+
+# --- against the real kernel, on this machine ---------------------------------------
+
+
+def _openmp_problem(tmp: Path) -> str | None:
+    """Why the kernel cannot be built here, or None when `cc -fopenmp` works."""
+    if shutil.which("cc") is None:
+        return "no 'cc' on PATH"
+    source = tmp / "omp_check.c"
+    source.write_text("#include <omp.h>\nint main(void){return omp_get_max_threads() > 0 ? 0 : 1;}\n")
+    built = subprocess.run(["cc", "-fopenmp", "-o", str(tmp / "omp_check"), str(source)],
+                           capture_output=True, text=True)
+    if built.returncode != 0:
+        return f"'cc -fopenmp' cannot build an OpenMP program: {built.stderr.strip()[:200]}"
+    return None
+
+
+def test_local_node_runs_the_real_kernel_three_times(store, tmp_path, monkeypatch):
+    problem = _openmp_problem(tmp_path)
+    if problem:
+        pytest.skip(f"the memory kernel needs a C compiler with OpenMP: {problem}")
+    # The local transport inherits this process's environment: a private build cache.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    for name in [k for k in os.environ if k.startswith("OMP_")]:
+        monkeypatch.delenv(name)
+    node = local_node_name()
+    spec = memory_benchmark(elements=1_000_000, ntimes=3)
+    summary = run_benchmark(store, Target([node], get_transport("local")), spec, repetitions=3, timeout=300)
+
+    assert summary.per_node[node]["ok"] == 3, store.con.execute("SELECT detail FROM node_status").fetchall()
+    rows = store.con.execute(
+        "SELECT benchmark, count(*), bool_and(valid), count(DISTINCT repetition) FROM results GROUP BY 1 ORDER BY 1"
+    ).fetchall()
+    assert rows == [(f"memory.{k}", 3, True, 3) for k in sorted(KERNELS)]
+    params = json.loads(store.con.execute("SELECT parameters FROM results LIMIT 1").fetchone()[0])
+    assert params["elements"] == 1_000_000 and params["threads_counted"] >= 1
+    assert params["compiler"] and params["cache_key"]
+    assert (tmp_path / "cache" / "oddnode" / "kernels").is_dir()
+    raw = store.con.execute("SELECT repetition, stdout FROM raw_outputs ORDER BY repetition").fetchall()
+    assert [r for r, _ in raw] == [1, 2, 3]
+    assert all(json.loads(stdout.strip().splitlines()[-1])["returncode"] == 0 for _, stdout in raw)
+    best = store.con.execute("SELECT benchmark, count(*), min(repetitions) FROM best GROUP BY 1").fetchall()
+    assert sorted(best) == [(f"memory.{k}", 1, 3) for k in sorted(KERNELS)]
+    assert store.load_node_status() == {}
