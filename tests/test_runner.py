@@ -13,12 +13,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from oddnode.check import Target
 from oddnode.kernels import RUNNER_VERSION
-from oddnode.runner import MEMORY_STAGE, memory_benchmark, run_benchmark
+from oddnode.benchmarks.memory import MEMORY_STAGE, memory_benchmark
+from oddnode.runner import run_benchmark
 from oddnode.store import SCHEMA_VERSION, open_store
 from oddnode.transport import get_transport
-from oddnode.transport.base import NodeResult, NodeStatus
+from oddnode.transport.base import NodeResult, NodeStatus, Target
 from oddnode.transport.local import local_node_name
 
 KERNELS = ("copy", "scale", "add", "triad")

@@ -18,23 +18,11 @@ from oddnode.inventory import InventoryResult, collect
 from oddnode.inventory.expectations import ExpectationReport, check_expectations, load_expectations
 from oddnode.nodes import NodeNameError, expand, fold
 from oddnode.store import FINDINGS_SOURCE, Store
-from oddnode.transport import Transport, get_transport
+from oddnode.transport import Target, get_transport
 from oddnode.transport.local import local_node_name
 
 INVENTORY_STAGE = "inventory"
 DEFAULT_TIMEOUT = 60.0  # seconds for the inventory probe on one node
-
-
-@dataclass(frozen=True)
-class Target:
-    """Which nodes a check runs on, and the transport that reaches them."""
-
-    nodes: list[str]
-    transport: Transport
-
-    @property
-    def nodeset(self) -> str:
-        return fold(self.nodes)
 
 
 def read_hostfile(path: Path) -> list[str]:

@@ -12,22 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from oddnode.check import Target
-from oddnode.kernels import (
-    MEMORY_KERNELS,
-    default_elements,
-    last_level_cache_bytes,
-    memory_kernel_argv,
-    parse_memory_output,
-    parse_runner_output,
-)
+from oddnode.benchmarks import BenchmarkSpec
 from oddnode.model import DEFAULT_METRIC, Direction, LabelKind
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
+from oddnode.parsers.base import ParseError
 from oddnode.store import ResultBatch, Store
-from oddnode.transport.base import NodeResult, NodeStatus
-from oddnode.units import canonical_unit
+from oddnode.transport.base import NodeResult, NodeStatus, Target
 
-MEMORY_STAGE = "memory"
 DEFAULT_REPETITIONS = 5  # STAB's default: enough for a best-of that shrugs off one noisy run
 DEFAULT_TIMEOUT = 600.0  # seconds one repetition may take on a node, build included
 # How much of a bad output a node-status detail quotes.
@@ -37,78 +27,6 @@ DETAIL_CHARS = 500
 EFFECTIVE_KEYS = ("threads_counted", "proc_bind", "compiler", "cache_key", "cpu_model")
 # Outcome counts kept per node in a RunSummary.
 OUTCOMES = ("ok", "invalid", "failed", "unreachable", "timeout")
-
-SeriesKey = tuple[str, str, str, Direction]  # benchmark, metric, unit, direction
-
-
-@dataclass(frozen=True)
-class BenchmarkSpec:
-    """One benchmark as the runner sees it: the argv run on every node, and the
-    parser of one node's stdout (text, source) -> ParsedOutput.
-
-    ``series`` names the series the benchmark writes; a node whose output
-    cannot be parsed gets a failed row in each (one row named after the
-    benchmark when empty), so the failure is kept where the analysis looks.
-    """
-
-    name: str
-    stage: str
-    argv: list[str]
-    parse: Callable[[str, str], ParsedOutput]
-    series: tuple[SeriesKey, ...] = ()
-
-
-def _parse_memory_run(text: str, source: str) -> ParsedOutput:
-    """The node runner's JSON report, then the memory kernel's stdout inside it;
-    the build facts go into the configuration."""
-    report = parse_runner_output(source, text)
-    try:
-        parsed = parse_memory_output(report.stdout, source)
-    except ParseError as problem:
-        if report.returncode != 0:
-            stderr = report.stderr.strip()[:DETAIL_CHARS]
-            raise ParseError(
-                source, None, f"memory kernel exited with status {report.returncode}: {stderr or problem.detail}"
-            ) from None
-        raise
-    configuration = dict(parsed.configuration)
-    configuration.update(
-        compiler=report.compiler,
-        cache_key=report.cache_key,
-        cpu_model=report.cpu_model,
-        built=report.built,
-        build_seconds=report.build_seconds,
-        flags=report.flags,
-    )
-    if report.returncode == 0:
-        return ParsedOutput(parsed.tool, parsed.measurements, parsed.valid, parsed.problems, configuration)
-    # Complete output but a failing exit status: keep the numbers, trust none.
-    problems = parsed.problems + [f"memory kernel exited with status {report.returncode}"]
-    measurements = [
-        Measurement(m.benchmark, m.value, m.unit, m.direction, m.metric, False, m.parameters)
-        for m in parsed.measurements
-    ]
-    return ParsedOutput(parsed.tool, measurements, False, problems, configuration)
-
-
-def memory_benchmark(elements: int | None = None, ntimes: int = 10, threads: int | None = None) -> BenchmarkSpec:
-    """The memory kernel (copy, scale, add, triad bandwidths) as a benchmark.
-
-    ``elements`` defaults to what the last-level cache of THIS machine needs
-    (each array >= 4x the LLC, see default_elements); nodes with a larger
-    cache need more, so on a mixed cluster pass the size for the largest LLC.
-    ``threads`` None keeps each node's OMP_NUM_THREADS (all cores by default).
-    """
-    if elements is None:
-        elements = default_elements(last_level_cache_bytes())
-    unit = canonical_unit("MB/s")  # the kernel's MB is 10^6 bytes
-    return BenchmarkSpec(
-        name="memory",
-        stage=MEMORY_STAGE,
-        argv=memory_kernel_argv(elements, ntimes, threads),
-        parse=_parse_memory_run,
-        series=tuple((f"memory.{kernel}", "bandwidth", unit, Direction.HIGHER) for kernel in MEMORY_KERNELS),
-    )
 
 
 @dataclass

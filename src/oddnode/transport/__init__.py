@@ -9,6 +9,7 @@ from oddnode.transport import local, slurm, ssh  # noqa: F401  (importing regist
 from oddnode.transport.base import (
     NodeResult,
     NodeStatus,
+    Target,
     Transport,
     TransportError,
     UnknownTransportError,
@@ -21,6 +22,7 @@ from oddnode.transport.base import (
 __all__ = [
     "NodeResult",
     "NodeStatus",
+    "Target",
     "Transport",
     "TransportError",
     "UnknownTransportError",

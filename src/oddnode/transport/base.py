@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from oddnode.nodes import fold
+
 
 class NodeStatus(str, enum.Enum):
     """How a command ended on one node."""
@@ -49,6 +51,18 @@ class Transport(Protocol):
 
 
 _TRANSPORTS: dict[str, Callable[..., Transport]] = {}
+
+
+@dataclass(frozen=True)
+class Target:
+    """Which nodes a check runs on, and the transport that reaches them."""
+
+    nodes: list[str]
+    transport: Transport
+
+    @property
+    def nodeset(self) -> str:
+        return fold(self.nodes)
 
 
 class UnknownTransportError(KeyError):
