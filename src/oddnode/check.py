@@ -16,7 +16,7 @@ from oddnode.analysis import Analysis, analyze
 from oddnode.findings import Sensitivity, sort_findings
 from oddnode.inventory import InventoryResult, collect
 from oddnode.inventory.expectations import ExpectationReport, check_expectations, load_expectations
-from oddnode.nodes import NodeNameError, expand, fold
+from oddnode.nodes import NodeNameError, expand
 from oddnode.store import FINDINGS_SOURCE, Store
 from oddnode.transport import Target, get_transport
 from oddnode.transport.local import local_node_name
