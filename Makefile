@@ -6,7 +6,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMPS := .make
-SYSTEM_PACKAGES := python3 python3-venv python3-pip openssh-server openssh-client iproute2 util-linux procps gcc libgomp1 chromium
+SYSTEM_PACKAGES := python3 python3-venv python3-pip openssh-server openssh-client iproute2 util-linux procps gcc libgomp1 chromium \
+	libopenblas0-pthread hpcc fio
 DEMO_DIR := demo
 
 .PHONY: demo test install system-packages bench clean
