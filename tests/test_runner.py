@@ -13,7 +13,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from oddnode.kernels import RUNNER_VERSION
+from oddnode.kernels import RUNNER_VERSION, parse_tool_output
+from oddnode.model import Direction
+from oddnode.parsers.base import Measurement, ParsedOutput
+from oddnode.benchmarks import BenchmarkSpec
 from oddnode.benchmarks.memory import MEMORY_STAGE, memory_benchmark
 from oddnode.runner import run_benchmark
 from oddnode.store import SCHEMA_VERSION, open_store
@@ -249,3 +252,37 @@ def test_local_node_runs_the_real_kernel_three_times(store, tmp_path, monkeypatc
     best = store.con.execute("SELECT benchmark, count(*), min(repetitions) FROM best GROUP BY 1").fetchall()
     assert sorted(best) == [(f"memory.{k}", 1, 3) for k in sorted(KERNELS)]
     assert store.load_node_status() == {}
+
+
+def _tool_spec() -> BenchmarkSpec:
+    def parse(text: str, source: str) -> ParsedOutput:
+        report = parse_tool_output(source, text)
+        value = float(report.stdout)
+        return ParsedOutput("fake", [Measurement("fake.rate", value, "GFLOP/s", Direction.HIGHER)], True)
+    return BenchmarkSpec("fake", "compute", ["fake"], parse)
+
+
+def _tool_report(node: str, installed: bool) -> NodeResult:
+    report = {"runner_version": RUNNER_VERSION, "tool": "fake", "cpu_model": "Test CPU"}
+    if installed:
+        report.update(tool_path="/usr/bin/fake", tool_version=None, returncode=0, stdout="42.0\n", stderr="",
+                      collected={})
+    else:
+        report.update(error="not installed", detail="fake is not on PATH")
+    return ok(node, json.dumps(report) + "\n")
+
+
+def test_a_tool_missing_everywhere_is_skipped_missing_on_one_node_is_its_trouble(store):
+    nowhere = FakeTransport([{node: _tool_report(node, False) for node in NODES}])
+    summary = run_benchmark(store, Target(NODES, nowhere), _tool_spec(), repetitions=1)
+    assert summary.unavailable_everywhere
+    assert store.load_node_status() == {}
+    assert store.con.execute("SELECT count(*) FROM results").fetchone() == (0,)
+
+    one_lacks = FakeTransport([{node: _tool_report(node, node != "node02") for node in NODES}])
+    summary = run_benchmark(store, Target(NODES, one_lacks), _tool_spec(), repetitions=1)
+    assert not summary.unavailable_everywhere and summary.per_node["node02"]["unavailable"] == 1
+    trouble = store.load_node_status()
+    assert set(trouble) == {"node02"}
+    assert "fake is not installed on this node" in trouble["node02"].detail
+    assert "ran on 2 other nodes" in trouble["node02"].detail

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from oddnode.benchmarks import BenchmarkSpec
 from oddnode.model import DEFAULT_METRIC, Direction, LabelKind
-from oddnode.parsers.base import ParseError
+from oddnode.parsers.base import ParseError, ToolUnavailable
 from oddnode.store import ResultBatch, Store
 from oddnode.transport.base import NodeResult, NodeStatus, Target
 
@@ -25,8 +25,9 @@ DETAIL_CHARS = 500
 # Configuration keys of a parsed run that are stored with each of its results:
 # what the node really used (threads counted, affinity) and which build ran.
 EFFECTIVE_KEYS = ("threads_counted", "proc_bind", "compiler", "cache_key", "cpu_model")
-# Outcome counts kept per node in a RunSummary.
-OUTCOMES = ("ok", "invalid", "failed", "unreachable", "timeout")
+# Outcome counts kept per node in a RunSummary; "unavailable": the node lacks
+# the tool the benchmark runs (fio, hpcc).
+OUTCOMES = ("ok", "invalid", "failed", "unreachable", "timeout", "unavailable")
 
 
 @dataclass
@@ -37,6 +38,13 @@ class RunSummary:
     run_id: int
     repetitions: int
     per_node: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def unavailable_everywhere(self) -> bool:
+        """No node has the tool: the benchmark was skipped, nobody failed it."""
+        return bool(self.per_node) and all(
+            counts["unavailable"] == self.repetitions for counts in self.per_node.values()
+        )
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,7 @@ def _failed_rows(batch: ResultBatch, spec: BenchmarkSpec, node: str, repetition:
 def _record_node(batch: ResultBatch, spec: BenchmarkSpec, result: NodeResult, repetition: int) -> _NodeOutcome:
     """Add one node's rows for one repetition and say how it fared."""
     node = result.node
-    raw_ref = f"raw:{spec.stage}:{node}:{repetition}"
+    raw_ref = f"raw:{spec.name}:{node}:{repetition}"
     if result.status in (NodeStatus.UNREACHABLE, NodeStatus.TIMEOUT):
         detail = f"repetition {repetition}: {_quote(result.stderr) or result.status.value}"
         return _NodeOutcome(result.status.value, result.status.value, detail)
@@ -74,6 +82,8 @@ def _record_node(batch: ResultBatch, spec: BenchmarkSpec, result: NodeResult, re
         return _NodeOutcome("failed", "failed", f"repetition {repetition}: {reason}")
     try:
         parsed = spec.parse(result.stdout, raw_ref)
+    except ToolUnavailable as missing:
+        return _NodeOutcome("ok", "unavailable", f"repetition {repetition}: {missing.detail}")
     except ParseError as problem:
         reason = _quote(str(problem))
         _failed_rows(batch, spec, node, repetition, reason, raw_ref)
@@ -90,6 +100,20 @@ def _record_node(batch: ResultBatch, spec: BenchmarkSpec, result: NodeResult, re
     return _NodeOutcome("ok", "invalid", f"repetition {repetition}: {'; '.join(parsed.problems)}")
 
 
+def _node_statuses(outcomes: dict[str, _NodeOutcome]) -> list[tuple[str, str, str | None]]:
+    """node_status rows of one repetition.  A node without the benchmark's
+    tool is in trouble only when other nodes have it: then it is the odd one
+    out; when none has it, the benchmark is simply not run here."""
+    have_tool = sum(outcome.outcome != "unavailable" for outcome in outcomes.values())
+    rows = []
+    for node, outcome in outcomes.items():
+        if outcome.outcome == "unavailable" and have_tool:
+            rows.append((node, "failed", f"{outcome.detail} (it ran on {have_tool} other nodes)"))
+        else:
+            rows.append((node, outcome.status, outcome.detail))
+    return rows
+
+
 def run_benchmark(
     store: Store,
     target: Target,
@@ -100,8 +124,9 @@ def run_benchmark(
     command: str = "oddnode run",
 ) -> RunSummary:
     """Run ``spec`` ``repetitions`` times on every node of ``target`` at once,
-    storing each repetition (results, raw outputs, node status) in one
-    transaction; ``on_progress(done, total)`` after each one is stored."""
+    storing each repetition (results, raw outputs, node status under the
+    benchmark's name) in one transaction; ``on_progress(done, total)`` after
+    each one is stored."""
     if repetitions < 1:
         raise ValueError(f"repetitions must be >= 1, got {repetitions}")
     with store.transaction():
@@ -110,21 +135,22 @@ def run_benchmark(
     for repetition in range(1, repetitions + 1):
         results = target.transport.run(target.nodes, spec.argv, timeout=timeout)
         batch = ResultBatch()
-        statuses: list[tuple[str, str, str | None]] = []
+        outcomes: dict[str, _NodeOutcome] = {}
         raw: list[tuple[str, str, str]] = []
         for node in target.nodes:
             result = results.get(node) or NodeResult(
                 node, NodeStatus.UNREACHABLE, "", "the transport returned no result for this node", None, 0.0
             )
             outcome = _record_node(batch, spec, result, repetition)
-            statuses.append((node, outcome.status, outcome.detail))
+            outcomes[node] = outcome
             raw.append((node, result.stdout, result.stderr))
             summary.per_node[node][outcome.outcome] += 1
+        statuses = _node_statuses(outcomes)
         with store.transaction():
             store.add_results(run_id, batch)
             for node, stdout, stderr in raw:
-                store.add_raw_output(run_id, spec.stage, node, repetition, stdout, stderr)
-            store.add_node_status(run_id, spec.stage, statuses)
+                store.add_raw_output(run_id, spec.name, node, repetition, stdout, stderr)
+            store.add_node_status(run_id, spec.name, statuses)
         summary.repetitions = repetition
         if on_progress is not None:
             on_progress(repetition, repetitions)

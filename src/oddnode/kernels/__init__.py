@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from oddnode.model import Direction
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, ToolUnavailable
 from oddnode.transport.base import python_command
 from oddnode.units import canonical_unit
 
@@ -30,6 +30,7 @@ __all__ = [
     "MIN_ELEMENTS",
     "RUNNER_VERSION",
     "RunnerReport",
+    "ToolReport",
     "default_elements",
     "kernel_source",
     "last_level_cache_bytes",
@@ -38,6 +39,8 @@ __all__ = [
     "parse_runner_output",
     "runner_argv",
     "runner_source",
+    "parse_tool_output",
+    "tool_argv",
 ]
 
 RUNNER_VERSION = 1
@@ -120,24 +123,56 @@ def runner_argv(
     *,
     cflags: Sequence[str] = (),
     defines: Sequence[str] = (),
+    ldlibs: Sequence[str] = (),
     env: dict[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     interpreter: str = "python3",
 ) -> list[str]:
-    """An argv that builds (once) and runs one of our kernels on a node.
-
-    The job travels as one extra argument, JSON then base64: its text is
-    never pasted into code, and base64 needs no quoting in a remote shell.
-    """
-    spec = {
+    """An argv that builds (once) and runs one of our kernels on a node;
+    ``ldlibs`` (``-lm``) are linked after the source."""
+    return _runner_job({
         "kernel": kernel,
         "source": kernel_source(kernel),
         "cflags": [str(flag) for flag in cflags],
         "defines": [str(define) for define in defines],
+        "ldlibs": [str(lib) for lib in ldlibs],
         "args": [str(arg) for arg in args],
         "env": {str(k): str(v) for k, v in (env or {}).items()},
         "timeout": float(timeout),
-    }
+    }, interpreter)
+
+
+def tool_argv(
+    tool: str,
+    args: Sequence[str],
+    *,
+    files: dict[str, str] | None = None,
+    collect: Sequence[str] = (),
+    version_args: Sequence[str] | None = None,
+    env: dict[str, str] | None = None,
+    parent: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    interpreter: str = "python3",
+) -> list[str]:
+    """An argv that runs an installed tool (fio, hpcc) on a node, in a private
+    directory created under ``parent`` (the node's $TMPDIR when None) holding
+    ``files``; the files named in ``collect`` come back with its output."""
+    return _runner_job({
+        "tool": tool,
+        "args": [str(arg) for arg in args],
+        "files": dict(files or {}),
+        "collect": [str(name) for name in collect],
+        "version_args": None if version_args is None else [str(arg) for arg in version_args],
+        "env": {str(k): str(v) for k, v in (env or {}).items()},
+        "parent": parent,
+        "timeout": float(timeout),
+    }, interpreter)
+
+
+def _runner_job(spec: dict[str, Any], interpreter: str) -> list[str]:
+    """The node runner's argv with its job as one extra argument, JSON then
+    base64: the job's text is never pasted into code, and base64 needs no
+    quoting in a remote shell."""
     encoded = base64.b64encode(json.dumps(spec).encode("utf-8")).decode("ascii")
     return python_command(runner_source(), interpreter) + [encoded]
 
@@ -205,9 +240,23 @@ def _quote(text: str) -> str:
     return text if len(text) <= QUOTED_CHARS else text[:QUOTED_CHARS] + "..."
 
 
-def parse_runner_output(source: str, stdout: str) -> RunnerReport:
-    """The runner's JSON report; ParseError if it is not one, or if it reports
-    an error (the compiler's or the runner's message is in the exception)."""
+@dataclass(frozen=True)
+class ToolReport:
+    """What the node runner says of an installed tool's run: which one, its
+    exit status (None when cut at its timeout), output and collected files."""
+
+    tool: str
+    tool_path: str
+    tool_version: str | None
+    cpu_model: str
+    returncode: int | None
+    stdout: str
+    stderr: str
+    collected: dict[str, str | None]
+
+
+def _runner_json(source: str, stdout: str) -> dict[str, Any]:
+    """The runner's JSON object, its version checked."""
     text = stdout.strip()
     if not text:
         raise ParseError(source, None, "no output from the kernel runner")
@@ -225,6 +274,40 @@ def parse_runner_output(source: str, stdout: str) -> RunnerReport:
         raise ParseError(
             source, None, f"kernel runner version {data.get('runner_version')!r}, expected {RUNNER_VERSION}"
         )
+    return data
+
+
+def parse_tool_output(source: str, stdout: str) -> ToolReport:
+    """The runner's report of a tool's run.  ToolUnavailable when the node
+    does not have the tool; ParseError for any other error the runner
+    reports (a timeout included: the output of a cut run is not trusted)."""
+    data = _runner_json(source, stdout)
+    if data.get("error") == "not installed":
+        raise ToolUnavailable(source, None, f"{data.get('tool', 'the tool')} is not installed on this node")
+    if "error" in data:
+        detail = _quote(str(data.get("detail", "")))
+        raise ParseError(source, None, f"{data.get('tool', 'tool')}: {data['error']}" + (f": {detail}" if detail else ""))
+    try:
+        collected = data["collected"]
+        return ToolReport(
+            tool=str(data["tool"]),
+            tool_path=str(data["tool_path"]),
+            tool_version=None if data.get("tool_version") is None else str(data["tool_version"]),
+            cpu_model=str(data["cpu_model"]),
+            returncode=None if data["returncode"] is None else int(data["returncode"]),
+            stdout=str(data["stdout"]),
+            stderr=str(data["stderr"]),
+            collected={str(k): None if v is None else str(v) for k, v in dict(collected).items()},
+        )
+    except (KeyError, TypeError, ValueError) as problem:
+        raise ParseError(source, None, f"incomplete tool report: {problem!r}") from None
+
+
+def parse_runner_output(source: str, stdout: str) -> RunnerReport:
+    """The runner's JSON report of a kernel's run; ParseError if it is not
+    one, or if it reports an error (the compiler's or the runner's message is
+    in the exception)."""
+    data = _runner_json(source, stdout)
     if "error" in data:
         detail = _quote(str(data.get("detail", "")))
         raise ParseError(source, None, f"kernel runner: {data['error']}" + (f":\n{detail}" if detail else ""))

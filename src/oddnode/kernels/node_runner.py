@@ -1,5 +1,6 @@
 """oddnode's kernel runner: runs ON a node, builds a C kernel once, runs it,
-and prints one JSON object.
+and prints one JSON object.  It also runs installed tools (fio, hpcc) the
+same way, in a private directory holding their input files.
 
 Self-contained and stdlib-only, for Python >= 3.6 as found on older cluster
 nodes (no walrus, no dataclasses, no subprocess text=/capture_output=).
@@ -9,7 +10,13 @@ one argument after it: a JSON spec, base64-encoded, so that nothing a user
 typed ever becomes code or shell text.  The spec:
 
     {"kernel": "memory", "source": C text, "cflags": [str], "defines": [str],
-     "args": [str], "env": {name: value}, "timeout": seconds}
+     "ldlibs": [str], "args": [str], "env": {name: value}, "timeout": seconds}
+
+or, for an installed tool,
+
+    {"tool": "hpcc", "version_args": [str] or null, "files": {name: text},
+     "collect": [name], "args": [str], "env": {...}, "timeout": seconds,
+     "parent": directory for the private one, or null for $TMPDIR}
 
 Builds are cached under ``$XDG_CACHE_HOME/oddnode/kernels/<key[:16]>/``
 (``~/.cache`` by default); the key is the sha256 of the source, the flags,
@@ -19,8 +26,10 @@ temporary name and is renamed into place, so two runs sharing a home
 directory never see half a binary.
 
 Output: {"runner_version": 1, "cache_key", "built", "compiler", "flags",
-"cpu_model", "build_seconds", "returncode", "stdout", "stderr"}, or on a
-failure {"runner_version": 1, "error": what, "detail": why, ...} with as many
+"cpu_model", "build_seconds", "returncode", "stdout", "stderr"}; for a tool
+{"runner_version": 1, "tool", "tool_path", "tool_version", "cpu_model",
+"returncode", "stdout", "stderr", "collected": {name: text or null}}
+("error": "not installed" when it is not on PATH); or on a failure {"runner_version": 1, "error": what, "detail": why, ...} with as many
 of those fields as were known -- never a traceback.
 """
 
@@ -29,6 +38,8 @@ import hashlib
 import json
 import os
 import platform
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -109,9 +120,10 @@ def _remove(path):
         pass
 
 
-def build(compiler, source, flags, kernel, directory):
+def build(compiler, source, flags, kernel, directory, ldlibs=()):
     """Compile into directory/kernel unless it is there; returns
-    (built, seconds, error_or_None, compiler_stderr)."""
+    (built, seconds, error_or_None, compiler_stderr).  ``ldlibs`` (-lm, -ldl)
+    go after the source, where linkers that drop unneeded libraries want them."""
     executable = os.path.join(directory, kernel)
     if os.access(executable, os.X_OK):
         return False, None, None, ""
@@ -123,7 +135,7 @@ def build(compiler, source, flags, kernel, directory):
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(source)
-        command = [compiler] + flags + ["-o", exe_tmp, source_tmp]
+        command = [compiler] + flags + ["-o", exe_tmp, source_tmp] + list(ldlibs)
         try:
             completed = subprocess.run(
                 command,
@@ -160,15 +172,16 @@ def run(spec):
         report.update(error="no compiler", detail="{} --version: {}".format(COMPILER, problem))
         return report
     extra = list(spec.get("cflags", [])) + ["-D" + define for define in spec.get("defines", [])]
-    described = BASE_FLAGS + extra
-    flags = described + ["-DODDNODE_CFLAGS=" + c_string(" ".join(described))]
+    ldlibs = [str(lib) for lib in spec.get("ldlibs", [])]
+    described = BASE_FLAGS + extra + ldlibs
+    flags = BASE_FLAGS + extra + ["-DODDNODE_CFLAGS=" + c_string(" ".join(described))]
     model = cpu_model()
     key = cache_key(spec["source"], described, compiler_line, model)
     report.update(cache_key=key, compiler=compiler_line, flags=described, cpu_model=model)
 
     directory = os.path.join(cache_root(), key[:16])
     try:
-        built, seconds, error, compiler_stderr = build(COMPILER, spec["source"], flags, kernel, directory)
+        built, seconds, error, compiler_stderr = build(COMPILER, spec["source"], flags, kernel, directory, ldlibs)
     except OSError as problem:
         report.update(error="build failed", detail="{}: {}".format(directory, problem))
         return report
@@ -205,6 +218,89 @@ def run(spec):
     return report
 
 
+def _plain_name(name):
+    return bool(name) and "/" not in name and not name.startswith(".")
+
+
+def _run_killable(argv, cwd, env, timeout):
+    """Run argv in its own session; on timeout kill the whole session (mpirun
+    and its ranks, not just the first process).  Returns
+    (returncode or None on timeout, stdout, stderr)."""
+    process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               universal_newlines=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+        return process.returncode, stdout, stderr
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        stdout, stderr = process.communicate()
+        return None, stdout, stderr
+
+
+def run_tool(spec):
+    """Run an installed tool in a fresh private directory that holds the
+    spec's input files; report its output and the files named in "collect",
+    then remove the directory (and whatever the tool wrote there)."""
+    tool = spec["tool"]
+    report = {"runner_version": RUNNER_VERSION, "tool": tool, "cpu_model": cpu_model()}
+    if not _plain_name(tool):
+        report.update(error="bad spec", detail="tool name {!r} is not a plain command name".format(tool))
+        return report
+    path = shutil.which(tool)
+    if path is None:
+        report.update(error="not installed", detail="{} is not on PATH".format(tool))
+        return report
+    report["tool_path"] = path
+    version_args = spec.get("version_args")
+    report["tool_version"] = None
+    if version_args:
+        try:
+            code, out, err = _run_killable([path] + list(version_args), None, None, VERSION_TIMEOUT)
+            lines = (out or err or "").strip().splitlines()
+            report["tool_version"] = lines[0].strip() if lines else None
+        except OSError:
+            pass
+    files = spec.get("files", {})
+    wanted = list(spec.get("collect", []))
+    for name in list(files) + wanted:
+        if not _plain_name(name):
+            report.update(error="bad spec", detail="file name {!r} is not a plain file name".format(name))
+            return report
+    env = dict(os.environ)
+    env.update({str(k): str(v) for k, v in spec.get("env", {}).items()})
+    try:
+        workdir = tempfile.mkdtemp(prefix="oddnode-{}-".format(tool), dir=spec.get("parent") or None)
+    except OSError as problem:
+        report.update(error="no work directory", detail=str(problem))
+        return report
+    try:
+        for name, text in files.items():
+            with open(os.path.join(workdir, name), "w") as handle:
+                handle.write(text)
+        timeout = spec.get("timeout") or DEFAULT_RUN_TIMEOUT
+        try:
+            code, out, err = _run_killable([path] + [str(a) for a in spec.get("args", [])], workdir, env, timeout)
+        except OSError as problem:
+            report.update(error="run failed", detail=str(problem))
+            return report
+        collected = {}
+        for name in wanted:
+            try:
+                with open(os.path.join(workdir, name), errors="replace") as handle:
+                    collected[name] = handle.read()
+            except OSError:
+                collected[name] = None
+        report.update(returncode=code, stdout=out, stderr=err, collected=collected)
+        if code is None:
+            report.update(error="run timed out", detail="{} did not finish in {} s".format(tool, timeout))
+        return report
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def _text(data):
     if data is None:
         return ""
@@ -218,7 +314,7 @@ def main(argv):
         if len(argv) != 2:
             raise ValueError("expected one argument, the base64 JSON spec")
         spec = json.loads(base64.b64decode(argv[1]).decode("utf-8"))
-        report = run(spec)
+        report = run_tool(spec) if "tool" in spec else run(spec)
     except (ValueError, KeyError, TypeError) as problem:
         report = {"runner_version": RUNNER_VERSION, "error": "bad spec", "detail": str(problem)}
     except Exception as problem:  # the report must stay one JSON object, whatever broke

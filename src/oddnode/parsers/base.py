@@ -20,6 +20,11 @@ class ParseError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
+class ToolUnavailable(ParseError):
+    """The node does not have the tool a benchmark runs (fio, hpcc): the
+    benchmark cannot run there, which is not the node failing it."""
+
+
 @dataclass(frozen=True)
 class Measurement:
     """One number a tool reported.
