@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from oddnode import testbed as tb
-from oddnode.testbed import config
+from oddnode.testbed import cgroups, config
 from oddnode.testbed._system import alive, read_proc
 from testbed_support import needs_root, running_testbed
 
@@ -86,7 +86,9 @@ def test_client_and_server_configurations():
 def test_hog_argv_is_named_and_bounded():
     argv = tb.hog_argv(seconds=5, megabytes=8)
     assert argv[0] == "oddnode-hog"
-    assert argv[-2:] == ["8", "5"]
+    assert argv[-3:] == ["8", "5", "0"]  # 0 workers: one per CPU
+    with pytest.raises(ValueError):
+        tb.hog_argv(workers=-1)
     with pytest.raises(ValueError):
         tb.hog_argv(seconds=0)
     with pytest.raises(ValueError):
@@ -129,6 +131,23 @@ def on_all(bed: tb.Testbed, command: str) -> dict[str, subprocess.CompletedProce
 
 def _state(bed: tb.Testbed) -> dict:
     return json.loads((bed.state_dir / "state.json").read_text())
+
+
+@needs_root
+def test_each_node_has_its_own_capped_cpu_share(bed):
+    if bed.cpu_sharing is not None:
+        pytest.skip(f"no per-node CPU cgroups here: {bed.cpu_sharing}")
+    state = _state(bed)
+    groups = {node: entry["cgroup"] for node, entry in state["nodes"].items()}
+    assert len(set(groups.values())) == 8
+    assert all(Path(group).parent == Path(state["cgroup"]) for group in groups.values())
+    for node, group in groups.items():
+        seen = ssh(bed, node, "cat /proc/self/cgroup").stdout
+        assert Path(group).name in seen and node in seen  # an ssh session runs in its node's group
+    quota = cgroups.node_quota_us(cgroups.available_cpus(), 8)
+    limits = [(Path(g) / "cpu.cfs_quota_us").read_text().strip() if (Path(g) / "cpu.cfs_quota_us").exists()
+              else (Path(g) / "cpu.max").read_text().split()[0] for g in groups.values()]
+    assert limits == [str(quota)] * 8
 
 
 @needs_root
@@ -193,7 +212,7 @@ def test_fault_process_runs_in_that_node_only_and_ends(bed):
     def hogs(node: str) -> int:
         return ssh(bed, node, "ps -e -o comm=").stdout.split().count("oddnode-hog")
 
-    short = tb.fault_process(bed.state_dir, "node05", tb.hog_argv(seconds=2, megabytes=8), 2)
+    short = tb.fault_process(bed.state_dir, "node05", tb.hog_argv(seconds=2, megabytes=8, workers=1), 2)
     assert (hogs("node05"), hogs("node06")) == (1, 0)
     record = next(p for p in _state(bed)["processes"] if p["pid"] == short)
     deadline = time.monotonic() + 10
@@ -201,10 +220,17 @@ def test_fault_process_runs_in_that_node_only_and_ends(bed):
         time.sleep(0.1)
     assert not alive(record) and hogs("node05") == 0  # ended by its own bound
 
-    long = tb.fault_process(bed.state_dir, "node05", tb.hog_argv(seconds=60, megabytes=8), 60)
-    assert hogs("node05") == 1
+    long = tb.fault_process(bed.state_dir, "node05", tb.hog_argv(seconds=60, megabytes=8, workers=3), 60)
+    deadline = time.monotonic() + 10
+    while hogs("node05") < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert hogs("node05") == 3
+    if bed.cpu_sharing is None:  # the hog's workers take from node05's CPU share alone
+        group = _state(bed)["nodes"]["node05"]["cgroup"]
+        in_group = {read_proc(pid).comm for pid in cgroups.members(group) if read_proc(pid)}
+        assert "oddnode-hog" in in_group and "sshd" in in_group
     tb.clear_faults(bed.state_dir)
-    assert hogs("node05") == 0
+    assert hogs("node05") == 0  # every worker: the whole process group is killed
     assert read_proc(long) is None or read_proc(long).state == "Z"
 
 
@@ -244,8 +270,10 @@ def _leftovers() -> list[str]:
 @needs_root
 def test_down_leaves_nothing(bed):
     records = [entry[key] for entry in _state(bed)["nodes"].values() for key in ("unshare", "init", "sshd")]
+    group = _state(bed)["cgroup"]
     tb.down(bed.state_dir)
     assert _leftovers() == []
+    assert group is None or not Path(group).exists()
     for rec in records:  # not even a zombie: `down` reaped what this process started
         proc = read_proc(rec["pid"])
         assert proc is None or proc.start != rec["start"], proc
@@ -287,3 +315,27 @@ def test_down_cleans_a_half_finished_up(bed, tmp_path, kind):
     assert _leftovers() == []
     assert not any(alive(rec) for rec in started)
     assert not state_dir.exists()
+
+
+def test_cpu_hierarchy_is_found_in_mountinfo(tmp_path):
+    v1 = tmp_path / "v1"
+    v1.write_text(
+        "30 25 0:26 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
+        "31 25 0:27 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid - cgroup cgroup rw,cpu,cpuacct\n"
+    )
+    assert cgroups.find_cpu_hierarchy(v1) == cgroups.CpuHierarchy(1, Path("/sys/fs/cgroup/cpu,cpuacct"))
+    unified = tmp_path / "cgroup2"
+    unified.mkdir()
+    (unified / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    v2 = tmp_path / "v2"
+    v2.write_text(f"30 25 0:26 / {unified} rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n")
+    assert cgroups.find_cpu_hierarchy(v2) == cgroups.CpuHierarchy(2, unified)
+    (unified / "cgroup.controllers").write_text("memory pids\n")
+    assert cgroups.find_cpu_hierarchy(v2) is None
+    assert cgroups.find_cpu_hierarchy(tmp_path / "missing") is None
+
+
+def test_node_quota_is_an_equal_share_never_below_the_kernel_minimum():
+    assert cgroups.node_quota_us(2, 4) == cgroups.PERIOD_US // 2
+    assert cgroups.node_quota_us(16, 8) == 2 * cgroups.PERIOD_US
+    assert cgroups.node_quota_us(2, 1000) == cgroups.MIN_QUOTA_US

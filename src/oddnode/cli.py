@@ -614,12 +614,13 @@ def fault_hang_file(node: str, path: str, state_dir: StateDirOption = None) -> N
 
 @fault_app.command("hog")
 def fault_hog(node: str, seconds: Annotated[int, typer.Option(help="How long it runs.")] = 600,
+              workers: Annotated[int, typer.Option(help="Processes; 0: one per CPU of the node.")] = 0,
               state_dir: StateDirOption = None) -> None:
     """Start a competing process (a memory-bandwidth hog) inside one node, bounded in time."""
     from oddnode.testbed import fault_process, hog_argv
 
     with _testbed_errors():
-        pid = fault_process(_state(state_dir), node, hog_argv(), seconds)
+        pid = fault_process(_state(state_dir), node, hog_argv(seconds, workers=workers), seconds)
     console.print(f"{node}: competing process {pid} for {seconds} s")
 
 

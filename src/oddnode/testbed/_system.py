@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from oddnode.testbed import cgroups
+
 
 class TestbedError(RuntimeError):
     """The testbed cannot do what was asked; the message says why and what to do."""
@@ -72,12 +74,19 @@ def require_tools() -> None:
         raise TestbedError(f"the testbed needs more tools: apt-get install {' '.join(missing)}")
 
 
+def _joiner(cgroup: str | None):
+    """A preexec_fn that puts the child in `cgroup` before it runs anything."""
+    return None if cgroup is None else (lambda: cgroups.join(cgroup))
+
+
 def run(argv: Sequence[str], *, input: str | None = None, timeout: float = 30.0, check: bool = True,
-        env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run a short command to completion (bounded by `timeout`), raising TestbedError on failure."""
+        env: Mapping[str, str] | None = None, cgroup: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a short command to completion (bounded by `timeout`), raising
+    TestbedError on failure; in `cgroup` when given, with all it starts."""
     try:
         done = subprocess.run(list(argv), input=input, capture_output=True, text=True,
-                              timeout=timeout, env=dict(env) if env is not None else None)
+                              timeout=timeout, env=dict(env) if env is not None else None,
+                              preexec_fn=_joiner(cgroup))
     except subprocess.TimeoutExpired:
         raise TestbedError(f"`{shlex.join(argv)}` took longer than {timeout:g} s") from None
     if check and done.returncode != 0:
@@ -91,10 +100,12 @@ def run(argv: Sequence[str], *, input: str | None = None, timeout: float = 30.0,
 _children: dict[int, subprocess.Popen[bytes]] = {}
 
 
-def spawn(argv: Sequence[str], log: IO[bytes], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-    """Start a long-lived process in its own session, output to `log`."""
+def spawn(argv: Sequence[str], log: IO[bytes], env: Mapping[str, str],
+          cgroup: str | None = None) -> subprocess.Popen[bytes]:
+    """Start a long-lived process in its own session, output to `log`; in
+    `cgroup` when given, with all it starts."""
     child = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                             env=dict(env), start_new_session=True)
+                             env=dict(env), start_new_session=True, preexec_fn=_joiner(cgroup))
     _children[child.pid] = child
     return child
 

@@ -240,11 +240,17 @@ def real_memory_total_kib(text: str | None = None) -> int:
 
 def hog_script() -> str:
     """Python source of the competing process: copies a buffer over and over,
-    loading the CPU and the memory bus, bounded by a deadline and a round count."""
+    loading the CPU and the memory bus, bounded by a deadline and a round count.
+    It forks into as many workers as asked (0: one per CPU it may use), all in
+    its process group, so that killing the group ends them all."""
     return (
-        "import sys,time\n"
+        "import os,sys,time\n"
         "size=int(sys.argv[1])<<20\n"
         "deadline=time.monotonic()+float(sys.argv[2])\n"
+        "workers=int(sys.argv[3]) or len(os.sched_getaffinity(0))\n"
+        "for _ in range(workers-1):\n"
+        "    if os.fork()==0:\n"
+        "        break\n"
         # Non-zero bytes: a zero-filled buffer may be backed by the kernel's single
         # zero page and would then load no memory bandwidth.
         "src=bytearray(b'oddnode!')*(size//8)\n"
@@ -258,10 +264,12 @@ def hog_script() -> str:
 
 HOG_NAME = "oddnode-hog"
 MAX_FAULT_SECONDS = 24 * 3600
+MAX_HOG_WORKERS = 256
 
 
-def hog_argv(seconds: float = 3600.0, megabytes: int = 64) -> list[str]:
-    """argv of a CPU and memory-bandwidth hog for `fault_process`.
+def hog_argv(seconds: float = 3600.0, megabytes: int = 64, workers: int = 0) -> list[str]:
+    """argv of a CPU and memory-bandwidth hog for `fault_process`: `workers`
+    processes (0: one per CPU of the node, a full competing load).
 
     It is Python's stdlib only, run by the testbed's ``oddnode-hog`` link to
     the interpreter (found on the PATH that `fault_process` gives), so that
@@ -272,7 +280,9 @@ def hog_argv(seconds: float = 3600.0, megabytes: int = 64) -> list[str]:
         raise ValueError(f"a hog runs 0 to {MAX_FAULT_SECONDS} s, not {seconds}")
     if not 1 <= megabytes <= 4096:
         raise ValueError(f"a hog copies 1 to 4096 MiB, not {megabytes}")
-    return [HOG_NAME, "-I", "-S", "-c", hog_script(), str(megabytes), f"{seconds:g}"]
+    if not 0 <= workers <= MAX_HOG_WORKERS:
+        raise ValueError(f"a hog runs 0 (one per CPU) to {MAX_HOG_WORKERS} workers, not {workers}")
+    return [HOG_NAME, "-I", "-S", "-c", hog_script(), str(megabytes), f"{seconds:g}", str(workers)]
 
 
 def describe_argv(argv: Sequence[str]) -> str:

@@ -50,14 +50,16 @@ def _nsenter(init: Mapping[str, int], *namespaces: str) -> list[str]:
     return ["nsenter", f"--target={init['pid']}", *(f"--{kind}" for kind in namespaces), "--"]
 
 
-def start_in_node(state_dir: Path, init: Mapping[str, int], argv: Sequence[str], log: Path) -> dict[str, int]:
-    """Start `argv` inside a node as a child of the node's init, which reaps it;
-    return the record of its PID as the root namespace sees it."""
+def start_in_node(state_dir: Path, init: Mapping[str, int], argv: Sequence[str], log: Path,
+                  cgroup: str | None) -> dict[str, int]:
+    """Start `argv` inside a node (in its CPU cgroup, when it has one) as a
+    child of the node's init, which reaps it; return the record of its PID
+    as the root namespace sees it."""
     # sh runs inside the node: it starts argv in the background, prints its PID
     # (as the node numbers it) and exits, so the node's init adopts argv.
     script = 'log=$1; shift; "$@" </dev/null >>"$log" 2>&1 & echo $!'
     done = run([*_nsenter(init, "mount", "uts", "net", "pid"), "/bin/sh", "-c", script, "oddnode-start",
-                str(log), *argv], env=node_env(state_dir), timeout=30)
+                str(log), *argv], env=node_env(state_dir), timeout=30, cgroup=cgroup)
     printed = done.stdout.split()
     proc = find_in_pid_namespace(pid_namespace(init["pid"]), int(printed[-1])) if printed else None
     if proc is None:
@@ -144,7 +146,8 @@ def fault_process(state_dir: Path, node: str, argv: Sequence[str], seconds: floa
         log = state_dir / "faults" / node / f"process-{time.time_ns()}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         # timeout makes itself a process group leader: killing the group ends the command's children too.
-        rec = start_in_node(state_dir, init, ["timeout", "--kill-after=5", f"{seconds:g}", *argv], log)
+        rec = start_in_node(state_dir, init, ["timeout", "--kill-after=5", f"{seconds:g}", *argv], log,
+                            node_entry(state, node).get("cgroup"))
         state["processes"].append({**rec, "node": node, "argv": list(argv), "seconds": seconds,
                                    "until": time.time() + seconds, "log": str(log)})
         write_state(state_dir, state)
@@ -202,7 +205,7 @@ def start_node_sshd(state_dir: Path, state: State, node: str) -> None:
         return
     init = require_running(state, node)
     node_dir = Path(entry["dir"])
-    entry["sshd"] = start_in_node(state_dir, init, entry["sshd_argv"], node_dir / "sshd.out")
+    entry["sshd"] = start_in_node(state_dir, init, entry["sshd_argv"], node_dir / "sshd.out", entry.get("cgroup"))
     entry["sshd_stopped"] = False
     deadline = time.monotonic() + SSHD_WAIT_S
     while not ports_open({node: entry["address"]}, timeout=0.5)[node]:

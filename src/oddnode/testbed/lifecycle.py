@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from oddnode.nodes import fold
-from oddnode.testbed import config
+from oddnode.testbed import cgroups, config
 from oddnode.testbed._state import LOCK_FILE, State, locked, read_state, require_state, write_state
 from oddnode.testbed._system import (
     SSHD,
@@ -65,6 +65,9 @@ class Testbed:
     known_hosts: Path
     identity: Path
     state_dir: Path
+    # Why the nodes share the CPUs as plain processes (no per-node CPU
+    # cgroups on this machine), or None when each node has its own share.
+    cpu_sharing: str | None = None
 
     @property
     def nodeset(self) -> str:
@@ -85,6 +88,7 @@ class Testbed:
             known_hosts=state_dir / "known_hosts",
             identity=state_dir / "id_ed25519",
             state_dir=state_dir,
+            cpu_sharing=state.get("cpu_sharing"),
         )
 
     def ssh_argv(self, node: str, *command: str) -> list[str]:
@@ -132,6 +136,7 @@ class TestbedStatus:
     complete: bool = False  # its `up` finished
     bridge: bool = False
     nodes: tuple[NodeState, ...] = field(default_factory=tuple)
+    cpu_sharing: str | None = None  # see Testbed.cpu_sharing
 
     @property
     def addresses(self) -> dict[str, str]:
@@ -150,6 +155,11 @@ class TestbedStatus:
                  f"{'' if self.bridge else ' (missing)'}"]
         if not self.complete:
             lines.append(f"  incomplete: `up` did not finish; {_down_command(self.state_dir)} removes it")
+        elif self.cpu_sharing:
+            lines.append(f"  CPUs shared by all nodes' processes alike ({self.cpu_sharing}): "
+                         "a competing process slows every node, not its own")
+        else:
+            lines.append("  CPUs shared between nodes as equals (a CPU cgroup per node)")
         by_condition: dict[str, list[str]] = {}
         for node in self.nodes:
             by_condition.setdefault(node.condition, []).append(node.name)
@@ -268,6 +278,7 @@ def _initial_state(state_dir: Path, names: list[str], prefix: str) -> State:
             "init": None,
             "sshd": None,
             "sshd_stopped": False,
+            "cgroup": None,  # its CPU cgroup's directory, when the machine allows one
             "sshd_argv": [str(SSHD), "-D", "-f", str(node_dir / "sshd_config"), "-E", str(node_dir / "sshd.log")],
         }
     return {
@@ -280,6 +291,8 @@ def _initial_state(state_dir: Path, names: list[str], prefix: str) -> State:
         "nodes": nodes,
         "mounts": [],
         "processes": [],
+        "cgroup": None,  # the testbed's CPU cgroup, parent of the nodes' ones
+        "cpu_sharing": None,  # why nodes share CPUs as plain processes, when they do
     }
 
 
@@ -287,6 +300,7 @@ def _build(state_dir: Path, state: State, on_created: OnCreated) -> None:
     nodes: dict[str, dict[str, Any]] = state["nodes"]
     _write_files(state_dir, nodes)
     _create_network(state_dir, state, on_created)
+    _create_cgroups(state_dir, state, on_created)
     _start_nodes(state_dir, state, on_created)
     state["complete"] = True
     write_state(state_dir, state)
@@ -382,6 +396,22 @@ def _create_network(state_dir: Path, state: State, on_created: OnCreated) -> Non
         on_created("veth", host_end)
 
 
+def _create_cgroups(state_dir: Path, state: State, on_created: OnCreated) -> None:
+    """A CPU cgroup per node, recorded before the nodes start in them."""
+    nodes: dict[str, dict[str, Any]] = state["nodes"]
+    planned = cgroups.group_path(state_dir)
+    state["cgroup"] = None if planned is None else str(planned)  # recorded first: `down` removes what exists
+    write_state(state_dir, state)
+    paths, why_not = cgroups.create(state_dir, list(nodes))
+    if paths is None:
+        state["cgroup"], state["cpu_sharing"] = None, why_not
+    else:
+        for node, path in paths.items():
+            nodes[node]["cgroup"] = path
+        on_created("cgroup", state["cgroup"])
+    write_state(state_dir, state)
+
+
 def _start_nodes(state_dir: Path, state: State, on_created: OnCreated) -> None:
     """Start every node's init, find its PID, then wait until every sshd answers."""
     nodes: dict[str, dict[str, Any]] = state["nodes"]
@@ -392,7 +422,7 @@ def _start_nodes(state_dir: Path, state: State, on_created: OnCreated) -> None:
                 "unshare", "--uts", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private",
                 "--kill-child", "--", str(init_exe), "-I", "-S", str(NODE_INIT), str(node_dir / "node.json")]
         with open(node_dir / "init.log", "ab") as log:
-            child = spawn(argv, log, node_env(state_dir))
+            child = spawn(argv, log, node_env(state_dir), entry.get("cgroup"))
         entry["unshare"] = record_of(child.pid)
         write_state(state_dir, state)
         if entry["unshare"] is None:
@@ -464,6 +494,7 @@ def status(state_dir: Path = DEFAULT_STATE_DIR) -> TestbedStatus:
         up=True,
         complete=state["complete"],
         bridge=link_exists(config.BRIDGE),
+        cpu_sharing=state.get("cpu_sharing"),
         nodes=tuple(
             NodeState(
                 name=node,
@@ -564,11 +595,16 @@ def teardown(state_dir: Path, state: State) -> None:
         remaining.append(state["bridge"])
     if remaining:
         problems.append(f"{', '.join(remaining)} could not be deleted")
+    if state.get("cgroup"):
+        stuck = cgroups.remove_tree(state["cgroup"]) if not left else []
+        if stuck:
+            problems.append(f"CPU cgroups {', '.join(stuck)} could not be removed")
     if problems:
         raise TestbedError("; ".join(problems) + f" (the state is kept: {_down_command(state_dir)} again)")
     for entry in nodes.values():
-        entry.update(netns=None, veth=None, unshare=None, init=None, sshd=None)
+        entry.update(netns=None, veth=None, unshare=None, init=None, sshd=None, cgroup=None)
     state["bridge"] = None
+    state["cgroup"] = None
 
 
 def _bridge_is_ours(bridge: str, state_dir: Path) -> bool:
