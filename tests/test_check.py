@@ -33,13 +33,13 @@ def test_transport_choice():
 
 
 def test_check_judges_the_nodes_checked_not_others_the_store_remembers(tmp_path):
-    from oddnode.check import run_check
+    from oddnode.check import CheckPlan, run_check
     from oddnode.store import open_store
 
     target = make_target([], None)
     with open_store(tmp_path / "s.duckdb") as store:
         with store.transaction():
             store.add_facts(store.new_run("earlier"), [("ghost01", "kernel", "2.6.5-7.191-pseries64")])
-        result = run_check(store, target, timeout=60)
+        result = run_check(store, target, CheckPlan(stages=(), probe_timeout=60))
     assert list(result.inventory.reports) == target.nodes
     assert [f for f in result.analysis.findings if f.kind == "inconsistent-fact"] == []

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from oddnode import testbed as tb
-from oddnode.check import make_target, run_check
+from oddnode.check import CheckPlan, make_target, run_check
 from oddnode.model import Severity
 from oddnode.store import open_store
 from testbed_support import needs_root, running_testbed
@@ -31,7 +31,7 @@ def clean(bed):
 def check(bed, tmp_path, timeout=30.0, nodes=None):
     target = make_target(nodes or bed.nodes, "ssh", bed.ssh_config)
     with open_store(tmp_path / "check.duckdb") as store:
-        return run_check(store, target, timeout=timeout)
+        return run_check(store, target, CheckPlan(stages=(), probe_timeout=timeout))
 
 
 def summary(findings):

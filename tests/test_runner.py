@@ -194,19 +194,24 @@ def test_interrupt_keeps_finished_repetitions(tmp_path):
         assert {s.benchmark for s in store.load_series()} == {f"memory.{k}" for k in KERNELS}
 
 
-def test_store_upgrades_from_schema_2_to_3(tmp_path):
+def test_store_upgrades_from_schema_2_with_raw_outputs_and_checks(tmp_path):
     path = tmp_path / "v2.duckdb"
     open_store(path).close()
     con = duckdb.connect(str(path))
-    con.execute("DROP TABLE raw_outputs")
+    for table in ("raw_outputs", "checks", "check_steps"):  # what schemas 3 and 4 added
+        con.execute(f"DROP TABLE {table}")
     con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     con.close()
     with open_store(path) as store:
-        assert SCHEMA_VERSION == 3
-        assert store.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "3"
+        version = store.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+        assert version == str(SCHEMA_VERSION) == "4"
         with store.transaction():
             store.add_raw_output(1, "memory", "n1", 1, "out", "err")
+            store.start_check(7, {"nodes": ["n1"]}, {"stages": ["memory"]})
+            store.add_check_step(7, "memory", 1, 3)
         assert store.con.execute("SELECT * FROM raw_outputs").fetchall() == [(1, "memory", "n1", 1, "out", "err")]
+        assert store.latest_check() == (7, "running", {"nodes": ["n1"]}, {"stages": ["memory"]})
+        assert store.check_steps(7) == {"memory": (1, 3, 1)}
 
 
 # --- against the real kernel, on this machine ---------------------------------------

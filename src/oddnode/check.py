@@ -1,28 +1,45 @@
 """The main job: run the stages of a production-readiness check on a set of
 nodes, keep everything in the store, and judge it.
 
-Stage 1 is diagnostics: the inventory of every node, compared across nodes
-and against an expectations file.  Benchmarks follow in later stages; they
-are inconsistent until diagnostics pass.
+Diagnostics come first: the inventory of every node, compared across nodes
+and against an expectations file.  Then the benchmark stages, in STAB's
+order -- memory, compute, disk -- each run R times on every node at once and
+judged across nodes before the next begins.  A stage whose findings are
+warnings or worse stops the check (benchmarks are inconsistent until what
+comes before them is), unless the caller asks to go on.
+
+Every step is recorded with the check, and every repetition is stored as it
+ends: an interrupted check loses only the repetition under way, and
+``resume`` goes on from there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from oddnode.analysis import Analysis, analyze
+from oddnode.benchmarks import catalog
 from oddnode.findings import Sensitivity, sort_findings
 from oddnode.inventory import InventoryResult, collect
 from oddnode.inventory.expectations import ExpectationReport, check_expectations, load_expectations
+from oddnode.model import Dataset, Finding, LabelKind, Severity
 from oddnode.nodes import NodeNameError, expand
+from oddnode.runner import DEFAULT_REPETITIONS, RunSummary, run_benchmark
+from oddnode.runner import DEFAULT_TIMEOUT as BENCHMARK_TIMEOUT
 from oddnode.store import FINDINGS_SOURCE, Store
 from oddnode.transport import Target, get_transport
 from oddnode.transport.local import local_node_name
 
-INVENTORY_STAGE = "inventory"
+INVENTORY_STAGE = "inventory"  # the diagnostics' one step, as node status and check steps name it
+DIAGNOSTICS = "diagnostics"
 DEFAULT_TIMEOUT = 60.0  # seconds for the inventory probe on one node
+CHECK_SOURCE = "check"  # runs.source of a staged check's own run
 
 
 def read_hostfile(path: Path) -> list[str]:
@@ -83,7 +100,7 @@ def make_target(
 
 
 def collect_inventory(store: Store, target: Target, timeout: float = DEFAULT_TIMEOUT,
-                      command: str = "oddnode inventory") -> InventoryResult:
+                      command: str = "oddnode inventory", check_id: int | None = None) -> InventoryResult:
     """Probe every node, then store its facts and how every node fared, in
     one transaction: a node that fails loses nothing the others gave."""
     result = collect(target.transport, target.nodes, timeout)
@@ -96,33 +113,256 @@ def collect_inventory(store: Store, target: Target, timeout: float = DEFAULT_TIM
         run_id = store.new_run(command, source=f"{target.transport.name}:{target.nodeset}")
         store.add_facts(run_id, result.fact_rows())
         store.add_node_status(run_id, INVENTORY_STAGE, statuses)
+        if check_id is not None:
+            store.add_check_step(check_id, INVENTORY_STAGE, run_id, 1)
     return result
+
+
+# -- what a check runs -----------------------------------------------------------
+
+
+@dataclass
+class CheckPlan:
+    """What a check runs after diagnostics, stored with it as JSON so that
+    ``resume`` rebuilds the same benchmarks.
+
+    ``parameters`` gives, per catalog benchmark, the keyword parameters of
+    its builder (``{"memory": {"elements": 20000000}}``).
+    """
+
+    stages: tuple[str, ...] = catalog.STAGES
+    repetitions: int = DEFAULT_REPETITIONS
+    benchmark_timeout: float = BENCHMARK_TIMEOUT
+    probe_timeout: float = DEFAULT_TIMEOUT
+    parameters: dict[str, dict[str, Any]] = field(default_factory=dict)
+    expectations: str | None = None
+
+    def __post_init__(self) -> None:
+        unknown = [stage for stage in self.stages if stage not in catalog.STAGES]
+        if unknown:
+            raise ValueError(f"unknown stage {', '.join(unknown)} (stages: {', '.join(catalog.STAGES)})")
+        # Always in STAB's order, whatever order they were named in.
+        self.stages = tuple(stage for stage in catalog.STAGES if stage in self.stages)
+        if self.repetitions < 1:
+            raise ValueError(f"repetitions must be >= 1, got {self.repetitions}")
+        for benchmark in self.parameters:
+            catalog.stage_of(benchmark)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "stages": list(self.stages)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CheckPlan:
+        return cls(**{**data, "stages": tuple(data["stages"])})
+
+
+@dataclass
+class StageResult:
+    """One stage as judged: its findings, and per benchmark what its run did
+    (None for a benchmark an earlier, interrupted invocation had finished)."""
+
+    name: str
+    findings: list[Finding]
+    runs: dict[str, RunSummary | None] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def blocking(self) -> list[Finding]:
+        """Findings of warning severity or worse: they stop the check here."""
+        return [f for f in self.findings if f.severity.rank >= Severity.WARNING.rank]
 
 
 @dataclass
 class CheckResult:
+    """A check's verdict: the analysis of everything it ran, stage by stage."""
+
+    check_id: int
     analysis: Analysis
     expectations: ExpectationReport | None
-    inventory: InventoryResult
+    inventory: InventoryResult | None  # None when a resumed check had it already
+    stages: list[StageResult]
+    stopped_after: str | None = None  # the stage whose findings stopped the check
+    not_run: tuple[str, ...] = ()  # the stages it did not reach
 
 
-def run_check(store: Store, target: Target, *, expectations: Path | None = None,
-              timeout: float = DEFAULT_TIMEOUT, sensitivity: Sensitivity | None = None,
-              command: str = "oddnode check") -> CheckResult:
-    """Stage 1, diagnostics: inventory, consistency across nodes, expectations."""
-    inventory = collect_inventory(store, target, timeout, command)
-    dataset = store.load_dataset()
-    # The diagnostics judge the nodes checked now, not others the store
-    # remembers from earlier runs.
-    checked = set(target.nodes)
-    dataset.facts = {key: {node: value for node, value in per_node.items() if node in checked}
-                     for key, per_node in dataset.facts.items()}
-    dataset.node_trouble = {node: trouble for node, trouble in dataset.node_trouble.items() if node in checked}
-    result = analyze(dataset, sensitivity, correlations=False)
-    report = None
+class CheckObserver:
+    """What a check tells its caller as it goes (a progress bar); no-ops here."""
+
+    def stage_started(self, stage: str) -> None: ...
+
+    def benchmark_started(self, benchmark: str, done: int, total: int) -> None: ...
+
+    def repetition_done(self, benchmark: str, done: int, total: int) -> None: ...
+
+    def stage_judged(self, result: StageResult) -> None: ...
+
+
+class ResumeError(RuntimeError):
+    """There is no check to resume, or it cannot be resumed as asked."""
+
+
+def describe_target(target: Target, options: dict[str, Any]) -> dict[str, Any]:
+    """What a resumed check needs to reach the same nodes the same way."""
+    return {"nodes": list(target.nodes), "transport": target.transport.name, **options}
+
+
+# -- judging a subset of the store ------------------------------------------------------
+
+
+def _restricted(dataset: Dataset, nodes: set[str], stages: set[str]) -> Dataset:
+    """The part of the store a check judges: its own nodes, and the facts and
+    benchmark series of the given stages only (``diagnostics`` = the facts)."""
+    series = []
+    for s in dataset.series:
+        if catalog.series_stage(s.benchmark) not in stages:
+            continue
+        if s.label_kind is LabelKind.NODE:
+            keep = np.array([label in nodes for label in s.labels], dtype=bool)
+            if not keep.any():
+                continue
+            s = dataclasses.replace(s, labels=s.labels[keep], values=s.values[keep], repetitions=s.repetitions[keep])
+        series.append(s)
+    benchmark_steps = {name for name, (stage, _) in catalog.BENCHMARKS.items() if stage in stages}
+    allowed_steps = benchmark_steps | ({INVENTORY_STAGE} if DIAGNOSTICS in stages else set())
+    return Dataset(
+        series=series,
+        failures=[f for f in dataset.failures
+                  if catalog.series_stage(f.benchmark) in stages and set(f.members) & nodes],
+        facts=({key: {node: value for node, value in per_node.items() if node in nodes}
+                for key, per_node in dataset.facts.items()} if DIAGNOSTICS in stages else {}),
+        topology=dataset.topology,
+        benchmarks_with_results={b for b in dataset.benchmarks_with_results if catalog.series_stage(b[0]) in stages},
+        node_trouble={node: trouble for node, trouble in dataset.node_trouble.items()
+                      if node in nodes and trouble.stage in allowed_steps},
+    )
+
+
+def _judge(store: Store, nodes: list[str], stages: set[str], sensitivity: Sensitivity | None,
+           correlations: bool = False) -> Analysis:
+    return analyze(_restricted(store.load_dataset(), set(nodes), stages), sensitivity, correlations=correlations)
+
+
+# -- running a check ---------------------------------------------------------------------
+
+
+def run_check(
+    store: Store,
+    target: Target,
+    plan: CheckPlan | None = None,
+    *,
+    keep_going: bool = False,
+    sensitivity: Sensitivity | None = None,
+    command: str = "oddnode check",
+    target_options: dict[str, Any] | None = None,
+    resume: int | None = None,
+    observer: CheckObserver | None = None,
+) -> CheckResult:
+    """Diagnostics, then the plan's benchmark stages (none without a plan),
+    each judged before the next; a stage with warnings stops the check
+    unless ``keep_going``.  ``resume`` is the id of an unfinished check to go
+    on with (its steps already done are not run again)."""
+    plan = plan or CheckPlan(stages=())
+    observer = observer or CheckObserver()
+    if resume is None:
+        with store.transaction():
+            check_id = store.new_run(command, source=CHECK_SOURCE)
+            store.start_check(check_id, describe_target(target, target_options or {}), plan.to_json())
+    else:
+        check_id = resume
+        with store.transaction():
+            store.set_check_status(check_id, "running")
+    steps = store.check_steps(check_id)
+
+    observer.stage_started(DIAGNOSTICS)
+    inventory = None
+    if INVENTORY_STAGE not in steps:
+        inventory = collect_inventory(store, target, plan.probe_timeout, command, check_id)
+    diagnostics, expectations = _diagnostics(store, target, plan, sensitivity)
+    stages = [diagnostics]
+    observer.stage_judged(diagnostics)
+
+    judged = {DIAGNOSTICS}
+    stopped_after = None
+    if diagnostics.blocking and not keep_going and plan.stages:
+        stopped_after = DIAGNOSTICS
+    else:
+        for stage in plan.stages:
+            observer.stage_started(stage)
+            result = _run_stage(store, target, plan, stage, steps, check_id, command, sensitivity, observer)
+            judged.add(stage)
+            stages.append(result)
+            observer.stage_judged(result)
+            if result.blocking and not keep_going and stage != plan.stages[-1]:
+                stopped_after = stage
+                break
+
+    analysis = _judge(store, target.nodes, judged, sensitivity, correlations=len(judged) > 2)
     if expectations is not None:
-        report = check_expectations(load_expectations(expectations), dataset.facts, sorted(inventory.reports))
-        result.findings = sort_findings(result.findings + report.failures)
+        analysis.findings = sort_findings(analysis.findings + expectations.failures)
+    not_run = tuple(stage for stage in plan.stages if stage not in judged)
     with store.transaction():
-        store.add_findings(store.new_run(command, source=FINDINGS_SOURCE), result.findings)
-    return CheckResult(result, report, inventory)
+        store.add_findings(store.new_run(command, source=FINDINGS_SOURCE), analysis.findings)
+        store.set_check_status(check_id, "stopped" if not_run else "finished")
+    return CheckResult(check_id, analysis, expectations, inventory, stages, stopped_after, not_run)
+
+
+def _diagnostics(store: Store, target: Target, plan: CheckPlan,
+                 sensitivity: Sensitivity | None) -> tuple[StageResult, ExpectationReport | None]:
+    """Consistency of the facts across the checked nodes, and the expectations."""
+    analysis = _judge(store, target.nodes, {DIAGNOSTICS}, sensitivity)
+    findings = analysis.findings
+    report = None
+    if plan.expectations is not None:
+        facts = analysis.dataset.facts
+        answered = sorted({node for per_node in facts.values() for node in per_node})
+        report = check_expectations(load_expectations(Path(plan.expectations)), facts, answered)
+        findings = sort_findings(findings + report.failures)
+    return StageResult(DIAGNOSTICS, findings), report
+
+
+def _run_stage(store: Store, target: Target, plan: CheckPlan, stage: str, steps: dict[str, tuple[int, int, int]],
+               check_id: int, command: str, sensitivity: Sensitivity | None,
+               observer: CheckObserver) -> StageResult:
+    """Run each benchmark of a stage (what an interrupted run left, when
+    resuming), then judge the stage's results across the nodes."""
+    runs: dict[str, RunSummary | None] = {}
+    notes = []
+    for benchmark in catalog.benchmarks_of(stage):
+        spec = catalog.build(benchmark, plan.parameters.get(benchmark))
+        run_id, wanted, done = steps.get(benchmark, (None, plan.repetitions, 0))
+        if run_id is not None and done >= wanted:
+            runs[benchmark] = None
+            continue
+        if run_id is None:
+            with store.transaction():
+                run_id = store.new_run(f"{command} [{benchmark}]", source=f"{target.transport.name}:{target.nodeset}")
+                store.add_check_step(check_id, benchmark, run_id, wanted)
+        observer.benchmark_started(benchmark, done, wanted)
+        summary = run_benchmark(
+            store, target, spec, wanted, plan.benchmark_timeout,
+            on_progress=lambda finished, total, name=benchmark: observer.repetition_done(name, finished, total),
+            run_id=run_id, start=done + 1,
+        )
+        runs[benchmark] = summary
+        if summary.unavailable_everywhere:
+            notes.append(f"{benchmark}: not run, no node has its tool ({_first_detail(summary, store)})")
+    analysis = _judge(store, target.nodes, {stage}, sensitivity)
+    return StageResult(stage, analysis.findings, runs, notes)
+
+
+def _first_detail(summary: RunSummary, store: Store) -> str:
+    row = store.con.execute("SELECT detail FROM node_status WHERE run_id = ? AND detail IS NOT NULL LIMIT 1",
+                            [summary.run_id]).fetchone()
+    detail = row[0] if row else "unavailable"
+    return detail.split(": ", 1)[-1]
+
+
+def resumable_check(store: Store) -> tuple[int, dict[str, Any], CheckPlan]:
+    """The newest check, if it did not finish: (id, target description, plan)."""
+    latest = store.latest_check()
+    if latest is None:
+        raise ResumeError("no check in this store to resume")
+    check_id, status, target, plan = latest
+    if status == "finished":
+        raise ResumeError(f"the newest check ({check_id}) finished: there is nothing to resume")
+    return check_id, target, CheckPlan.from_json(plan)

@@ -465,38 +465,136 @@ def diagnose_command(
         raise typer.Exit(code=1)
 
 
+class _CheckProgress:
+    """A progress bar per benchmark, one line per judged stage."""
+
+    def __init__(self, out: Console):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.out = out
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("repetitions"), TimeElapsedColumn(), console=out, transient=False)
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self):
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.progress.stop()
+
+    def stage_started(self, stage: str) -> None:
+        if stage == "diagnostics":
+            self.progress.console.print("[bold]diagnostics[/]: inventory of every node")
+
+    def benchmark_started(self, benchmark: str, done: int, total: int) -> None:
+        self.tasks[benchmark] = self.progress.add_task(benchmark, total=total, completed=done)
+
+    def repetition_done(self, benchmark: str, done: int, total: int) -> None:
+        self.progress.update(self.tasks[benchmark], completed=done)
+
+    def stage_judged(self, result) -> None:
+        blocking = result.blocking
+        verdict = (f"[red]{len(blocking)} finding{'s' if len(blocking) > 1 else ''} of warning severity or above[/]"
+                   if blocking else "[green]consistent[/]")
+        self.progress.console.print(f"[bold]{result.name}[/]: {verdict}")
+        for note in result.notes:
+            self.progress.console.print(f"  [dim]{note}[/]", highlight=False)
+
+
+def _check_plan(stages: str, repetitions: int, benchmark_timeout: float, probe_timeout: float,
+                expect: Optional[Path], parameters: dict):
+    from oddnode.check import CheckPlan
+
+    chosen = () if stages.strip() in ("", "none") else tuple(part.strip() for part in stages.split(","))
+    try:
+        return CheckPlan(stages=chosen, repetitions=repetitions, benchmark_timeout=benchmark_timeout,
+                         probe_timeout=probe_timeout, expectations=str(expect) if expect else None,
+                         parameters={name: {k: v for k, v in values.items() if v is not None}
+                                     for name, values in parameters.items()})
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
+
+
 @app.command("check")
 def check_command(
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
     timeout: TimeoutOption = 60.0, testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
     expect: Annotated[Optional[Path], typer.Option("--expect", help="Expectations file (YAML).")] = None,
+    stages: Annotated[str, typer.Option(
+        help="Benchmark stages after diagnostics, in this order: memory,compute,disk; 'none' for diagnostics only."
+    )] = "memory,compute,disk",
+    repetitions: Annotated[int, typer.Option("--repetitions", "-r", help="Runs of each benchmark per node.")] = 5,
+    keep_going: Annotated[bool, typer.Option(
+        "--continue", help="Run the next stage even when one has warnings.")] = False,
+    resume: Annotated[bool, typer.Option(
+        help="Go on with the newest unfinished check in --db (its nodes and plan).")] = False,
+    benchmark_timeout: Annotated[float, typer.Option(help="Seconds one repetition may take on a node.")] = 600.0,
+    memory_elements: Annotated[Optional[int], typer.Option(
+        help="Doubles per array of the memory kernel (default: 4x this machine's last-level cache).")] = None,
+    memory_ntimes: Annotated[int, typer.Option(help="Timed iterations of the memory kernel (first discarded).")] = 10,
+    threads: Annotated[Optional[int], typer.Option(help="OpenMP threads of the kernels (default: the node's).")] = None,
     html: Annotated[Optional[Path], typer.Option(help="HTML report (default: oddnode-report.html).")] = Path("oddnode-report.html"),
     json_out: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
 ) -> None:
-    """The production-readiness check. Stage 1, diagnostics: inventory of every
-    node, consistency across nodes, expectations. Exit 1 when not ready."""
-    from oddnode.check import run_check
+    """The production-readiness check: diagnostics (inventory, consistency,
+    expectations), then memory, compute and disk benchmarks, R runs per node,
+    each stage judged across nodes before the next; a stage with warnings
+    stops the check unless --continue. Exit 1 when not ready, 130 when
+    interrupted (everything finished is kept: --resume goes on)."""
+    from oddnode.check import ResumeError, make_target, resumable_check, run_check
     from oddnode.report.html import write_report
     from oddnode.report.terminal import expectation_table, print_analysis
 
-    with _user_errors(), _testbed_errors():
-        target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
-        with _open(db, read_only=False) as store:
-            result = run_check(store, target, expectations=expect, timeout=timeout,
-                               command=" ".join(["oddnode", *sys.argv[1:]]))
+    command = " ".join(["oddnode", *sys.argv[1:]])
     out = err_console if json_out else console
+    with _user_errors(), _testbed_errors(), _open(db, read_only=False) as store:
+        resume_id = None
+        if resume:
+            if nodes or hostfile or exclude or testbed:
+                raise typer.BadParameter("--resume goes on with the nodes of the interrupted check: name none")
+            try:
+                resume_id, described, plan = resumable_check(store)
+            except ResumeError as err:
+                raise typer.BadParameter(str(err)) from None
+            target = make_target(described["nodes"], described["transport"],
+                                 Path(described["ssh_config"]) if described.get("ssh_config") else None,
+                                 described.get("fanout"))
+            options = {}
+            out.print(f"resuming check {resume_id} on {target.nodeset}")
+        else:
+            target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+            plan = _check_plan(stages, repetitions, benchmark_timeout, timeout, expect, {
+                "memory": {"elements": memory_elements, "ntimes": memory_ntimes, "threads": threads},
+            })
+            options = {"ssh_config": str(target.transport.ssh_config.absolute())
+                       if getattr(target.transport, "ssh_config", None)
+                       else None, "fanout": fanout}
+        try:
+            with _CheckProgress(out) as progress:
+                result = run_check(store, target, plan, keep_going=keep_going, command=command,
+                                   target_options=options, resume=resume_id, observer=progress)
+        except KeyboardInterrupt:
+            err_console.print(f"interrupted: every finished repetition is kept in {db}; "
+                              f"`oddnode check --resume --db {db}` goes on from there")
+            raise typer.Exit(code=130) from None
     if json_out:
         typer.echo(json.dumps(result.analysis.to_json(), indent=2, default=_plain))
     else:
-        console.print(f"Diagnostics on {target.nodeset} ({target.transport.name}): "
-                      f"{len(result.inventory.reports)} of {len(target.nodes)} nodes answered")
-        _print_unanswered(result.inventory)
+        if result.inventory is not None:
+            console.print(f"Diagnostics on {target.nodeset} ({target.transport.name}): "
+                          f"{len(result.inventory.reports)} of {len(target.nodes)} nodes answered")
+            _print_unanswered(result.inventory)
         if result.expectations is not None:
             console.print(expectation_table(result.expectations))
         print_analysis(console, result.analysis)
+    if result.stopped_after:
+        out.print(f"[red]stopped after {result.stopped_after}[/]: its findings make later benchmarks "
+                  f"inconsistent; not run: {', '.join(result.not_run)}. "
+                  f"`oddnode check --resume --continue --db {db}` runs them anyway.")
     if html:
-        write_report(result.analysis, html)
+        write_report(result.analysis, html, result)
         out.print(f"report written to {html}")
     if not result.analysis.ready:
         raise typer.Exit(code=1)

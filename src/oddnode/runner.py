@@ -42,7 +42,7 @@ class RunSummary:
     @property
     def unavailable_everywhere(self) -> bool:
         """No node has the tool: the benchmark was skipped, nobody failed it."""
-        return bool(self.per_node) and all(
+        return self.repetitions > 0 and bool(self.per_node) and all(
             counts["unavailable"] == self.repetitions for counts in self.per_node.values()
         )
 
@@ -122,17 +122,24 @@ def run_benchmark(
     timeout: float = DEFAULT_TIMEOUT,
     on_progress: Callable[[int, int], None] | None = None,
     command: str = "oddnode run",
+    run_id: int | None = None,
+    start: int = 1,
 ) -> RunSummary:
     """Run ``spec`` ``repetitions`` times on every node of ``target`` at once,
     storing each repetition (results, raw outputs, node status under the
     benchmark's name) in one transaction; ``on_progress(done, total)`` after
-    each one is stored."""
+    each one is stored.
+
+    An interrupted run goes on with ``run_id`` and ``start``, the first
+    repetition it lacks; the summary then counts the new repetitions only.
+    """
     if repetitions < 1:
         raise ValueError(f"repetitions must be >= 1, got {repetitions}")
-    with store.transaction():
-        run_id = store.new_run(command, source=f"{target.transport.name}:{target.nodeset}")
+    if run_id is None:
+        with store.transaction():
+            run_id = store.new_run(command, source=f"{target.transport.name}:{target.nodeset}")
     summary = RunSummary(run_id, 0, {node: dict.fromkeys(OUTCOMES, 0) for node in target.nodes})
-    for repetition in range(1, repetitions + 1):
+    for repetition in range(start, repetitions + 1):
         results = target.transport.run(target.nodes, spec.argv, timeout=timeout)
         batch = ResultBatch()
         outcomes: dict[str, _NodeOutcome] = {}
@@ -151,7 +158,7 @@ def run_benchmark(
             for node, stdout, stderr in raw:
                 store.add_raw_output(run_id, spec.name, node, repetition, stdout, stderr)
             store.add_node_status(run_id, spec.name, statuses)
-        summary.repetitions = repetition
+        summary.repetitions = repetition - start + 1
         if on_progress is not None:
             on_progress(repetition, repetitions)
     return summary

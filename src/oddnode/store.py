@@ -35,7 +35,7 @@ from oddnode.model import (
 )
 from oddnode.nodes import label_members
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DEFAULT_PATH = "oddnode.duckdb"
 FINDINGS_SOURCE = "findings"  # runs.source of an analysis run, even one that found nothing
 
@@ -110,6 +110,22 @@ _MIGRATIONS: list[str] = [
         repetition INTEGER NOT NULL,
         stdout VARCHAR,
         stderr VARCHAR
+    );
+    """,
+    # 4: staged checks, so that an interrupted one can be resumed: what it
+    # runs on and its plan (JSON), and the run of each step it has begun.
+    """
+    CREATE TABLE checks (
+        check_id BIGINT NOT NULL,
+        target VARCHAR NOT NULL,
+        plan VARCHAR NOT NULL,
+        status VARCHAR NOT NULL
+    );
+    CREATE TABLE check_steps (
+        check_id BIGINT NOT NULL,
+        step VARCHAR NOT NULL,
+        run_id BIGINT NOT NULL,
+        repetitions INTEGER NOT NULL
     );
     """,
 ]
@@ -279,6 +295,18 @@ class Store:
             "INSERT INTO raw_outputs VALUES (?, ?, ?, ?, ?, ?)", [run_id, stage, label, repetition, stdout, stderr]
         )
 
+    def start_check(self, check_id: int, target: dict[str, Any], plan: dict[str, Any]) -> None:
+        """Record a staged check (its id is its run's) as running."""
+        self.con.execute("INSERT INTO checks VALUES (?, ?, ?, 'running')",
+                         [check_id, json.dumps(target, sort_keys=True), json.dumps(plan, sort_keys=True)])
+
+    def set_check_status(self, check_id: int, status: str) -> None:
+        """running, stopped (by findings, before its last stage) or finished."""
+        self.con.execute("UPDATE checks SET status = ? WHERE check_id = ?", [status, check_id])
+
+    def add_check_step(self, check_id: int, step: str, run_id: int, repetitions: int) -> None:
+        self.con.execute("INSERT INTO check_steps VALUES (?, ?, ?, ?)", [check_id, step, run_id, repetitions])
+
     def add_findings(self, run_id: int, findings: Iterable[Finding]) -> None:
         rows = [
             (run_id, f.kind, f.severity.value, f.subject, f.nodes, f.message,
@@ -375,6 +403,21 @@ class Store:
             node_trouble=self.load_node_status(),
             benchmarks_with_results=set(self.series_names()),
         )
+
+    def latest_check(self) -> tuple[int, str, dict[str, Any], dict[str, Any]] | None:
+        """The newest staged check: (id, status, target, plan), or None."""
+        row = self.con.execute(
+            "SELECT check_id, status, target, plan FROM checks ORDER BY check_id DESC LIMIT 1").fetchone()
+        return None if row is None else (int(row[0]), row[1], json.loads(row[2]), json.loads(row[3]))
+
+    def check_steps(self, check_id: int) -> dict[str, tuple[int, int, int]]:
+        """step -> (run id, repetitions wanted, repetitions stored) of a check."""
+        rows = self.con.execute("""
+            SELECT s.step, s.run_id, s.repetitions,
+                   (SELECT count(DISTINCT repetition) FROM raw_outputs r WHERE r.run_id = s.run_id)
+            FROM check_steps s WHERE s.check_id = ?
+        """, [check_id]).fetchall()
+        return {step: (int(run_id), int(wanted), int(done)) for step, run_id, wanted, done in rows}
 
     def latest_findings(self) -> list[Finding]:
         rows = self.con.execute("""

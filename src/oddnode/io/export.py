@@ -23,6 +23,8 @@ EXPORTED_TABLES = {
     "findings": "SELECT * FROM findings ORDER BY run_id, severity, kind, subject",
     "node_status": "SELECT * FROM node_status ORDER BY run_id, stage, node",
     "raw_outputs": "SELECT * FROM raw_outputs ORDER BY run_id, stage, label, repetition",
+    "checks": "SELECT * FROM checks ORDER BY check_id",
+    "check_steps": "SELECT * FROM check_steps ORDER BY check_id, run_id",
 }
 
 

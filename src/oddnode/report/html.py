@@ -9,17 +9,25 @@ import os
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import jinja2
+import numpy as np
 
 from oddnode import __version__
 from oddnode.analysis import Analysis
-from oddnode.model import LabelKind, Series, Severity
+from oddnode.benchmarks import catalog
+from oddnode.model import Finding, LabelKind, Series, Severity
 from oddnode.nodes import NodeNameError, expand, fold, label_members
 from oddnode.report.plots import figure_to_svg, histogram_figure, scatter_figure
 from oddnode.report.terminal import number, probability
 from oddnode.stats.common import common_nodes
 from oddnode.stats.correlation import CORRELATION_CAVEAT
+
+if TYPE_CHECKING:
+    from oddnode.check import CheckResult
+
+DIAGNOSTICS = "diagnostics"  # the check's first stage: facts, no benchmark series
 
 # Beyond this many benchmarks only those named by a finding get a histogram:
 # a report with hundreds of figures is neither read nor quick to open.
@@ -105,15 +113,69 @@ def _inventory(analysis: Analysis) -> list[tuple[str, list[tuple[str, str]]]]:
     return table
 
 
-def render_report(analysis: Analysis) -> str:
+def _finding_rows(findings: list[Finding]) -> list[dict[str, Any]]:
+    return [{"severity": f.severity, "kind": f.kind, "subject": f.subject, "nodes": f.nodes,
+             "message": f.message, "remedy": f.remedy,
+             "evidence_json": json.dumps(f.evidence, indent=2, sort_keys=True, default=str)}
+            for f in findings]
+
+
+def _best_table(series: list[Series], flagged: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """Nodes down, the stage's benchmarks across: every node's best value,
+    marked where a finding names it."""
+    nodes = sorted({label for s in series for label in s.labels})
+    rows = []
+    for node in nodes:
+        cells = []
+        for s in series:
+            where = np.flatnonzero(s.labels == node)
+            value = number(float(s.values[where[0]])) if where.size else "—"
+            marked = node in flagged.get(s.name, {}) or node in flagged.get(s.benchmark, {})
+            cells.append({"value": value, "flagged": marked})
+        rows.append({"node": node, "cells": cells})
+    return {"columns": [f"{s.name} ({s.unit})" if s.unit else s.name for s in series], "rows": rows}
+
+
+def _stages(analysis: Analysis, check: CheckResult) -> list[dict[str, Any]]:
+    """A section per stage of a check: verdict, runs, findings, best values, histograms."""
+    flagged = _flagged_labels(analysis)
+    sections = []
+    for stage in check.stages:
+        series = [s for s, _ in analysis.statistics
+                  if stage.name != DIAGNOSTICS and catalog.series_stage(s.benchmark) == stage.name]
+        runs = []
+        for benchmark, summary in stage.runs.items():
+            if summary is None:
+                runs.append(f"{benchmark}: finished by an earlier, interrupted invocation")
+                continue
+            ok = sum(counts["ok"] > 0 for counts in summary.per_node.values())
+            runs.append(f"{benchmark}: {summary.repetitions} repetitions, {ok} of {len(summary.per_node)} "
+                        "nodes gave valid results")
+        sections.append({
+            "name": stage.name,
+            "ready": not stage.blocking,
+            "findings": _finding_rows(stage.findings),
+            "runs": runs,
+            "notes": stage.notes,
+            "best": _best_table(series, flagged) if series else None,
+            "histograms": [figure_to_svg(histogram_figure(s, highlight=_highlight(s, flagged))) for s in series],
+        })
+    for name in check.not_run:
+        sections.append({"name": name, "ready": None, "findings": [], "runs": [], "notes": [
+            f"not run: the check stopped after {check.stopped_after} (--continue runs it anyway)"],
+            "best": None, "histograms": []})
+    return sections
+
+
+def render_report(analysis: Analysis, check: CheckResult | None = None) -> str:
     serious = [f for f in analysis.findings if f.severity.rank >= Severity.WARNING.rank]
-    histograms, note = _histograms(analysis)
+    # A check draws each histogram in its stage's section instead.
+    histograms, note = ([], "") if check is not None else _histograms(analysis)
     correlations, scatters = _correlations(analysis)
-    findings = []
-    for f in analysis.findings:
-        findings.append({"severity": f.severity, "kind": f.kind, "subject": f.subject, "nodes": f.nodes,
-                         "message": f.message, "remedy": f.remedy,
-                         "evidence_json": json.dumps(f.evidence, indent=2, sort_keys=True, default=str)})
+    findings = _finding_rows(analysis.findings)
+    reasons = [f"{f.severity.value}: {f.kind} on {f.nodes or f.subject} ({f.subject})" for f in serious]
+    if check is not None and check.stopped_after:
+        reasons.append(f"the check stopped after {check.stopped_after}; not run: {', '.join(check.not_run)}")
     statistics = [
         {"name": s.name, "unit": s.unit or "-", "direction": s.direction.value, "n": d.n,
          "population": _POPULATION[s.label_kind], "low": number(d.low), "high": number(d.high),
@@ -128,7 +190,8 @@ def render_report(analysis: Analysis) -> str:
         min_effect_pct=f"{analysis.sensitivity.min_effect * 100:g}",
         ready=analysis.ready,
         verdict="READY for production" if analysis.ready else "NOT READY for production",
-        reasons=[f"{f.severity.value}: {f.kind} on {f.nodes or f.subject} ({f.subject})" for f in serious],
+        reasons=reasons,
+        stages=_stages(analysis, check) if check is not None else [],
         findings=findings,
         statistics=statistics,
         histograms=histograms,
@@ -141,8 +204,9 @@ def render_report(analysis: Analysis) -> str:
     )
 
 
-def write_report(analysis: Analysis, path: os.PathLike[str] | str) -> Path:
+def write_report(analysis: Analysis, path: os.PathLike[str] | str, check: CheckResult | None = None) -> Path:
+    """The report of an analysis; of a staged check, with a section per stage."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_report(analysis), encoding="utf-8")
+    path.write_text(render_report(analysis, check), encoding="utf-8")
     return path

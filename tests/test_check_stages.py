@@ -1,0 +1,155 @@
+"""The staged check on a scripted cluster: stages in order, stopping on
+warnings unless told to go on, resuming an interrupted check where it stopped,
+and a report with a section per stage."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import pytest
+
+from oddnode.check import CheckPlan, ResumeError, resumable_check, run_check
+from oddnode.inventory.node_probe import PROBE_VERSION
+from oddnode.report.html import render_report
+from oddnode.store import open_store
+from oddnode.transport.base import NodeResult, NodeStatus, Target
+from test_runner import KERNEL_STDOUT, runner_report
+
+NODES = [f"node{i:02d}" for i in range(1, 9)]
+MEMORY_ONLY = {"memory": {"elements": 2_000_000, "ntimes": 3}}
+
+
+def kernel_stdout(factor: float) -> str:
+    """The genuine kernel output with every bandwidth scaled by `factor`."""
+    return re.sub(r"^(result \w+) (\S+)", lambda m: f"{m.group(1)} {float(m.group(2)) * factor:.3f}",
+                  KERNEL_STDOUT, flags=re.M)
+
+
+class ScriptedCluster:
+    """Answers the inventory probe and the memory kernel like 8 nodes would.
+
+    ``speed`` scales a node's bandwidths; ``facts`` overrides a node's facts;
+    ``interrupt_at`` raises KeyboardInterrupt on that kernel call (1-based),
+    as Ctrl-C would during a repetition.
+    """
+
+    name = "scripted"
+
+    def __init__(self, speed=None, facts=None, interrupt_at=None):
+        self.speed = speed or {}
+        self.facts = facts or {}
+        self.interrupt_at = interrupt_at
+        self.kernel_calls = 0
+
+    def run(self, nodes, argv, *, timeout):
+        job = self._job(argv)
+        if job is None:  # the inventory probe
+            return {node: NodeResult(node, NodeStatus.OK, self._probe(node), "", 0, 0.3) for node in nodes}
+        self.kernel_calls += 1
+        if self.kernel_calls == self.interrupt_at:
+            raise KeyboardInterrupt
+        # A few per cent of spread between healthy nodes, as on real hardware.
+        return {node: NodeResult(node, NodeStatus.OK, runner_report(kernel_stdout(
+            self.speed.get(node, 1.0) * (1 + 0.004 * (i % 5) + 0.001 * self.kernel_calls))), "", 0, 2.0)
+            for i, node in enumerate(nodes)}
+
+    @staticmethod
+    def _job(argv):
+        try:
+            return json.loads(base64.b64decode(argv[-1]))
+        except ValueError:
+            return None
+
+    def _probe(self, node):
+        facts = {"kernel": "6.1.0-18-amd64", "cpu_model": "Test CPU", "memory_total_kb": "263856012",
+                 **self.facts.get(node, {})}
+        return json.dumps({"probe_version": PROBE_VERSION, "hostname": node, "facts": facts, "notes": [],
+                           "elapsed": 0.1})
+
+
+@pytest.fixture
+def store(tmp_path):
+    with open_store(tmp_path / "check.duckdb") as store:
+        yield store
+
+
+def plan(**changes):
+    return CheckPlan(**{"stages": ("memory",), "repetitions": 3, "parameters": MEMORY_ONLY, **changes})
+
+
+def named(findings):
+    return {(f.kind, f.subject, f.nodes) for f in findings}
+
+
+def test_identical_nodes_pass_every_stage(store):
+    cluster = ScriptedCluster()
+    result = run_check(store, Target(NODES, cluster), plan())
+    assert [stage.name for stage in result.stages] == ["diagnostics", "memory"]
+    assert result.analysis.findings == [] and result.analysis.ready
+    assert result.stopped_after is None and result.not_run == ()
+    assert cluster.kernel_calls == 3
+    assert store.latest_check()[1] == "finished"
+    with pytest.raises(ResumeError, match="finished: there is nothing to resume"):
+        resumable_check(store)
+
+
+def test_a_slow_node_is_the_memory_stages_only_finding(store):
+    result = run_check(store, Target(NODES, ScriptedCluster(speed={"node03": 0.5})), plan())
+    memory = result.stages[1]
+    assert {f.nodes for f in memory.blocking} == {"node03"}
+    assert all(f.subject.startswith("memory.") for f in memory.blocking)
+    assert not result.analysis.ready
+    html = render_report(result.analysis, result)
+    assert 'id="stage-diagnostics"' in html and 'id="stage-memory"' in html
+    assert re.search(r"<td>node03</td><td class=\"num flagged\">", html)
+    assert not re.search(r"<td>node0[124-8]</td><td class=\"num flagged\">", html)
+
+
+def test_diagnostics_warnings_stop_the_check_until_resumed_with_continue(store):
+    cluster = ScriptedCluster(facts={"node05": {"kernel": "5.10.0-28-amd64"}})
+    target = Target(NODES, cluster)
+    stopped = run_check(store, target, plan())
+    assert stopped.stopped_after == "diagnostics" and stopped.not_run == ("memory",)
+    assert named(stopped.stages[0].blocking) == {("inconsistent-fact", "kernel", "node05")}
+    assert cluster.kernel_calls == 0
+    assert "not run: the check stopped after diagnostics" in render_report(stopped.analysis, stopped)
+
+    check_id, described, stored_plan = resumable_check(store)
+    assert check_id == stopped.check_id and described["nodes"] == NODES and stored_plan == plan()
+    again = run_check(store, target, stored_plan, resume=check_id)  # without --continue: stops again
+    assert again.stopped_after == "diagnostics" and cluster.kernel_calls == 0
+
+    went_on = run_check(store, target, stored_plan, resume=check_id, keep_going=True)
+    assert went_on.stopped_after is None and cluster.kernel_calls == 3
+    assert went_on.inventory is None  # the inventory was not taken again
+    assert named(went_on.analysis.findings) == {("inconsistent-fact", "kernel", "node05")}
+    assert store.latest_check()[1] == "finished"
+
+
+def test_an_interrupted_check_resumes_at_the_repetition_it_lacks(store):
+    cluster = ScriptedCluster(interrupt_at=2)
+    with pytest.raises(KeyboardInterrupt):
+        run_check(store, Target(NODES, cluster), plan())
+    repetitions = store.con.execute("SELECT DISTINCT repetition FROM raw_outputs").fetchall()
+    assert repetitions == [(1,)]  # the finished repetition is kept
+
+    check_id, described, stored_plan = resumable_check(store)
+    cluster.interrupt_at = None
+    result = run_check(store, Target(described["nodes"], cluster), stored_plan, resume=check_id)
+    assert result.stages[1].runs["memory"].repetitions == 2  # repetitions 2 and 3 only
+    assert store.con.execute(
+        "SELECT count(DISTINCT repetition), count(DISTINCT run_id) FROM raw_outputs").fetchone() == (3, 1)
+    assert result.analysis.ready and store.latest_check()[1] == "finished"
+
+
+def test_plans_are_checked_and_kept_in_stab_order():
+    assert CheckPlan(stages=("disk", "memory")).stages == ("memory", "disk")
+    with pytest.raises(ValueError, match="unknown stage network"):
+        CheckPlan(stages=("network",))
+    with pytest.raises(ValueError, match="repetitions must be >= 1"):
+        CheckPlan(repetitions=0)
+    with pytest.raises(KeyError, match="no benchmark named 'stream'"):
+        CheckPlan(parameters={"stream": {}})
+    assert CheckPlan.from_json(json.loads(json.dumps(plan().to_json()))) == plan()
