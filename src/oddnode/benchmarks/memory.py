@@ -2,55 +2,24 @@
 
 from __future__ import annotations
 
-from oddnode.benchmarks import BenchmarkSpec
+from oddnode.benchmarks import BenchmarkSpec, parse_kernel_run
 from oddnode.kernels import (
     MEMORY_KERNELS,
     default_elements,
     last_level_cache_bytes,
     memory_kernel_argv,
     parse_memory_output,
-    parse_runner_output,
 )
 from oddnode.model import Direction
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
+from oddnode.parsers.base import ParsedOutput
 from oddnode.units import canonical_unit
 
 MEMORY_STAGE = "memory"
-# How much of a failing kernel's stderr a parse error quotes.
-DETAIL_CHARS = 500
 
 
 def _parse_memory_run(text: str, source: str) -> ParsedOutput:
-    """The node runner's JSON report, then the memory kernel's stdout inside it;
-    the build facts go into the configuration."""
-    report = parse_runner_output(source, text)
-    try:
-        parsed = parse_memory_output(report.stdout, source)
-    except ParseError as problem:
-        if report.returncode != 0:
-            stderr = report.stderr.strip()[:DETAIL_CHARS]
-            raise ParseError(
-                source, None, f"memory kernel exited with status {report.returncode}: {stderr or problem.detail}"
-            ) from None
-        raise
-    configuration = dict(parsed.configuration)
-    configuration.update(
-        compiler=report.compiler,
-        cache_key=report.cache_key,
-        cpu_model=report.cpu_model,
-        built=report.built,
-        build_seconds=report.build_seconds,
-        flags=report.flags,
-    )
-    if report.returncode == 0:
-        return ParsedOutput(parsed.tool, parsed.measurements, parsed.valid, parsed.problems, configuration)
-    # Complete output but a failing exit status: keep the numbers, trust none.
-    problems = parsed.problems + [f"memory kernel exited with status {report.returncode}"]
-    measurements = [
-        Measurement(m.benchmark, m.value, m.unit, m.direction, m.metric, False, m.parameters)
-        for m in parsed.measurements
-    ]
-    return ParsedOutput(parsed.tool, measurements, False, problems, configuration)
+    """The node runner's JSON report, then the memory kernel's stdout inside it."""
+    return parse_kernel_run(text, source, "memory", parse_memory_output)
 
 
 def memory_benchmark(elements: int | None = None, ntimes: int = 10, threads: int | None = None) -> BenchmarkSpec:

@@ -31,10 +31,13 @@ __all__ = [
     "RUNNER_VERSION",
     "RunnerReport",
     "ToolReport",
+    "blas_thread_env",
     "default_elements",
+    "dgemm_kernel_argv",
     "kernel_source",
     "last_level_cache_bytes",
     "memory_kernel_argv",
+    "parse_dgemm_output",
     "parse_memory_output",
     "parse_runner_output",
     "runner_argv",
@@ -459,6 +462,173 @@ def parse_memory_output(text: str, source: str) -> ParsedOutput:
     return ParsedOutput(
         tool="oddnode-memory",
         measurements=measurements,
+        valid=valid,
+        problems=problems,
+        configuration=configuration,
+    )
+
+
+# --- the DGEMM kernel -----------------------------------------------------------------
+
+_DGEMM_HEADER = "# oddnode dgemm kernel v1"
+# dlopen lives in libc from glibc 2.34 on; older ones need libdl, and newer
+# ones still ship it as an empty stub, so linking it always works everywhere.
+DGEMM_LDLIBS = ("-ldl",)
+# The variables through which the common BLAS libraries take their thread
+# count: OpenBLAS and MKL read OMP_NUM_THREADS only when their own is unset.
+BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+_DGEMM_INT_KEYS = {
+    "n",
+    "bytes_per_matrix",
+    "ntimes",
+    "threads_requested",
+    "threads_counted",
+    "blas_threads",
+    "timer_granularity_ns",
+    "seed",
+    "corrupt_element",
+}
+_DGEMM_FLOAT_KEYS = {"flops_per_call", "residual_threshold", "scaled_residual"}
+
+
+def blas_thread_env(threads: int | None) -> dict[str, str]:
+    """Environment that gives OpenMP and the BLAS ``threads`` threads; empty
+    for None, which leaves each node's own setting."""
+    if threads is None:
+        return {}
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    return dict.fromkeys(BLAS_THREAD_VARIABLES, str(threads))
+
+
+def dgemm_kernel_argv(
+    n: int,
+    ntimes: int = 5,
+    threads: int | None = None,
+    blas: str | None = None,
+    cflags: Sequence[str] = (),
+    defines: Sequence[str] = (),
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    interpreter: str = "python3",
+) -> list[str]:
+    """The argv that runs the DGEMM kernel on a node.
+
+    ``blas`` (a path, a soname, or "builtin") sets ODDNODE_BLAS; None lets the
+    kernel find the node's library.  ``threads`` as in blas_thread_env.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if ntimes < 2:
+        raise ValueError(f"ntimes must be >= 2 (the first multiply is discarded), got {ntimes}")
+    env = blas_thread_env(threads)
+    if blas is not None:
+        env["ODDNODE_BLAS"] = blas
+    return runner_argv(
+        "dgemm",
+        ["-n", str(n), "-t", str(ntimes)],
+        cflags=cflags,
+        defines=defines,
+        ldlibs=DGEMM_LDLIBS,
+        env=env,
+        timeout=timeout,
+        interpreter=interpreter,
+    )
+
+
+def parse_dgemm_output(text: str, source: str) -> ParsedOutput:
+    """Parse one run of our DGEMM kernel: its GFLOP/s, the BLAS and threads it
+    reports, and its residual check; ParseError if the output is not ours or
+    is cut short."""
+    lines = text.splitlines()
+    configuration: dict[str, Any] = {}
+    timer_warnings: list[str] = []
+    result: tuple[float, dict[str, float]] | None = None
+    problems: list[str] = []
+    validated = False
+    seen_header = False
+
+    for lineno, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if not seen_header:
+            if line == _DGEMM_HEADER:
+                seen_header = True
+                configuration["kernel_version"] = 1
+            elif line.startswith("# oddnode dgemm kernel"):
+                raise ParseError(source, lineno, f"unsupported kernel version: {line!r}")
+            continue  # anything before our banner (a login message) is not ours to judge
+        if line.startswith("# warning:"):
+            timer_warnings.append(line[len("# warning:"):].strip())
+            continue
+        header = _HEADER_LINE.match(line)
+        if header:
+            key, value = header.group(1), header.group(2).strip()
+            if key in _DGEMM_INT_KEYS:
+                configuration[key] = int(_number(value, source, lineno))
+            elif key in _DGEMM_FLOAT_KEYS:
+                configuration[key] = _number(value, source, lineno)
+            else:
+                configuration[key] = value
+            continue
+        found = _RESULT.match(line)
+        if found:
+            if found.group(1) != "dgemm":
+                raise ParseError(source, lineno, f"unknown kernel {found.group(1)!r}")
+            rate, avg, best, worst = (_number(found.group(i), source, lineno) for i in range(2, 6))
+            result = (rate, {"avg_time_s": avg, "min_time_s": best, "max_time_s": worst})
+            continue
+        if _VALIDATION_OK.match(line):
+            validated = True
+            continue
+        failed = _VALIDATION_FAILED.match(line)
+        if failed:
+            validated = True
+            residual = _number(failed.group(2), source, lineno)
+            configuration["scaled_residual"] = residual
+            threshold = configuration.get("residual_threshold")
+            against = f" > threshold {threshold:g}" if isinstance(threshold, float) else ""
+            problems.append(f"validation failed: dgemm scaled residual {residual:.3e}{against}")
+            continue
+        raise ParseError(source, lineno, f"unexpected line in dgemm kernel output: {line[:80]!r}")
+
+    if not seen_header:
+        raise ParseError(source, None, f"not oddnode dgemm kernel output: no {_DGEMM_HEADER!r} line")
+    if result is None:
+        raise ParseError(source, len(lines), "truncated dgemm kernel output: no result line")
+    if not validated:
+        raise ParseError(source, len(lines), "truncated dgemm kernel output: no validation line")
+    for key in ("n", "ntimes", "threads_counted", "blas"):
+        if key not in configuration:
+            raise ParseError(source, None, f"dgemm kernel header lacks {key!r}")
+    if timer_warnings:
+        configuration["timer_warnings"] = timer_warnings
+
+    valid = not problems
+    parameters: dict[str, Any] = {
+        "n": configuration["n"],
+        "ntimes": configuration["ntimes"],
+        "threads": configuration["threads_counted"],
+        # The file the multiply came from tells two OpenBLAS builds apart.
+        "blas": configuration.get("blas_file", configuration["blas"]),
+        **result[1],
+    }
+    for key in ("blas_threads", "scaled_residual"):
+        if key in configuration:
+            parameters[key] = configuration[key]
+    measurement = Measurement(
+        benchmark="compute.dgemm",
+        metric="performance",
+        value=result[0],
+        unit=canonical_unit("GFLOP/s"),
+        direction=Direction.HIGHER,
+        valid=valid,
+        parameters=parameters,
+    )
+    return ParsedOutput(
+        tool="oddnode-dgemm",
+        measurements=[measurement],
         valid=valid,
         problems=problems,
         configuration=configuration,
