@@ -135,6 +135,7 @@ class CheckPlan:
     benchmark_timeout: float = BENCHMARK_TIMEOUT
     probe_timeout: float = DEFAULT_TIMEOUT
     parameters: dict[str, dict[str, Any]] = field(default_factory=dict)
+    skip: tuple[str, ...] = ()  # catalog benchmarks left out of their stage
     expectations: str | None = None
 
     def __post_init__(self) -> None:
@@ -145,15 +146,20 @@ class CheckPlan:
         self.stages = tuple(stage for stage in catalog.STAGES if stage in self.stages)
         if self.repetitions < 1:
             raise ValueError(f"repetitions must be >= 1, got {self.repetitions}")
-        for benchmark in self.parameters:
+        for benchmark in [*self.parameters, *self.skip]:
             catalog.stage_of(benchmark)
+        self.skip = tuple(self.skip)
+
+    def benchmarks(self, stage: str) -> list[str]:
+        """The benchmarks this plan runs in a stage."""
+        return [name for name in catalog.benchmarks_of(stage) if name not in self.skip]
 
     def to_json(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "stages": list(self.stages)}
+        return {**dataclasses.asdict(self), "stages": list(self.stages), "skip": list(self.skip)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CheckPlan:
-        return cls(**{**data, "stages": tuple(data["stages"])})
+        return cls(**{**data, "stages": tuple(data["stages"]), "skip": tuple(data.get("skip", ()))})
 
 
 @dataclass
@@ -327,7 +333,7 @@ def _run_stage(store: Store, target: Target, plan: CheckPlan, stage: str, steps:
     resuming), then judge the stage's results across the nodes."""
     runs: dict[str, RunSummary | None] = {}
     notes = []
-    for benchmark in catalog.benchmarks_of(stage):
+    for benchmark in plan.benchmarks(stage):
         spec = catalog.build(benchmark, plan.parameters.get(benchmark))
         run_id, wanted, done = steps.get(benchmark, (None, plan.repetitions, 0))
         if run_id is not None and done >= wanted:

@@ -502,17 +502,24 @@ class _CheckProgress:
             self.progress.console.print(f"  [dim]{note}[/]", highlight=False)
 
 
-def _check_plan(stages: str, repetitions: int, benchmark_timeout: float, probe_timeout: float,
+def _names(text: str | None) -> tuple[str, ...]:
+    """A comma-separated option ('' and 'none': nothing)."""
+    if text is None or text.strip() in ("", "none"):
+        return ()
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _check_plan(stages: str, skip: str | None, repetitions: int, benchmark_timeout: float, probe_timeout: float,
                 expect: Optional[Path], parameters: dict):
     from oddnode.check import CheckPlan
 
-    chosen = () if stages.strip() in ("", "none") else tuple(part.strip() for part in stages.split(","))
     try:
-        return CheckPlan(stages=chosen, repetitions=repetitions, benchmark_timeout=benchmark_timeout,
+        return CheckPlan(stages=_names(stages), skip=_names(skip), repetitions=repetitions,
+                         benchmark_timeout=benchmark_timeout,
                          probe_timeout=probe_timeout, expectations=str(expect) if expect else None,
                          parameters={name: {k: v for k, v in values.items() if v is not None}
                                      for name, values in parameters.items()})
-    except ValueError as err:
+    except (ValueError, KeyError) as err:
         raise typer.BadParameter(str(err)) from None
 
 
@@ -525,6 +532,8 @@ def check_command(
     stages: Annotated[str, typer.Option(
         help="Benchmark stages after diagnostics, in this order: memory,compute,disk; 'none' for diagnostics only."
     )] = "memory,compute,disk",
+    skip: Annotated[Optional[str], typer.Option(
+        help="Benchmarks to leave out of their stage: memory, dgemm, hpl, disk (comma-separated).")] = None,
     repetitions: Annotated[int, typer.Option("--repetitions", "-r", help="Runs of each benchmark per node.")] = 5,
     keep_going: Annotated[bool, typer.Option(
         "--continue", help="Run the next stage even when one has warnings.")] = False,
@@ -535,6 +544,13 @@ def check_command(
         help="Doubles per array of the memory kernel (default: 4x this machine's last-level cache).")] = None,
     memory_ntimes: Annotated[int, typer.Option(help="Timed iterations of the memory kernel (first discarded).")] = 10,
     threads: Annotated[Optional[int], typer.Option(help="OpenMP threads of the kernels (default: the node's).")] = None,
+    dgemm_n: Annotated[Optional[int], typer.Option(help="Matrix order of DGEMM (default 6000).")] = None,
+    hpl_n: Annotated[Optional[int], typer.Option(help="Problem size N of HPL through hpcc (default 10000).")] = None,
+    disk_dir: Annotated[Optional[str], typer.Option(
+        help="Directory on the nodes the disk benchmark writes in (default /var/tmp).")] = None,
+    disk_size: Annotated[Optional[int], typer.Option(help="Bytes the disk benchmark writes (default 4 GiB).")] = None,
+    disk_engine: Annotated[Optional[str], typer.Option(
+        help="auto (fio where installed, else oddnode's kernel), fio or oddnode.")] = None,
     html: Annotated[Optional[Path], typer.Option(help="HTML report (default: oddnode-report.html).")] = Path("oddnode-report.html"),
     json_out: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
 ) -> None:
@@ -565,8 +581,11 @@ def check_command(
             out.print(f"resuming check {resume_id} on {target.nodeset}")
         else:
             target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
-            plan = _check_plan(stages, repetitions, benchmark_timeout, timeout, expect, {
+            plan = _check_plan(stages, skip, repetitions, benchmark_timeout, timeout, expect, {
                 "memory": {"elements": memory_elements, "ntimes": memory_ntimes, "threads": threads},
+                "dgemm": {"n": dgemm_n, "threads": threads},
+                "hpl": {"n": hpl_n, "threads": threads},
+                "disk": {"directory": disk_dir, "size": disk_size, "engine": disk_engine},
             })
             options = {"ssh_config": str(target.transport.ssh_config.absolute())
                        if getattr(target.transport, "ssh_config", None)
