@@ -153,3 +153,9 @@ def test_plans_are_checked_and_kept_in_stab_order():
     with pytest.raises(KeyError, match="no benchmark named 'stream'"):
         CheckPlan(parameters={"stream": {}})
     assert CheckPlan.from_json(json.loads(json.dumps(plan().to_json()))) == plan()
+
+
+def test_a_bad_benchmark_parameter_is_refused_before_anything_runs():
+    with pytest.raises(ValueError, match="absolute"):
+        CheckPlan(parameters={"disk": {"directory": "scratch"}}).validate()
+    CheckPlan(parameters={"disk": {"directory": "scratch"}}, skip=("disk",)).validate()

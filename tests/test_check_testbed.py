@@ -77,3 +77,32 @@ def test_a_hanging_probe_is_cut_at_its_timeout(clean, tmp_path):
     assert elapsed < 20
     assert sorted(result.inventory.reports) == [n for n in clean.nodes if n != "node05"]
     assert summary(result.analysis.findings) == {("timeout", "inventory", "node05")}
+
+
+# Arrays of 8 M doubles (64 MB): smaller than 4x the last-level cache of a large
+# server, enough for 8 nodes sharing this machine's memory at once.
+MEMORY_PLAN = CheckPlan(stages=("memory",), repetitions=3, parameters={"memory": {"elements": 8_000_000, "ntimes": 5}})
+
+
+def test_a_competing_process_is_named_by_the_diagnostics_and_benchmarks_run_past_it(clean, tmp_path):
+    tb.fault_process(clean.state_dir, "node03", tb.hog_argv(seconds=600), 600)
+    target = make_target(clean.nodes, "ssh", clean.ssh_config)
+    with open_store(tmp_path / "hog.duckdb") as store:
+        stopped = run_check(store, target, MEMORY_PLAN)
+        assert stopped.stopped_after == "diagnostics" and stopped.not_run == ("memory",)
+        assert {(f.subject, f.nodes) for f in stopped.analysis.findings} == {
+            ("process.oddnode-hog", "node03"), ("process.timeout", "node03")}
+        went_on = run_check(store, target, MEMORY_PLAN, keep_going=True, resume=stopped.check_id)
+    memory = went_on.stages[1]
+    assert memory.runs["memory"].per_node["node03"]["ok"] == 3
+    # Nothing is named but node03, whatever the memory stage could tell.
+    assert {f.nodes for f in went_on.analysis.findings} == {"node03"}, summary(went_on.analysis.findings)
+
+
+def test_idle_nodes_give_no_memory_finding(clean, tmp_path):
+    if clean.cpu_sharing is not None:
+        pytest.skip(f"testbed nodes share CPUs as plain processes here: {clean.cpu_sharing}")
+    target = make_target(clean.nodes, "ssh", clean.ssh_config)
+    with open_store(tmp_path / "idle.duckdb") as store:
+        result = run_check(store, target, MEMORY_PLAN)
+    assert result.analysis.findings == [], summary(result.analysis.findings)

@@ -336,6 +336,7 @@ def test_cpu_hierarchy_is_found_in_mountinfo(tmp_path):
 
 
 def test_node_quota_is_an_equal_share_never_below_the_kernel_minimum():
-    assert cgroups.node_quota_us(2, 4) == cgroups.PERIOD_US // 2
-    assert cgroups.node_quota_us(16, 8) == 2 * cgroups.PERIOD_US
+    share = cgroups.NODES_SHARE
+    assert cgroups.node_quota_us(2, 4) == int(cgroups.PERIOD_US * 2 * share) // 4
+    assert cgroups.node_quota_us(16, 8) == int(cgroups.PERIOD_US * 16 * share) // 8
     assert cgroups.node_quota_us(2, 1000) == cgroups.MIN_QUOTA_US

@@ -150,6 +150,14 @@ class CheckPlan:
             catalog.stage_of(benchmark)
         self.skip = tuple(self.skip)
 
+    def validate(self) -> None:
+        """Build every benchmark of the plan, so that a bad parameter (a
+        relative disk directory, a negative size) is refused before the check
+        starts, not stages later; raises ValueError or TypeError."""
+        for stage in self.stages:
+            for benchmark in self.benchmarks(stage):
+                catalog.build(benchmark, self.parameters.get(benchmark))
+
     def benchmarks(self, stage: str) -> list[str]:
         """The benchmarks this plan runs in a stage."""
         return [name for name in catalog.benchmarks_of(stage) if name not in self.skip]

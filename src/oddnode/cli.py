@@ -514,11 +514,13 @@ def _check_plan(stages: str, skip: str | None, repetitions: int, benchmark_timeo
     from oddnode.check import CheckPlan
 
     try:
-        return CheckPlan(stages=_names(stages), skip=_names(skip), repetitions=repetitions,
+        plan = CheckPlan(stages=_names(stages), skip=_names(skip), repetitions=repetitions,
                          benchmark_timeout=benchmark_timeout,
                          probe_timeout=probe_timeout, expectations=str(expect) if expect else None,
                          parameters={name: {k: v for k, v in values.items() if v is not None}
                                      for name, values in parameters.items()})
+        plan.validate()
+        return plan
     except (ValueError, KeyError) as err:
         raise typer.BadParameter(str(err)) from None
 
