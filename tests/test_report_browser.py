@@ -59,3 +59,20 @@ def test_screenshot_shows_the_verdict(report, tmp_path):
     assert pixels.std() > 0.05  # not a blank page
     top = pixels[:300].reshape(-1, 3)
     assert (np.abs(top - NOT_READY_BACKGROUND).max(axis=1) < 0.02).sum() > 2000  # the red NOT READY box
+
+
+def test_a_checks_report_renders_a_section_per_stage(tmp_path):
+    from oddnode.check import CheckPlan, run_check
+    from oddnode.transport.base import Target
+    from test_check_stages import MEMORY_ONLY, NODES, ScriptedCluster
+
+    with open_store(tmp_path / "check.duckdb") as store:
+        result = run_check(store, Target(NODES, ScriptedCluster(speed={"node03": 0.5})),
+                           CheckPlan(stages=("memory",), repetitions=3, parameters=MEMORY_ONLY))
+    path = write_report(result.analysis, tmp_path / "check.html", result)
+    dom = chromium("--dump-dom", path.as_uri(), profile=tmp_path / "profile").stdout
+    for section in ("verdict", "stages", "stage-diagnostics", "stage-memory", "findings"):
+        assert f'id="{section}"' in dom, section
+    memory = dom[dom.index('id="stage-memory"'):dom.index('id="findings"')]
+    assert memory.count("<svg") == 4  # copy, scale, add, triad
+    assert memory.count('class="num flagged"') >= 1 and "node03" in memory

@@ -212,10 +212,12 @@ def test_fault_process_runs_in_that_node_only_and_ends(bed):
     def hogs(node: str) -> int:
         return ssh(bed, node, "ps -e -o comm=").stdout.split().count("oddnode-hog")
 
-    short = tb.fault_process(bed.state_dir, "node05", tb.hog_argv(seconds=2, megabytes=8, workers=1), 2)
+    # Long enough to be seen: an ssh session into a node runs on the node's
+    # CPU share, which the hog itself is using.
+    short = tb.fault_process(bed.state_dir, "node05", tb.hog_argv(seconds=8, megabytes=8, workers=1), 8)
     assert (hogs("node05"), hogs("node06")) == (1, 0)
     record = next(p for p in _state(bed)["processes"] if p["pid"] == short)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 20
     while alive(record) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(record) and hogs("node05") == 0  # ended by its own bound
