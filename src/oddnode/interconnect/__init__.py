@@ -1,0 +1,1 @@
+"""The interconnect stage: pair patterns, ping-pong, bisection, Switchbench."""
