@@ -1,0 +1,504 @@
+"""Our TCP ping-pong and streaming kernel (``oddnode/kernels/pingpong.c``)
+between two nodes: the argv of each end and the parsers of what comes back.
+
+One node runs ``serve``, its partner ``ping`` or ``stream`` against it; both
+may start at the same moment (the client retries a refused connection for
+its wait).  The kernel is built and run by the node runner like every kernel
+of ours, so each argv prints the runner's JSON report; ``parse_*_run`` read
+that report first, the ``parse_*_output`` functions the kernel's own stdout.
+
+Series:
+
+* ``tcp.pingpong``: ``latency.<bytes>``, the minimum one-way time over the
+  timed batches (us), and ``bandwidth.<bytes>``, bytes / that time (MB/s,
+  MB = 10^6 bytes, so bytes per microsecond); the median is kept in the
+  parameters.  Size 0 (a 1-byte token: TCP cannot carry an empty message)
+  has a latency and no bandwidth.
+* ``tcp.stream`` (one direction) and ``tcp.stream_both`` (both at once):
+  ``bandwidth.client_to_server`` and ``bandwidth.server_to_client`` (MB/s),
+  the bytes the receiver counted over the receiver's time.
+
+A run whose echo check or stream check failed is kept, invalid, with the
+kernel's account of what differed and where in ``problems``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from oddnode.benchmarks import parse_kernel_run
+from oddnode.kernels import runner_argv
+from oddnode.model import Direction
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
+from oddnode.units import canonical_unit
+
+__all__ = [
+    "DEFAULT_CONNECT_WAIT",
+    "DEFAULT_IO_TIMEOUT",
+    "DEFAULT_MESSAGE_SIZE",
+    "DEFAULT_SECONDS_PER_SIZE",
+    "DEFAULT_SERVE_WAIT",
+    "DEFAULT_SESSION_SECONDS",
+    "DEFAULT_SIZES",
+    "DEFAULT_STREAM_SECONDS",
+    "PINGPONG_BENCHMARK",
+    "PINGPONG_LDLIBS",
+    "STREAM_BENCHMARKS",
+    "STREAM_DIRECTIONS",
+    "parse_pingpong_output",
+    "parse_pingpong_run",
+    "parse_stream_output",
+    "parse_stream_run",
+    "ping_run_seconds",
+    "pingpong_ping_argv",
+    "pingpong_serve_argv",
+    "pingpong_stream_argv",
+    "stream_run_seconds",
+]
+
+KERNEL = "pingpong"
+# pthread_create lives in libc from glibc 2.34 on; older ones need libpthread,
+# and newer ones still ship it as an empty stub, so linking it always works.
+PINGPONG_LDLIBS = ("-lpthread",)
+
+# 0, then 1 B to 4 MiB in powers of two: the kernel's own default list.
+DEFAULT_SIZES: tuple[int, ...] = (0,) + tuple(2**k for k in range(23))
+DEFAULT_SECONDS_PER_SIZE = 0.2
+DEFAULT_MESSAGE_SIZE = 1 << 20
+DEFAULT_STREAM_SECONDS = 2.0
+DEFAULT_SERVE_WAIT = 60.0
+DEFAULT_CONNECT_WAIT = 30.0
+# Seconds without progress after which either end gives up on its partner.
+DEFAULT_IO_TIMEOUT = 30
+# What a server's runner allows its client's session when not told: a ping
+# over the default sizes takes at most about 75 s on the slowest link assumed
+# below (ping_run_seconds), a default stream 3 s; eight times the former.
+DEFAULT_SESSION_SECONDS = 600.0
+# Limits the kernel enforces, checked here first so a typo fails at once.
+MAX_SIZES = 64
+MAX_PING_SIZE = 256 << 20
+MIN_STREAM_MESSAGE = 8
+MAX_STREAM_MESSAGE = 256 << 20
+
+# Run-time bounds for the runner's timeout.  The kernel runs each size for
+# seconds_per_size plus warm-up (at most a quarter of it) and at least
+# MIN_BATCHES batches after up to MAX_WARMUP_ROUNDS warm-up round trips; on a
+# link no slower than SLOWEST_LINK_BYTES_PER_S (10^7 B/s: 100 Mbit/s Ethernet)
+# a round trip of L bytes takes at most 2 L / 10^7 s, plus a second per size
+# for everything else.
+_MIN_BATCHES = 10
+_MAX_WARMUP_ROUNDS = 16
+SLOWEST_LINK_BYTES_PER_S = 1e7
+_SLACK_PER_SIZE = 1.0
+# Beyond the kernel's own bounds: the runner's start and the kernel's exit.
+_RUN_SLACK = 30.0
+
+PINGPONG_BENCHMARK = "tcp.pingpong"
+STREAM_BENCHMARKS = {False: "tcp.stream", True: "tcp.stream_both"}
+STREAM_DIRECTIONS = ("client_to_server", "server_to_client")
+
+_HEADER = "# oddnode pingpong kernel v1"
+_US = canonical_unit("us")
+_MB_PER_S = canonical_unit("MB/s")  # the kernel's MB is 10^6 bytes
+_INT_KEYS = {
+    "protocol",
+    "io_timeout_seconds",
+    "timer_granularity_ns",
+    "port",
+    "min_batches",
+    "min_batch_ticks",
+    "min_batch_ns",
+    "connect_attempts",
+    "echoes_checked",
+    "message_size",
+    "corrupt_echo",
+}
+_FLOAT_KEYS = {"seconds_per_size", "connect_wait_seconds", "wait_seconds", "seconds", "min_batch_seconds"}
+_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
+_KEY_VALUE = re.compile(r"(\w+)=(\S+)")
+
+
+# --- the argv of each end ---------------------------------------------------------
+
+
+def _check_port(port: int) -> None:
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ValueError(f"port must be a whole number 1-65535, got {port!r}")
+
+
+def _check_seconds(name: str, value: float, minimum: float, maximum: float, inclusive: bool = True) -> None:
+    number = not isinstance(value, bool) and isinstance(value, (int, float))
+    low_ok = number and (value >= minimum if inclusive else value > minimum)
+    if not (low_ok and value <= maximum):
+        bound = ">=" if inclusive else ">"
+        raise ValueError(f"{name} must be {bound} {minimum:g} and <= {maximum:g} seconds, got {value!r}")
+
+
+def _check_io_timeout(io_timeout: int) -> None:
+    if isinstance(io_timeout, bool) or not isinstance(io_timeout, int) or not 1 <= io_timeout <= 3600:
+        raise ValueError(f"io_timeout must be whole seconds 1-3600, got {io_timeout!r}")
+
+
+def _check_host(host: str) -> None:
+    # The host travels inside the JSON job, never through a shell; a leading
+    # dash would still read as an option, and blanks are never a host name.
+    if not isinstance(host, str) or not host or host.startswith("-") or any(c.isspace() for c in host):
+        raise ValueError(f"host must be a host name or an address, got {host!r}")
+
+
+def _check_sizes(sizes: Sequence[int]) -> list[int]:
+    sizes = list(sizes)
+    if not sizes or len(sizes) > MAX_SIZES:
+        raise ValueError(f"sizes must list 1 to {MAX_SIZES} message sizes, got {len(sizes)}")
+    for size in sizes:
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_PING_SIZE:
+            raise ValueError(f"a message size must be whole bytes 0-{MAX_PING_SIZE}, got {size!r}")
+    if len(set(sizes)) != len(sizes):
+        raise ValueError(f"message sizes must be distinct, got {sizes}")
+    return sizes
+
+
+def ping_run_seconds(sizes: Sequence[int] = DEFAULT_SIZES, seconds_per_size: float = DEFAULT_SECONDS_PER_SIZE) -> float:
+    """An upper bound of a ping run's seconds once connected, on links no
+    slower than SLOWEST_LINK_BYTES_PER_S."""
+    rounds = _MIN_BATCHES + _MAX_WARMUP_ROUNDS
+    return sum(1.25 * seconds_per_size + rounds * 2 * max(size, 1) / SLOWEST_LINK_BYTES_PER_S + _SLACK_PER_SIZE
+               for size in sizes)
+
+
+def stream_run_seconds(seconds: float = DEFAULT_STREAM_SECONDS, message_size: int = DEFAULT_MESSAGE_SIZE) -> float:
+    """An upper bound of a stream run's seconds once connected: the stream,
+    then the last write draining on the slowest link, then the counts."""
+    return seconds + 2 * message_size / SLOWEST_LINK_BYTES_PER_S + _SLACK_PER_SIZE
+
+
+def pingpong_serve_argv(
+    port: int,
+    wait: float = DEFAULT_SERVE_WAIT,
+    *,
+    session_seconds: float = DEFAULT_SESSION_SECONDS,
+    io_timeout: int = DEFAULT_IO_TIMEOUT,
+    cflags: Sequence[str] = (),
+    defines: Sequence[str] = (),
+    timeout: float | None = None,
+    interpreter: str = "python3",
+) -> list[str]:
+    """The argv that serves one client on ``port`` of a node (all its
+    addresses), waiting ``wait`` seconds for it.
+
+    ``session_seconds`` is how long the client's session may last (pass
+    ping_run_seconds or stream_run_seconds of the client's run); the runner's
+    ``timeout`` defaults to wait + session + io_timeout + a margin.
+    """
+    _check_port(port)
+    _check_seconds("wait", wait, 0.0, 86400.0)
+    _check_seconds("session_seconds", session_seconds, 0.0, 86400.0, inclusive=False)
+    _check_io_timeout(io_timeout)
+    if timeout is None:
+        timeout = wait + session_seconds + io_timeout + _RUN_SLACK
+    return runner_argv(
+        KERNEL,
+        ["serve", "-p", str(port), "-w", f"{wait:g}", "-i", str(io_timeout)],
+        cflags=cflags,
+        defines=defines,
+        ldlibs=PINGPONG_LDLIBS,
+        timeout=timeout,
+        interpreter=interpreter,
+    )
+
+
+def pingpong_ping_argv(
+    host: str,
+    port: int,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    seconds_per_size: float = DEFAULT_SECONDS_PER_SIZE,
+    wait: float = DEFAULT_CONNECT_WAIT,
+    *,
+    io_timeout: int = DEFAULT_IO_TIMEOUT,
+    cflags: Sequence[str] = (),
+    defines: Sequence[str] = (),
+    timeout: float | None = None,
+    interpreter: str = "python3",
+) -> list[str]:
+    """The argv that measures the one-way time per message size against the
+    server on ``host``:``port``, connecting within ``wait`` seconds.  The
+    runner's ``timeout`` defaults to the wait plus ping_run_seconds plus
+    io_timeout and a margin."""
+    _check_host(host)
+    _check_port(port)
+    sizes = _check_sizes(sizes)
+    _check_seconds("seconds_per_size", seconds_per_size, 0.0, 3600.0, inclusive=False)
+    _check_seconds("wait", wait, 0.0, 86400.0)
+    _check_io_timeout(io_timeout)
+    if timeout is None:
+        timeout = wait + ping_run_seconds(sizes, seconds_per_size) + io_timeout + _RUN_SLACK
+    return runner_argv(
+        KERNEL,
+        ["ping", "-H", host, "-p", str(port), "-s", ",".join(str(s) for s in sizes),
+         "-T", f"{seconds_per_size:g}", "-w", f"{wait:g}", "-i", str(io_timeout)],
+        cflags=cflags,
+        defines=defines,
+        ldlibs=PINGPONG_LDLIBS,
+        timeout=timeout,
+        interpreter=interpreter,
+    )
+
+
+def pingpong_stream_argv(
+    host: str,
+    port: int,
+    message_size: int = DEFAULT_MESSAGE_SIZE,
+    seconds: float = DEFAULT_STREAM_SECONDS,
+    both: bool = False,
+    wait: float = DEFAULT_CONNECT_WAIT,
+    *,
+    io_timeout: int = DEFAULT_IO_TIMEOUT,
+    cflags: Sequence[str] = (),
+    defines: Sequence[str] = (),
+    timeout: float | None = None,
+    interpreter: str = "python3",
+) -> list[str]:
+    """The argv that streams ``message_size``-byte writes to the server on
+    ``host``:``port`` for ``seconds`` (``both``: and from it at once)."""
+    _check_host(host)
+    _check_port(port)
+    if (isinstance(message_size, bool) or not isinstance(message_size, int)
+            or not MIN_STREAM_MESSAGE <= message_size <= MAX_STREAM_MESSAGE):
+        raise ValueError(f"message_size must be whole bytes {MIN_STREAM_MESSAGE}-{MAX_STREAM_MESSAGE} "
+                         f"(a message carries an 8-byte stamp), got {message_size!r}")
+    _check_seconds("seconds", seconds, 0.001, 3600.0)
+    _check_seconds("wait", wait, 0.0, 86400.0)
+    _check_io_timeout(io_timeout)
+    if timeout is None:
+        timeout = wait + stream_run_seconds(seconds, message_size) + io_timeout + _RUN_SLACK
+    args = ["stream", "-H", host, "-p", str(port), "-s", str(message_size), "-d", f"{seconds:g}",
+            "-w", f"{wait:g}", "-i", str(io_timeout)]
+    if both:
+        args.append("--both")
+    return runner_argv(KERNEL, args, cflags=cflags, defines=defines, ldlibs=PINGPONG_LDLIBS, timeout=timeout,
+                       interpreter=interpreter)
+
+
+# --- what comes back ----------------------------------------------------------------
+
+
+def _number(text: str, source: str, lineno: int) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ParseError(source, lineno, f"expected a number, found {text!r}") from None
+    if not math.isfinite(value):
+        raise ParseError(source, lineno, f"expected a finite number, found {text!r}")
+    return value
+
+
+def _whole(text: str, source: str, lineno: int) -> int:
+    if not text.isdigit():
+        raise ParseError(source, lineno, f"expected a whole number, found {text!r}")
+    return int(text)
+
+
+def _read_lines(text: str, source: str, parse_line) -> tuple[dict[str, Any], list[str], int]:
+    """Header, warnings and the kernel's own lines (handed to parse_line);
+    returns (configuration, warnings, number of lines)."""
+    configuration: dict[str, Any] = {}
+    warnings: list[str] = []
+    lines = text.splitlines()
+    seen_header = False
+    for lineno, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if not seen_header:
+            if line == _HEADER:
+                seen_header = True
+                configuration["kernel_version"] = 1
+            elif line.startswith("# oddnode pingpong kernel"):
+                raise ParseError(source, lineno, f"unsupported kernel version: {line!r}")
+            continue  # anything before our banner (a login message) is not ours to judge
+        if line.startswith("# warning:"):
+            warnings.append(line[len("# warning:"):].strip())
+            continue
+        if line.startswith("#"):
+            key, sep, value = line[1:].partition(":")
+            key, value = key.strip(), value.strip()
+            if not sep or not _KEY.match(key):
+                raise ParseError(source, lineno, f"malformed header line: {line[:80]!r}")
+            if key in _INT_KEYS:
+                configuration[key] = _whole(value, source, lineno)
+            elif key in _FLOAT_KEYS:
+                configuration[key] = _number(value, source, lineno)
+            elif key == "sizes":
+                configuration[key] = [_whole(item, source, lineno) for item in value.split(",")]
+            else:
+                configuration[key] = value
+            continue
+        parse_line(line, lineno, configuration)
+    if not seen_header:
+        raise ParseError(source, None, f"not oddnode pingpong kernel output: no {_HEADER!r} line")
+    if warnings:
+        configuration["warnings"] = warnings
+    return configuration, warnings, len(lines)
+
+
+def _check_mode(configuration: dict[str, Any], wanted: str, source: str) -> None:
+    mode = configuration.get("mode")
+    if mode != wanted:
+        other = {"ping": "parse_pingpong_output", "stream": "parse_stream_output"}.get(str(mode))
+        hint = f"; read it with {other}" if other else ""
+        raise ParseError(source, None, f"expected the pingpong kernel's {wanted} output, found mode {mode!r}{hint}")
+
+
+def _failure(line: str, source: str, lineno: int) -> tuple[str, dict[str, str]]:
+    """What failed and its key=value evidence, from 'validation failed WHAT k=v ...'."""
+    words = line.split()
+    if len(words) < 3:
+        raise ParseError(source, lineno, f"validation failed without saying what: {line!r}")
+    return words[2], dict(_KEY_VALUE.findall(line))
+
+
+def parse_pingpong_output(text: str, source: str) -> ParsedOutput:
+    """Parse one ping run of our kernel: the one-way latency and the
+    bandwidth per message size, the configuration it reports, and its check
+    of every echo; ParseError if the output is not ours or is cut short."""
+    results: dict[int, tuple[int, float, float, int]] = {}  # bytes -> round trips, min, median, batches
+    problems: list[str] = []
+    state = {"validated": False}
+
+    def line_of_ours(line: str, lineno: int, configuration: dict[str, Any]) -> None:
+        words = line.split()
+        if words[0] == "result":
+            if len(words) != 6:
+                raise ParseError(source, lineno, f"a result line has 6 fields, found {len(words)}: {line[:80]!r}")
+            size, trips, batches = (_whole(words[i], source, lineno) for i in (1, 2, 5))
+            min_us, median_us = (_number(words[i], source, lineno) for i in (3, 4))
+            if size in results:
+                raise ParseError(source, lineno, f"a second result line for {size} bytes")
+            if trips < 1 or batches < 1 or not 0 < min_us <= median_us:
+                raise ParseError(source, lineno, f"implausible result for {size} bytes: {line!r}")
+            results[size] = (trips, min_us, median_us, batches)
+        elif line == "validation ok":
+            state["validated"] = True
+        elif words[:2] == ["validation", "failed"]:
+            state["validated"] = True
+            what, evidence = _failure(line, source, lineno)
+            configuration["validation_failed"] = line[len("validation failed"):].strip()
+            if what == "echo":
+                bad, _, checked = evidence.get("bad", "?").partition("/")
+                of = f" of {checked}" if checked else ""
+                problems.append(
+                    f"echo check failed: {bad}{of} echoes differed from the message sent; "
+                    f"the first at {evidence.get('size', '?')} bytes, round {evidence.get('round', '?')}, "
+                    f"byte offset {evidence.get('offset', '?')}: expected {evidence.get('expected', '?')}, "
+                    f"got {evidence.get('got', '?')} (data corrupted or misordered between the nodes)")
+            else:
+                problems.append(f"validation failed: {configuration['validation_failed']}")
+        else:
+            raise ParseError(source, lineno, f"unexpected line in pingpong kernel output: {line[:80]!r}")
+
+    configuration, _, count = _read_lines(text, source, line_of_ours)
+    _check_mode(configuration, "ping", source)
+    if "sizes" not in configuration:
+        raise ParseError(source, None, "pingpong kernel header lacks 'sizes'")
+    sizes = configuration["sizes"]
+    extra = sorted(set(results) - set(sizes))
+    if extra:
+        raise ParseError(source, None, f"result lines for sizes the header does not list: {extra}")
+    missing = [size for size in sizes if size not in results]
+    if missing:
+        raise ParseError(source, count, "truncated pingpong kernel output: no result line for "
+                                        + ", ".join(f"{size} bytes" for size in missing))
+    if not state["validated"]:
+        raise ParseError(source, count, "truncated pingpong kernel output: no validation line")
+
+    valid = not problems
+    common = {"peer": configuration.get("peer", ""), "port": configuration.get("port")}
+    measurements = []
+    for size in sizes:
+        trips, min_us, median_us, batches = results[size]
+        parameters = {**common, "bytes": size, "repetitions": trips, "batches": batches,
+                      "min_us": min_us, "median_us": median_us}
+        measurements.append(Measurement(PINGPONG_BENCHMARK, min_us, _US, Direction.LOWER,
+                                        metric=f"latency.{size}", valid=valid, parameters=parameters))
+        if size > 0:  # a 1-byte token carries no payload to divide
+            measurements.append(Measurement(
+                PINGPONG_BENCHMARK, size / min_us, _MB_PER_S, Direction.HIGHER, metric=f"bandwidth.{size}",
+                valid=valid, parameters={**parameters, "median_MBps": size / median_us}))
+    return ParsedOutput(tool="oddnode-pingpong", measurements=measurements, valid=valid, problems=problems,
+                        configuration=configuration)
+
+
+def parse_stream_output(text: str, source: str) -> ParsedOutput:
+    """Parse one stream run of our kernel: MB/s per direction as the
+    receiver counted it, and the check of stamps and byte counts;
+    ParseError if the output is not ours or is cut short."""
+    results: dict[str, tuple[int, float, float]] = {}  # direction -> bytes, seconds, MB/s
+    problems: list[str] = []
+    state = {"validated": False}
+
+    def line_of_ours(line: str, lineno: int, configuration: dict[str, Any]) -> None:
+        words = line.split()
+        if words[0] == "stream":
+            if len(words) != 5 or words[1] not in STREAM_DIRECTIONS:
+                raise ParseError(source, lineno, f"malformed stream line: {line[:80]!r}")
+            if words[1] in results:
+                raise ParseError(source, lineno, f"a second stream line for {words[1]}")
+            moved = _whole(words[2], source, lineno)
+            seconds, rate = (_number(words[i], source, lineno) for i in (3, 4))
+            if seconds <= 0 or rate <= 0:
+                raise ParseError(source, lineno, f"implausible stream line (no time or no bytes): {line!r}")
+            results[words[1]] = (moved, seconds, rate)
+        elif line == "validation ok":
+            state["validated"] = True
+        elif words[:2] == ["validation", "failed"]:
+            state["validated"] = True
+            what, evidence = _failure(line, source, lineno)
+            configuration["validation_failed"] = line[len("validation failed"):].strip()
+            details = ", ".join(f"{key} {value}" for key, value in evidence.items())
+            problems.append(f"stream check failed {what.replace('_', ' ')}: {details} "
+                            "(bytes lost, duplicated or out of order between the nodes)")
+        else:
+            raise ParseError(source, lineno, f"unexpected line in pingpong kernel output: {line[:80]!r}")
+
+    configuration, _, count = _read_lines(text, source, line_of_ours)
+    _check_mode(configuration, "stream", source)
+    for key in ("directions", "message_size"):
+        if key not in configuration:
+            raise ParseError(source, None, f"pingpong kernel header lacks {key!r}")
+    both = str(configuration["directions"]).startswith("both")
+    directions = STREAM_DIRECTIONS if both else STREAM_DIRECTIONS[:1]
+    missing = [direction for direction in directions if direction not in results]
+    if missing:
+        raise ParseError(source, count, f"truncated pingpong kernel output: no stream line for {', '.join(missing)}")
+    extra = sorted(set(results) - set(directions))
+    if extra:
+        raise ParseError(source, None, f"stream lines for directions the header does not run: {extra}")
+    if not state["validated"]:
+        raise ParseError(source, count, "truncated pingpong kernel output: no validation line")
+
+    valid = not problems
+    benchmark = STREAM_BENCHMARKS[both]
+    measurements = [
+        Measurement(benchmark, results[direction][2], _MB_PER_S, Direction.HIGHER, metric=f"bandwidth.{direction}",
+                    valid=valid,
+                    parameters={"peer": configuration.get("peer", ""), "port": configuration.get("port"),
+                                "direction": direction, "both": both,
+                                "message_size": configuration["message_size"],
+                                "bytes": results[direction][0], "seconds": results[direction][1]})
+        for direction in directions
+    ]
+    return ParsedOutput(tool="oddnode-pingpong", measurements=measurements, valid=valid, problems=problems,
+                        configuration=configuration)
+
+
+def parse_pingpong_run(text: str, source: str) -> ParsedOutput:
+    """The node runner's JSON report of a ping run, then the kernel's stdout."""
+    return parse_kernel_run(text, source, KERNEL, parse_pingpong_output)
+
+
+def parse_stream_run(text: str, source: str) -> ParsedOutput:
+    """The node runner's JSON report of a stream run, then the kernel's stdout."""
+    return parse_kernel_run(text, source, KERNEL, parse_stream_output)
