@@ -5,10 +5,12 @@ on genuine and broken output."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,12 +18,16 @@ import pytest
 from oddnode.kernels import (
     MEMORY_KERNELS,
     MIN_ELEMENTS,
+    PREPARE_OPTION,
     default_elements,
     last_level_cache_bytes,
     memory_kernel_argv,
     parse_memory_output,
     parse_runner_output,
     runner_argv,
+    start_option,
+    start_timing,
+    with_runner_options,
 )
 from oddnode.model import Direction
 from oddnode.parsers.base import ParseError, get_parser
@@ -190,6 +196,50 @@ def test_concurrent_first_runs_share_one_build(kernel_env, tmp_path):
     assert reports[0].cache_key == reports[1].cache_key
     (build_dir,) = (tmp_path / "shared-cache" / "oddnode" / "kernels").iterdir()
     assert sorted(p.name for p in build_dir.iterdir()) == ["memory", "memory.c"]  # no temporaries left
+
+
+def test_prepare_builds_and_runs_nothing(kernel_env, tmp_path):
+    env = dict(kernel_env, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    argv = with_interpreter(with_runner_options(memory_kernel_argv(ELEMENTS, NTIMES), PREPARE_OPTION))
+    report = json.loads(subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300).stdout)
+    assert report["prepared"] is True and report["built"] is True
+    assert "stdout" not in report and "returncode" not in report
+    assert start_timing(json.dumps(report)).start_at is None
+    (build_dir,) = (tmp_path / "cache" / "oddnode" / "kernels").iterdir()
+    assert (build_dir / "memory").exists()
+
+
+def test_a_start_time_holds_the_run_until_then(kernel_env, first_two_runs):
+    start_at = time.time() + 2.0
+    argv = with_interpreter(with_runner_options(memory_kernel_argv(ELEMENTS, NTIMES), start_option(start_at)))
+    completed = subprocess.run(argv, capture_output=True, text=True, env=kernel_env, timeout=300)
+    finished = time.time()
+    timing = start_timing(completed.stdout)
+    assert timing.start_at == pytest.approx(start_at, abs=1e-3)
+    assert timing.launched <= timing.arrived < start_at < finished
+    assert timing.late == 0.0
+    assert parse_memory_output(parse_runner_output("n", completed.stdout).stdout, "n").valid
+
+
+@pytest.mark.parametrize(("option", "complaint"), [
+    ("--start-at=soon", "could not convert"),
+    (f"--start-at={10**12}", "more than 3600 s ahead"),
+    ("--frobnicate", "unknown option"),
+])
+def test_bad_runner_options_are_a_clean_error(kernel_env, option, complaint):
+    argv = with_interpreter(with_runner_options(memory_kernel_argv(ELEMENTS, NTIMES), option))
+    completed = subprocess.run(argv, capture_output=True, text=True, env=kernel_env, timeout=300)
+    with pytest.raises(ParseError, match=complaint):
+        parse_runner_output("n", completed.stdout)
+
+
+def test_runner_options_go_before_the_job():
+    argv = memory_kernel_argv(ELEMENTS, NTIMES)
+    with_options = with_runner_options(argv, PREPARE_OPTION, start_option(12.0))
+    assert with_options[-1] == argv[-1] and with_options[:5] == argv[:5]
+    assert with_options[5:7] == [PREPARE_OPTION, "--start-at=12.000"]
+    with pytest.raises(ValueError, match="no -c"):
+        with_runner_options(["fio", "job.fio"], PREPARE_OPTION)
 
 
 # --- how long the arrays must be -------------------------------------------------

@@ -3,22 +3,24 @@ troubles per node and repetition, nothing lost."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from oddnode.kernels import RUNNER_VERSION, parse_tool_output
+from oddnode.kernels import PREPARE_OPTION, RUNNER_VERSION, parse_tool_output
 from oddnode.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput
 from oddnode.benchmarks import BenchmarkSpec
 from oddnode.benchmarks.memory import MEMORY_STAGE, memory_benchmark
-from oddnode.runner import run_benchmark
+from oddnode.runner import MIN_LEAD, run_benchmark
 from oddnode.store import SCHEMA_VERSION, open_store
 from oddnode.transport import get_transport
 from oddnode.transport.base import NodeResult, NodeStatus, Target
@@ -70,18 +72,35 @@ def scaled(factor: float) -> str:
     return KERNEL_STDOUT.replace("result triad 28985.227", f"result triad {28985.227 * factor:.3f}")
 
 
+def prepared_report() -> str:
+    """What the node runner prints when asked to build and stop."""
+    return json.dumps({"runner_version": RUNNER_VERSION, "prepared": True}) + "\n"
+
+
+def start_options(argv: Sequence[str]) -> list[str]:
+    return [arg for arg in argv if arg.startswith("--start-at=")]
+
+
 class FakeTransport:
-    """Gives back prepared results, one dict per repetition; raises what it is
-    given instead of a dict (an interrupt)."""
+    """Gives back scripted results, one dict per repetition; raises what it is
+    given instead of a dict (an interrupt).  A prepare call (build and stop)
+    is answered apart and counted in ``prepared``."""
 
     name = "fake"
 
     def __init__(self, script: list[dict[str, NodeResult] | BaseException]):
         self.script = list(script)
         self.calls: list[tuple[list[str], float]] = []
+        self.prepared = 0
+        self.starts: list[list[str]] = []
 
     def run(self, nodes: Sequence[str], argv: Sequence[str], *, timeout: float) -> dict[str, NodeResult]:
+        if PREPARE_OPTION in argv:
+            assert not self.calls, "a benchmark is prepared before its first repetition"
+            self.prepared += 1
+            return {node: ok(node, prepared_report()) for node in nodes}
         self.calls.append((list(nodes), timeout))
+        self.starts.append(start_options(argv))
         step = self.script[len(self.calls) - 1]
         if isinstance(step, BaseException):
             raise step
@@ -114,7 +133,11 @@ def test_fake_cluster_keeps_every_repetition_and_every_trouble(store):
                             on_progress=lambda done, total: progress.append((done, total)))
 
     assert progress == [(1, 3), (2, 3), (3, 3)]
-    assert transport.calls == [(NODES, 42)] * 3  # nobody dropped after a failure
+    # Built once, then every repetition on every node (nobody dropped after a
+    # failure), each with one start time, given time for its wait.
+    assert transport.prepared == 1
+    assert transport.calls == [(NODES, 42 + MIN_LEAD)] * 3
+    assert all(len(options) == 1 for options in transport.starts)
     assert summary.repetitions == 3
     assert summary.per_node["node01"]["ok"] == 3
     assert summary.per_node["node02"]["ok"] == 2 and summary.per_node["node02"]["unreachable"] == 1
@@ -161,6 +184,41 @@ def test_fake_cluster_keeps_every_repetition_and_every_trouble(store):
     assert best == pytest.approx({node: round(28985.227 * (1 + 3 / 100 + i / 10), 3) for i, node in enumerate(NODES)})
     assert dict(zip(triad.labels, triad.repetitions)) == {"node01": 3, "node02": 2, "node03": 2}
     assert {(f.label, f.repetition) for f in store.load_failures()} == {("node03", 1)}
+
+
+def test_a_late_node_is_recorded_and_the_next_start_leaves_more_time(store):
+    class SlowToStart(FakeTransport):
+        """Runners start 4 s after sending; node02's is ready 2.5 s after the start."""
+
+        def run(self, nodes, argv, *, timeout):
+            answer = super().run(nodes, argv, timeout=timeout)
+            if PREPARE_OPTION in argv:
+                return answer
+            (option,) = start_options(argv)
+            start_at = float(option.partition("=")[2])
+            launched = time.time() + 4.0
+            return {node: ok(node, runner_report(start={
+                "at": start_at, "launched": launched, "arrived": start_at + (2.5 if node == "node02" else -0.1)}))
+                for node in nodes}
+
+    transport = SlowToStart([{}, {}])
+    run_benchmark(store, Target(NODES, transport), memory_benchmark(2_000_000, 3), repetitions=2, timeout=42)
+
+    late = store.con.execute("""SELECT label, repetition, any_value(json_extract(parameters, '$.start_late_s'))::DOUBLE
+                                FROM results GROUP BY ALL ORDER BY 1, 2""").fetchall()
+    assert late == [(node, rep, 2.5 if node == "node02" else 0.0) for node in NODES for rep in (1, 2)]
+    # Prepared runners report no start: the first lead is the least; the
+    # second is 1.5 x the 4 s the runners took to start, plus 0.5 s.
+    first, second = (timeout - 42 for _, timeout in transport.calls)
+    assert first == MIN_LEAD
+    assert second == pytest.approx(1.5 * 4.0 + 0.5, abs=0.2)
+
+
+def test_an_unsynchronized_benchmark_is_neither_prepared_nor_held(store):
+    transport = FakeTransport([{node: ok(node, runner_report()) for node in NODES}])
+    spec = dataclasses.replace(memory_benchmark(2_000_000, 3), synchronized=False)
+    run_benchmark(store, Target(NODES, transport), spec, repetitions=1, timeout=42)
+    assert transport.prepared == 0 and transport.starts == [[]] and transport.calls == [(NODES, 42)]
 
 
 def test_compile_error_and_failed_validation_are_kept(store):

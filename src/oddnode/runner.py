@@ -5,14 +5,24 @@ Each repetition is stored in its own transaction as soon as it ends, so an
 interrupt (Ctrl-C, a lost allocation) keeps every finished repetition.  A node
 that fails one repetition still runs the next ones: nothing it gave is lost,
 and its troubles are kept per repetition in ``node_status``.
+
+A synchronized benchmark (our kernels, fio, hpcc through the node runner) is
+first prepared on every node -- built, or its tool found -- and each of its
+repetitions then starts on every node at the same wall-clock moment, as an
+MPI job would after a barrier: otherwise the nodes launched first run while
+the last are still connecting, and on shared hardware (the testbed, a
+shared memory bus or switch) their results differ by when they started,
+not by what they are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from oddnode.benchmarks import BenchmarkSpec
+from oddnode.kernels import PREPARE_OPTION, start_option, start_timing, with_runner_options
 from oddnode.model import DEFAULT_METRIC, Direction, LabelKind
 from oddnode.parsers.base import ParseError, ToolUnavailable
 from oddnode.store import ResultBatch, Store
@@ -25,6 +35,15 @@ DETAIL_CHARS = 500
 # Configuration keys of a parsed run that are stored with each of its results:
 # what the node really used (threads counted, affinity) and which build ran.
 EFFECTIVE_KEYS = ("threads_counted", "proc_bind", "compiler", "cache_key", "cpu_model")
+# A synchronized repetition is sent this long before its start: the time the
+# slowest node took from sending to its runner starting, the last time,
+# times LEAD_SAFETY plus LEAD_MARGIN (which covers what the runner does before
+# it is ready: checking the compiler and the cached build), within
+# [MIN_LEAD, MAX_LEAD] seconds.
+LEAD_SAFETY = 1.5
+LEAD_MARGIN = 0.5
+MIN_LEAD = 1.0
+MAX_LEAD = 300.0
 # Outcome counts kept per node in a RunSummary; "unavailable": the node lacks
 # the tool the benchmark runs (fio, hpcc).
 OUTCOMES = ("ok", "invalid", "failed", "unreachable", "timeout", "unavailable")
@@ -70,7 +89,9 @@ def _failed_rows(batch: ResultBatch, spec: BenchmarkSpec, node: str, repetition:
 
 
 def _record_node(batch: ResultBatch, spec: BenchmarkSpec, result: NodeResult, repetition: int) -> _NodeOutcome:
-    """Add one node's rows for one repetition and say how it fared."""
+    """Add one node's rows for one repetition and say how it fared.  A
+    synchronized run's rows say how late the node was for the common start
+    (``start_late_s``): a late node ran while others were already going."""
     node = result.node
     raw_ref = f"raw:{spec.name}:{node}:{repetition}"
     if result.status in (NodeStatus.UNREACHABLE, NodeStatus.TIMEOUT):
@@ -89,6 +110,9 @@ def _record_node(batch: ResultBatch, spec: BenchmarkSpec, result: NodeResult, re
         _failed_rows(batch, spec, node, repetition, reason, raw_ref)
         return _NodeOutcome("failed", "failed", f"repetition {repetition}: {reason}")
     effective = {key: parsed.configuration[key] for key in EFFECTIVE_KEYS if key in parsed.configuration}
+    timing = start_timing(result.stdout) if spec.synchronized else None
+    if timing is not None and timing.start_at is not None:
+        effective["start_late_s"] = round(timing.late, 3)
     for m in parsed.measurements:
         batch.add(m.benchmark, node, m.value, metric=m.metric, unit=m.unit, direction=m.direction,
                   label_kind=LabelKind.NODE, repetition=repetition, valid=parsed.valid and m.valid,
@@ -112,6 +136,25 @@ def _node_statuses(outcomes: dict[str, _NodeOutcome]) -> list[tuple[str, str, st
         else:
             rows.append((node, outcome.status, outcome.detail))
     return rows
+
+
+def _lead(results: Mapping[str, NodeResult], sent: float) -> float:
+    """How long before its start to send the next synchronized repetition,
+    from when the runners of the last one started (see LEAD_SAFETY)."""
+    delays = [timing.launched - sent for timing in map(start_timing, (r.stdout for r in results.values()))
+              if timing is not None]
+    if not delays:
+        return MIN_LEAD
+    return min(MAX_LEAD, max(MIN_LEAD, LEAD_SAFETY * max(delays) + LEAD_MARGIN))
+
+
+def _prepare(target: Target, spec: BenchmarkSpec, timeout: float) -> float:
+    """Build the benchmark (or find its tool) on every node; the lead of
+    its first repetition.  What a node answers is not stored: a node that
+    cannot build fails again, and is recorded, in the repetitions."""
+    sent = time.time()
+    results = target.transport.run(target.nodes, with_runner_options(spec.argv, PREPARE_OPTION), timeout=timeout)
+    return _lead(results, sent)
 
 
 def run_benchmark(
@@ -139,8 +182,15 @@ def run_benchmark(
         with store.transaction():
             run_id = store.new_run(command, source=f"{target.transport.name}:{target.nodeset}")
     summary = RunSummary(run_id, 0, {node: dict.fromkeys(OUTCOMES, 0) for node in target.nodes})
+    lead = _prepare(target, spec, timeout) if spec.synchronized else 0.0
     for repetition in range(start, repetitions + 1):
-        results = target.transport.run(target.nodes, spec.argv, timeout=timeout)
+        argv = spec.argv
+        sent = time.time()
+        if spec.synchronized:
+            argv = with_runner_options(argv, start_option(sent + lead))
+        results = target.transport.run(target.nodes, argv, timeout=timeout + lead)
+        if spec.synchronized:
+            lead = _lead(results, sent)
         batch = ResultBatch()
         outcomes: dict[str, _NodeOutcome] = {}
         raw: list[tuple[str, str, str]] = []

@@ -28,6 +28,8 @@ class BenchmarkSpec:
     ``series`` names the series the benchmark writes; a node whose output
     cannot be parsed gets a failed row in each (one row named after the
     benchmark when empty), so the failure is kept where the analysis looks.
+    ``synchronized``: ``argv`` runs the node runner, which can build first
+    and then start every node of a repetition at the same moment.
     """
 
     name: str
@@ -35,6 +37,7 @@ class BenchmarkSpec:
     argv: list[str]
     parse: Callable[[str, str], ParsedOutput]
     series: tuple[SeriesKey, ...] = ()
+    synchronized: bool = False
 
 
 def parse_kernel_run(

@@ -83,6 +83,7 @@ def dgemm_benchmark(
         argv=dgemm_kernel_argv(n, ntimes, threads, blas),
         parse=_parse_dgemm_run,
         series=DGEMM_SERIES,
+        synchronized=True,
     )
 
 
@@ -208,4 +209,5 @@ def hpl_benchmark(
         ),
         parse=_parse_hpl_run,
         series=HPL_SERIES,
+        synchronized=True,
     )

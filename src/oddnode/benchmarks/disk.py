@@ -166,13 +166,14 @@ def fio_argv(
 
 # Runs on the node: gives the node runner the tool's job when the tool is on
 # PATH (the test the runner itself makes), our kernel's job otherwise.  Its
-# arguments: the runner's source and the two jobs, each base64 as the runner
-# takes them; the runner then runs as if started with the chosen job.
+# arguments: the runner's options (see with_runner_options), then the
+# runner's source and the two jobs, each base64 as the runner takes them;
+# the runner then runs as if started with its options and the chosen job.
 _TOOL_OR_KERNEL = """\
 import base64, json, shutil, sys
-source, tool_job, kernel_job = sys.argv[1:4]
+options, (source, tool_job, kernel_job) = sys.argv[1:-3], sys.argv[-3:]
 tool = json.loads(base64.b64decode(tool_job).decode("utf-8"))["tool"]
-sys.argv = [sys.argv[0], tool_job if shutil.which(tool) else kernel_job]
+sys.argv = [sys.argv[0]] + options + [tool_job if shutil.which(tool) else kernel_job]
 exec(compile(base64.b64decode(source).decode("utf-8"), "<oddnode node runner>", "exec"), {"__name__": "__main__"})
 """
 
@@ -431,4 +432,5 @@ def disk_benchmark(
         argv=argv,
         parse=partial(parse_disk_run, directory=directory, engine=engine),
         series=tuple((f"disk.{name}", SERIES_METRIC, _UNIT, Direction.HIGHER) for name in PASSES),
+        synchronized=True,
     )

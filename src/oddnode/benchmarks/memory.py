@@ -39,4 +39,5 @@ def memory_benchmark(elements: int | None = None, ntimes: int = 10, threads: int
         argv=memory_kernel_argv(elements, ntimes, threads),
         parse=_parse_memory_run,
         series=tuple((f"memory.{kernel}", "bandwidth", unit, Direction.HIGHER) for kernel in MEMORY_KERNELS),
+        synchronized=True,
     )

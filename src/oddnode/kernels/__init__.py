@@ -40,10 +40,15 @@ __all__ = [
     "parse_dgemm_output",
     "parse_memory_output",
     "parse_runner_output",
+    "PREPARE_OPTION",
+    "StartTiming",
     "runner_argv",
+    "start_option",
+    "start_timing",
     "runner_source",
     "parse_tool_output",
     "tool_argv",
+    "with_runner_options",
 ]
 
 RUNNER_VERSION = 1
@@ -178,6 +183,57 @@ def _runner_job(spec: dict[str, Any], interpreter: str) -> list[str]:
     quoting in a remote shell."""
     encoded = base64.b64encode(json.dumps(spec).encode("utf-8")).decode("ascii")
     return python_command(runner_source(), interpreter) + [encoded]
+
+
+# The node runner's options (see node_runner.py): build or find the tool and
+# stop; wait for a wall-clock start time before running.
+PREPARE_OPTION = "--prepare"
+_START_OPTION = "--start-at="
+
+
+def start_option(start_at: float) -> str:
+    """The runner option that holds a run until ``start_at`` (epoch seconds)."""
+    return f"{_START_OPTION}{start_at:.3f}"
+
+
+def with_runner_options(argv: Sequence[str], *options: str) -> list[str]:
+    """A runner argv (runner_argv, tool_argv or one wrapping them) with the
+    node runner's options put right after its ``python -c CODE``: in front
+    of the job argument(s), which stay last."""
+    argv = list(argv)
+    try:
+        code = argv.index("-c") + 1
+    except ValueError:
+        raise ValueError("not a node runner argv: it has no -c") from None
+    return argv[: code + 1] + list(options) + argv[code + 1 :]
+
+
+@dataclass(frozen=True)
+class StartTiming:
+    """When a node's runner started and when it was ready to run (built,
+    tool found), and the start it was asked for: epoch seconds, the node's
+    clock."""
+
+    launched: float
+    arrived: float
+    start_at: float | None
+
+    @property
+    def late(self) -> float:
+        """Seconds the node was ready after the requested start (0 if on time)."""
+        return 0.0 if self.start_at is None else max(0.0, self.arrived - self.start_at)
+
+
+def start_timing(stdout: str) -> StartTiming | None:
+    """The start timing in a runner report, None when it has none (a run
+    that failed before it got ready, or output that is not a report)."""
+    try:
+        start = _runner_json("", stdout).get("start")
+        launched, arrived = float(start["launched"]), float(start["arrived"])
+        start_at = None if start.get("at") is None else float(start["at"])
+    except (ParseError, TypeError, KeyError, ValueError, AttributeError):
+        return None
+    return StartTiming(launched, arrived, start_at)
 
 
 def memory_kernel_argv(

@@ -6,8 +6,16 @@ Self-contained and stdlib-only, for Python >= 3.6 as found on older cluster
 nodes (no walrus, no dataclasses, no subprocess text=/capture_output=).
 
 The package sends this script through ``python_command`` and the job as the
-one argument after it: a JSON spec, base64-encoded, so that nothing a user
-typed ever becomes code or shell text.  The spec:
+last argument: a JSON spec, base64-encoded, so that nothing a user typed
+ever becomes code or shell text.  Options may precede the job:
+
+    --prepare       build the kernel (or find the tool) and stop: a
+                    repeated benchmark builds before its timed runs
+    --start-at=T    once built, wait until the wall clock reads T (seconds
+                    since the epoch) before running, so that every node of
+                    a repetition starts at the same moment
+
+The spec:
 
     {"kernel": "memory", "source": C text, "cflags": [str], "defines": [str],
      "ldlibs": [str], "args": [str], "env": {name: value}, "timeout": seconds}
@@ -30,7 +38,11 @@ Output: {"runner_version": 1, "cache_key", "built", "compiler", "flags",
 {"runner_version": 1, "tool", "tool_path", "tool_version", "cpu_model",
 "returncode", "stdout", "stderr", "collected": {name: text or null}}
 ("error": "not installed" when it is not on PATH); or on a failure {"runner_version": 1, "error": what, "detail": why, ...} with as many
-of those fields as were known -- never a traceback.
+of those fields as were known -- never a traceback.  Every report that got
+as far as running (or preparing) says when: "start": {"at": T or null,
+"launched": the wall clock when the runner started, "arrived": when it was
+ready to run}; a prepared
+one has "prepared": true and no output.
 """
 
 import base64
@@ -46,6 +58,7 @@ import tempfile
 import time
 
 RUNNER_VERSION = 1
+LAUNCHED = time.time()  # when this runner started, for the start timing
 COMPILER = "cc"
 # Flags every build gets: the node's own instruction set, and OpenMP.
 BASE_FLAGS = ["-O3", "-march=native", "-fopenmp"]
@@ -55,6 +68,9 @@ VERSION_TIMEOUT = 10
 BUILD_TIMEOUT = 300
 # Seconds a kernel may run when the spec does not say.
 DEFAULT_RUN_TIMEOUT = 600
+# The furthest ahead a start time may lie, in seconds: a later one is a
+# mistake (a clock far off), not a plan.
+MAX_START_WAIT = 3600
 
 
 def compiler_version(compiler):
@@ -159,7 +175,22 @@ def build(compiler, source, flags, kernel, directory, ldlibs=()):
         _remove(exe_tmp)
 
 
-def run(spec):
+def wait_for_start(report, start_at, prepare):
+    """Record when the runner is ready; unless preparing, sleep until
+    ``start_at`` (None: start now).  Returns False when only preparing."""
+    report["start"] = {"at": start_at, "launched": LAUNCHED, "arrived": time.time()}
+    if prepare:
+        report["prepared"] = True
+        return False
+    if start_at is not None:
+        left = start_at - time.time()
+        while left > 0:
+            time.sleep(left)
+            left = start_at - time.time()
+    return True
+
+
+def run(spec, start_at=None, prepare=False):
     """Build if needed and run; returns the report as a dict."""
     report = {"runner_version": RUNNER_VERSION}
     kernel = spec["kernel"]
@@ -188,6 +219,8 @@ def run(spec):
     report.update(built=built, build_seconds=seconds)
     if error:
         report.update(error=error, detail=compiler_stderr, compiler_stderr=compiler_stderr)
+        return report
+    if not wait_for_start(report, start_at, prepare):
         return report
 
     env = dict(os.environ)
@@ -240,7 +273,7 @@ def _run_killable(argv, cwd, env, timeout):
         return None, stdout, stderr
 
 
-def run_tool(spec):
+def run_tool(spec, start_at=None, prepare=False):
     """Run an installed tool in a fresh private directory that holds the
     spec's input files; report its output and the files named in "collect",
     then remove the directory (and whatever the tool wrote there)."""
@@ -280,6 +313,8 @@ def run_tool(spec):
         for name, text in files.items():
             with open(os.path.join(workdir, name), "w") as handle:
                 handle.write(text)
+        if not wait_for_start(report, start_at, prepare):
+            return report
         timeout = spec.get("timeout") or DEFAULT_RUN_TIMEOUT
         try:
             code, out, err = _run_killable([path] + [str(a) for a in spec.get("args", [])], workdir, env, timeout)
@@ -309,12 +344,29 @@ def _text(data):
     return data
 
 
+def parse_options(options):
+    """(start_at, prepare) from the options before the job."""
+    start_at, prepare = None, False
+    for option in options:
+        if option == "--prepare":
+            prepare = True
+        elif option.startswith("--start-at="):
+            start_at = float(option[len("--start-at="):])
+            if not start_at - time.time() <= MAX_START_WAIT:
+                raise ValueError("start time {} is more than {} s ahead".format(start_at, MAX_START_WAIT))
+        else:
+            raise ValueError("unknown option {!r}".format(option))
+    return start_at, prepare
+
+
 def main(argv):
     try:
-        if len(argv) != 2:
-            raise ValueError("expected one argument, the base64 JSON spec")
-        spec = json.loads(base64.b64decode(argv[1]).decode("utf-8"))
-        report = run_tool(spec) if "tool" in spec else run(spec)
+        if len(argv) < 2:
+            raise ValueError("expected the base64 JSON spec as the last argument")
+        start_at, prepare = parse_options(argv[1:-1])
+        spec = json.loads(base64.b64decode(argv[-1]).decode("utf-8"))
+        runner = run_tool if "tool" in spec else run
+        report = runner(spec, start_at, prepare)
     except (ValueError, KeyError, TypeError) as problem:
         report = {"runner_version": RUNNER_VERSION, "error": "bad spec", "detail": str(problem)}
     except Exception as problem:  # the report must stay one JSON object, whatever broke
