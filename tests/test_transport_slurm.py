@@ -17,6 +17,7 @@ from oddnode.nodes import NodeNameError
 from oddnode.transport import NodeStatus, TransportError, get_transport, python_command
 from oddnode.transport.local import TimedLine
 from oddnode.transport.slurm import (
+    MAX_CONCURRENT_STEPS,
     WRAPPER_NAME,
     WRAPPER_SCRIPT,
     allocation_nodes,
@@ -387,3 +388,18 @@ def test_run_outside_an_allocation_without_nodes(monkeypatch):
     monkeypatch.delenv("SLURM_NODELIST", raising=False)
     with pytest.raises(TransportError, match="not inside a Slurm allocation"):
         slurm().run([], ["true"], timeout=5)
+
+
+def test_run_each_runs_one_step_per_distinct_command(fake_srun):
+    script = "import os, sys\nprint(sys.argv[1], 'on', os.environ['SLURMD_NODENAME'])\n"
+    commands = {node: [*python_command(script, sys.executable), word]
+                for node, word in [("node001", "serve"), ("node002", "ping"), ("node003", "serve")]}
+    results = slurm().run_each(commands, timeout=30)
+    assert {node: r.stdout for node, r in results.items()} == {
+        "node001": "serve on node001\n", "node002": "ping on node002\n", "node003": "serve on node003\n"}
+
+
+def test_run_each_refuses_more_steps_than_run_at_once(fake_srun):
+    commands = {f"node{i:04d}": ["echo", str(i)] for i in range(MAX_CONCURRENT_STEPS + 1)}
+    with pytest.raises(TransportError, match="split the nodes into rounds"):
+        slurm().run_each(commands, timeout=30)

@@ -464,3 +464,26 @@ def test_live_arguments_reach_the_program_unchanged(live_cluster, tmp_path):
     assert results["fake1"].ok, results["fake1"]
     assert json.loads(results["fake1"].stdout) == args
     assert not canary.exists()
+
+
+def test_run_each_gives_every_node_its_own_command_at_the_same_time(fake_ssh, tmp_path):
+    # n1 and n2 each wait for the other's file: only concurrent commands finish.
+    meet = ("import pathlib, sys, time\n"
+            "mine, theirs = map(pathlib.Path, sys.argv[1:3])\n"
+            "mine.touch()\n"
+            "deadline = time.monotonic() + 20\n"
+            "while not theirs.exists() and time.monotonic() < deadline:\n"
+            "    time.sleep(0.05)\n"
+            "print('met' if theirs.exists() else 'alone')\n")
+    one, two = str(tmp_path / "one"), str(tmp_path / "two")
+    commands = {
+        "n1": [*python_command(meet, sys.executable), one, two],
+        "n2": [*python_command(meet, sys.executable), two, one],
+        "n3": ["echo", "same"], "n4": ["echo", "same"],
+        "down1": ["echo", "never"],
+    }
+    results = SshTransport(ssh_config=fake_ssh.config).run_each(commands, timeout=60)
+    assert {node: r.stdout for node, r in results.items() if r.ok} == {
+        "n1": "met\n", "n2": "met\n", "n3": "same\n", "n4": "same\n"}
+    assert results["down1"].status is NodeStatus.UNREACHABLE
+    assert sorted(call[-2] for call in fake_ssh.calls()) == ["down1", "n1", "n2", "n3", "n4"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -41,12 +41,19 @@ class TransportError(RuntimeError):
 
 
 class Transport(Protocol):
-    """Runs one argv on every node of a set, concurrently."""
+    """Runs one argv on every node of a set, concurrently; or each node its
+    own argv, all at once (a pair's server on one node, its client on the
+    other)."""
 
     name: str
 
     def run(self, nodes: Sequence[str], argv: Sequence[str], *, timeout: float) -> dict[str, NodeResult]:
         """Every requested node gets a result, whatever happened to it."""
+        ...
+
+    def run_each(self, commands: Mapping[str, Sequence[str]], *, timeout: float) -> dict[str, NodeResult]:
+        """``commands[node]`` on each node, all started together; every node
+        gets a result, whatever happened to it."""
         ...
 
 

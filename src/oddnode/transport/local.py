@@ -213,6 +213,17 @@ class LocalTransport:
         }
 
 
+    def run_each(self, commands: Mapping[str, Sequence[str]], *, timeout: float) -> dict[str, NodeResult]:
+        """This machine's one command (``commands`` names one node)."""
+        if len(commands) > 1:
+            raise TransportError(
+                f"the local transport runs on this machine only, not on {len(commands)} nodes; "
+                "use the ssh or slurm transport for several nodes"
+            )
+        ((node, argv),) = commands.items()
+        return self.run([node], argv, timeout=timeout)
+
+
 def _not_started(node: str, argv: Sequence[str], err: OSError, exit_code: int, started: float) -> NodeResult:
     """A program that could not be started: reported as a shell would, so it
     reads the same as on a remote node."""

@@ -20,7 +20,9 @@ import re
 import secrets
 import shutil
 import subprocess
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
@@ -294,6 +296,13 @@ def _scontrol_hostnames(nodelist: str, scontrol: str, environ: Mapping[str, str]
     return done.stdout.split()
 
 
+# Job steps run_each may start at once (one per distinct argv): every one of
+# them must run at the same time as the others, and slurmctld handles each
+# step as a request of its own, so a pattern of thousands of pairs belongs in
+# rounds, not in one call.
+MAX_CONCURRENT_STEPS = 128
+
+
 @register_transport("slurm")
 class SlurmTransport:
     """Runs the argv once on each node with one srun step.
@@ -328,3 +337,19 @@ class SlurmTransport:
             started=outcome.started,
             ended=outcome.ended,
         )
+
+    def run_each(self, commands: Mapping[str, Sequence[str]], *, timeout: float) -> dict[str, NodeResult]:
+        """One srun step per distinct argv, all steps at once."""
+        groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
+        for node, argv in commands.items():
+            groups[tuple(argv)].append(node)
+        if len(groups) > MAX_CONCURRENT_STEPS:
+            raise TransportError(
+                f"{len(groups)} different commands would need as many concurrent srun steps; "
+                f"at most {MAX_CONCURRENT_STEPS} run at once: split the nodes into rounds"
+            )
+        results: dict[str, NodeResult] = {}
+        with ThreadPoolExecutor(max_workers=len(groups) or 1) as pool:
+            for answer in pool.map(lambda item: self.run(item[1], item[0], timeout=timeout), groups.items()):
+                results.update(answer)
+        return {node: results[node] for node in commands}

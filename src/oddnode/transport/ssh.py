@@ -16,7 +16,7 @@ import shutil
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +126,7 @@ class _Collector(EventHandler):
     def ev_close(self, worker: Any, timedout: bool) -> None:
         self.closed_at = time.monotonic()
         if timedout:
-            self.timed_out = {str(node) for node in worker.iter_keys_timeout()}
+            self.timed_out |= {str(node) for node in worker.iter_keys_timeout()}
 
 
 def _lines(chunks: list[bytes]) -> str:
@@ -178,7 +178,10 @@ class SshTransport:
         return info
 
     def run(self, nodes: Sequence[str], argv: Sequence[str], *, timeout: float) -> dict[str, NodeResult]:
-        names = list(dict.fromkeys(validate_node_name(node) for node in nodes))
+        return self.run_each({node: argv for node in nodes}, timeout=timeout)
+
+    def run_each(self, commands: Mapping[str, Sequence[str]], *, timeout: float) -> dict[str, NodeResult]:
+        names = list(dict.fromkeys(validate_node_name(node) for node in commands))
         if not names:
             raise TransportError("the ssh transport needs at least one node")
         if timeout <= 0:
@@ -189,15 +192,20 @@ class SshTransport:
         # remote command running, disturbing what is measured next.  So the
         # node enforces the timeout itself (coreutils timeout, then SIGKILL
         # after a grace), and the local cut comes later, for dead links only.
-        remote = ["timeout", f"--kill-after={REMOTE_KILL_GRACE}", str(math.ceil(timeout)), *argv]
+        limit = ["timeout", f"--kill-after={REMOTE_KILL_GRACE}", str(math.ceil(timeout))]
         local_timeout = math.ceil(timeout) + REMOTE_KILL_GRACE + math.ceil(self.connect_timeout) + 2
-        collector = self._run_task(NodeSet.fromlist(names, resolver=RESOLVER_NOGROUP), remote_command(remote),
-                                   local_timeout)
+        # Nodes given the same argv share one worker (one command line, built once).
+        groups: dict[str, list[str]] = defaultdict(list)
+        for node in names:
+            groups[remote_command([*limit, *commands[node]])].append(node)
+        jobs = [(NodeSet.fromlist(group, resolver=RESOLVER_NOGROUP), command) for command, group in groups.items()]
+        collector = self._run_task(jobs, local_timeout)
         return {node: self._result(node, collector, timeout) for node in names}
 
-    def _run_task(self, nodeset: NodeSet, command: str, timeout: float) -> _Collector:
-        """Run the command in a ClusterShell task of its own, on a thread of
-        its own, so that no state is shared with any other task_self()."""
+    def _run_task(self, jobs: list[tuple[NodeSet, str]], timeout: float) -> _Collector:
+        """Run each (nodes, command) in one ClusterShell task of its own, so
+        that the fan-out bounds them all together, on a thread of its own, so
+        that no state is shared with any other task_self()."""
         collector = _Collector()
         failure: list[BaseException] = []
 
@@ -210,7 +218,8 @@ class SshTransport:
                 # own message trees would only hold a second copy.
                 task.set_default("stdout_msgtree", False)
                 task.set_default("stderr_msgtree", False)
-                task.shell(command, nodes=nodeset, handler=collector, timeout=timeout, stderr=True, stdin=False)
+                for nodeset, command in jobs:
+                    task.shell(command, nodes=nodeset, handler=collector, timeout=timeout, stderr=True, stdin=False)
                 task.resume()
             except BaseException as err:  # handed to the caller's thread below
                 failure.append(err)
