@@ -292,6 +292,62 @@ def common_command(
     console.print(common_table(common_nodes(failures)))
 
 
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(word) for word in text.split(","))
+    except ValueError:
+        raise typer.BadParameter(f"message sizes are whole numbers of bytes separated by commas, not {text!r}") from None
+    if not sizes or min(sizes) < 0:
+        raise typer.BadParameter(f"message sizes must be bytes >= 0, not {text!r}")
+    return sizes
+
+
+@app.command("pairs")
+def pairs_command(
+    patterns: Annotated[str, typer.Option("--patterns", help="Pair patterns, comma-separated: sort, cut, fold, "
+                                                             "shuffle, random, file (with --pairs-file).")] = "sort,cut,fold,shuffle",
+    repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Runs of each pattern (shuffle reshuffles each time).")] = 3,
+    serial: Annotated[bool, typer.Option("--serial", help="One pair at a time (isolates), instead of all at once (loads the switch).")] = False,
+    sizes: Annotated[Optional[str], typer.Option("--sizes", help="Message sizes in bytes, comma-separated (default 0, 1 B to 4 MiB by powers of two).")] = None,
+    seconds_per_size: Annotated[float, typer.Option("--seconds-per-size", help="Seconds each message size is timed.")] = 0.2,
+    port: Annotated[int, typer.Option("--port", help="TCP port the servers listen on.")] = 29170,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the shuffle and random patterns.")] = 0,
+    pairs_file: Annotated[Optional[Path], typer.Option("--pairs-file", help="Pairs to run, one 'nodeA nodeB' per line (pattern 'file').")] = None,
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+) -> None:
+    """Ping-pong between pairs of nodes in STAB's patterns; store every pair's
+    latency and bandwidth per message size, then name the node or group
+    common to the slow pairs."""
+    from oddnode.analysis import analyze
+    from rich.progress import Progress
+
+    from oddnode.interconnect.pairs import PingPongOptions, run_pairs
+    from oddnode.report.terminal import findings_by_nodes
+
+    chosen = [name.strip() for name in patterns.split(",") if name.strip()]
+    options = PingPongOptions(**({"sizes": _sizes(sizes)} if sizes else {}), seconds_per_size=seconds_per_size, port=port)
+    with _user_errors(), _testbed_errors():
+        target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        with _open(db, read_only=False) as store:
+            for pattern in chosen:
+                with Progress(console=console, transient=True) as progress:
+                    task = progress.add_task(f"pairs {pattern}", total=None)
+                    summary = run_pairs(store, target, pattern, repetitions, options=options, seed=seed,
+                                        serial=serial, pairs_file=pairs_file,
+                                        on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+                                        command=" ".join(["oddnode", *sys.argv[1:]]))
+                failed = {label: counts for label, counts in summary.per_pair.items() if counts["failed"] or counts["invalid"]}
+                console.print(f"{pattern}: {len(summary.per_pair)} pairs, {repetitions} repetitions, run {summary.run_id}"
+                              + (f"; [red]{len(failed)} pairs with failed or invalid runs[/]" if failed else ""))
+                for note in dict.fromkeys(summary.notes):
+                    console.print(f"[dim]{note}[/]", highlight=False)
+            dataset = store.load_dataset()
+        findings = [f for f in analyze(dataset).findings if f.kind in ("weak-pair-member", "weak-group")]
+        console.print(findings_by_nodes(findings) if findings else "No node or group is common to the slow pairs.")
+
+
 @app.command("analyze")
 def analyze_command(
     paths: Annotated[Optional[list[Path]], typer.Argument(help="Result directories or plot files to import first.")] = None,

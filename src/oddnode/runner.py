@@ -138,9 +138,10 @@ def _node_statuses(outcomes: dict[str, _NodeOutcome]) -> list[tuple[str, str, st
     return rows
 
 
-def _lead(results: Mapping[str, NodeResult], sent: float) -> float:
+def start_lead(results: Mapping[str, NodeResult], sent: float) -> float:
     """How long before its start to send the next synchronized repetition,
-    from when the runners of the last one started (see LEAD_SAFETY)."""
+    from when the runners of the last one, sent at ``sent``, started (see
+    LEAD_SAFETY)."""
     delays = [timing.launched - sent for timing in map(start_timing, (r.stdout for r in results.values()))
               if timing is not None]
     if not delays:
@@ -148,13 +149,14 @@ def _lead(results: Mapping[str, NodeResult], sent: float) -> float:
     return min(MAX_LEAD, max(MIN_LEAD, LEAD_SAFETY * max(delays) + LEAD_MARGIN))
 
 
-def _prepare(target: Target, spec: BenchmarkSpec, timeout: float) -> float:
-    """Build the benchmark (or find its tool) on every node; the lead of
-    its first repetition.  What a node answers is not stored: a node that
-    cannot build fails again, and is recorded, in the repetitions."""
+def prepare(target: Target, argv: list[str], timeout: float) -> float:
+    """Build a node runner argv's kernel (or find its tool) on every node;
+    the lead of its first synchronized repetition.  What a node answers is
+    not stored: a node that cannot build fails again, and is recorded, in
+    the repetitions."""
     sent = time.time()
-    results = target.transport.run(target.nodes, with_runner_options(spec.argv, PREPARE_OPTION), timeout=timeout)
-    return _lead(results, sent)
+    results = target.transport.run(target.nodes, with_runner_options(argv, PREPARE_OPTION), timeout=timeout)
+    return start_lead(results, sent)
 
 
 def run_benchmark(
@@ -182,7 +184,7 @@ def run_benchmark(
         with store.transaction():
             run_id = store.new_run(command, source=f"{target.transport.name}:{target.nodeset}")
     summary = RunSummary(run_id, 0, {node: dict.fromkeys(OUTCOMES, 0) for node in target.nodes})
-    lead = _prepare(target, spec, timeout) if spec.synchronized else 0.0
+    lead = prepare(target, spec.argv, timeout) if spec.synchronized else 0.0
     for repetition in range(start, repetitions + 1):
         argv = spec.argv
         sent = time.time()
@@ -190,7 +192,7 @@ def run_benchmark(
             argv = with_runner_options(argv, start_option(sent + lead))
         results = target.transport.run(target.nodes, argv, timeout=timeout + lead)
         if spec.synchronized:
-            lead = _lead(results, sent)
+            lead = start_lead(results, sent)
         batch = ResultBatch()
         outcomes: dict[str, _NodeOutcome] = {}
         raw: list[tuple[str, str, str]] = []

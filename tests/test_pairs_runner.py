@@ -1,0 +1,146 @@
+"""The pair runner on a scripted cluster: who serves and who pings in each
+round, what is stored per pair, what a dead partner leaves, and the weak
+node the analysis then names."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import pytest
+
+from oddnode.analysis import analyze
+from oddnode.interconnect.pairs import PingPongOptions, run_pairs
+from oddnode.kernels import PREPARE_OPTION
+from oddnode.store import open_store
+from oddnode.transport.base import NodeResult, NodeStatus, Target
+from test_pingpong_kernel import GOOD_PING
+from test_runner import prepared_report, runner_report
+
+NODES = [f"node{i:02d}" for i in range(1, 9)]
+# A pattern over 8 nodes has 4 pairs, too few to call one of them an
+# outlier; over 12 it has 6.
+TWELVE = [f"node{i:02d}" for i in range(1, 13)]
+SIZES = (0, 1, 64, 4096, 65536)
+OPTIONS = PingPongOptions(sizes=SIZES, seconds_per_size=0.02, port=6211)
+
+
+def job_args(argv):
+    return json.loads(base64.b64decode(argv[-1]))["args"]
+
+
+def slowed(factor: float, jitter: float) -> str:
+    """The genuine ping output with its times scaled, large messages most."""
+    def scale(match):
+        size, trips, low, median, batches = match.groups()
+        f = (factor if int(size) >= 4096 else 1.0) * jitter
+        return f"result {size} {trips} {float(low) * f:.3f} {float(median) * f:.3f} {batches}"
+    return re.sub(r"^result (\d+) (\d+) (\S+) (\S+) (\d+)$", scale, GOOD_PING, flags=re.M)
+
+
+class PairCluster:
+    """Serves and pings like 8 nodes on one switch; pairs with ``weak`` are
+    ``factor`` times slower on large messages; ``down`` nodes are unreachable."""
+
+    name = "scripted"
+
+    def __init__(self, weak=None, factor=10.0, down=()):
+        self.weak, self.factor, self.down = weak, factor, set(down)
+        self.rounds: list[dict[str, list[str]]] = []
+        self.prepared = 0
+
+    def run(self, nodes, argv, *, timeout):
+        assert PREPARE_OPTION in argv
+        self.prepared += 1
+        return {node: NodeResult(node, NodeStatus.OK, prepared_report(), "", 0, 0.5) for node in nodes}
+
+    def run_each(self, commands, *, timeout):
+        self.rounds.append({node: job_args(argv) + [a for a in argv if a.startswith("--start-at=")]
+                            for node, argv in commands.items()})
+        results = {}
+        for index, (node, argv) in enumerate(sorted(commands.items())):
+            args = job_args(argv)
+            if node in self.down:
+                results[node] = NodeResult(node, NodeStatus.UNREACHABLE, "",
+                                           f"ssh: connect to host {node} port 22: No route to host", None, 0.1)
+            elif args[0] == "serve":
+                results[node] = NodeResult(node, NodeStatus.OK, runner_report("served echoes 10 100\n"), "", 0, 1)
+            else:
+                server = args[args.index("-H") + 1]
+                if server in self.down:
+                    results[node] = NodeResult(node, NodeStatus.OK, runner_report(
+                        "", returncode=3, stderr=f"error: no server at {server}:6211\n"), "", 0, 30)
+                    continue
+                factor = self.factor if self.weak in (node, server) else 1.0
+                results[node] = NodeResult(node, NodeStatus.OK, runner_report(slowed(factor, 1 + index / 1000)),
+                                           "", 0, 1.0)
+        return results
+
+
+@pytest.fixture
+def store(tmp_path):
+    with open_store(tmp_path / "pairs.duckdb") as store:
+        yield store
+
+
+def test_all_pairs_of_a_pattern_run_at_once_clients_pinging_their_servers(store):
+    cluster = PairCluster()
+    summary = run_pairs(store, Target(NODES, cluster), "sort", 2, options=OPTIONS)
+    assert cluster.prepared == 1 and len(cluster.rounds) == 2
+    for commands in cluster.rounds:
+        assert sorted(commands) == NODES  # every node, one round per repetition
+        for client, server in [("node01", "node02"), ("node03", "node04"), ("node05", "node06"), ("node07", "node08")]:
+            assert commands[server][:3] == ["serve", "-p", "6211"]
+            assert commands[client][:3] == ["ping", "-H", server]
+            assert commands[client][-1].startswith("--start-at=") and not commands[server][-1].startswith("--")
+    assert summary.per_pair == {label: {"ok": 2, "invalid": 0, "failed": 0}
+                                for label in ["node01-node02", "node03-node04", "node05-node06", "node07-node08"]}
+    rows = store.con.execute("""SELECT metric, count(*), count(DISTINCT label), bool_and(valid) FROM results
+                                WHERE benchmark = 'pingpong.sort' GROUP BY 1 ORDER BY 1""").fetchall()
+    assert rows == [("bandwidth.1", 8, 4, True), ("bandwidth.4096", 8, 4, True), ("bandwidth.64", 8, 4, True),
+                    ("bandwidth.65536", 8, 4, True), ("fit.bandwidth", 8, 4, True), ("fit.latency", 8, 4, True),
+                    ("latency.0", 8, 4, True), ("latency.1", 8, 4, True), ("latency.4096", 8, 4, True),
+                    ("latency.64", 8, 4, True), ("latency.65536", 8, 4, True)]
+    assert store.con.execute("SELECT DISTINCT label_kind FROM results").fetchall() == [("pair",)]
+    assert store.con.execute("SELECT count(*) FROM raw_outputs").fetchone() == (16,)
+
+
+def test_serial_runs_one_pair_at_a_time_and_odd_counts_say_who_sits_out(store):
+    cluster = PairCluster()
+    summary = run_pairs(store, Target(NODES[:7], cluster), "fold", 1, options=OPTIONS, serial=True)
+    assert [sorted(commands) for commands in cluster.rounds] == [
+        ["node01", "node07"], ["node02", "node06"], ["node03", "node05"]]
+    assert summary.notes == [summary.plans[0].describe()] and "node04" in summary.notes[0]
+
+
+def test_a_dead_partner_fails_its_pair_only(store):
+    cluster = PairCluster(down={"node04"})
+    summary = run_pairs(store, Target(NODES, cluster), "sort", 1, options=OPTIONS)
+    assert summary.per_pair["node03-node04"] == {"ok": 0, "invalid": 0, "failed": 1}
+    assert all(counts["ok"] == 1 for label, counts in summary.per_pair.items() if label != "node03-node04")
+    (error,) = store.con.execute("""SELECT DISTINCT json_extract_string(parameters, '$.error') FROM results
+                                    WHERE label = 'node03-node04'""").fetchone()
+    assert "client node03" in error and "no server at node04" in error and "server node04: unreachable" in error
+    status = store.con.execute("SELECT node, status FROM node_status ORDER BY node").fetchall()
+    assert status == [("node04", "unreachable")]
+
+
+def test_the_node_common_to_slow_pairs_is_named_weak(store):
+    cluster = PairCluster(weak="node03")
+    for pattern in ("sort", "cut", "fold"):
+        run_pairs(store, Target(TWELVE, cluster), pattern, 2, options=OPTIONS)
+    findings = analyze(store.load_dataset()).findings
+    weak = [f for f in findings if f.kind == "weak-pair-member"]
+    assert [f.nodes for f in weak] == ["node03"]
+    assert {f.nodes for f in findings if f.severity.value == "warning"} <= {"node03", "node01-node03",
+                                                                            "node03-node04", "node03-node06",
+                                                                            "node03-node07"}
+
+
+def test_no_weak_node_no_pair_finding(store):
+    cluster = PairCluster()
+    for pattern in ("sort", "cut", "fold"):
+        run_pairs(store, Target(TWELVE, cluster), pattern, 2, options=OPTIONS)
+    findings = analyze(store.load_dataset()).findings
+    assert [f for f in findings if f.severity.value == "warning"] == []
