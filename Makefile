@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMPS := .make
 SYSTEM_PACKAGES := python3 python3-venv python3-pip openssh-server openssh-client iproute2 util-linux procps gcc libgomp1 chromium \
-	libopenblas0-pthread hpcc fio
+	libopenblas0-pthread hpcc fio netpipe-tcp iperf3
 DEMO_DIR := demo
 
 .PHONY: demo test install system-packages bench clean
@@ -39,6 +39,7 @@ bench: install
 	$(BIN)/python bench/analyze_scale.py
 	$(BIN)/python bench/inventory_fanout.py
 	$(BIN)/python bench/memory_kernel.py
+	$(BIN)/python bench/pingpong.py
 
 install: $(STAMPS)/venv
 
