@@ -23,7 +23,14 @@ from functools import partial
 from typing import Any
 
 from oddnode.benchmarks import BenchmarkSpec, parse_kernel_run
-from oddnode.kernels import ToolReport, parse_tool_output, runner_argv, runner_source, tool_argv
+from oddnode.kernels import (
+    ToolReport,
+    parse_tool_output,
+    runner_argv,
+    runner_source,
+    tool_argv,
+)
+from oddnode.kernels.output import number, read_kernel_output, whole
 from oddnode.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, json_document
 from oddnode.parsers.fio import parse_fio
@@ -57,8 +64,6 @@ FIO_OUTPUT = "fio.json"
 # checked; a job whose block does not match ends with error EILSEQ.
 FIO_VERIFY = "crc32c"
 FIO_VERIFY_JOBS = ("verify_write", "verify_read")
-
-_KERNEL_HEADER = "# oddnode disk kernel v1"
 
 
 def validate_disk_parameters(directory: str, size: int, block: int, engine: str) -> str:
@@ -189,16 +194,6 @@ def tool_or_kernel_argv(tool: list[str], kernel: list[str], interpreter: str = "
 # --- what comes back: our kernel --------------------------------------------------
 
 
-def _number(text: str, source: str, lineno: int) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ParseError(source, lineno, f"expected a number, found {text!r}") from None
-    if value != value:  # NaN
-        raise ParseError(source, lineno, "NaN where a number was expected")
-    return value
-
-
 _INT_KEYS = {"size_bytes", "block_bytes", "blocks", "buffer_alignment", "timer_granularity_ns", "corrupt_read_offset"}
 _REQUIRED_KEYS = ("directory", "filesystem", "size_bytes", "block_bytes", "direct")
 
@@ -208,54 +203,33 @@ def parse_disk_output(text: str, source: str) -> ParsedOutput:
     configuration it reports (file system, sizes, direct I/O or why not) and
     its check of the data read back; ParseError if the output is not ours or
     is cut short."""
-    lines = text.splitlines()
-    configuration: dict[str, Any] = {}
-    warnings: list[str] = []
+    output = read_kernel_output(text, source, "disk", int_keys=_INT_KEYS)
+    configuration = output.configuration
+    warnings = list(output.warnings)
     results: dict[str, tuple[float, float, int]] = {}  # pass -> MB/s, seconds, bytes
     problems: list[str] = []
     validated = False
-    seen_header = False
-    for lineno, raw in enumerate(lines, start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        if not seen_header:
-            if line == _KERNEL_HEADER:
-                seen_header = True
-                configuration["kernel_version"] = 1
-            elif line.startswith("# oddnode disk kernel"):
-                raise ParseError(source, lineno, f"unsupported kernel version: {line!r}")
-            continue  # anything before our banner (a login message) is not ours to judge
-        if line.startswith("# warning:"):
-            warnings.append(line[len("# warning:"):].strip())
-            continue
-        if line.startswith("#"):
-            key, sep, value = line[1:].partition(":")
-            key, value = key.strip(), value.strip()
-            if not sep or not key.replace("_", "").isalpha():
-                raise ParseError(source, lineno, f"malformed header line: {line[:80]!r}")
-            if key in _INT_KEYS:
-                configuration[key] = int(_number(value, source, lineno))
-            elif key == "direct":
-                configuration["direct"] = value == "yes"
-                if value != "yes":
-                    if not (value.startswith("no (") and value.endswith(")")):
-                        raise ParseError(source, lineno, f"expected 'yes' or 'no (why)', found {value!r}")
-                    configuration["direct_refused"] = value[len("no ("):-1]
-            else:
-                configuration[key] = value
-            continue
+    if "direct" in configuration:
+        direct = configuration["direct"]
+        configuration["direct"] = direct == "yes"
+        if direct != "yes":
+            if not (direct.startswith("no (") and direct.endswith(")")):
+                raise ParseError(source, output.header_lines["direct"],
+                                 f"expected 'yes' or 'no (why)', found {direct!r}")
+            configuration["direct_refused"] = direct[len("no ("):-1]
+    for lineno, line in output.lines:
         words = line.split()
         if words[0] == "result" and len(words) == 5 and words[1] in PASSES:
-            rate, seconds, moved = (_number(word, source, lineno) for word in words[2:])
-            results[words[1]] = (rate, seconds, int(moved))
+            rate, seconds = (number(word, source, lineno) for word in words[2:4])
+            results[words[1]] = (rate, seconds, whole(words[4], source, lineno))
             continue
         if line == "validation ok":
             validated = True
             continue
         if words[:2] == ["validation", "failed"] and len(words) == 4:
             validated = True
-            bad_blocks, first_bad = (int(_number(word, source, lineno)) for word in words[2:])
+            # -1 is the kernel's 'no bad block' for the first bad offset.
+            bad_blocks, first_bad = whole(words[2], source, lineno), whole(words[3], source, lineno, minimum=-1)
             configuration.update(bad_blocks=bad_blocks, first_bad_offset=first_bad)
             where = f", the first at byte offset {first_bad}" if first_bad >= 0 else ""
             of = f" of {configuration['blocks']}" if "blocks" in configuration else ""
@@ -264,13 +238,12 @@ def parse_disk_output(text: str, source: str) -> ParsedOutput:
             continue
         raise ParseError(source, lineno, f"unexpected line in disk kernel output: {line[:80]!r}")
 
-    if not seen_header:
-        raise ParseError(source, None, f"not oddnode disk kernel output: no {_KERNEL_HEADER!r} line")
     missing = [name for name in PASSES if name not in results]
     if missing:
-        raise ParseError(source, len(lines), f"truncated disk kernel output: no result line for {', '.join(missing)}")
+        raise ParseError(source, output.line_count,
+                         f"truncated disk kernel output: no result line for {', '.join(missing)}")
     if not validated:
-        raise ParseError(source, len(lines), "truncated disk kernel output: no validation line")
+        raise ParseError(source, output.line_count, "truncated disk kernel output: no validation line")
     for key in _REQUIRED_KEYS:
         if key not in configuration:
             raise ParseError(source, None, f"disk kernel header lacks {key!r}")

@@ -24,13 +24,13 @@ kernel's account of what differed and where in ``problems``.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from oddnode.benchmarks import parse_kernel_run
 from oddnode.kernels import runner_argv
+from oddnode.kernels.output import number, read_kernel_output, whole
 from oddnode.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
 from oddnode.units import canonical_unit
@@ -100,7 +100,6 @@ PINGPONG_BENCHMARK = "tcp.pingpong"
 STREAM_BENCHMARKS = {False: "tcp.stream", True: "tcp.stream_both"}
 STREAM_DIRECTIONS = ("client_to_server", "server_to_client")
 
-_HEADER = "# oddnode pingpong kernel v1"
 _US = canonical_unit("us")
 _MB_PER_S = canonical_unit("MB/s")  # the kernel's MB is 10^6 bytes
 _INT_KEYS = {
@@ -117,7 +116,6 @@ _INT_KEYS = {
     "corrupt_echo",
 }
 _FLOAT_KEYS = {"seconds_per_size", "connect_wait_seconds", "wait_seconds", "seconds", "min_batch_seconds"}
-_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 _KEY_VALUE = re.compile(r"(\w+)=(\S+)")
 
 
@@ -285,63 +283,20 @@ def pingpong_stream_argv(
 # --- what comes back ----------------------------------------------------------------
 
 
-def _number(text: str, source: str, lineno: int) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ParseError(source, lineno, f"expected a number, found {text!r}") from None
-    if not math.isfinite(value):
-        raise ParseError(source, lineno, f"expected a finite number, found {text!r}")
-    return value
-
-
-def _whole(text: str, source: str, lineno: int) -> int:
-    if not text.isdigit():
-        raise ParseError(source, lineno, f"expected a whole number, found {text!r}")
-    return int(text)
-
-
-def _read_lines(text: str, source: str, parse_line) -> tuple[dict[str, Any], list[str], int]:
-    """Header, warnings and the kernel's own lines (handed to parse_line);
-    returns (configuration, warnings, number of lines)."""
-    configuration: dict[str, Any] = {}
-    warnings: list[str] = []
-    lines = text.splitlines()
-    seen_header = False
-    for lineno, raw in enumerate(lines, start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        if not seen_header:
-            if line == _HEADER:
-                seen_header = True
-                configuration["kernel_version"] = 1
-            elif line.startswith("# oddnode pingpong kernel"):
-                raise ParseError(source, lineno, f"unsupported kernel version: {line!r}")
-            continue  # anything before our banner (a login message) is not ours to judge
-        if line.startswith("# warning:"):
-            warnings.append(line[len("# warning:"):].strip())
-            continue
-        if line.startswith("#"):
-            key, sep, value = line[1:].partition(":")
-            key, value = key.strip(), value.strip()
-            if not sep or not _KEY.match(key):
-                raise ParseError(source, lineno, f"malformed header line: {line[:80]!r}")
-            if key in _INT_KEYS:
-                configuration[key] = _whole(value, source, lineno)
-            elif key in _FLOAT_KEYS:
-                configuration[key] = _number(value, source, lineno)
-            elif key == "sizes":
-                configuration[key] = [_whole(item, source, lineno) for item in value.split(",")]
-            else:
-                configuration[key] = value
-            continue
+def _read_lines(text: str, source: str, parse_line) -> tuple[dict[str, Any], int]:
+    """The kernel's output (see read_kernel_output) with its list of sizes
+    typed and each of its own lines handed to parse_line; returns
+    (configuration, number of lines)."""
+    output = read_kernel_output(text, source, KERNEL, int_keys=_INT_KEYS, float_keys=_FLOAT_KEYS)
+    configuration = output.configuration
+    if "sizes" in configuration:
+        lineno = output.header_lines["sizes"]
+        configuration["sizes"] = [whole(item, source, lineno) for item in configuration["sizes"].split(",")]
+    for lineno, line in output.lines:
         parse_line(line, lineno, configuration)
-    if not seen_header:
-        raise ParseError(source, None, f"not oddnode pingpong kernel output: no {_HEADER!r} line")
-    if warnings:
-        configuration["warnings"] = warnings
-    return configuration, warnings, len(lines)
+    if output.warnings:
+        configuration["warnings"] = output.warnings
+    return configuration, output.line_count
 
 
 def _check_mode(configuration: dict[str, Any], wanted: str, source: str) -> None:
@@ -373,8 +328,8 @@ def parse_pingpong_output(text: str, source: str) -> ParsedOutput:
         if words[0] == "result":
             if len(words) != 6:
                 raise ParseError(source, lineno, f"a result line has 6 fields, found {len(words)}: {line[:80]!r}")
-            size, trips, batches = (_whole(words[i], source, lineno) for i in (1, 2, 5))
-            min_us, median_us = (_number(words[i], source, lineno) for i in (3, 4))
+            size, trips, batches = (whole(words[i], source, lineno) for i in (1, 2, 5))
+            min_us, median_us = (number(words[i], source, lineno) for i in (3, 4))
             if size in results:
                 raise ParseError(source, lineno, f"a second result line for {size} bytes")
             if trips < 1 or batches < 1 or not 0 < min_us <= median_us:
@@ -399,7 +354,7 @@ def parse_pingpong_output(text: str, source: str) -> ParsedOutput:
         else:
             raise ParseError(source, lineno, f"unexpected line in pingpong kernel output: {line[:80]!r}")
 
-    configuration, _, count = _read_lines(text, source, line_of_ours)
+    configuration, count = _read_lines(text, source, line_of_ours)
     _check_mode(configuration, "ping", source)
     if "sizes" not in configuration:
         raise ParseError(source, None, "pingpong kernel header lacks 'sizes'")
@@ -446,8 +401,8 @@ def parse_stream_output(text: str, source: str) -> ParsedOutput:
                 raise ParseError(source, lineno, f"malformed stream line: {line[:80]!r}")
             if words[1] in results:
                 raise ParseError(source, lineno, f"a second stream line for {words[1]}")
-            moved = _whole(words[2], source, lineno)
-            seconds, rate = (_number(words[i], source, lineno) for i in (3, 4))
+            moved = whole(words[2], source, lineno)
+            seconds, rate = (number(words[i], source, lineno) for i in (3, 4))
             if seconds <= 0 or rate <= 0:
                 raise ParseError(source, lineno, f"implausible stream line (no time or no bytes): {line!r}")
             results[words[1]] = (moved, seconds, rate)
@@ -463,7 +418,7 @@ def parse_stream_output(text: str, source: str) -> ParsedOutput:
         else:
             raise ParseError(source, lineno, f"unexpected line in pingpong kernel output: {line[:80]!r}")
 
-    configuration, _, count = _read_lines(text, source, line_of_ours)
+    configuration, count = _read_lines(text, source, line_of_ours)
     _check_mode(configuration, "stream", source)
     for key in ("directions", "message_size"):
         if key not in configuration:

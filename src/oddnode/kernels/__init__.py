@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from oddnode.kernels.output import number, read_kernel_output
 from oddnode.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, ToolUnavailable
 from oddnode.transport.base import python_command
@@ -28,8 +29,10 @@ from oddnode.units import canonical_unit
 __all__ = [
     "MEMORY_KERNELS",
     "MIN_ELEMENTS",
+    "PREPARE_OPTION",
     "RUNNER_VERSION",
     "RunnerReport",
+    "StartTiming",
     "ToolReport",
     "blas_thread_env",
     "default_elements",
@@ -40,13 +43,11 @@ __all__ = [
     "parse_dgemm_output",
     "parse_memory_output",
     "parse_runner_output",
-    "PREPARE_OPTION",
-    "StartTiming",
+    "parse_tool_output",
     "runner_argv",
+    "runner_source",
     "start_option",
     "start_timing",
-    "runner_source",
-    "parse_tool_output",
     "tool_argv",
     "with_runner_options",
 ]
@@ -64,7 +65,6 @@ MIN_ELEMENTS = 10_000_000
 DEFAULT_TIMEOUT = 600.0
 # How much of a bad output or compiler message an error quotes.
 QUOTED_CHARS = 2000
-_MEMORY_HEADER = "# oddnode memory kernel v1"
 _UNIT = canonical_unit("MB/s")  # the kernel's MB is 10^6 bytes
 
 
@@ -387,7 +387,6 @@ def parse_runner_output(source: str, stdout: str) -> RunnerReport:
         raise ParseError(source, None, f"incomplete kernel runner report: {problem!r}") from None
 
 
-_HEADER_LINE = re.compile(r"^#\s*([a-z_]+):\s*(.*)$")
 _RESULT = re.compile(r"^result\s+(\w+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
 _VALIDATION_OK = re.compile(r"^validation ok\s*$")
 _VALIDATION_FAILED = re.compile(r"^validation failed\s+(\w+)\s+(\S+)\s*$")
@@ -406,62 +405,25 @@ _INT_KEYS = {
 _FLOAT_KEYS = {"scalar", "tolerance"}
 
 
-def _number(text: str, source: str, lineno: int) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ParseError(source, lineno, f"expected a number, found {text!r}") from None
-    if math.isnan(value):
-        raise ParseError(source, lineno, "NaN where a number was expected")
-    return value
 
 
 def parse_memory_output(text: str, source: str) -> ParsedOutput:
     """Parse one run of our memory kernel: four bandwidths, the configuration
     it reports (effective threads, affinity, array bytes, timer), and its
     validation; ParseError if the output is not ours or is cut short."""
-    lines = text.splitlines()
-    configuration: dict[str, Any] = {}
-    timer_warnings: list[str] = []
+    output = read_kernel_output(text, source, "memory", int_keys=_INT_KEYS, float_keys=_FLOAT_KEYS)
+    configuration = output.configuration
     results: dict[str, tuple[float, dict[str, float]]] = {}
     problems: list[str] = []
     validated = False
-    seen_header = False
 
-    for lineno, raw in enumerate(lines, start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        if not seen_header:
-            if line == _MEMORY_HEADER:
-                seen_header = True
-                configuration["kernel_version"] = 1
-                continue
-            if line.startswith("# oddnode memory kernel"):
-                raise ParseError(source, lineno, f"unsupported kernel version: {line!r}")
-            continue  # anything before our banner (a login message) is not ours to judge
-        if line.startswith("# warning:"):
-            timer_warnings.append(line[len("# warning:"):].strip())
-            continue
-        if line.startswith("# max_relative_error:"):
-            configuration["max_relative_error"] = line.split(":", 1)[1].strip()
-            continue
-        header = _HEADER_LINE.match(line)
-        if header:
-            key, value = header.group(1), header.group(2).strip()
-            if key in _INT_KEYS:
-                configuration[key] = int(_number(value, source, lineno))
-            elif key in _FLOAT_KEYS:
-                configuration[key] = _number(value, source, lineno)
-            else:
-                configuration[key] = value
-            continue
+    for lineno, line in output.lines:
         result = _RESULT.match(line)
         if result:
             kernel = result.group(1)
             if kernel not in MEMORY_KERNELS:
                 raise ParseError(source, lineno, f"unknown kernel {kernel!r}")
-            rate, avg, best, worst = (_number(result.group(i), source, lineno) for i in range(2, 6))
+            rate, avg, best, worst = (number(result.group(i), source, lineno) for i in range(2, 6))
             results[kernel] = (rate, {"avg_time_s": avg, "min_time_s": best, "max_time_s": worst})
             continue
         if _VALIDATION_OK.match(line):
@@ -472,7 +434,7 @@ def parse_memory_output(text: str, source: str) -> ParsedOutput:
             validated = True
             error = failed.group(2)
             configuration["validation_failed_kernel"] = failed.group(1)
-            configuration["validation_error"] = _number(error, source, lineno)
+            configuration["validation_error"] = number(error, source, lineno)
             tolerance = configuration.get("tolerance")
             against = f" (tolerance {tolerance:.3e})" if isinstance(tolerance, float) else ""
             problems.append(
@@ -481,20 +443,18 @@ def parse_memory_output(text: str, source: str) -> ParsedOutput:
             continue
         raise ParseError(source, lineno, f"unexpected line in memory kernel output: {line[:80]!r}")
 
-    if not seen_header:
-        raise ParseError(source, None, f"not oddnode memory kernel output: no {_MEMORY_HEADER!r} line")
     missing = [kernel for kernel in MEMORY_KERNELS if kernel not in results]
     if missing:
         raise ParseError(
-            source, len(lines), f"truncated memory kernel output: no result line for {', '.join(missing)}"
+            source, output.line_count, f"truncated memory kernel output: no result line for {', '.join(missing)}"
         )
     if not validated:
-        raise ParseError(source, len(lines), "truncated memory kernel output: no validation line")
+        raise ParseError(source, output.line_count, "truncated memory kernel output: no validation line")
     for key in ("elements", "ntimes", "threads_counted", "bytes_per_array"):
         if key not in configuration:
             raise ParseError(source, None, f"memory kernel header lacks {key!r}")
-    if timer_warnings:
-        configuration["timer_warnings"] = timer_warnings
+    if output.warnings:
+        configuration["timer_warnings"] = output.warnings
 
     valid = not problems
     common = {
@@ -526,7 +486,6 @@ def parse_memory_output(text: str, source: str) -> ParsedOutput:
 
 # --- the DGEMM kernel -----------------------------------------------------------------
 
-_DGEMM_HEADER = "# oddnode dgemm kernel v1"
 # dlopen lives in libc from glibc 2.34 on; older ones need libdl, and newer
 # ones still ship it as an empty stub, so linking it always works everywhere.
 DGEMM_LDLIBS = ("-ldl",)
@@ -596,43 +555,18 @@ def parse_dgemm_output(text: str, source: str) -> ParsedOutput:
     """Parse one run of our DGEMM kernel: its GFLOP/s, the BLAS and threads it
     reports, and its residual check; ParseError if the output is not ours or
     is cut short."""
-    lines = text.splitlines()
-    configuration: dict[str, Any] = {}
-    timer_warnings: list[str] = []
+    output = read_kernel_output(text, source, "dgemm", int_keys=_DGEMM_INT_KEYS, float_keys=_DGEMM_FLOAT_KEYS)
+    configuration = output.configuration
     result: tuple[float, dict[str, float]] | None = None
     problems: list[str] = []
     validated = False
-    seen_header = False
 
-    for lineno, raw in enumerate(lines, start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        if not seen_header:
-            if line == _DGEMM_HEADER:
-                seen_header = True
-                configuration["kernel_version"] = 1
-            elif line.startswith("# oddnode dgemm kernel"):
-                raise ParseError(source, lineno, f"unsupported kernel version: {line!r}")
-            continue  # anything before our banner (a login message) is not ours to judge
-        if line.startswith("# warning:"):
-            timer_warnings.append(line[len("# warning:"):].strip())
-            continue
-        header = _HEADER_LINE.match(line)
-        if header:
-            key, value = header.group(1), header.group(2).strip()
-            if key in _DGEMM_INT_KEYS:
-                configuration[key] = int(_number(value, source, lineno))
-            elif key in _DGEMM_FLOAT_KEYS:
-                configuration[key] = _number(value, source, lineno)
-            else:
-                configuration[key] = value
-            continue
+    for lineno, line in output.lines:
         found = _RESULT.match(line)
         if found:
             if found.group(1) != "dgemm":
                 raise ParseError(source, lineno, f"unknown kernel {found.group(1)!r}")
-            rate, avg, best, worst = (_number(found.group(i), source, lineno) for i in range(2, 6))
+            rate, avg, best, worst = (number(found.group(i), source, lineno) for i in range(2, 6))
             result = (rate, {"avg_time_s": avg, "min_time_s": best, "max_time_s": worst})
             continue
         if _VALIDATION_OK.match(line):
@@ -641,7 +575,7 @@ def parse_dgemm_output(text: str, source: str) -> ParsedOutput:
         failed = _VALIDATION_FAILED.match(line)
         if failed:
             validated = True
-            residual = _number(failed.group(2), source, lineno)
+            residual = number(failed.group(2), source, lineno)
             configuration["scaled_residual"] = residual
             threshold = configuration.get("residual_threshold")
             against = f" > threshold {threshold:g}" if isinstance(threshold, float) else ""
@@ -649,17 +583,15 @@ def parse_dgemm_output(text: str, source: str) -> ParsedOutput:
             continue
         raise ParseError(source, lineno, f"unexpected line in dgemm kernel output: {line[:80]!r}")
 
-    if not seen_header:
-        raise ParseError(source, None, f"not oddnode dgemm kernel output: no {_DGEMM_HEADER!r} line")
     if result is None:
-        raise ParseError(source, len(lines), "truncated dgemm kernel output: no result line")
+        raise ParseError(source, output.line_count, "truncated dgemm kernel output: no result line")
     if not validated:
-        raise ParseError(source, len(lines), "truncated dgemm kernel output: no validation line")
+        raise ParseError(source, output.line_count, "truncated dgemm kernel output: no validation line")
     for key in ("n", "ntimes", "threads_counted", "blas"):
         if key not in configuration:
             raise ParseError(source, None, f"dgemm kernel header lacks {key!r}")
-    if timer_warnings:
-        configuration["timer_warnings"] = timer_warnings
+    if output.warnings:
+        configuration["timer_warnings"] = output.warnings
 
     valid = not problems
     parameters: dict[str, Any] = {
