@@ -20,6 +20,7 @@ from oddnode.kernels import (
     MIN_ELEMENTS,
     PREPARE_OPTION,
     default_elements,
+    kernel_source,
     last_level_cache_bytes,
     memory_kernel_argv,
     parse_memory_output,
@@ -367,3 +368,11 @@ def test_parse_errors(text, message):
 def test_runner_output_errors(stdout, message):
     with pytest.raises(ParseError, match=message):
         parse_runner_output("n1", stdout)
+
+
+@pytest.mark.parametrize("kernel", ["memory", "dgemm", "disk", "pingpong"])
+def test_the_source_sent_to_nodes_holds_the_shared_header(kernel):
+    source = kernel_source(kernel)
+    assert '#include "' not in source  # one self-contained file: the header is pasted in
+    assert "static inline long long timer_granularity_ns(void)" in source
+    assert source.count("static inline double now_seconds(void)") == 1

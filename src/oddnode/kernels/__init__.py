@@ -68,9 +68,17 @@ QUOTED_CHARS = 2000
 _UNIT = canonical_unit("MB/s")  # the kernel's MB is 10^6 bytes
 
 
+# A kernel's include of one of the package's own headers.
+_OWN_INCLUDE = re.compile(r'^#include "([A-Za-z0-9_]+\.h)"$', re.M)
+
+
 def kernel_source(kernel: str = "memory") -> str:
-    """A kernel's C source, as shipped in the package."""
-    return resources.files("oddnode.kernels").joinpath(f"{kernel}.c").read_text(encoding="utf-8")
+    """A kernel's C source as a node compiles it: the package's file with
+    the package's own headers (``#include "oddnode_kernel.h"``) pasted in,
+    so that one self-contained file travels and its hash covers them."""
+    files = resources.files("oddnode.kernels")
+    source = files.joinpath(f"{kernel}.c").read_text(encoding="utf-8")
+    return _OWN_INCLUDE.sub(lambda include: files.joinpath(include.group(1)).read_text(encoding="utf-8"), source)
 
 
 def runner_source() -> str:

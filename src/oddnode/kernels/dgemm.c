@@ -50,6 +50,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "oddnode_kernel.h"
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -126,31 +129,6 @@ struct blas_library {
     char tried[4096];         /* "name: why" for every candidate that failed */
 };
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1.0e-9 * (double)ts.tv_nsec;
-}
-
-/* The smallest non-zero step of the clock, in nanoseconds, as observed. */
-static long long timer_granularity_ns(void)
-{
-    long long best = LLONG_MAX;
-    for (int trial = 0; trial < 20; trial++) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        do {
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-        } while (t1.tv_sec == t0.tv_sec && t1.tv_nsec == t0.tv_nsec);
-        long long step = (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL
-                         + (long long)(t1.tv_nsec - t0.tv_nsec);
-        if (step > 0 && step < best)
-            best = step;
-    }
-    return best;
-}
-
 static void usage(const char *program)
 {
     fprintf(stderr,
@@ -172,21 +150,9 @@ static long long parse_count(const char *text, long long minimum, long long maxi
     return value;
 }
 
-static const char *compiler_name(void)
-{
-#if defined(__clang__)
-    return "clang " __clang_version__;
-#elif defined(__INTEL_LLVM_COMPILER) || defined(__INTEL_COMPILER)
-    return "intel " __VERSION__;
-#elif defined(__GNUC__)
-    return "gcc " __VERSION__;
-#else
-    return "unknown";
-#endif
-}
-
-/* splitmix64's output function: a well-mixed 64-bit hash of its input. */
-static uint64_t mix64(uint64_t z)
+/* splitmix64: the golden-ratio step, then its output function: a well-mixed
+ * 64-bit hash of its input. */
+static uint64_t splitmix64(uint64_t z)
 {
     z += 0x9e3779b97f4a7c15ULL;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -199,7 +165,7 @@ static uint64_t mix64(uint64_t z)
 static double uniform(uint64_t stream, uint64_t index)
 {
     /* The top 53 bits of the hash, scaled by 2^-53: a double k / 2^53. */
-    return (double)(mix64(mix64(SEED + stream) ^ index) >> 11) * (1.0 / 9007199254740992.0);
+    return (double)(splitmix64(splitmix64(SEED + stream) ^ index) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 static void append_tried(struct blas_library *blas, const char *name, const char *why)

@@ -63,6 +63,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "oddnode_kernel.h"
+
 /*
  * 4 GiB: more than the write-back cache of common RAID controllers (1-8 GiB,
  * usually 2-4) and the DRAM cache of most drives (about 1 GiB per TB), so
@@ -97,40 +99,6 @@
 #define EXIT_IO_ERROR 4
 
 static const char *directory = NULL;
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1.0e-9 * (double)ts.tv_nsec;
-}
-
-/* The smallest non-zero step of the clock, in nanoseconds, as observed. */
-static long long timer_granularity_ns(void)
-{
-    long long best = LLONG_MAX;
-    for (int trial = 0; trial < 20; trial++) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        do {
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-        } while (t1.tv_sec == t0.tv_sec && t1.tv_nsec == t0.tv_nsec);
-        long long step = (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL
-                         + (long long)(t1.tv_nsec - t0.tv_nsec);
-        if (step > 0 && step < best)
-            best = step;
-    }
-    return best;
-}
-
-/* splitmix64's output function: a bijection on 64-bit words whose outputs
- * for consecutive inputs look independent (Steele, Lea, Flood 2014). */
-static inline uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 /* Fletcher-64 over 64-bit words: a sums the words, b sums the running a, so
  * the checksum also changes when two words trade places. */
@@ -192,19 +160,6 @@ static const char *file_system_name(unsigned long magic)
         if (FILE_SYSTEMS[i].magic == magic)
             return FILE_SYSTEMS[i].name;
     return "unknown";
-}
-
-static const char *compiler_name(void)
-{
-#if defined(__clang__)
-    return "clang " __clang_version__;
-#elif defined(__INTEL_LLVM_COMPILER) || defined(__INTEL_COMPILER)
-    return "intel " __VERSION__;
-#elif defined(__GNUC__)
-    return "gcc " __VERSION__;
-#else
-    return "unknown";
-#endif
 }
 
 static void usage(const char *program)

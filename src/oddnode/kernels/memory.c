@@ -41,6 +41,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "oddnode_kernel.h"
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -81,31 +84,6 @@ static const char *const KERNEL_NAMES[NKERNELS] = {"copy", "scale", "add", "tria
 /* Arrays each loop moves through memory, as STREAM counts them. */
 static const int ARRAYS_MOVED[NKERNELS] = {2, 2, 3, 3};
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1.0e-9 * (double)ts.tv_nsec;
-}
-
-/* The smallest non-zero step of the clock, in nanoseconds, as observed. */
-static long long timer_granularity_ns(void)
-{
-    long long best = LLONG_MAX;
-    for (int trial = 0; trial < 20; trial++) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        do {
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-        } while (t1.tv_sec == t0.tv_sec && t1.tv_nsec == t0.tv_nsec);
-        long long step = (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL
-                         + (long long)(t1.tv_nsec - t0.tv_nsec);
-        if (step > 0 && step < best)
-            best = step;
-    }
-    return best;
-}
-
 static void usage(const char *program)
 {
     fprintf(stderr,
@@ -139,19 +117,6 @@ static const char *proc_bind_name(void)
     }
 #else
     return "none (built without OpenMP)";
-#endif
-}
-
-static const char *compiler_name(void)
-{
-#if defined(__clang__)
-    return "clang " __clang_version__;
-#elif defined(__INTEL_LLVM_COMPILER) || defined(__INTEL_COMPILER)
-    return "intel " __VERSION__;
-#elif defined(__GNUC__)
-    return "gcc " __VERSION__;
-#else
-    return "unknown";
 #endif
 }
 
