@@ -192,20 +192,9 @@ def pingpong_serve_argv(
     ``timeout`` defaults to wait + session + io_timeout + a margin.
     """
     _check_port(port)
-    _check_seconds("wait", wait, 0.0, 86400.0)
     _check_seconds("session_seconds", session_seconds, 0.0, 86400.0, inclusive=False)
-    _check_io_timeout(io_timeout)
-    if timeout is None:
-        timeout = wait + session_seconds + io_timeout + _RUN_SLACK
-    return runner_argv(
-        KERNEL,
-        ["serve", "-p", str(port), "-w", f"{wait:g}", "-i", str(io_timeout)],
-        cflags=cflags,
-        defines=defines,
-        ldlibs=PINGPONG_LDLIBS,
-        timeout=timeout,
-        interpreter=interpreter,
-    )
+    return _kernel_argv(["serve", "-p", str(port)], wait, io_timeout, session_seconds, timeout,
+                        cflags, defines, interpreter)
 
 
 def pingpong_ping_argv(
@@ -229,20 +218,9 @@ def pingpong_ping_argv(
     _check_port(port)
     sizes = _check_sizes(sizes)
     _check_seconds("seconds_per_size", seconds_per_size, 0.0, 3600.0, inclusive=False)
-    _check_seconds("wait", wait, 0.0, 86400.0)
-    _check_io_timeout(io_timeout)
-    if timeout is None:
-        timeout = wait + ping_run_seconds(sizes, seconds_per_size) + io_timeout + _RUN_SLACK
-    return runner_argv(
-        KERNEL,
-        ["ping", "-H", host, "-p", str(port), "-s", ",".join(str(s) for s in sizes),
-         "-T", f"{seconds_per_size:g}", "-w", f"{wait:g}", "-i", str(io_timeout)],
-        cflags=cflags,
-        defines=defines,
-        ldlibs=PINGPONG_LDLIBS,
-        timeout=timeout,
-        interpreter=interpreter,
-    )
+    args = ["ping", "-H", host, "-p", str(port), "-s", ",".join(str(s) for s in sizes), "-T", f"{seconds_per_size:g}"]
+    return _kernel_argv(args, wait, io_timeout, ping_run_seconds(sizes, seconds_per_size), timeout,
+                        cflags, defines, interpreter)
 
 
 def pingpong_stream_argv(
@@ -268,16 +246,24 @@ def pingpong_stream_argv(
         raise ValueError(f"message_size must be whole bytes {MIN_STREAM_MESSAGE}-{MAX_STREAM_MESSAGE} "
                          f"(a message carries an 8-byte stamp), got {message_size!r}")
     _check_seconds("seconds", seconds, 0.001, 3600.0)
+    args = ["stream", "-H", host, "-p", str(port), "-s", str(message_size), "-d", f"{seconds:g}"]
+    return _kernel_argv(args, wait, io_timeout, stream_run_seconds(seconds, message_size), timeout,
+                        cflags, defines, interpreter, switches=["--both"] if both else [])
+
+
+def _kernel_argv(args: list[str], wait: float, io_timeout: int, session_seconds: float, timeout: float | None,
+                 cflags: Sequence[str], defines: Sequence[str], interpreter: str,
+                 switches: Sequence[str] = ()) -> list[str]:
+    """The runner argv of one end: its mode's ``args``, the wait for the
+    partner and the read/write timeout every mode takes, then its
+    ``switches``; the runner's ``timeout`` defaults to the wait, the
+    session, io_timeout and a margin."""
     _check_seconds("wait", wait, 0.0, 86400.0)
     _check_io_timeout(io_timeout)
     if timeout is None:
-        timeout = wait + stream_run_seconds(seconds, message_size) + io_timeout + _RUN_SLACK
-    args = ["stream", "-H", host, "-p", str(port), "-s", str(message_size), "-d", f"{seconds:g}",
-            "-w", f"{wait:g}", "-i", str(io_timeout)]
-    if both:
-        args.append("--both")
-    return runner_argv(KERNEL, args, cflags=cflags, defines=defines, ldlibs=PINGPONG_LDLIBS, timeout=timeout,
-                       interpreter=interpreter)
+        timeout = wait + session_seconds + io_timeout + _RUN_SLACK
+    return runner_argv(KERNEL, [*args, "-w", f"{wait:g}", "-i", str(io_timeout), *switches], cflags=cflags,
+                       defines=defines, ldlibs=PINGPONG_LDLIBS, timeout=timeout, interpreter=interpreter)
 
 
 # --- what comes back ----------------------------------------------------------------
