@@ -231,6 +231,22 @@ static void usage(const char *program)
             ODDNODE_DEFAULT_SECONDS_PER_SIZE, ODDNODE_DEFAULT_STREAM_SECONDS);
 }
 
+/* Say what is wrong with the command line, then how to use it: exit status 2. */
+#if defined(__GNUC__)
+static int bad_arguments(const char *program, const char *format, ...) __attribute__((format(printf, 2, 3)));
+#endif
+static int bad_arguments(const char *program, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    fputs("error: ", stderr);
+    vfprintf(stderr, format, args);
+    fputc('\n', stderr);
+    va_end(args);
+    usage(program);
+    return EXIT_BAD_ARGUMENTS;
+}
+
 /* A whole decimal number in [minimum, maximum], or -1 when text is not one. */
 static long long parse_count(const char *text, long long minimum, long long maximum)
 {
@@ -1289,16 +1305,12 @@ int main(int argc, char **argv)
 {
     const char *program = argv[0];
     if (argc < 2) {
-        fprintf(stderr, "error: a mode is required: serve, ping or stream\n");
-        usage(program);
-        return EXIT_BAD_ARGUMENTS;
+        return bad_arguments(program, "a mode is required: serve, ping or stream");
     }
     const char *mode = argv[1];
     int serve = strcmp(mode, "serve") == 0, ping = strcmp(mode, "ping") == 0, stream = strcmp(mode, "stream") == 0;
     if (!serve && !ping && !stream) {
-        fprintf(stderr, "error: unknown mode '%s': expected serve, ping or stream\n", mode);
-        usage(program);
-        return EXIT_BAD_ARGUMENTS;
+        return bad_arguments(program, "unknown mode '%s': expected serve, ping or stream", mode);
     }
     signal(SIGPIPE, SIG_IGN); /* a vanished peer is an error to report, not a silent death */
 
@@ -1329,85 +1341,63 @@ int main(int argc, char **argv)
         case 'p':
             port = parse_count(optarg, 1, 65535);
             if (port < 0) {
-                fprintf(stderr, "error: -p wants a port number 1-65535, got '%s'\n", optarg);
-                usage(program);
-                return EXIT_BAD_ARGUMENTS;
+                return bad_arguments(program, "-p wants a port number 1-65535, got '%s'", optarg);
             }
             break;
         case 'w':
             wait = parse_seconds(optarg, 0.0, 86400.0);
             if (wait < 0.0) {
-                fprintf(stderr, "error: -w wants seconds, 0-86400, got '%s'\n", optarg);
-                usage(program);
-                return EXIT_BAD_ARGUMENTS;
+                return bad_arguments(program, "-w wants seconds, 0-86400, got '%s'", optarg);
             }
             break;
         case 'i':
             io_timeout_seconds = (int)parse_count(optarg, 1, 3600);
             if (io_timeout_seconds < 0) {
-                fprintf(stderr, "error: -i wants whole seconds, 1-3600, got '%s'\n", optarg);
-                usage(program);
-                return EXIT_BAD_ARGUMENTS;
+                return bad_arguments(program, "-i wants whole seconds, 1-3600, got '%s'", optarg);
             }
             break;
         case 's':
             if (ping) {
                 size_count = parse_sizes(optarg, sizes);
                 if (size_count < 0) {
-                    fprintf(stderr, "error: -s wants a comma list of up to %d distinct sizes in bytes, "
-                                    "0-%ld each, got '%s'\n", MAX_SIZES, MAX_PING_SIZE, optarg);
-                    usage(program);
-                    return EXIT_BAD_ARGUMENTS;
+                    return bad_arguments(program, "-s wants a comma list of up to %d distinct sizes in bytes, "
+                                                  "0-%ld each, got '%s'", MAX_SIZES, MAX_PING_SIZE, optarg);
                 }
             } else {
                 message_size = parse_count(optarg, MIN_STREAM_MESSAGE, MAX_STREAM_MESSAGE);
                 if (message_size < 0) {
-                    fprintf(stderr, "error: -s wants a message size in bytes, %d-%ld, got '%s'\n", MIN_STREAM_MESSAGE,
-                            MAX_STREAM_MESSAGE, optarg);
-                    usage(program);
-                    return EXIT_BAD_ARGUMENTS;
+                    return bad_arguments(program, "-s wants a message size in bytes, %d-%ld, got '%s'",
+                                         MIN_STREAM_MESSAGE, MAX_STREAM_MESSAGE, optarg);
                 }
             }
             break;
         case 'T':
             seconds_per_size = parse_seconds(optarg, 1.0e-6, 3600.0);
             if (seconds_per_size < 0.0) {
-                fprintf(stderr, "error: -T wants seconds per size, > 0 and <= 3600, got '%s'\n", optarg);
-                usage(program);
-                return EXIT_BAD_ARGUMENTS;
+                return bad_arguments(program, "-T wants seconds per size, > 0 and <= 3600, got '%s'", optarg);
             }
             break;
         case 'd':
             stream_seconds = parse_seconds(optarg, 1.0e-3, 3600.0);
             if (stream_seconds < 0.0) {
-                fprintf(stderr, "error: -d wants seconds, 0.001-3600, got '%s'\n", optarg);
-                usage(program);
-                return EXIT_BAD_ARGUMENTS;
+                return bad_arguments(program, "-d wants seconds, 0.001-3600, got '%s'", optarg);
             }
             break;
         case 'b':
             both = 1;
             break;
         default:
-            fprintf(stderr, "error: unknown option or missing value for %s: '%s'\n", mode, argv[optind]);
-            usage(program);
-            return EXIT_BAD_ARGUMENTS;
+            return bad_arguments(program, "unknown option or missing value for %s: '%s'", mode, argv[optind]);
         }
     }
     if (optind < argc - 1) {
-        fprintf(stderr, "error: unexpected argument '%s'\n", argv[optind + 1]);
-        usage(program);
-        return EXIT_BAD_ARGUMENTS;
+        return bad_arguments(program, "unexpected argument '%s'", argv[optind + 1]);
     }
     if (port < 0) {
-        fprintf(stderr, "error: -p PORT is required\n");
-        usage(program);
-        return EXIT_BAD_ARGUMENTS;
+        return bad_arguments(program, "-p PORT is required");
     }
     if (!serve && (host == NULL || host[0] == '\0')) {
-        fprintf(stderr, "error: -H HOST is required for %s\n", mode);
-        usage(program);
-        return EXIT_BAD_ARGUMENTS;
+        return bad_arguments(program, "-H HOST is required for %s", mode);
     }
     if (serve)
         return run_serve((int)port, wait);
