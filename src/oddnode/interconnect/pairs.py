@@ -12,7 +12,8 @@ reason, and so is everything the other pairs measured.
 Series: ``pingpong.<pattern>`` with ``latency.<bytes>`` (us) and
 ``bandwidth.<bytes>`` (MB/s) per pair, and the least-squares fit of each
 pair's times, ``fit.latency`` and ``fit.bandwidth``, over its sizes from
-FIT_MIN_SIZE up.
+FIT_MIN_SIZE up (``poor_fit`` in its parameters when the line misses a
+size by more than the fit's tolerance).
 """
 
 from __future__ import annotations
@@ -130,9 +131,12 @@ def _fit_rows(batch: ResultBatch, benchmark: str, label: str, parsed, repetition
         fit = fit_latency_bandwidth([s for s, _ in points], [t for _, t in points])
     except ValueError:
         return
+    # A poor fit (a protocol switch inside the range) is said in the
+    # parameters, not made invalid: the times it rests on are sound, and
+    # pairs are compared on the same line.
     parameters = {"min_size": fit.size_range[0], "max_size": fit.size_range[1], "poor_fit": fit.poor,
                   "max_relative_error": fit.max_relative_error, **({"fit_problem": fit.reason} if fit.reason else {})}
-    valid = parsed.valid and not fit.poor
+    valid = parsed.valid
     batch.add(benchmark, label, fit.latency_us, metric="fit.latency", unit=_US, direction=Direction.LOWER,
               label_kind=LabelKind.PAIR, repetition=repetition, valid=valid and fit.latency_us > 0,
               parameters=parameters, raw_ref=raw_ref)
