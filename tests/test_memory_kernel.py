@@ -137,6 +137,19 @@ def test_thread_count_is_set_and_read_back(kernel_env):
     assert all(m.parameters["threads"] == 1 for m in parsed.measurements)
 
 
+def test_a_minimum_loop_time_repeats_each_pass_and_keeps_the_values(kernel_env):
+    argv = with_interpreter(memory_kernel_argv(ELEMENTS, NTIMES, threads=1, min_loop_seconds=0.05))
+    parsed = parse_memory_output(run_argv(argv, kernel_env).stdout, "localhost")
+    assert parsed.valid  # the passes are idempotent: one pass's values, validated as such
+    assert parsed.configuration["min_loop_seconds"] == 0.05
+    passes = parsed.configuration["passes"].split()
+    assert passes[0::2] == list(MEMORY_KERNELS) and all(int(count) >= 1 for count in passes[1::2])
+    for m in parsed.measurements:
+        # A timed loop of several passes: about 0.05 s, far above one pass.
+        assert m.parameters["min_loop_seconds"] == 0.05 and m.parameters["passes"] == parsed.configuration["passes"]
+        assert m.parameters["min_time_s"] > 0.01
+
+
 def test_a_corrupted_element_fails_validation(kernel_env):
     argv = with_interpreter(memory_kernel_argv(ELEMENTS, NTIMES, defines=["ODDNODE_CORRUPT_ELEMENT=12345"]))
     report = run_argv(argv, kernel_env)
@@ -157,6 +170,8 @@ def test_a_corrupted_element_fails_validation(kernel_env):
         (["-n", "0"], "-n wants"),
         (["-n", "12abc"], "-n wants"),
         (["-t", "1"], "-t wants"),
+        (["-m", "61"], "-m wants seconds, 0-60"),
+        (["-m", "soon"], "-m wants seconds, 0-60"),
         (["--bogus"], "unknown option"),
         (["-n", "1000", "extra"], "unexpected argument"),
     ],
@@ -175,6 +190,8 @@ def test_python_side_refuses_bad_arguments():
         memory_kernel_argv(ELEMENTS, ntimes=1)
     with pytest.raises(ValueError, match="threads"):
         memory_kernel_argv(ELEMENTS, threads=0)
+    with pytest.raises(ValueError, match="min_loop_seconds"):
+        memory_kernel_argv(ELEMENTS, min_loop_seconds=-1)
 
 
 def test_a_compile_error_is_a_clean_runner_error(kernel_env):

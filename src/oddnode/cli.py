@@ -601,6 +601,8 @@ def check_command(
     memory_elements: Annotated[Optional[int], typer.Option(
         help="Doubles per array of the memory kernel (default: 4x this machine's last-level cache).")] = None,
     memory_ntimes: Annotated[int, typer.Option(help="Timed iterations of the memory kernel (first discarded).")] = 10,
+    memory_min_seconds: Annotated[float, typer.Option(
+        help="Repeat each timed memory loop until it lasts about this long (default 0: one pass).")] = 0.0,
     threads: Annotated[Optional[int], typer.Option(help="OpenMP threads of the kernels (default: the node's).")] = None,
     dgemm_n: Annotated[Optional[int], typer.Option(help="Matrix order of DGEMM (default 6000).")] = None,
     hpl_n: Annotated[Optional[int], typer.Option(help="Problem size N of HPL through hpcc (default 10000).")] = None,
@@ -640,7 +642,8 @@ def check_command(
         else:
             target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
             plan = _check_plan(stages, skip, repetitions, benchmark_timeout, timeout, expect, {
-                "memory": {"elements": memory_elements, "ntimes": memory_ntimes, "threads": threads},
+                "memory": {"elements": memory_elements, "ntimes": memory_ntimes, "threads": threads,
+                           "min_loop_seconds": memory_min_seconds},
                 "dgemm": {"n": dgemm_n, "threads": threads},
                 "hpl": {"n": hpl_n, "threads": threads},
                 "disk": {"directory": disk_dir, "size": disk_size, "engine": disk_engine},

@@ -22,13 +22,15 @@ def _parse_memory_run(text: str, source: str) -> ParsedOutput:
     return parse_kernel_run(text, source, "memory", parse_memory_output)
 
 
-def memory_benchmark(elements: int | None = None, ntimes: int = 10, threads: int | None = None) -> BenchmarkSpec:
+def memory_benchmark(elements: int | None = None, ntimes: int = 10, threads: int | None = None,
+                     min_loop_seconds: float = 0.0) -> BenchmarkSpec:
     """The memory kernel (copy, scale, add, triad bandwidths) as a benchmark.
 
     ``elements`` defaults to what the last-level cache of THIS machine needs
     (each array >= 4x the LLC, see default_elements); nodes with a larger
     cache need more, so on a mixed cluster pass the size for the largest LLC.
     ``threads`` None keeps each node's OMP_NUM_THREADS (all cores by default).
+    ``min_loop_seconds`` > 0 makes each timed loop last about that long.
     """
     if elements is None:
         elements = default_elements(last_level_cache_bytes())
@@ -36,7 +38,7 @@ def memory_benchmark(elements: int | None = None, ntimes: int = 10, threads: int
     return BenchmarkSpec(
         name="memory",
         stage=MEMORY_STAGE,
-        argv=memory_kernel_argv(elements, ntimes, threads),
+        argv=memory_kernel_argv(elements, ntimes, threads, min_loop_seconds=min_loop_seconds),
         parse=_parse_memory_run,
         series=tuple((f"memory.{kernel}", "bandwidth", unit, Direction.HIGHER) for kernel in MEMORY_KERNELS),
         synchronized=True,

@@ -63,6 +63,8 @@ CACHE_MULTIPLE = 4
 MIN_ELEMENTS = 10_000_000
 # Seconds the memory kernel may run on a node, compile excluded.
 DEFAULT_TIMEOUT = 600.0
+# The longest a timed memory loop may be asked to last (memory.c's -m bound).
+MAX_MIN_LOOP_SECONDS = 60.0
 # How much of a bad output or compiler message an error quotes.
 QUOTED_CHARS = 2000
 _UNIT = canonical_unit("MB/s")  # the kernel's MB is 10^6 bytes
@@ -252,6 +254,7 @@ def memory_kernel_argv(
     cflags: Sequence[str] = (),
     defines: Sequence[str] = (),
     *,
+    min_loop_seconds: float = 0.0,
     timeout: float = DEFAULT_TIMEOUT,
     interpreter: str = "python3",
 ) -> list[str]:
@@ -259,6 +262,9 @@ def memory_kernel_argv(
 
     ``threads`` sets OMP_NUM_THREADS and ``proc_bind`` OMP_PROC_BIND; None
     leaves the node's setting (the kernel reports what it got either way).
+    ``min_loop_seconds`` > 0 repeats each timed loop's pass until the loop
+    lasts about that long (see memory.c): a rate clear of the timer and of
+    the time slices of CPUs that nodes share.
     """
     if elements < 1:
         raise ValueError(f"elements must be >= 1, got {elements}")
@@ -266,6 +272,8 @@ def memory_kernel_argv(
         raise ValueError(f"ntimes must be >= 2 (the first iteration is discarded), got {ntimes}")
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
+    if not 0.0 <= min_loop_seconds <= MAX_MIN_LOOP_SECONDS:
+        raise ValueError(f"min_loop_seconds must be 0 to {MAX_MIN_LOOP_SECONDS:g}, got {min_loop_seconds}")
     env: dict[str, str] = {}
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
@@ -273,7 +281,7 @@ def memory_kernel_argv(
         env["OMP_PROC_BIND"] = proc_bind
     return runner_argv(
         "memory",
-        ["-n", str(elements), "-t", str(ntimes)],
+        ["-n", str(elements), "-t", str(ntimes)] + (["-m", f"{min_loop_seconds:g}"] if min_loop_seconds else []),
         cflags=cflags,
         defines=defines,
         env=env,
@@ -410,7 +418,7 @@ _INT_KEYS = {
     "timer_granularity_ns",
     "corrupt_element",
 }
-_FLOAT_KEYS = {"scalar", "tolerance"}
+_FLOAT_KEYS = {"scalar", "tolerance", "min_loop_seconds"}
 
 
 
@@ -470,6 +478,8 @@ def parse_memory_output(text: str, source: str) -> ParsedOutput:
         "ntimes": configuration["ntimes"],
         "threads": configuration["threads_counted"],
         "proc_bind": configuration.get("proc_bind", ""),
+        **({"min_loop_seconds": configuration["min_loop_seconds"], "passes": configuration.get("passes", "")}
+           if configuration.get("min_loop_seconds") else {}),
     }
     measurements = [
         Measurement(

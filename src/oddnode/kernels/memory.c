@@ -10,14 +10,20 @@
  * initialised by the same static schedule, so every page is first touched
  * (and therefore placed) by the thread that later streams through it.
  *
- * Usage: memory [-n ELEMENTS] [-t NTIMES]
+ * Usage: memory [-n ELEMENTS] [-t NTIMES] [-m MIN_LOOP_SECONDS]
  *   The caller (oddnode.kernels) chooses ELEMENTS so that each array is at
  *   least four times the node's last-level cache; the default below is only a
- *   fallback for running the binary by hand.
+ *   fallback for running the binary by hand.  With -m, each timed loop runs
+ *   its pass over the arrays as many times in a row as it takes to last at
+ *   least MIN_LOOP_SECONDS (counted from the first, untimed, iteration); the
+ *   passes are idempotent (each writes what the same pass wrote before), so
+ *   the values and their validation are those of one pass.  Long loops keep
+ *   a rate clear of the timer and of a scheduler's time slices.
  *
  * Output (stdout): '#' header lines "# key: value", then one line per loop
  *   result <kernel> <best_MBps> <avg_s> <min_s> <max_s>
- * (MB = 10^6 bytes, best = shortest time, the first iteration not counted),
+ * (MB = 10^6 bytes, best = shortest time, the first iteration not counted;
+ * times are those of the whole timed loop, all its passes),
  * and finally "validation ok" or "validation failed <kernel> <max_rel_error>".
  * Exit status: 0 when the loops ran (even if validation failed: the parser
  * decides what a failed run means), 2 for bad arguments, 3 when the arrays
@@ -83,13 +89,17 @@ static const double SCALAR = 0.41421356237309504880;
 static const char *const KERNEL_NAMES[NKERNELS] = {"copy", "scale", "add", "triad"};
 /* Arrays each loop moves through memory, as STREAM counts them. */
 static const int ARRAYS_MOVED[NKERNELS] = {2, 2, 3, 3};
+/* Most passes -m may ask of one timed loop: a bound on a mistaken -m with
+ * tiny arrays, far above what seconds of streaming need. */
+#define MAX_PASSES 1000000LL
 
 static void usage(const char *program)
 {
     fprintf(stderr,
-            "usage: %s [-n ELEMENTS] [-t NTIMES]\n"
+            "usage: %s [-n ELEMENTS] [-t NTIMES] [-m MIN_LOOP_SECONDS]\n"
             "  -n ELEMENTS  doubles per array, >= 1 (default %ld)\n"
-            "  -t NTIMES    iterations, >= 2; the first is not counted (default %d)\n",
+            "  -t NTIMES    iterations, >= 2; the first is not counted (default %d)\n"
+            "  -m SECONDS   repeat each timed loop's pass until it lasts this long, 0-60 (default 0: one pass)\n",
             program, (long)ODDNODE_DEFAULT_ELEMENTS, ODDNODE_DEFAULT_NTIMES);
 }
 
@@ -167,10 +177,11 @@ int main(int argc, char **argv)
 {
     long long elements = ODDNODE_DEFAULT_ELEMENTS;
     long long ntimes = ODDNODE_DEFAULT_NTIMES;
+    double min_loop_seconds = 0.0;
     int option;
 
     opterr = 0;
-    while ((option = getopt(argc, argv, "n:t:")) != -1) {
+    while ((option = getopt(argc, argv, "n:t:m:")) != -1) {
         switch (option) {
         case 'n':
             elements = parse_count(optarg, 1, MAX_ELEMENTS);
@@ -188,6 +199,17 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'm': {
+            char *end = NULL;
+            errno = 0;
+            min_loop_seconds = strtod(optarg, &end);
+            if (errno != 0 || end == optarg || *end != '\0' || !(min_loop_seconds >= 0.0 && min_loop_seconds <= 60.0)) {
+                fprintf(stderr, "error: -m wants seconds, 0-60, got '%s'\n", optarg);
+                usage(argv[0]);
+                return 2;
+            }
+            break;
+        }
         default:
             fprintf(stderr, "error: unknown option or missing value: '%s'\n", argv[optind - 1]);
             usage(argv[0]);
@@ -265,6 +287,7 @@ int main(int argc, char **argv)
     printf("# compiler: %s\n", compiler_name());
     printf("# cflags: %s\n", ODDNODE_CFLAGS);
     printf("# scalar: %.17g\n", SCALAR);
+    printf("# min_loop_seconds: %g\n", min_loop_seconds);
 #ifdef ODDNODE_CORRUPT_ELEMENT
     printf("# corrupt_element: %ld\n", (long)((ODDNODE_CORRUPT_ELEMENT) % n));
 #endif
@@ -276,21 +299,41 @@ int main(int argc, char **argv)
         fprintf(stderr, "error: cannot allocate the timing table\n");
         return 3;
     }
+    /* Passes per timed loop: one in the first iteration, then enough for -m. */
+    long long passes[NKERNELS] = {1, 1, 1, 1};
     for (long long k = 0; k < ntimes; k++) {
         double t0 = now_seconds();
-        copy_kernel(n, a, c);
+        for (long long p = 0; p < passes[0]; p++)
+            copy_kernel(n, a, c);
         double t1 = now_seconds();
-        scale_kernel(n, SCALAR, c, b);
+        for (long long p = 0; p < passes[1]; p++)
+            scale_kernel(n, SCALAR, c, b);
         double t2 = now_seconds();
-        add_kernel(n, a, b, c);
+        for (long long p = 0; p < passes[2]; p++)
+            add_kernel(n, a, b, c);
         double t3 = now_seconds();
-        triad_kernel(n, SCALAR, b, c, a);
+        for (long long p = 0; p < passes[3]; p++)
+            triad_kernel(n, SCALAR, b, c, a);
         double t4 = now_seconds();
         times[0 * ntimes + k] = t1 - t0;
         times[1 * ntimes + k] = t2 - t1;
         times[2 * ntimes + k] = t3 - t2;
         times[3 * ntimes + k] = t4 - t3;
+        if (k == 0 && min_loop_seconds > 0.0) {
+            for (int i = 0; i < NKERNELS; i++) {
+                double first = times[i * ntimes];
+                double wanted = first > 0.0 ? min_loop_seconds / first : (double)MAX_PASSES;
+                if (wanted >= (double)MAX_PASSES) {
+                    passes[i] = MAX_PASSES;
+                } else {
+                    passes[i] = (long long)wanted; /* rounded up: */
+                    if ((double)passes[i] < wanted || passes[i] < 1)
+                        passes[i]++;
+                }
+            }
+        }
     }
+    printf("# passes: copy %lld scale %lld add %lld triad %lld\n", passes[0], passes[1], passes[2], passes[3]);
 
 #ifdef ODDNODE_CORRUPT_ELEMENT
     a[(ODDNODE_CORRUPT_ELEMENT) % n] *= 1.0 + CORRUPTION;
@@ -319,7 +362,7 @@ int main(int argc, char **argv)
     free(times);
 
     for (int i = 0; i < NKERNELS; i++) {
-        double bytes = (double)ARRAYS_MOVED[i] * (double)bytes_per_array;
+        double bytes = (double)passes[i] * (double)ARRAYS_MOVED[i] * (double)bytes_per_array;
         printf("result %s %.3f %.9f %.9f %.9f\n",
                KERNEL_NAMES[i], 1.0e-6 * bytes / best[i], avg[i], best[i], worst[i]);
     }
