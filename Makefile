@@ -23,7 +23,8 @@ demo: install
 	$(BIN)/oddnode testbed fault bios-date node03 09/02/2004; \
 	$(BIN)/oddnode testbed fault memory node06 --percent 75; \
 	$(BIN)/oddnode testbed fault hog node05 --seconds 900; \
-	$(BIN)/oddnode check --testbed --continue -r 3 --memory-elements 8000000 --memory-ntimes 5 \
+	$(BIN)/oddnode check --testbed --continue -r 3 --memory-elements 8000000 --memory-ntimes 3 \
+		--threads 1 --memory-min-seconds 0.5 \
 		--dgemm-n 1000 --hpl-n 1000 --disk-size 67108864 \
 		--db $(DEMO_DIR)/check.duckdb --html $(DEMO_DIR)/check-report.html || [ $$? -eq 1 ]
 	$(BIN)/oddnode synth $(DEMO_DIR)/cluster --nodes 484

@@ -80,8 +80,11 @@ def test_a_hanging_probe_is_cut_at_its_timeout(clean, tmp_path):
 
 
 # Arrays of 8 M doubles (64 MB): smaller than 4x the last-level cache of a large
-# server, enough for 8 nodes sharing this machine's memory at once.
-MEMORY_PLAN = CheckPlan(stages=("memory",), repetitions=3, parameters={"memory": {"elements": 8_000_000, "ntimes": 5}})
+# server, enough for 8 nodes sharing this machine's memory at once.  One thread
+# and loops of half a second: the nodes' CPU quotas then bind evenly (see
+# oddnode.testbed.cgroups and memory.c's -m).
+MEMORY_PLAN = CheckPlan(stages=("memory",), repetitions=3, parameters={
+    "memory": {"elements": 8_000_000, "ntimes": 3, "threads": 1, "min_loop_seconds": 0.5}})
 
 
 def test_a_competing_process_is_named_by_the_diagnostics_and_benchmarks_run_past_it(clean, tmp_path):

@@ -36,10 +36,15 @@ REMOVE_WAIT_S = 5.0
 PERIOD_US = 10_000
 MIN_QUOTA_US = 1_000  # the kernel refuses a quota below 1 ms
 # The part of the machine's CPUs the nodes share; the rest is the host's (the
-# admin's oddnode, ssh clients, the kernel's own work).  Were the nodes given
-# all of it, any host work would take its time from whichever nodes were
-# running, and their results would scatter by 15-30%.
-NODES_SHARE = 0.75
+# admin's oddnode, ssh clients, the kernel's own work, and on a virtual
+# machine the time its hypervisor keeps).  The quotas must bind: were the
+# nodes given all of it, any host work would take its time from whichever
+# nodes were running and their results would scatter by 15-30%; at three
+# quarters, on a 2-vCPU virtual machine, one of 8 nodes still ran 30-40%
+# faster than the others in each check; at half, memory rates of 8 nodes
+# scatter by 1-4% and none stands out.  (Below MIN_QUOTA_US per node, with
+# more than 5 nodes a CPU, the quotas stop binding.)
+NODES_SHARE = 0.5
 
 
 @dataclass(frozen=True)
