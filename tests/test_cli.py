@@ -151,3 +151,90 @@ def test_testbed_without_root_says_so_in_one_line(monkeypatch, tmp_path):
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 2, args
         assert "the testbed needs root" in result.output and "Traceback" not in result.output
+
+
+# -- interconnect commands on scripted clusters -------------------------------
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    """Make the commands run on a scripted cluster: returns the setter."""
+    from oddnode import cli
+    from oddnode.transport.base import Target
+
+    def use(transport, nodes):
+        monkeypatch.setattr(cli, "_target", lambda *args: Target(list(nodes), transport))
+        return transport
+
+    return use
+
+
+def invoke(*args):
+    from typer.testing import CliRunner
+
+    from oddnode.cli import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    result.text = " ".join(result.output.split())  # unwrapped from the runner's 80 columns
+    return result
+
+
+def test_matrix_command_names_the_bad_link_and_stores_the_topology(scripted, tmp_path):
+    from test_matrix import MatrixCluster
+    from test_pairs_runner import NODES
+
+    from oddnode.store import open_store
+
+    scripted(MatrixCluster(bad=[("node02", "node05")]), NODES)
+    topology = tmp_path / "topology"
+    topology.write_text("leaf1 node[01-04]\nleaf2 node[05-08]\n")
+    db = tmp_path / "m.duckdb"
+    result = invoke("matrix", "--sizes", "0,1,64,4096,65536", "--port", 6211, "--topology", topology, "--db", db)
+    assert result.exit_code == 0, result.output
+    assert "56 ordered pairs in 14 rounds" in result.text and "2 slow" in result.text
+    assert "slow-link" in result.text and "node[02,05]" in result.text
+    with open_store(db) as store:
+        assert store.load_topology()["node05"] == "leaf2"
+    html = tmp_path / "r.html"
+    assert invoke("analyze", "--db", db, "--html", html).exit_code == 0
+    text = html.read_text()
+    assert 'id="matrix"' in text and text.count("<svg") >= 2 and 'id="bisection"' not in text
+
+
+def test_bisection_command_prints_demonstrated_and_full(scripted, tmp_path):
+    from test_bisection import SwitchCluster
+    from test_pairs_runner import NODES
+
+    scripted(SwitchCluster(link=1000.0, capacity=2000.0), NODES)
+    result = invoke("bisection", "-r", 1, "--message-size", 65536, "--seconds", 0.3, "--db", tmp_path / "b.duckdb")
+    assert result.exit_code == 0, result.output
+    assert "demonstrated 2000 MB/s" in result.text and "full bisection 4000 MB/s" in result.text
+    assert "50.0% of it" in result.text
+
+
+def test_pairs_command_prints_the_pattern_table(scripted, tmp_path):
+    from test_pairs_runner import OPTIONS, TWELVE, PairCluster
+
+    scripted(PairCluster(weak="node03"), TWELVE)
+    result = invoke("pairs", "--patterns", "sort,cut,fold", "-r", 1, "--sizes", ",".join(map(str, OPTIONS.sizes)),
+                    "--port", 6211, "--db", tmp_path / "p.duckdb")
+    assert result.exit_code == 0, result.output
+    assert "Pair patterns" in result.text and "weak-pair-member" in result.text
+
+
+def test_a_bad_topology_file_is_one_line_naming_it_and_nothing_runs(scripted, tmp_path):
+    from test_matrix import MatrixCluster
+    from test_pairs_runner import NODES
+
+    cluster = scripted(MatrixCluster(), NODES)
+    topology = tmp_path / "topology"
+    topology.write_text("leaf1 node[01-04]\nleaf2 node[04-08]\n")
+    for command in ("pairs", "matrix", "bisection"):
+        result = invoke(command, "--topology", topology, "--db", tmp_path / "t.duckdb")
+        assert result.exit_code == 2 and f"{topology}:2: node04 is already in group leaf1" in result.text
+    assert cluster.rounds == [] and not (tmp_path / "t.duckdb").exists()
+    from oddnode.store import open_store
+
+    open_store(tmp_path / "t.duckdb").close()
+    result = invoke("analyze", "--topology", topology, "--db", tmp_path / "t.duckdb")
+    assert result.exit_code == 2 and f"{topology}:2:" in result.text

@@ -134,3 +134,23 @@ def test_text_histogram_bar_scales_to_width():
     longest = max(line.count("█") for line in text.splitlines() if "│" in line)
     assert longest <= 20
     assert any(line.count("█") + line.count("·") >= 19 for line in text.splitlines() if "│" in line)
+
+
+def test_heatmap_has_a_cell_per_pair_blank_diagonal_and_frames():
+    from oddnode.report.plots import heatmap_figure
+
+    values = np.arange(16, dtype=float).reshape(4, 4)
+    np.fill_diagonal(values, np.nan)
+    nodes = ["n1", "n2", "n3", "n4"]
+    figure = heatmap_figure(values, nodes, "bandwidth", "MB/s", marked=[(0, 1), (2, 3)])
+    axes = figure.axes[0]
+    image = axes.get_images()[0]
+    assert image.get_array().shape == (4, 4) and image.get_array().mask.sum() == 4
+    assert [t.get_text() for t in axes.get_xticklabels()] == nodes
+    assert len(axes.patches) == 2 and axes.get_title() == "bandwidth"
+    assert figure.axes[1].get_ylabel() == "MB/s"  # the colour bar
+    with pytest.raises(ValueError):
+        heatmap_figure(values[:3], nodes, "t", "MB/s")
+    many = [f"node{i:03d}" for i in range(100)]
+    crowded = heatmap_figure(np.ones((100, 100)), many, "t", "us", higher_is_better=False).axes[0]
+    assert len(crowded.get_xticklabels()) <= 32

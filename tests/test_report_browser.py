@@ -76,3 +76,32 @@ def test_a_checks_report_renders_a_section_per_stage(tmp_path):
     memory = dom[dom.index('id="stage-memory"'):dom.index('id="findings"')]
     assert memory.count("<svg") == 4  # copy, scale, add, triad
     assert memory.count('class="num flagged"') >= 1 and "node03" in memory
+
+
+def test_interconnect_section_only_with_pair_data(report, tmp_path):
+    """No pair results: no interconnect section; a matrix, bisection and pair
+    patterns: tables and heatmaps, as Chromium renders them."""
+    from test_bisection import OPTIONS as STREAM_OPTIONS
+    from test_bisection import SwitchCluster
+    from test_matrix import MatrixCluster
+    from test_pairs_runner import NODES, OPTIONS, PairCluster
+
+    from oddnode.interconnect.bisection import run_bisection
+    from oddnode.interconnect.matrix import run_matrix
+    from oddnode.interconnect.pairs import run_pairs
+    from oddnode.transport.base import Target
+
+    path, _ = report
+    assert 'id="interconnect"' not in chromium("--dump-dom", path.as_uri(), profile=tmp_path / "p1").stdout
+    with open_store(tmp_path / "i.duckdb") as store:
+        run_matrix(store, Target(NODES, MatrixCluster(bad=[("node02", "node05")])), options=OPTIONS)
+        run_bisection(store, Target(NODES, SwitchCluster()), 1, options=STREAM_OPTIONS)
+        for pattern in ("sort", "shuffle"):
+            run_pairs(store, Target(NODES, PairCluster()), pattern, 1, options=OPTIONS)
+        analysis = analyze(store.load_dataset())
+    dom = chromium("--dump-dom", write_report(analysis, tmp_path / "i.html").as_uri(), profile=tmp_path / "p2").stdout
+    for section in ("interconnect", "pair-patterns", "pattern-pingpong.sort", "pattern-pingpong.matrix",
+                    "sorted-shuffled", "bisection", "matrix"):
+        assert f'id="{section}"' in dom, section
+    assert 'id="switch-benchmarks"' not in dom  # no Switchbench data, no section
+    assert dom.count('class="figure heatmap"') == 2 and "node02-node05" in dom

@@ -292,6 +292,33 @@ def common_command(
     console.print(common_table(common_nodes(failures)))
 
 
+TopologyOption = Annotated[Optional[Path], typer.Option(
+    "--topology", help="Topology file, 'GROUP NODESET' a line (leaf switch, chassis): findings can name a group. "
+                       "With --testbed, the testbed's own by default.")]
+# The findings the interconnect commands print after their runs.
+PAIR_FINDINGS = ("weak-pair-member", "weak-group", "oversubscription", "slow-link", "link-contention")
+
+
+def _topology(path: Optional[Path], testbed: bool = False) -> tuple[dict[str, str], str] | None:
+    """Node -> group from a topology file (the testbed's when none is given), and the file."""
+    from oddnode.topology import read_topology
+
+    if path is None and testbed:
+        from oddnode.testbed import Testbed
+
+        path = Testbed.load(_state(None)).topology
+    return None if path is None else (read_topology(path), str(path))
+
+
+def _save_topology(store, topology: tuple[dict[str, str], str] | None) -> None:
+    """Record a topology in the store, so that the weak-group rule reads it."""
+    if topology:
+        groups, source = topology
+        with store.transaction():
+            store.set_topology(store.new_run(" ".join(["oddnode", *sys.argv[1:]]), source=f"topology:{source}"),
+                               groups)
+
+
 def _sizes(text: str) -> tuple[int, ...]:
     try:
         sizes = tuple(int(word) for word in text.split(","))
@@ -313,13 +340,15 @@ def pairs_command(
     port: Annotated[int, typer.Option("--port", help="TCP port the servers listen on.")] = 29170,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the shuffle and random patterns.")] = 0,
     pairs_file: Annotated[Optional[Path], typer.Option("--pairs-file", help="Pairs to run, one 'nodeA nodeB' per line (pattern 'file').")] = None,
+    topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
     """Ping-pong between pairs of nodes in STAB's patterns; store every pair's
     latency and bandwidth per message size, then name the node or group
-    common to the slow pairs."""
+    common to the slow pairs, and oversubscribed uplinks (sorted against
+    shuffled)."""
     from oddnode.analysis import analyze
     from rich.progress import Progress
 
@@ -330,7 +359,9 @@ def pairs_command(
     options = PingPongOptions(**({"sizes": _sizes(sizes)} if sizes else {}), seconds_per_size=seconds_per_size, port=port)
     with _user_errors(), _testbed_errors():
         target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        groups = _topology(topology, testbed)
         with _open(db, read_only=False) as store:
+            _save_topology(store, groups)
             for pattern in chosen:
                 with Progress(console=console, transient=True) as progress:
                     task = progress.add_task(f"pairs {pattern}", total=None)
@@ -344,8 +375,279 @@ def pairs_command(
                 for note in dict.fromkeys(summary.notes):
                     console.print(f"[dim]{note}[/]", highlight=False)
             dataset = store.load_dataset()
-        findings = [f for f in analyze(dataset).findings if f.kind in ("weak-pair-member", "weak-group")]
+        _print_patterns(dataset)
+        findings = [f for f in analyze(dataset).findings if f.kind in PAIR_FINDINGS]
         console.print(findings_by_nodes(findings) if findings else "No node or group is common to the slow pairs.")
+
+
+def _print_patterns(dataset) -> None:
+    from oddnode.report.terminal import pattern_table
+
+    table = pattern_table(dataset)
+    if table is not None:
+        console.print(table)
+
+
+def _stream_options(message_size: int, seconds: float, both: bool, port: int):
+    from oddnode.interconnect.bisection import StreamOptions
+
+    return StreamOptions(message_size=message_size, seconds=seconds, both=both, port=port)
+
+
+@app.command("bisection")
+def bisection_command(
+    repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Runs of the cut pairs at once, and of each alone.")] = 3,
+    message_size: Annotated[int, typer.Option("--message-size", help="Bytes per write of each stream.")] = 1 << 20,
+    seconds: Annotated[float, typer.Option("--seconds", help="Seconds each stream lasts.")] = 2.0,
+    both: Annotated[bool, typer.Option("--both", help="Stream both ways at once (a pair's bandwidth is their sum).")] = False,
+    port: Annotated[int, typer.Option("--port", help="TCP port the servers listen on.")] = 29170,
+    topology: TopologyOption = None,
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+) -> None:
+    """Bisection bandwidth: the cut pairs (node i with node i+N/2) stream all at
+    once, then each alone; demonstrated = the sum of the pairs' bandwidths,
+    next to N/2 × the median pair alone (full bisection)."""
+    from rich.progress import Progress
+
+    from oddnode.interconnect.bisection import run_bisection
+
+    options = _stream_options(message_size, seconds, both, port)
+    with _user_errors(), _testbed_errors():
+        target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        groups = _topology(topology, testbed)
+        with _open(db, read_only=False) as store:
+            _save_topology(store, groups)
+            with Progress(console=console, transient=True) as progress:
+                task = progress.add_task("bisection", total=None)
+                summary = run_bisection(store, target, repetitions, options=options,
+                                        on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+                                        command=" ".join(["oddnode", *sys.argv[1:]]))
+    for note in summary.notes:
+        console.print(f"[dim]{note}[/]", highlight=False)
+    figures = summary.figures
+    failed = [label for label, counts in summary.per_pair.items() if counts["failed"] or counts["invalid"]]
+    if failed:
+        console.print(f"[red]{len(failed)} pairs with failed or invalid runs[/]: {', '.join(failed)}")
+    if figures.demonstrated is None:
+        console.print(f"run {summary.run_id}: [red]no repetition in which every cut pair streamed[/]: "
+                      "no demonstrated bisection")
+        return
+    full = (f"; full bisection {figures.full:.6g} MB/s ({figures.pairs} × {figures.single_pair:.6g} MB/s, the "
+            f"median pair alone): {figures.fraction * 100:.1f}% of it" if figures.full else "")
+    console.print(f"bisection of {summary.nodes}, {figures.pairs} cut pairs at {options.message_size} B "
+                  f"(run {summary.run_id}): demonstrated {figures.demonstrated:.6g} MB/s{full}", highlight=False)
+
+
+@app.command("matrix")
+def matrix_command(
+    sizes: Annotated[Optional[str], typer.Option("--sizes", help="Message sizes in bytes, comma-separated (default 0,1024,65536,1048576: latency at the first, bandwidth at the last).")] = None,
+    seconds_per_size: Annotated[float, typer.Option("--seconds-per-size", help="Seconds each message size is timed.")] = 0.2,
+    port: Annotated[int, typer.Option("--port", help="TCP port the servers listen on.")] = 29170,
+    retest: Annotated[bool, typer.Option("--retest/--no-retest", help="Retest slow pairs with fewer pairs at once, down to alone.")] = True,
+    topology: TopologyOption = None,
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+) -> None:
+    """Every ordered pair, in rounds of disjoint pairs: bandwidth and latency per
+    pair (heatmaps in the HTML report); slow pairs are retested with half as
+    many pairs at once, then half again, to tell contention from a bad link."""
+    from rich.progress import Progress
+
+    from oddnode.analysis import analyze
+    from oddnode.interconnect.matrix import MATRIX_SIZES, run_matrix
+    from oddnode.interconnect.pairs import PingPongOptions
+    from oddnode.report.terminal import findings_by_nodes
+
+    options = PingPongOptions(sizes=_sizes(sizes) if sizes else MATRIX_SIZES, seconds_per_size=seconds_per_size,
+                              port=port)
+    with _user_errors(), _testbed_errors():
+        target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        groups = _topology(topology, testbed)
+        with _open(db, read_only=False) as store:
+            _save_topology(store, groups)
+            with Progress(console=console, transient=True) as progress:
+                task = progress.add_task("matrix", total=None)
+                summary = run_matrix(store, target, options=options, retest=retest,
+                                     on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+                                     command=" ".join(["oddnode", *sys.argv[1:]]))
+            dataset = store.load_dataset()
+        for note in dict.fromkeys(summary.notes):
+            console.print(f"[dim]{note}[/]", highlight=False)
+        limit = f", slow below {summary.limit:.6g} MB/s" if summary.limit is not None else ""
+        console.print(f"matrix of {target.nodeset}: {len(summary.values)} ordered pairs in {len(summary.plans)} rounds "
+                      f"(run {summary.run_id}){limit}; {len(summary.suspects)} slow, {len(summary.retests)} retest rounds",
+                      highlight=False)
+        findings = [f for f in analyze(dataset).findings if f.kind in PAIR_FINDINGS]
+        console.print(findings_by_nodes(findings, Severity.INFO) if findings else "No slow pair.")
+
+
+switchbench_app = typer.Typer(help="Switchbench's three switch benchmarks: daisy chain, pairwise streaming, "
+                                     "all-to-all.", no_args_is_help=True)
+app.add_typer(switchbench_app, name="switchbench")
+# Switchbench's servers, relays and ranks listen here by default, beside the pair runner's 29170.
+SWITCHBENCH_PORT = 29171
+# The findings the streaming command prints: who the slow pairs have in common.
+STREAM_FINDINGS = ("weak-pair-member", "weak-group")
+
+
+def _lengths(text: Optional[str]) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(word) for word in text.split(","))
+    except ValueError:
+        raise typer.BadParameter(f"chain lengths are whole numbers separated by commas, not {text!r}") from None
+
+
+def _progress_run(label: str, run):
+    """Run ``run(on_progress)`` under a transient progress bar named ``label``."""
+    from rich.progress import Progress
+
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task(label, total=None)
+        return run(lambda done, total: progress.update(task, completed=done, total=total))
+
+
+@switchbench_app.command("chain")
+def switchbench_chain_command(
+    repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Runs of every chain length.")] = 3,
+    lengths: Annotated[Optional[str], typer.Option("--lengths", help="Chain lengths k, comma-separated (default 2 to N).")] = None,
+    message_size: Annotated[int, typer.Option("--message-size", help="Bytes per write of the stream.")] = 1 << 20,
+    seconds: Annotated[float, typer.Option("--seconds", help="Seconds each chain streams.")] = 2.0,
+    port: Annotated[int, typer.Option("--port", help="TCP port every relay and the last node listen on.")] = SWITCHBENCH_PORT,
+    topology: TopologyOption = None,
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+) -> None:
+    """Daisy chain: one TCP stream forwarded through the first k nodes, k = 2 to
+    N; aggregate throughput ((k-1) hops at once) against k, and the length
+    where the switch stops scaling."""
+    from oddnode.interconnect.switchbench import ChainOptions, run_chain
+    from oddnode.report.terminal import chain_table
+
+    options = ChainOptions(message_size=message_size, seconds=seconds, port=port, lengths=_lengths(lengths))
+    with _user_errors(), _testbed_errors():
+        target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        groups = _topology(topology, testbed)
+        with _open(db, read_only=False) as store:
+            _save_topology(store, groups)
+            summary = _progress_run("chain", lambda progress: run_chain(
+                store, target, repetitions, options=options, on_progress=progress,
+                command=" ".join(["oddnode", *sys.argv[1:]])))
+    console.print(chain_table(summary))
+    best = summary.best_aggregate()
+    where = f"chain of {target.nodeset}, {options.message_size} B writes (run {summary.run_id})"
+    if not best:
+        console.print(f"{where}: [red]no chain streamed[/]", highlight=False)
+    elif summary.saturation is not None:
+        joined = next(p.nodes[-1] for p in summary.points if p.length == summary.saturation)
+        console.print(f"{where}: the switch stops scaling at k = {summary.saturation}, where {joined} joined: "
+                      f"aggregate {best[summary.saturation]:.6g} MB/s", highlight=False)
+    else:
+        top = max(best)
+        console.print(f"{where}: the aggregate grew with every node added, {best[top]:.6g} MB/s at k = {top}",
+                      highlight=False)
+
+
+@switchbench_app.command("stream")
+def switchbench_stream_command(
+    patterns: Annotated[str, typer.Option("--patterns", "--pattern", help="Pair patterns, comma-separated: sort, cut, "
+                                                                        "fold, shuffle, random, file (with --pairs-file).")] = "sort,cut,fold,shuffle",
+    repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Runs of each pattern (shuffle reshuffles each time).")] = 3,
+    serial: Annotated[bool, typer.Option("--serial", help="One pair at a time (isolates), instead of all at once (loads the switch).")] = False,
+    message_size: Annotated[int, typer.Option("--message-size", help="Bytes per write of each stream.")] = 1 << 20,
+    seconds: Annotated[float, typer.Option("--seconds", help="Seconds each pair streams.")] = 2.0,
+    port: Annotated[int, typer.Option("--port", help="TCP port the servers listen on.")] = SWITCHBENCH_PORT,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the shuffle and random patterns.")] = 0,
+    pairs_file: Annotated[Optional[Path], typer.Option("--pairs-file", help="Pairs to run, one 'nodeA nodeB' per line (pattern 'file').")] = None,
+    topology: TopologyOption = None,
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+) -> None:
+    """Pairwise streaming: sustained streams both ways at once between the pairs
+    of each pattern; per-pair throughput, then the node or group common to
+    the slow pairs."""
+    from oddnode.analysis import analyze
+    from oddnode.interconnect.switchbench import StreamOptions, run_streams
+    from oddnode.report.terminal import findings_by_nodes, stream_table
+
+    chosen = [name.strip() for name in patterns.split(",") if name.strip()]
+    options = StreamOptions(message_size=message_size, seconds=seconds, port=port)
+    with _user_errors(), _testbed_errors():
+        target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        groups = _topology(topology, testbed)
+        with _open(db, read_only=False) as store:
+            _save_topology(store, groups)
+            for pattern in chosen:
+                summary = _progress_run(f"stream {pattern}", lambda progress: run_streams(
+                    store, target, pattern, repetitions, options=options, seed=seed, serial=serial,
+                    pairs_file=pairs_file, on_progress=progress, command=" ".join(["oddnode", *sys.argv[1:]])))
+                failed = [label for label, counts in summary.per_pair.items() if counts["failed"] or counts["invalid"]]
+                console.print(f"{pattern}: {len(summary.per_pair)} pairs, {repetitions} repetitions, run {summary.run_id}"
+                              + (f"; [red]{len(failed)} pairs with failed or invalid runs[/]" if failed else ""))
+                for note in dict.fromkeys(summary.notes):
+                    console.print(f"[dim]{note}[/]", highlight=False)
+                console.print(stream_table(summary))
+            dataset = store.load_dataset()
+        findings = [f for f in analyze(dataset).findings if f.kind in STREAM_FINDINGS]
+        console.print(findings_by_nodes(findings) if findings else "No node or group is common to the slow pairs.")
+
+
+@switchbench_app.command("alltoall")
+def switchbench_alltoall_command(
+    repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Runs of the whole all-to-all.")] = 3,
+    message_size: Annotated[int, typer.Option("--message-size", help="Bytes each node sends per phase.")] = 1 << 20,
+    warmup_passes: Annotated[int, typer.Option("--warmup-passes", help="Untimed passes through every phase first.")] = 1,
+    port: Annotated[int, typer.Option("--port", help="TCP port every node listens on.")] = SWITCHBENCH_PORT,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the data each repetition sends and checks.")] = 0,
+    topology: TopologyOption = None,
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+) -> None:
+    """Congestion-controlled all-to-all: in phase i = 1 to N-1 every node sends
+    to node (self+i) mod N and receives from (self-i) mod N, a barrier between
+    phases; total time, aggregate throughput, minimum bandwidth per phase."""
+    from collections import Counter
+
+    from oddnode.interconnect.switchbench import ALLTOALL_BENCHMARK, AllToAllOptions, run_alltoall
+    from oddnode.model import LabelKind
+    from oddnode.nodes import fold
+    from oddnode.report.terminal import alltoall_table
+
+    options = AllToAllOptions(message_size=message_size, warmup_passes=warmup_passes, port=port)
+    with _user_errors(), _testbed_errors():
+        target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        groups = _topology(topology, testbed)
+        with _open(db, read_only=False) as store:
+            _save_topology(store, groups)
+            summary = _progress_run("alltoall", lambda progress: run_alltoall(
+                store, target, repetitions, options=options, seed=seed, on_progress=progress,
+                command=" ".join(["oddnode", *sys.argv[1:]])))
+            # The nodes charged with a failed or invalid repetition, not the
+            # ranks that stopped because of them.
+            charged = {f.label for f in store.load_failures()
+                       if f.benchmark == ALLTOALL_BENCHMARK and f.label_kind is LabelKind.NODE}
+    if charged:
+        console.print(f"[red]failed or invalid on[/] {fold(charged)}", highlight=False)
+    where = f"all-to-all of {fold(summary.nodes)}, {summary.message_size} B per phase (run {summary.run_id})"
+    best = summary.best()
+    if best is None or best.total_seconds is None or best.aggregate_bandwidth is None:
+        problems = dict.fromkeys(problem for r in summary.repetitions for problem in r.problems)
+        console.print(f"{where}: [red]no repetition in which every node ran and checked its data[/]", highlight=False)
+        for problem in list(problems)[:5]:
+            console.print(f"[dim]{problem}[/]", highlight=False)
+        return
+    console.print(alltoall_table(summary))
+    receivers = Counter(phase.slowest_receiver for phase in best.phases)
+    slowest, count = receivers.most_common(1)[0]
+    console.print(f"{where}: total {best.total_seconds:.6g} s, aggregate {best.aggregate_bandwidth:.6g} MB/s; "
+                  f"slowest receiver {slowest} (lowest in {count} of {len(best.phases)} phases)", highlight=False)
 
 
 @app.command("analyze")
@@ -359,6 +661,7 @@ def analyze_command(
     min_effect: Annotated[float, typer.Option(help="Smallest deviation from the median worth a warning (fraction).")] = 0.01,
     fail_on: Annotated[FailOn, typer.Option(help="Exit 1 when a finding reaches this severity.")] = FailOn.never,
     truth: Annotated[Optional[Path], typer.Option(help="Compare with a synthetic dataset's truth.json; exit 1 on a mismatch.")] = None,
+    topology: TopologyOption = None,
 ) -> None:
     """Judge the results: statistics, findings with evidence and remedies, correlations."""
     from oddnode.analysis import analyze
@@ -371,9 +674,11 @@ def analyze_command(
         location = db or (Path(":memory:") if paths else DEFAULT_DB)
         if not paths and not location.exists():
             raise StoreError(f"no results store at {location}: import results first or give result directories")
+        groups = _topology(topology)
         with open_store(location) as store:
             if paths:
                 import_stab(store, paths, command="oddnode analyze")
+            _save_topology(store, groups)
             result = analyze(store.load_dataset(), sensitivity)
             with store.transaction():
                 store.add_findings(store.new_run("oddnode analyze", source=FINDINGS_SOURCE), result.findings)
@@ -626,6 +931,7 @@ def check_command(
     command = " ".join(["oddnode", *sys.argv[1:]])
     out = err_console if json_out else console
     with _user_errors(), _testbed_errors(), _open(db, read_only=False) as store:
+        _save_topology(store, _topology(topology, testbed))
         resume_id = None
         if resume:
             if nodes or hostfile or exclude or testbed:

@@ -1,11 +1,13 @@
 """Rules that trace poor results to a weak node or a weak group (switch,
 chassis) from who the poor results have in common: the reading of STAB's
-ping-pong patterns (sort, cut, fold, shuffle)."""
+ping-pong patterns (sort, cut, fold, shuffle).  Also: sorted against
+shuffled pairs (oversubscribed uplinks), and the all-pairs matrix's slow
+pairs told apart by their retest (a bad link or contention)."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats
@@ -14,6 +16,7 @@ from oddnode.findings.population import analyse
 from oddnode.findings.registry import Sensitivity, first_few, rule
 from oddnode.model import Dataset, Finding, LabelKind, Series, Severity
 from oddnode.nodes import fold, split_pair
+from oddnode.stats.robust import MIN_OUTLIER_SAMPLE, outlier_threshold, robust_scale
 
 # A node is weak when its poor pairs have at least this many different partners.
 MIN_WEAK_PARTNERS = 2
@@ -25,12 +28,89 @@ MIN_GROUP_DOMINANCE = 0.5
 # cross to another group, and at most this share of its within-group pairs are poor.
 UPLINK_CROSS_SHARE = 0.9
 UPLINK_WITHIN_TOLERANCE = 0.1
+# Kernels whose pattern runs are judged as one population per metric, and
+# the patterns they pool (the patterns of oddnode.interconnect.patterns and a
+# pairs file).
+POOLED_FAMILIES = ("pingpong", "stream")
+POOLED_PATTERNS = ("sort", "cut", "fold", "shuffle", "random", "file")
 # How many partners or series a message spells out.
 MESSAGE_ITEMS = 6
 
+# Series the interconnect runners store (oddnode.interconnect.*).
+SORTED_BENCHMARK = "pingpong.sort"
+SHUFFLED_BENCHMARKS = ("pingpong.shuffle", "pingpong.random")
+MATRIX_BENCHMARK = "pingpong.matrix"
+MATRIX_RETEST_BENCHMARK = "pingpong.matrix-retest"
+# The retest's concurrency metric: how many pairs ran at once in a pair's
+# last retest (the best is the least, so a pair retested alone reads 1).
+CONCURRENCY_METRIC = "concurrency"
+FIT_BANDWIDTH = "fit.bandwidth"
+
+# Oversubscription: a switch with full bisection bandwidth carries shuffled
+# pairs as fast as sorted neighbours, within a few percent of noise.  When
+# the shuffled median is below half the sorted one, the links between
+# switches carry at least two pairs' traffic each: 2:1 oversubscribed or
+# worse (the case study saw 115 MB/s sorted against 10 MB/s shuffled).
+OVERSUBSCRIPTION_RATIO = 0.5
+# ... and the two distributions must be separated, not merely apart in the
+# median: a one-sided Mann-Whitney test, shuffled below sorted, at p < 0.01.
+# One test per pair of patterns, so no correction for multiplicity; 0.01 keeps
+# small samples out of the way of chance while 4 sorted pairs (8 nodes)
+# against 12 shuffled ones can reach it: complete separation gives
+# p = 1/C(16, 4) = 5e-4.
+OVERSUBSCRIPTION_ALPHA = 0.01
+
+# A matrix pair below half the median bandwidth is slow whatever the spread
+# of the others: when many pairs are slow (a leaf behind a poor uplink) the
+# MAD widens and the outlier rule's bound can sink below it.
+SLOW_LINK_FRACTION = 0.5
+
+
+def _is_population(series: Series) -> bool:
+    """Whether a series' labels are a population to judge: not the retest
+    of a matrix, whose labels are the pairs picked for being slow."""
+    return series.benchmark != MATRIX_RETEST_BENCHMARK
+
 
 def pair_series(dataset: Dataset) -> list[Series]:
-    return [s for s in dataset.series if s.label_kind is LabelKind.PAIR]
+    """The pair populations to judge: the pattern runs of one kernel pooled
+    per metric (see pooled_patterns), every other pair series as it is."""
+    return pooled_patterns([s for s in dataset.series if s.label_kind is LabelKind.PAIR and _is_population(s)])
+
+
+def pooled_patterns(series: list[Series]) -> list[Series]:
+    """One population per kernel and metric out of its pattern runs
+    (pingpong.sort, .cut, .fold, .shuffle -> pingpong.sort+cut+fold+shuffle).
+
+    A pattern over N nodes has only N/2 pairs: on 8 to 12 nodes, 4 to 6
+    values, too few for the outlier test to call even a link ten times slower
+    an outlier at alpha (the threshold for 6 values is 49 sigma at 1e-4).
+    The four patterns together give 2N pairs, each node with up to four
+    partners; a weak node is in the poor pairs of every pattern, a weak
+    uplink in the cross-group pairs of each, so pooling keeps what the
+    patterns tell apart while giving the test enough values.
+    """
+    pooled: dict[tuple[str, str], list[Series]] = defaultdict(list)
+    alone = []
+    for s in series:
+        family, _, pattern = s.benchmark.partition(".")
+        if family in POOLED_FAMILIES and pattern in POOLED_PATTERNS:
+            pooled[(family, s.metric)].append(s)
+        else:
+            alone.append(s)
+    for (family, metric), members in sorted(pooled.items()):
+        if len(members) == 1:
+            alone.append(members[0])
+            continue
+        labels = np.concatenate([m.labels for m in members])
+        order = np.argsort(labels, kind="stable")
+        patterns = "+".join(m.benchmark.partition(".")[2] for m in members)
+        alone.append(Series(
+            benchmark=f"{family}.{patterns}", metric=metric, unit=members[0].unit, direction=members[0].direction,
+            label_kind=LabelKind.PAIR, labels=labels[order],
+            values=np.concatenate([m.values for m in members])[order],
+            repetitions=np.concatenate([m.repetitions for m in members])[order]))
+    return alone
 
 
 def _known_nodes(dataset: Dataset) -> set[str] | None:
@@ -114,6 +194,7 @@ class _SeriesTally:
     crossing: set[int]  # poor pairs whose members are in different groups
     within: set[int]  # poor pairs whose members are in the same group
     labels: list[str]
+    leaving: dict[str, int] = field(default_factory=dict)  # group -> pairs with one member in it
 
 
 def _tally(series: Series, bad: np.ndarray, member_groups: np.ndarray, names: list[str]) -> _SeriesTally:
@@ -122,10 +203,12 @@ def _tally(series: Series, bad: np.ndarray, member_groups: np.ndarray, names: li
     for column in range(member_groups.shape[1]):
         known_column = member_groups[:, column]
         touching_counts += np.bincount(known_column[known_column >= 0], minlength=len(names))
+    leaving_counts = np.zeros(len(names), dtype=np.int64)
     if member_groups.shape[1] == 2:
         same = member_groups[:, 0] == member_groups[:, 1]
         inside = member_groups[same & (member_groups[:, 0] >= 0), 0]
         touching_counts -= np.bincount(inside, minlength=len(names))
+        leaving_counts = touching_counts - np.bincount(inside, minlength=len(names))
     low: dict[str, set[int]] = defaultdict(set)
     crossing: set[int] = set()
     within: set[int] = set()
@@ -137,8 +220,10 @@ def _tally(series: Series, bad: np.ndarray, member_groups: np.ndarray, names: li
         if len(groups) == 2 and groups[0] >= 0 and groups[1] >= 0:
             (within if groups[0] == groups[1] else crossing).add(index)
     touching = {names[code]: int(count) for code, count in enumerate(touching_counts) if count}
+    leaving = {names[code]: int(count) for code, count in enumerate(leaving_counts) if count}
     return _SeriesTally(
-        series.name, len(series), set(bad.tolist()), touching, dict(low), crossing, within, series.labels.tolist()
+        series.name, len(series), set(bad.tolist()), touching, dict(low), crossing, within, series.labels.tolist(),
+        leaving,
     )
 
 
@@ -174,7 +259,19 @@ def _group_test(
     # poor labels are drawn at random from all labels, times the number of
     # groups (Bonferroni).
     p = float(stats.hypergeom.sf(len(low) - 1, total, labels, low_total))
-    p_adjusted = min(1.0, p * group_count)
+    tests = 1
+    if tally.leaving.get(group):
+        # A poor uplink slows only the pairs that leave the group: the same
+        # test on those pairs alone is sharper there (the group's own pairs,
+        # fast, no longer dilute it).  Two tests: Bonferroni doubles.
+        leaving_low = low & tally.crossing
+        leaving = tally.leaving[group] - len((touching_low & tally.crossing) - leaving_low)
+        if len(leaving_low) >= MIN_GROUP_LOW and len(leaving_low) >= MIN_GROUP_DOMINANCE * low_total:
+            p_leaving = float(stats.hypergeom.sf(len(leaving_low) - 1, total, leaving, low_total))
+            tests = 2
+            if p_leaving < p:
+                p, low, labels = p_leaving, leaving_low, leaving
+    p_adjusted = min(1.0, p * group_count * tests)
     if not p_adjusted < alpha:
         return None
     return _GroupTest(frozenset(low), labels, low_total, total, p_adjusted)
@@ -197,11 +294,10 @@ def find_weak_groups(dataset: Dataset, sensitivity: Sensitivity) -> list[WeakGro
     if not topology:
         return []
     poor = []
-    for series in dataset.series:
-        if series.label_kind in (LabelKind.NODE, LabelKind.PAIR):
-            bad = analyse(series, sensitivity).bad_labels()
-            if len(bad) >= MIN_GROUP_LOW:
-                poor.append((series, bad))
+    for series in [s for s in dataset.series if s.label_kind is LabelKind.NODE] + pair_series(dataset):
+        bad = analyse(series, sensitivity).bad_labels()
+        if len(bad) >= MIN_GROUP_LOW:
+            poor.append((series, bad))
     if not poor:
         return []
     known = _known_nodes(dataset)
@@ -385,4 +481,294 @@ def weak_pair_member(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding
                 ),
             )
         )
+    return findings
+
+
+# --- sorted against shuffled: oversubscribed uplinks ---------------------------------
+
+
+def _series_of(dataset: Dataset, benchmark: str, metric: str) -> Series | None:
+    for series in dataset.series:
+        if series.benchmark == benchmark and series.metric == metric:
+            return series
+    return None
+
+
+def _bandwidth_sizes(dataset: Dataset, benchmark: str) -> set[int]:
+    """The message sizes at which a benchmark has a bandwidth series."""
+    sizes = set()
+    for series in dataset.series:
+        if series.benchmark == benchmark and series.metric.startswith("bandwidth."):
+            size = series.metric.removeprefix("bandwidth.")
+            if size.isdigit():
+                sizes.add(int(size))
+    return sizes
+
+
+def comparison_metric(dataset: Dataset, first: str, second: str) -> str | None:
+    """The metric two pair benchmarks are compared on: bandwidth at their
+    largest common message size (where a pair's link, not its latency, sets
+    the pace), else their fitted bandwidth; None when they share neither."""
+    common = _bandwidth_sizes(dataset, first) & _bandwidth_sizes(dataset, second)
+    if common:
+        return f"bandwidth.{max(common)}"
+    if _series_of(dataset, first, FIT_BANDWIDTH) and _series_of(dataset, second, FIT_BANDWIDTH):
+        return FIT_BANDWIDTH
+    return None
+
+
+@dataclass(frozen=True)
+class PatternComparison:
+    """Sorted against shuffled pairs on one metric: medians, their ratio and
+    the one-sided Mann-Whitney p that the shuffled pairs are slower."""
+
+    sorted_benchmark: str
+    shuffled_benchmark: str
+    metric: str
+    unit: str
+    sorted_count: int
+    shuffled_count: int
+    sorted_median: float
+    shuffled_median: float
+    p: float
+    left_out_groups: tuple[str, ...] = ()  # weak groups whose pairs were left out
+    shuffled_nodes: tuple[str, ...] = ()
+
+    @property
+    def ratio(self) -> float:
+        return self.shuffled_median / self.sorted_median if self.sorted_median > 0 else float("nan")
+
+    @property
+    def oversubscribed(self) -> bool:
+        return self.ratio < OVERSUBSCRIPTION_RATIO and self.p < OVERSUBSCRIPTION_ALPHA
+
+    def to_json(self) -> dict:
+        return {"sorted": self.sorted_benchmark, "shuffled": self.shuffled_benchmark, "metric": self.metric,
+                "unit": self.unit, "sorted_pairs": self.sorted_count, "shuffled_pairs": self.shuffled_count,
+                "sorted_median": self.sorted_median, "shuffled_median": self.shuffled_median,
+                "ratio": self.ratio, "p": self.p, "ratio_threshold": OVERSUBSCRIPTION_RATIO,
+                "alpha": OVERSUBSCRIPTION_ALPHA, "left_out_groups": list(self.left_out_groups)}
+
+
+def _pair_values(series: Series, skip: set[str], known: set[str] | None) -> tuple[np.ndarray, list[str]]:
+    """The finite values of a pair series whose pairs touch no node of
+    ``skip``, and the nodes of those pairs."""
+    values, nodes = [], []
+    for label, value in zip(series.labels.tolist(), series.values.tolist()):
+        pair = split_pair(label, known)
+        if not np.isfinite(value) or (pair is not None and skip.intersection(pair)):
+            continue
+        values.append(value)
+        if pair is not None:
+            nodes.extend(pair)
+    return np.asarray(values, dtype=np.float64), sorted(set(nodes))
+
+
+def compare_sorted_shuffled(dataset: Dataset, sensitivity: Sensitivity) -> list[PatternComparison]:
+    """pingpong.sort against each shuffled pattern the store holds.
+
+    With a topology, the pairs touching a weak group are left out of both
+    sides: a group behind a poor uplink is that group's fault (weak-group),
+    not the fabric's oversubscription.
+    """
+    if not any(s.benchmark == SORTED_BENCHMARK for s in dataset.series):
+        return []
+    weak = find_weak_groups(dataset, sensitivity) if dataset.topology else []
+    skip = {node for group in weak for node in group.members}
+    known = _known_nodes(dataset)
+    comparisons = []
+    for shuffled in SHUFFLED_BENCHMARKS:
+        metric = comparison_metric(dataset, SORTED_BENCHMARK, shuffled)
+        if metric is None:
+            continue
+        first, second = _series_of(dataset, SORTED_BENCHMARK, metric), _series_of(dataset, shuffled, metric)
+        assert first is not None and second is not None
+        sorted_values, _ = _pair_values(first, skip, known)
+        shuffled_values, nodes = _pair_values(second, skip, known)
+        if len(sorted_values) == 0 or len(shuffled_values) == 0:
+            continue
+        # Lower bandwidth is worse; for a lower-is-better metric flip the test.
+        alternative = "less" if second.higher_is_better else "greater"
+        p = float(stats.mannwhitneyu(shuffled_values, sorted_values, alternative=alternative).pvalue)
+        comparisons.append(PatternComparison(
+            SORTED_BENCHMARK, shuffled, metric, second.unit, len(sorted_values), len(shuffled_values),
+            float(np.median(sorted_values)), float(np.median(shuffled_values)), p,
+            tuple(group.group for group in weak), tuple(nodes)))
+    return comparisons
+
+
+@rule("oversubscription")
+def oversubscription(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
+    """Shuffled pairs far slower than sorted neighbours: the links between switches are oversubscribed."""
+    findings = []
+    for c in compare_sorted_shuffled(dataset, sensitivity):
+        if not c.oversubscribed:
+            continue
+        left_out = f" (pairs of the weak group {', '.join(c.left_out_groups)} left out)" if c.left_out_groups else ""
+        findings.append(Finding(
+            kind="oversubscription",
+            severity=Severity.WARNING,
+            subject=f"{c.shuffled_benchmark}:{c.metric}",
+            nodes=fold(c.shuffled_nodes),
+            message=(
+                f"shuffled pairs reach a median {c.shuffled_median:.4g} {c.unit} against {c.sorted_median:.4g} "
+                f"{c.unit} for sorted neighbours ({c.metric}, ratio {c.ratio:.2f}, below {OVERSUBSCRIPTION_RATIO}; "
+                f"Mann-Whitney p = {c.p:.2g}){left_out}: pairs that cross switches share oversubscribed links"
+            ),
+            evidence=c.to_json(),
+            remedy=(
+                "Compare each switch's uplink capacity with the nodes behind it (k nodes at link speed L need "
+                "k·L up); add or trunk uplinks, or place jobs so that their nodes share a switch. With a "
+                "topology file (--topology), weak-group tells one bad uplink from a fabric-wide shortfall."
+            ),
+        ))
+    return findings
+
+
+# --- the all-pairs matrix: contention or a bad link --------------------------------
+
+
+def slow_pair_limit(values: np.ndarray, sensitivity: Sensitivity) -> float:
+    """The bandwidth below which a matrix pair is slow.
+
+    The outlier rule's lower bound (median - t·σ, t the threshold for that
+    many values at alpha, σ from the MAD; and at least min_effect below the
+    median), raised to SLOW_LINK_FRACTION of the median when that is higher.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return float("nan")
+    scale = robust_scale(x)
+    threshold = outlier_threshold(len(x), sensitivity.alpha)
+    bound = -np.inf
+    if len(x) >= MIN_OUTLIER_SAMPLE and np.isfinite(threshold):
+        bound = min(scale.median - threshold * scale.sigma, (1.0 - sensitivity.min_effect) * scale.median)
+    return float(max(bound, SLOW_LINK_FRACTION * scale.median))
+
+
+def matrix_metric(dataset: Dataset) -> str | None:
+    """The matrix's bandwidth metric judged for slow links: its largest message size."""
+    sizes = _bandwidth_sizes(dataset, MATRIX_BENCHMARK)
+    return f"bandwidth.{max(sizes)}" if sizes else None
+
+
+BAD_LINK, CONTENTION, NOT_RETESTED = "bad-link", "contention", "not-retested"
+
+
+@dataclass(frozen=True)
+class LinkVerdict:
+    """A pair slow in the matrix, and what its retest said."""
+
+    label: str
+    value: float  # in the matrix, its round's pairs all at once
+    limit: float
+    median: float
+    retest: float | None  # the best of its retests
+    concurrency: int | None  # pairs at once in its last retest (1: alone)
+
+    @property
+    def verdict(self) -> str:
+        if self.retest is None or not np.isfinite(self.retest):
+            return NOT_RETESTED
+        return CONTENTION if self.retest >= self.limit else BAD_LINK
+
+    def to_json(self) -> dict:
+        return {"pair": self.label, "value": self.value, "limit": self.limit, "median": self.median,
+                "retest": self.retest, "concurrency": self.concurrency, "verdict": self.verdict}
+
+
+def link_verdicts(dataset: Dataset, sensitivity: Sensitivity) -> list[LinkVerdict]:
+    """Every matrix pair below slow_pair_limit, with its retest; by label."""
+    metric = matrix_metric(dataset)
+    if metric is None:
+        return []
+    series = _series_of(dataset, MATRIX_BENCHMARK, metric)
+    assert series is not None
+    values = series.values
+    limit = slow_pair_limit(values, sensitivity)
+    if not np.isfinite(limit):
+        return []
+    median = float(np.median(values[np.isfinite(values)]))
+    retest = _series_of(dataset, MATRIX_RETEST_BENCHMARK, metric)
+    concurrency = _series_of(dataset, MATRIX_RETEST_BENCHMARK, CONCURRENCY_METRIC)
+    retest_of = dict(zip(retest.labels.tolist(), retest.values.tolist())) if retest is not None else {}
+    concurrency_of = (dict(zip(concurrency.labels.tolist(), concurrency.values.tolist()))
+                      if concurrency is not None else {})
+    verdicts = []
+    for label, value in zip(series.labels.tolist(), values.tolist()):
+        if np.isfinite(value) and value < limit:
+            level = concurrency_of.get(label)
+            verdicts.append(LinkVerdict(label, float(value), limit, median, retest_of.get(label),
+                                        int(level) if level is not None else None))
+    return verdicts
+
+
+def _links_finding(kind: str, severity: Severity, subject: str, links: list[LinkVerdict],
+                   known: set[str] | None, message: str, remedy: str) -> Finding:
+    members = [split_pair(v.label, known) or (v.label,) for v in links]
+    return Finding(kind=kind, severity=severity, subject=subject,
+                   nodes=fold({node for pair in members for node in pair}), message=message,
+                   evidence={"links": [v.to_json() for v in links], "limit": links[0].limit,
+                             "median": links[0].median, "slow_fraction": SLOW_LINK_FRACTION},
+                   remedy=remedy)
+
+
+def _common_node(links: list[LinkVerdict], known: set[str] | None) -> str | None:
+    """The node in every one of two or more links, if there is one."""
+    pairs = [split_pair(v.label, known) for v in links]
+    if len(links) < 2 or any(p is None for p in pairs):
+        return None
+    common = set.intersection(*(set(p) for p in pairs if p is not None))
+    return min(common) if len(common) == 1 else None
+
+
+@rule("slow-link", kinds=("slow-link", "link-contention"))
+def slow_link(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
+    """Matrix pairs slow under load, told apart by their retest: slow alone too
+    (a bad link) or fine with fewer pairs at once (contention in the switch)."""
+    verdicts = link_verdicts(dataset, sensitivity)
+    if not verdicts:
+        return []
+    known = _known_nodes(dataset)
+    subject = f"{MATRIX_BENCHMARK}:{matrix_metric(dataset)}"
+    limit, median = verdicts[0].limit, verdicts[0].median
+    unit = next(s.unit for s in dataset.series if s.benchmark == MATRIX_BENCHMARK and s.name == subject)
+    by_verdict: dict[str, list[LinkVerdict]] = defaultdict(list)
+    for verdict in verdicts:
+        by_verdict[verdict.verdict].append(verdict)
+    findings = []
+    bad = by_verdict.get(BAD_LINK, [])
+    if bad:
+        shown = first_few([f"{v.label} {v.value:.4g} then {v.retest:.4g} alone" for v in bad], MESSAGE_ITEMS)
+        common = _common_node(bad, known)
+        where = (f"; all of them through {common}: suspect {common}'s card, cable or port" if common
+                 else "")
+        findings.append(_links_finding(
+            "slow-link", Severity.WARNING, subject, bad, known,
+            f"{len(bad)} link{'s are' if len(bad) > 1 else ' is'} slow alone too, below {limit:.4g} {unit} "
+            f"(median {median:.4g}): {shown}{where}",
+            "Check the cables and switch ports of these links (error counters, negotiated speed and duplex), "
+            "swap the cable, then the port; rerun oddnode matrix."))
+    untested = by_verdict.get(NOT_RETESTED, [])
+    if untested:
+        shown = first_few([f"{v.label} {v.value:.4g}" for v in untested], MESSAGE_ITEMS)
+        findings.append(_links_finding(
+            "slow-link", Severity.WARNING, subject, untested, known,
+            f"{len(untested)} pair{'s are' if len(untested) > 1 else ' is'} slow in the matrix, below "
+            f"{limit:.4g} {unit} (median {median:.4g}), and not retested alone: {shown}",
+            "Rerun oddnode matrix, which retests slow pairs with fewer pairs at once, to tell contention in "
+            "the switch from a bad link."))
+    contention = by_verdict.get(CONTENTION, [])
+    if contention:
+        shown = first_few([f"{v.label} {v.value:.4g} then {v.retest:.4g}"
+                           + (f" with {v.concurrency} at once" if v.concurrency else "")
+                           for v in contention], MESSAGE_ITEMS)
+        findings.append(_links_finding(
+            "link-contention", Severity.INFO, subject, contention, known,
+            f"{len(contention)} pair{'s were' if len(contention) > 1 else ' was'} slow only while other pairs ran, "
+            f"below {limit:.4g} {unit} (median {median:.4g}) in the matrix and fine with fewer pairs at once: "
+            f"{shown}; contention in the switch, not a bad link",
+            "Compare the switch's backplane and uplink capacity with the load of N/2 pairs at once; if jobs "
+            "need that load, spread them across switch modules or add capacity."))
     return findings

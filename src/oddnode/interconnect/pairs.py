@@ -98,18 +98,19 @@ def pattern_benchmark(pattern: str) -> str:
     return f"pingpong.{pattern}"
 
 
-def _quote(text: str) -> str:
+def quote_detail(text: str) -> str:
+    """A node's message on one line, cut to DETAIL_CHARS."""
     text = " ".join(text.split())
     return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS] + "..."
 
 
-def _why(result: NodeResult | None) -> str:
+def why_failed(result: NodeResult | None) -> str:
     """What went wrong with one end of a pair, in one line."""
     if result is None:
         return "the transport returned no result"
     if result.status is NodeStatus.OK:
         return "ok"
-    detail = _quote(result.stderr) or f"exit status {result.exit_code}"
+    detail = quote_detail(result.stderr) or f"exit status {result.exit_code}"
     return f"{result.status.value}: {detail}"
 
 
@@ -121,7 +122,8 @@ def _rounds(plan: PairPlan, serial: bool) -> list[list[tuple[str, str]]]:
     return [list(plan.pairs)]
 
 
-def _fit_rows(batch: ResultBatch, benchmark: str, label: str, parsed, repetition: int, raw_ref: str) -> None:
+def _fit_rows(batch: ResultBatch, benchmark: str, label: str, parsed, repetition: int, raw_ref: str,
+              extra: dict | None = None) -> None:
     """The pair's latency and bandwidth from the a + b*L line over its sizes."""
     points = [(m.parameters["bytes"], m.value) for m in parsed.measurements
               if m.metric.startswith("latency.") and m.parameters["bytes"] >= FIT_MIN_SIZE]
@@ -135,7 +137,8 @@ def _fit_rows(batch: ResultBatch, benchmark: str, label: str, parsed, repetition
     # parameters, not made invalid: the times it rests on are sound, and
     # pairs are compared on the same line.
     parameters = {"min_size": fit.size_range[0], "max_size": fit.size_range[1], "poor_fit": fit.poor,
-                  "max_relative_error": fit.max_relative_error, **({"fit_problem": fit.reason} if fit.reason else {})}
+                  "max_relative_error": fit.max_relative_error, **({"fit_problem": fit.reason} if fit.reason else {}),
+                  **(extra or {})}
     valid = parsed.valid
     batch.add(benchmark, label, fit.latency_us, metric="fit.latency", unit=_US, direction=Direction.LOWER,
               label_kind=LabelKind.PAIR, repetition=repetition, valid=valid and fit.latency_us > 0,
@@ -147,36 +150,123 @@ def _fit_rows(batch: ResultBatch, benchmark: str, label: str, parsed, repetition
 
 
 def _record_pair(batch: ResultBatch, benchmark: str, client: str, server: str, repetition: int,
-                 results: dict[str, NodeResult], sizes: Sequence[int], raw_ref: str) -> tuple[str, str | None]:
+                 results: dict[str, NodeResult], sizes: Sequence[int], raw_ref: str,
+                 extra: dict | None = None) -> tuple[str, str | None]:
     """Add one pair's rows; its outcome (ok, invalid, failed) and why."""
     label = pair_label(client, server)
     ping, serve = results.get(client), results.get(server)
     problem = None
     if ping is None or ping.status is not NodeStatus.OK:
-        problem = f"client {client}: {_why(ping)}"
+        problem = f"client {client}: {why_failed(ping)}"
     else:
         try:
             parsed = parse_pingpong_run(ping.stdout, raw_ref)
         except ParseError as error:
-            problem = f"client {client}: {_quote(str(error))}"
+            problem = f"client {client}: {quote_detail(str(error))}"
     if problem is not None:
         if serve is None or serve.status is not NodeStatus.OK:
-            problem += f"; server {server}: {_why(serve)}"
+            problem += f"; server {server}: {why_failed(serve)}"
         for size in sizes:
             metrics = [("latency", _US, Direction.LOWER)] + ([("bandwidth", _MB_PER_S, Direction.HIGHER)] if size else [])
             for metric, unit, direction in metrics:
                 batch.add(benchmark, label, None, metric=f"{metric}.{size}", unit=unit, direction=direction,
                           label_kind=LabelKind.PAIR, repetition=repetition, valid=False,
-                          parameters={"error": problem}, raw_ref=raw_ref)
+                          parameters={"error": problem, **(extra or {})}, raw_ref=raw_ref)
         return "failed", problem
     for m in parsed.measurements:
         batch.add(benchmark, label, m.value, metric=m.metric, unit=m.unit, direction=m.direction,
                   label_kind=LabelKind.PAIR, repetition=repetition, valid=m.valid,
-                  parameters={**m.parameters, "client": client, "server": server}, raw_ref=raw_ref)
-    _fit_rows(batch, benchmark, label, parsed, repetition, raw_ref)
+                  parameters={**m.parameters, "client": client, "server": server, **(extra or {})},
+                  raw_ref=raw_ref)
+    _fit_rows(batch, benchmark, label, parsed, repetition, raw_ref, extra)
     if parsed.valid:
         return "ok", None
     return "invalid", "; ".join(parsed.problems)
+
+
+def run_pair_rounds(
+    store: Store,
+    target: Target,
+    run_id: int,
+    benchmark: str,
+    rounds: Sequence[tuple[int, Sequence[tuple[str, str]]]],
+    *,
+    client_argv: Callable[[str], list[str]],
+    session_seconds: float,
+    record: PairRecorder,
+    port: int,
+    connect_wait: float,
+    lead: float,
+    per_pair: dict[str, dict[str, int]] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> float:
+    """Run rounds of pairs, each round's pairs at once, storing each round in
+    one transaction; returns the lead for the next synchronized round.
+
+    ``rounds`` are (repetition, pairs); in a pair the first node is the client,
+    running ``client_argv(server)``, the second serves one session of at most
+    ``session_seconds``.  ``record(batch, client, server, repetition, results,
+    raw_ref)`` adds a pair's rows and returns its outcome (ok, invalid,
+    failed) and why, counted in ``per_pair``.
+    """
+    commands_of: dict[str, list[str]] = {}
+    for done, (repetition, group) in enumerate(rounds, start=1):
+        # Servers wait for their client through the clients' common start and
+        # connection; clients have their wait after the start.
+        serve_wait = lead + connect_wait
+        serve = pingpong_serve_argv(port, serve_wait, session_seconds=session_seconds)
+        sent = time.time()
+        commands = {}
+        for client, server in group:
+            if server not in commands_of:
+                commands_of[server] = client_argv(server)
+            commands[client] = with_runner_options(commands_of[server], start_option(sent + lead))
+            commands[server] = serve
+        timeout = serve_wait + session_seconds + ROUND_SLACK
+        results = target.transport.run_each(commands, timeout=timeout)
+        lead = start_lead({c: results[c] for c, _ in group if c in results}, sent)
+        batch = ResultBatch()
+        statuses, raw = [], []
+        for client, server in group:
+            label = pair_label(client, server)
+            raw_ref = f"raw:{benchmark}:{label}:{repetition}"
+            outcome, problem = record(batch, client, server, repetition, results, raw_ref)
+            if per_pair is not None:
+                counts = per_pair.setdefault(label, {"ok": 0, "invalid": 0, "failed": 0})
+                counts[outcome] += 1
+            for node in (client, server):
+                result = results.get(node)
+                raw.append((f"{label}@{node}", result.stdout if result else "", result.stderr if result else ""))
+                if result is None or result.status is not NodeStatus.OK:
+                    statuses.append((node, result.status.value if result else "unreachable",
+                                     f"repetition {repetition}, pair {label}: {why_failed(result)}"))
+            if problem is not None and outcome == "invalid":
+                statuses.append((client, "ok", f"repetition {repetition}, pair {label}: {problem}"))
+        with store.transaction():
+            store.add_results(run_id, batch)
+            for label, stdout, stderr in raw:
+                store.add_raw_output(run_id, benchmark, label, repetition, stdout, stderr)
+            store.add_node_status(run_id, benchmark, statuses)
+        if on_progress is not None:
+            on_progress(done, len(rounds))
+    return lead
+
+
+def ping_recorder(benchmark: str, sizes: Sequence[int], parameters: Callable[[int, str, str], dict] | None = None
+                  ) -> PairRecorder:
+    """The recorder of ping rounds: every size's latency and bandwidth and the
+    pair's fit, with ``parameters(repetition, client, server)`` added to each row."""
+    def record(batch: ResultBatch, client: str, server: str, repetition: int, results: dict[str, NodeResult],
+               raw_ref: str) -> tuple[str, str | None]:
+        extra = parameters(repetition, client, server) if parameters is not None else {}
+        return _record_pair(batch, benchmark, client, server, repetition, results, sizes, raw_ref, extra)
+    return record
+
+
+def ping_client_argv(options: PingPongOptions) -> Callable[[str], list[str]]:
+    """The argv of a ping client against a server, by server."""
+    return lambda server: pingpong_ping_argv(server, options.port, list(options.sizes), options.seconds_per_size,
+                                             options.connect_wait)
 
 
 def run_pairs(
@@ -204,47 +294,10 @@ def run_pairs(
         run_id = store.new_run(command, source=f"{target.transport.name}:{target.nodeset}")
     benchmark = pattern_benchmark(pattern)
     summary = PairRunSummary(run_id, pattern, plans)
-    sizes = list(options.sizes)
-    # Servers wait for their client through the clients' common start and
-    # connection; clients have their wait after the start.
-    client_argv: dict[str, list[str]] = {}
     # Both ends run one build of the kernel: building it for the server builds it.
     lead = prepare(target, pingpong_serve_argv(options.port), PREPARE_TIMEOUT)
-    for done, (repetition, group) in enumerate(rounds, start=1):
-        serve_wait = lead + options.connect_wait
-        serve = pingpong_serve_argv(options.port, serve_wait, session_seconds=options.run_seconds)
-        sent = time.time()
-        commands = {}
-        for client, server in group:
-            if server not in client_argv:
-                client_argv[server] = pingpong_ping_argv(server, options.port, sizes, options.seconds_per_size,
-                                                         options.connect_wait)
-            commands[client] = with_runner_options(client_argv[server], start_option(sent + lead))
-            commands[server] = serve
-        timeout = serve_wait + options.run_seconds + ROUND_SLACK
-        results = target.transport.run_each(commands, timeout=timeout)
-        lead = start_lead({c: results[c] for c, _ in group if c in results}, sent)
-        batch = ResultBatch()
-        statuses, raw = [], []
-        for client, server in group:
-            label = pair_label(client, server)
-            raw_ref = f"raw:{benchmark}:{label}:{repetition}"
-            outcome, problem = _record_pair(batch, benchmark, client, server, repetition, results, sizes, raw_ref)
-            counts = summary.per_pair.setdefault(label, {"ok": 0, "invalid": 0, "failed": 0})
-            counts[outcome] += 1
-            for node in (client, server):
-                result = results.get(node)
-                raw.append((f"{label}@{node}", result.stdout if result else "", result.stderr if result else ""))
-                if result is None or result.status is not NodeStatus.OK:
-                    statuses.append((node, result.status.value if result else "unreachable",
-                                     f"repetition {repetition}, pair {label}: {_why(result)}"))
-            if problem is not None and outcome == "invalid":
-                statuses.append((client, "ok", f"repetition {repetition}, pair {label}: {problem}"))
-        with store.transaction():
-            store.add_results(run_id, batch)
-            for label, stdout, stderr in raw:
-                store.add_raw_output(run_id, benchmark, label, repetition, stdout, stderr)
-            store.add_node_status(run_id, benchmark, statuses)
-        if on_progress is not None:
-            on_progress(done, len(rounds))
+    run_pair_rounds(store, target, run_id, benchmark, rounds, client_argv=ping_client_argv(options),
+                    session_seconds=options.run_seconds, record=ping_recorder(benchmark, list(options.sizes)),
+                    port=options.port, connect_wait=options.connect_wait, lead=lead, per_pair=summary.per_pair,
+                    on_progress=on_progress)
     return summary

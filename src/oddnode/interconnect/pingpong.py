@@ -3,9 +3,11 @@ between two nodes: the argv of each end and the parsers of what comes back.
 
 One node runs ``serve``, its partner ``ping`` or ``stream`` against it; both
 may start at the same moment (the client retries a refused connection for
-its wait).  The kernel is built and run by the node runner like every kernel
-of ours, so each argv prints the runner's JSON report; ``parse_*_run`` read
-that report first, the ``parse_*_output`` functions the kernel's own stdout.
+its wait).  Nodes running ``relay`` may stand between them, each forwarding
+the session to the next (Switchbench's daisy chain).  The kernel is built
+and run by the node runner like every kernel of ours, so each argv prints
+the runner's JSON report; ``parse_*_run`` read that report first, the
+``parse_*_output`` functions the kernel's own stdout.
 
 Series:
 
@@ -17,6 +19,9 @@ Series:
 * ``tcp.stream`` (one direction) and ``tcp.stream_both`` (both at once):
   ``bandwidth.client_to_server`` and ``bandwidth.server_to_client`` (MB/s),
   the bytes the receiver counted over the receiver's time.
+* ``tcp.relay``: ``bandwidth.upstream_to_downstream`` and
+  ``bandwidth.downstream_to_upstream`` (MB/s), the bytes a relay forwarded
+  over its time from the first byte read to the last written.
 
 A run whose echo check or stream check failed is kept, invalid, with the
 kernel's account of what differed and where in ``problems``.
@@ -46,14 +51,19 @@ __all__ = [
     "DEFAULT_STREAM_SECONDS",
     "PINGPONG_BENCHMARK",
     "PINGPONG_LDLIBS",
+    "RELAY_BENCHMARK",
+    "RELAY_DIRECTIONS",
     "STREAM_BENCHMARKS",
     "STREAM_DIRECTIONS",
     "parse_pingpong_output",
     "parse_pingpong_run",
+    "parse_relay_output",
+    "parse_relay_run",
     "parse_stream_output",
     "parse_stream_run",
     "ping_run_seconds",
     "pingpong_ping_argv",
+    "pingpong_relay_argv",
     "pingpong_serve_argv",
     "pingpong_stream_argv",
     "stream_run_seconds",
@@ -98,7 +108,9 @@ _RUN_SLACK = 30.0
 
 PINGPONG_BENCHMARK = "tcp.pingpong"
 STREAM_BENCHMARKS = {False: "tcp.stream", True: "tcp.stream_both"}
+RELAY_BENCHMARK = "tcp.relay"
 STREAM_DIRECTIONS = ("client_to_server", "server_to_client")
+RELAY_DIRECTIONS = ("upstream_to_downstream", "downstream_to_upstream")
 
 _US = canonical_unit("us")
 _MB_PER_S = canonical_unit("MB/s")  # the kernel's MB is 10^6 bytes
@@ -114,6 +126,8 @@ _INT_KEYS = {
     "echoes_checked",
     "message_size",
     "corrupt_echo",
+    "next_port",
+    "relay_buffer_bytes",
 }
 _FLOAT_KEYS = {"seconds_per_size", "connect_wait_seconds", "wait_seconds", "seconds", "min_batch_seconds"}
 _KEY_VALUE = re.compile(r"(\w+)=(\S+)")
@@ -251,6 +265,32 @@ def pingpong_stream_argv(
                         cflags, defines, interpreter, switches=["--both"] if both else [])
 
 
+def pingpong_relay_argv(
+    port: int,
+    next_host: str,
+    next_port: int,
+    wait: float = DEFAULT_SERVE_WAIT,
+    *,
+    session_seconds: float = DEFAULT_SESSION_SECONDS,
+    io_timeout: int = DEFAULT_IO_TIMEOUT,
+    cflags: Sequence[str] = (),
+    defines: Sequence[str] = (),
+    timeout: float | None = None,
+    interpreter: str = "python3",
+) -> list[str]:
+    """The argv that listens on ``port`` of a node, connects to the next
+    hop ``next_host``:``next_port`` (a relay or a server) and forwards one
+    session both ways between them; ``wait`` bounds both the connection
+    to the next hop and the upstream node's arrival.  ``session_seconds``
+    and ``timeout`` as for pingpong_serve_argv."""
+    _check_port(port)
+    _check_host(next_host)
+    _check_port(next_port)
+    _check_seconds("session_seconds", session_seconds, 0.0, 86400.0, inclusive=False)
+    return _kernel_argv(["relay", "-p", str(port), "-H", next_host, "-P", str(next_port)], wait, io_timeout,
+                        session_seconds, timeout, cflags, defines, interpreter)
+
+
 def _kernel_argv(args: list[str], wait: float, io_timeout: int, session_seconds: float, timeout: float | None,
                  cflags: Sequence[str], defines: Sequence[str], interpreter: str,
                  switches: Sequence[str] = ()) -> list[str]:
@@ -288,7 +328,8 @@ def _read_lines(text: str, source: str, parse_line) -> tuple[dict[str, Any], int
 def _check_mode(configuration: dict[str, Any], wanted: str, source: str) -> None:
     mode = configuration.get("mode")
     if mode != wanted:
-        other = {"ping": "parse_pingpong_output", "stream": "parse_stream_output"}.get(str(mode))
+        other = {"ping": "parse_pingpong_output", "stream": "parse_stream_output",
+                 "relay": "parse_relay_output"}.get(str(mode))
         hint = f"; read it with {other}" if other else ""
         raise ParseError(source, None, f"expected the pingpong kernel's {wanted} output, found mode {mode!r}{hint}")
 
@@ -435,6 +476,44 @@ def parse_stream_output(text: str, source: str) -> ParsedOutput:
                         configuration=configuration)
 
 
+def parse_relay_output(text: str, source: str) -> ParsedOutput:
+    """Parse one relay run of our kernel: the bytes it forwarded each way
+    and at what rate (first byte read to last written), as measurements of
+    ``tcp.relay``; ParseError if the output is not ours or is cut short.
+    A relay checks nothing itself: the ends of its chain validate the data."""
+    results: dict[str, tuple[int, float, float]] = {}  # direction -> bytes, seconds, MB/s
+
+    def line_of_ours(line: str, lineno: int, configuration: dict[str, Any]) -> None:
+        words = line.split()
+        if words[0] != "relayed":
+            raise ParseError(source, lineno, f"unexpected line in pingpong relay output: {line[:80]!r}")
+        if len(words) != 5 or words[1] not in RELAY_DIRECTIONS:
+            raise ParseError(source, lineno, f"malformed relayed line: {line[:80]!r}")
+        if words[1] in results:
+            raise ParseError(source, lineno, f"a second relayed line for {words[1]}")
+        moved = whole(words[2], source, lineno)
+        seconds, rate = (number(words[i], source, lineno) for i in (3, 4))
+        if seconds < 0 or rate < 0:
+            raise ParseError(source, lineno, f"implausible relayed line: {line!r}")
+        results[words[1]] = (moved, seconds, rate)
+
+    configuration, count = _read_lines(text, source, line_of_ours)
+    _check_mode(configuration, "relay", source)
+    missing = [direction for direction in RELAY_DIRECTIONS if direction not in results]
+    if missing:
+        raise ParseError(source, count, f"truncated pingpong relay output: no relayed line for {', '.join(missing)}")
+    measurements = [
+        Measurement(RELAY_BENCHMARK, results[direction][2], _MB_PER_S, Direction.HIGHER,
+                    metric=f"bandwidth.{direction}",
+                    parameters={"next": configuration.get("next", ""), "next_port": configuration.get("next_port"),
+                                "upstream": configuration.get("upstream", ""), "direction": direction,
+                                "bytes": results[direction][0], "seconds": results[direction][1]})
+        for direction in RELAY_DIRECTIONS
+    ]
+    return ParsedOutput(tool="oddnode-pingpong", measurements=measurements, valid=True, problems=[],
+                        configuration=configuration)
+
+
 def parse_pingpong_run(text: str, source: str) -> ParsedOutput:
     """The node runner's JSON report of a ping run, then the kernel's stdout."""
     return parse_kernel_run(text, source, KERNEL, parse_pingpong_output)
@@ -443,3 +522,8 @@ def parse_pingpong_run(text: str, source: str) -> ParsedOutput:
 def parse_stream_run(text: str, source: str) -> ParsedOutput:
     """The node runner's JSON report of a stream run, then the kernel's stdout."""
     return parse_kernel_run(text, source, KERNEL, parse_stream_output)
+
+
+def parse_relay_run(text: str, source: str) -> ParsedOutput:
+    """The node runner's JSON report of a relay run, then the kernel's stdout."""
+    return parse_kernel_run(text, source, KERNEL, parse_relay_output)

@@ -1,11 +1,13 @@
 /*
  * oddnode pingpong kernel v1: TCP latency and bandwidth between two nodes.
  *
- * One binary, three modes; one end serves, the other measures:
+ * One binary, four modes; one end serves, the other measures, and relays
+ * may stand between them:
  *
  *   pingpong serve  -p PORT [-w WAIT_SECONDS] [-i IO_TIMEOUT]
  *   pingpong ping   -H HOST -p PORT [-s SIZES] [-T SECONDS_PER_SIZE] [-w CONNECT_WAIT] [-i IO_TIMEOUT]
  *   pingpong stream -H HOST -p PORT [-s MESSAGE_SIZE] [-d SECONDS] [--both] [-w CONNECT_WAIT] [-i IO_TIMEOUT]
+ *   pingpong relay  -p PORT -H NEXT_HOST -P NEXT_PORT [-w WAIT_SECONDS] [-i IO_TIMEOUT]
  *
  * serve listens on PORT on every address (IPv4 and IPv6), accepts ONE
  * client within WAIT seconds and does what it asks until it says goodbye:
@@ -36,6 +38,17 @@
  * counts the bytes, and its count over its own time (from its first read
  * to the trailer, the first read's bytes not counted) is the rate.
  *
+ * relay listens on PORT like serve, connects to NEXT_HOST:NEXT_PORT (the
+ * next relay or the server, retrying a refusal like a client), then
+ * accepts ONE upstream node (a client or the previous relay), all within
+ * WAIT seconds of its start, and forwards every byte both ways, unchanged,
+ * until both ends have closed; a close is passed on.  A chain
+ * stream -> relay -> ... -> relay -> serve thus carries one session end to
+ * end, and the server's stamp checks and the client's byte count validate
+ * it through every hop.  Forwarding is a poll() loop over non-blocking
+ * reads and writes through a ring buffer per direction; the relay gives up
+ * when no byte moves either way for IO_TIMEOUT seconds.
+ *
  * Output (stdout): '#' header lines "# key: value", then for ping one line
  * per size
  *   result <bytes> <round_trips> <min_us> <median_us> <batches>
@@ -43,11 +56,16 @@
  *   stream <client_to_server|server_to_client> <bytes> <seconds> <MBps>
  * (MB = 10^6 bytes; bytes and seconds as the receiver counted them), and
  * finally "validation ok" or "validation failed <what> key=value...".
- * serve prints its header, then "served ..." summary lines.
+ * serve prints its header, then "served ..." summary lines; relay its
+ * header, then one line per direction
+ *   relayed <upstream_to_downstream|downstream_to_upstream> <bytes> <seconds> <MBps>
+ * (bytes written on, over the time from the first byte read to the last
+ * written; control records included).
  *
  * Exit status: 0 when the exchange ran (even if validation failed: the
  * parser decides what a failed run means), 2 for bad arguments, 3 when no
- * partner came within the wait (no client connected; no server answered),
+ * partner came within the wait (no client connected; no server answered;
+ * a relay's next hop refused or its upstream node never came),
  * 4 for a network or protocol error (the partner vanished, stopped
  * answering for IO_TIMEOUT seconds, or does not speak this protocol).
  * Every blocking call is bounded: poll() for accept and connect,
@@ -63,6 +81,7 @@
  *   ODDNODE_DEFAULT_CONNECT_WAIT      ping/stream -w when not given
  *   ODDNODE_DEFAULT_IO_TIMEOUT        -i when not given
  *   ODDNODE_MIN_BATCH_SECONDS         the shortest timed batch of round trips
+ *   ODDNODE_RELAY_BUFFER_BYTES        a relay's ring buffer per direction
  *   ODDNODE_CFLAGS                    string literal of the flags used, for the header
  *   ODDNODE_TEST_CORRUPT_ECHO         test only: the server flips one byte of its
  *                                     echo number N (counted from 0), so that the
@@ -123,6 +142,12 @@
  * or three; the minimum of such samples is a floor the network holds. */
 #ifndef ODDNODE_MIN_BATCH_SECONDS
 #define ODDNODE_MIN_BATCH_SECONDS 1.0e-3
+#endif
+/* 4 MiB per direction: a few default stream messages, and more than the
+ * bandwidth-delay product of any LAN hop, so that the relay never starves
+ * a window. */
+#ifndef ODDNODE_RELAY_BUFFER_BYTES
+#define ODDNODE_RELAY_BUFFER_BYTES (4L << 20)
 #endif
 #ifndef ODDNODE_CFLAGS
 #define ODDNODE_CFLAGS "unknown"
@@ -216,17 +241,20 @@ static void usage(const char *program)
             "       %s ping   -H HOST -p PORT [-s SIZES] [-T SECONDS_PER_SIZE] [-w CONNECT_WAIT] [-i IO_TIMEOUT]\n"
             "       %s stream -H HOST -p PORT [-s MESSAGE_SIZE] [-d SECONDS] [--both] [-w CONNECT_WAIT] "
             "[-i IO_TIMEOUT]\n"
-            "  -p PORT          TCP port, 1-65535\n"
-            "  -H HOST          the serving node: a name, an IPv4 or an IPv6 address\n"
+            "       %s relay  -p PORT -H NEXT_HOST -P NEXT_PORT [-w WAIT_SECONDS] [-i IO_TIMEOUT]\n"
+            "  -p PORT          TCP port, 1-65535 (relay: the port it listens on)\n"
+            "  -H HOST          the serving node (relay: the next hop): a name, an IPv4 or an IPv6 address\n"
+            "  -P PORT          relay: the next hop's port\n"
             "  -w SECONDS       serve: how long to wait for the client (default %g);\n"
-            "                   ping/stream: how long to retry a refused connection (default %g)\n"
+            "                   ping/stream: how long to retry a refused connection (default %g);\n"
+            "                   relay: both, from its start (serve's default)\n"
             "  -i SECONDS       give up when a read or write makes no progress this long (default %d)\n"
             "  -s SIZES         ping: message sizes in bytes, a comma list (default 0 and 1 B to 4 MiB in\n"
             "                   powers of two); stream: bytes per write, >= %d (default %ld)\n"
             "  -T SECONDS       ping: time per message size (default %g)\n"
             "  -d SECONDS       stream: how long to send (default %g)\n"
             "  --both           stream: both directions at once\n",
-            program, program, program, ODDNODE_DEFAULT_SERVE_WAIT, ODDNODE_DEFAULT_CONNECT_WAIT,
+            program, program, program, program, ODDNODE_DEFAULT_SERVE_WAIT, ODDNODE_DEFAULT_CONNECT_WAIT,
             ODDNODE_DEFAULT_IO_TIMEOUT, MIN_STREAM_MESSAGE, (long)ODDNODE_DEFAULT_MESSAGE_SIZE,
             ODDNODE_DEFAULT_SECONDS_PER_SIZE, ODDNODE_DEFAULT_STREAM_SECONDS);
 }
@@ -795,16 +823,16 @@ static void serve_stream(struct connection *conn, const struct record *request)
     fflush(stdout);
 }
 
-static int run_serve(int port, double wait)
-{
-    const long long granularity = timer_granularity_ns();
-    print_common_header("serve", granularity);
-    printf("# port: %d\n", port);
-    printf("# wait_seconds: %g\n", wait);
-#ifdef ODDNODE_TEST_CORRUPT_ECHO
-    printf("# corrupt_echo: %lld\n", (long long)(ODDNODE_TEST_CORRUPT_ECHO));
-#endif
+/* The sockets a serving end listens on: one per address family. */
+#define MAX_LISTENERS 8
+struct listeners {
+    struct pollfd fd[MAX_LISTENERS];
+    int count;
+};
 
+/* Listens on port on every address (IPv4 and IPv6); prints where. */
+static void listen_everywhere(int port, struct listeners *out)
+{
     char port_text[16];
     snprintf(port_text, sizeof port_text, "%d", port);
     struct addrinfo hints;
@@ -816,10 +844,10 @@ static int run_serve(int port, double wait)
     int status = getaddrinfo(NULL, port_text, &hints, &addresses);
     if (status != 0)
         die(EXIT_NETWORK, "cannot find the addresses to listen on: %s", gai_strerror(status));
-    struct pollfd listeners[8];
-    int count = 0, last_error = 0;
-    char listening[8 * (NI_MAXHOST + NI_MAXSERV + 8)] = "";
-    for (struct addrinfo *ai = addresses; ai != NULL && count < 8; ai = ai->ai_next) {
+    int last_error = 0;
+    char listening[MAX_LISTENERS * (NI_MAXHOST + NI_MAXSERV + 8)] = "";
+    out->count = 0;
+    for (struct addrinfo *ai = addresses; ai != NULL && out->count < MAX_LISTENERS; ai = ai->ai_next) {
         int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
         if (fd < 0) {
             last_error = errno; /* e.g. no IPv6 in this kernel */
@@ -842,40 +870,63 @@ static int run_serve(int port, double wait)
         address_text(ai->ai_addr, ai->ai_addrlen, text, sizeof text);
         size_t used = strlen(listening);
         snprintf(listening + used, sizeof listening - used, "%s%s", used ? " " : "", text);
-        listeners[count].fd = fd;
-        listeners[count].events = POLLIN;
-        count++;
+        out->fd[out->count].fd = fd;
+        out->fd[out->count].events = POLLIN;
+        out->count++;
     }
     freeaddrinfo(addresses);
-    if (count == 0)
+    if (out->count == 0)
         die(EXIT_NETWORK, "cannot listen on port %d: %s", port, strerror(last_error));
     printf("# listening: %s\n", listening);
     fflush(stdout);
+}
 
-    /* One client, within the wait. */
-    const double deadline = now_seconds() + wait;
+/* The first connection to arrive before deadline (the -w limit of `wait`
+ * seconds), its address in text; then the listeners are closed, so that
+ * later ones are refused.  `who` names the partner in messages. */
+static int accept_one(struct listeners *listeners, int port, double deadline, double wait, const char *who,
+                      char *text, size_t size)
+{
     int client = -1;
     struct sockaddr_storage address;
     socklen_t address_length = sizeof address;
     while (client < 0) {
         double remaining = deadline - now_seconds();
         if (remaining <= 0.0)
-            die(EXIT_NO_PARTNER, "no client connected to port %d within %g s", port, wait);
-        int ready = poll(listeners, (nfds_t)count, (int)(remaining * 1000.0) + 1);
+            die(EXIT_NO_PARTNER, "no %s connected to port %d within %g s", who, port, wait);
+        int ready = poll(listeners->fd, (nfds_t)listeners->count, (int)(remaining * 1000.0) + 1);
         if (ready < 0 && errno != EINTR)
-            die(EXIT_NETWORK, "waiting for a client on port %d: %s", port, strerror(errno));
-        for (int i = 0; i < count && ready > 0 && client < 0; i++) {
-            if (!(listeners[i].revents & POLLIN))
+            die(EXIT_NETWORK, "waiting for a %s on port %d: %s", who, port, strerror(errno));
+        for (int i = 0; i < listeners->count && ready > 0 && client < 0; i++) {
+            if (!(listeners->fd[i].revents & POLLIN))
                 continue;
             address_length = sizeof address;
-            client = accept4(listeners[i].fd, (struct sockaddr *)&address, &address_length, SOCK_CLOEXEC);
+            client = accept4(listeners->fd[i].fd, (struct sockaddr *)&address, &address_length, SOCK_CLOEXEC);
             if (client < 0 && errno != EINTR && errno != EAGAIN && errno != ECONNABORTED)
-                die(EXIT_NETWORK, "accepting a client on port %d: %s", port, strerror(errno));
+                die(EXIT_NETWORK, "accepting a %s on port %d: %s", who, port, strerror(errno));
         }
     }
-    for (int i = 0; i < count; i++)
-        close(listeners[i].fd); /* one client: later ones are refused */
-    address_text((struct sockaddr *)&address, address_length, peer_text, sizeof peer_text);
+    for (int i = 0; i < listeners->count; i++)
+        close(listeners->fd[i].fd);
+    listeners->count = 0;
+    address_text((struct sockaddr *)&address, address_length, text, size);
+    return client;
+}
+
+static int run_serve(int port, double wait)
+{
+    const long long granularity = timer_granularity_ns();
+    print_common_header("serve", granularity);
+    printf("# port: %d\n", port);
+    printf("# wait_seconds: %g\n", wait);
+#ifdef ODDNODE_TEST_CORRUPT_ECHO
+    printf("# corrupt_echo: %lld\n", (long long)(ODDNODE_TEST_CORRUPT_ECHO));
+#endif
+
+    struct listeners listeners;
+    listen_everywhere(port, &listeners);
+    /* One client, within the wait. */
+    int client = accept_one(&listeners, port, now_seconds() + wait, wait, "client", peer_text, sizeof peer_text);
     configure_socket(client);
     printf("# client: %s\n", peer_text);
     print_socket_facts(client);
@@ -1299,24 +1350,202 @@ static int run_stream(const char *host, int port, size_t message_size, double se
     return 0;
 }
 
+/* --- relay ------------------------------------------------------------------------ */
+
+#define RELAY_RING_BYTES ((size_t)ODDNODE_RELAY_BUFFER_BYTES)
+
+/* One direction through a relay: bytes read from one socket wait in a ring
+ * until they are written to the other. */
+struct relay_way {
+    const char *name;                  /* for the summary line */
+    int from, to;                      /* indexes into the relay's two sockets */
+    unsigned char *ring;
+    size_t start, used;                /* the bytes waiting: ring[start, start + used) modulo the size */
+    int reading_done, passed_on;       /* the sender closed; its close was passed on */
+    uint64_t bytes;                    /* bytes written on */
+    double first, last;                /* first byte read, last byte written */
+};
+
+struct relay_side {
+    int fd;
+    const char *role;                  /* "upstream node", "downstream node" */
+    char address[NI_MAXHOST + NI_MAXSERV + 16];
+};
+
+static void relay_failed(const struct relay_side *side, const char *doing, int error) __attribute__((noreturn));
+
+static void relay_failed(const struct relay_side *side, const char *doing, int error)
+{
+    if (error == EPIPE || error == ECONNRESET)
+        die(EXIT_NETWORK, "relay: %s the %s %s: the connection was reset: it stopped or failed", doing,
+            side->role, side->address);
+    die(EXIT_NETWORK, "relay: %s the %s %s: %s", doing, side->role, side->address, strerror(error));
+}
+
+/* Reads what the ring has room for; whether anything happened (bytes or the
+ * sender's close). */
+static int relay_read(struct relay_way *way, const struct relay_side *sides)
+{
+    if (way->used == 0)
+        way->start = 0; /* an empty ring starts over: the longest room in one piece */
+    const size_t end = (way->start + way->used) % RELAY_RING_BYTES;
+    const size_t room = end >= way->start ? RELAY_RING_BYTES - end : way->start - end;
+    ssize_t n = recv(sides[way->from].fd, way->ring + end, room, MSG_DONTWAIT);
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+            return 0;
+        relay_failed(&sides[way->from], "reading from", errno);
+    }
+    if (n == 0) {
+        way->reading_done = 1;
+        return 1;
+    }
+    if (way->first == 0.0)
+        way->first = now_seconds();
+    way->used += (size_t)n;
+    return 1;
+}
+
+/* Writes what the ring holds in one piece; whether anything went. */
+static int relay_write(struct relay_way *way, const struct relay_side *sides)
+{
+    size_t piece = RELAY_RING_BYTES - way->start;
+    if (piece > way->used)
+        piece = way->used;
+    ssize_t n = send(sides[way->to].fd, way->ring + way->start, piece, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+            return 0;
+        relay_failed(&sides[way->to], "writing to", errno);
+    }
+    way->start = (way->start + (size_t)n) % RELAY_RING_BYTES;
+    way->used -= (size_t)n;
+    way->bytes += (uint64_t)n;
+    way->last = now_seconds();
+    return n > 0;
+}
+
+/* Forwards both ways until both senders have closed and every byte went on;
+ * gives up when no byte moves either way for the -i limit. */
+static void relay_both_ways(struct relay_side *sides, struct relay_way *ways)
+{
+    double idle_deadline = now_seconds() + io_timeout_seconds;
+    while (!(ways[0].passed_on && ways[1].passed_on)) {
+        struct pollfd pfd[2];
+        for (int s = 0; s < 2; s++) {
+            pfd[s].fd = sides[s].fd;
+            pfd[s].events = 0;
+            pfd[s].revents = 0;
+        }
+        for (int w = 0; w < 2; w++) {
+            if (!ways[w].reading_done && ways[w].used < RELAY_RING_BYTES)
+                pfd[ways[w].from].events |= POLLIN;
+            if (ways[w].used > 0)
+                pfd[ways[w].to].events |= POLLOUT;
+        }
+        /* A socket with nothing to do is left out: a closed one would wake
+         * poll with POLLHUP again and again. */
+        for (int s = 0; s < 2; s++)
+            if (pfd[s].events == 0)
+                pfd[s].fd = -1;
+        double remaining = idle_deadline - now_seconds();
+        if (remaining <= 0.0)
+            die(EXIT_NETWORK, "relay: no byte moved either way for %d s (the -i limit) between the upstream "
+                              "node %s and the downstream node %s: the chain stopped", io_timeout_seconds,
+                sides[0].address, sides[1].address);
+        int ready = poll(pfd, 2, (int)(remaining * 1000.0) + 1);
+        if (ready < 0) {
+            if (errno == EINTR)
+                continue;
+            die(EXIT_NETWORK, "relay: waiting for either node: %s", strerror(errno));
+        }
+        int progress = 0;
+        for (int w = 0; w < 2; w++) {
+            struct relay_way *way = &ways[w];
+            if ((pfd[way->from].events & POLLIN) && (pfd[way->from].revents & (POLLIN | POLLHUP | POLLERR)))
+                progress |= relay_read(way, sides);
+            if ((pfd[way->to].events & POLLOUT) && (pfd[way->to].revents & (POLLOUT | POLLHUP | POLLERR)))
+                progress |= relay_write(way, sides);
+            if (way->reading_done && way->used == 0 && !way->passed_on) {
+                shutdown(sides[way->to].fd, SHUT_WR); /* the close goes on: an error means it is gone already */
+                way->passed_on = 1;
+                progress = 1;
+            }
+        }
+        if (progress)
+            idle_deadline = now_seconds() + io_timeout_seconds;
+    }
+}
+
+static int run_relay(int port, const char *next_host, int next_port, double wait)
+{
+    const double started = now_seconds();
+    const long long granularity = timer_granularity_ns();
+    print_common_header("relay", granularity);
+    printf("# port: %d\n", port);
+    printf("# next: %s\n", next_host);
+    printf("# next_port: %d\n", next_port);
+    printf("# wait_seconds: %g\n", wait);
+    printf("# relay_buffer_bytes: %zu\n", RELAY_RING_BYTES);
+    printf("# forwarding: every byte both ways, uninterpreted and unchanged, until both ends close\n");
+    fflush(stdout);
+
+    struct listeners listeners;
+    listen_everywhere(port, &listeners);
+    /* The next hop first: the upstream node's connection waits in the
+     * listen queue meanwhile, and its greeting in its socket. */
+    struct relay_side sides[2] = {{.fd = -1, .role = "upstream node"}, {.fd = -1, .role = "downstream node"}};
+    int attempts = 0;
+    sides[1].fd = connect_to(next_host, next_port, wait, &attempts);
+    snprintf(sides[1].address, sizeof sides[1].address, "%s port %d", next_host, next_port);
+    configure_socket(sides[1].fd);
+    printf("# downstream: %s\n", sides[1].address);
+    printf("# connect_attempts: %d\n", attempts);
+    fflush(stdout);
+    sides[0].fd = accept_one(&listeners, port, started + wait, wait, "upstream node", sides[0].address,
+                             sizeof sides[0].address);
+    configure_socket(sides[0].fd);
+    printf("# upstream: %s\n", sides[0].address);
+    print_socket_facts(sides[0].fd);
+    fflush(stdout);
+
+    struct relay_way ways[2] = {{.name = "upstream_to_downstream", .from = 0, .to = 1},
+                                {.name = "downstream_to_upstream", .from = 1, .to = 0}};
+    for (int w = 0; w < 2; w++)
+        if (posix_memalign((void **)&ways[w].ring, 4096, RELAY_RING_BYTES) != 0)
+            die(EXIT_NETWORK, "cannot allocate a relay buffer of %zu bytes", RELAY_RING_BYTES);
+    relay_both_ways(sides, ways);
+    for (int w = 0; w < 2; w++) {
+        const double seconds = ways[w].bytes > 0 ? ways[w].last - ways[w].first : 0.0;
+        printf("relayed %s %llu %.6f %.3f\n", ways[w].name, (unsigned long long)ways[w].bytes, seconds,
+               rate_mbps(ways[w].bytes, seconds));
+        free(ways[w].ring);
+    }
+    printf("# session: both ends closed\n");
+    close(sides[0].fd);
+    close(sides[1].fd);
+    return 0;
+}
+
 /* --- main ------------------------------------------------------------------------ */
 
 int main(int argc, char **argv)
 {
     const char *program = argv[0];
     if (argc < 2) {
-        return bad_arguments(program, "a mode is required: serve, ping or stream");
+        return bad_arguments(program, "a mode is required: serve, ping, stream or relay");
     }
     const char *mode = argv[1];
     int serve = strcmp(mode, "serve") == 0, ping = strcmp(mode, "ping") == 0, stream = strcmp(mode, "stream") == 0;
-    if (!serve && !ping && !stream) {
-        return bad_arguments(program, "unknown mode '%s': expected serve, ping or stream", mode);
+    int relay = strcmp(mode, "relay") == 0;
+    if (!serve && !ping && !stream && !relay) {
+        return bad_arguments(program, "unknown mode '%s': expected serve, ping, stream or relay", mode);
     }
     signal(SIGPIPE, SIG_IGN); /* a vanished peer is an error to report, not a silent death */
 
     const char *host = NULL;
-    long long port = -1;
-    double wait = serve ? ODDNODE_DEFAULT_SERVE_WAIT : ODDNODE_DEFAULT_CONNECT_WAIT;
+    long long port = -1, next_port = -1;
+    double wait = serve || relay ? ODDNODE_DEFAULT_SERVE_WAIT : ODDNODE_DEFAULT_CONNECT_WAIT;
     double seconds_per_size = ODDNODE_DEFAULT_SECONDS_PER_SIZE;
     double stream_seconds = ODDNODE_DEFAULT_STREAM_SECONDS;
     long long message_size = ODDNODE_DEFAULT_MESSAGE_SIZE;
@@ -1328,7 +1557,7 @@ int main(int argc, char **argv)
     int both = 0;
 
     static const struct option long_options[] = {{"both", no_argument, NULL, 'b'}, {NULL, 0, NULL, 0}};
-    const char *short_options = serve ? "p:w:i:" : ping ? "H:p:s:T:w:i:" : "H:p:s:d:w:i:b";
+    const char *short_options = serve ? "p:w:i:" : relay ? "p:H:P:w:i:" : ping ? "H:p:s:T:w:i:" : "H:p:s:d:w:i:b";
     int option;
     opterr = 0;
     optind = 1;
@@ -1342,6 +1571,12 @@ int main(int argc, char **argv)
             port = parse_count(optarg, 1, 65535);
             if (port < 0) {
                 return bad_arguments(program, "-p wants a port number 1-65535, got '%s'", optarg);
+            }
+            break;
+        case 'P':
+            next_port = parse_count(optarg, 1, 65535);
+            if (next_port < 0) {
+                return bad_arguments(program, "-P wants the next hop's port number 1-65535, got '%s'", optarg);
             }
             break;
         case 'w':
@@ -1399,8 +1634,13 @@ int main(int argc, char **argv)
     if (!serve && (host == NULL || host[0] == '\0')) {
         return bad_arguments(program, "-H HOST is required for %s", mode);
     }
+    if (relay && next_port < 0) {
+        return bad_arguments(program, "-P NEXT_PORT is required for relay");
+    }
     if (serve)
         return run_serve((int)port, wait);
+    if (relay)
+        return run_relay((int)port, host, (int)next_port, wait);
     if (ping)
         return run_ping(host, (int)port, sizes, size_count, seconds_per_size, wait);
     return run_stream(host, (int)port, (size_t)message_size, stream_seconds, both, wait);

@@ -1,6 +1,8 @@
 """One self-contained HTML report: verdict, findings, statistics, histograms,
-correlations, failed runs and inventory.  Figures are inline SVG, so the file
-can be mailed or attached to a ticket as it is."""
+the interconnect (pair patterns, bisection, all-pairs heatmaps, Switchbench's
+chain, streaming and all-to-all plots), correlations, failed runs and
+inventory.  Figures are inline SVG, so the file can be mailed or attached to
+a ticket as it is."""
 
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ from oddnode.analysis import Analysis
 from oddnode.benchmarks import catalog
 from oddnode.model import Finding, LabelKind, Series, Severity
 from oddnode.nodes import NodeNameError, expand, fold, label_members
-from oddnode.report.plots import figure_to_svg, histogram_figure, scatter_figure
+from oddnode.report import interconnect
+from oddnode.report import switchbench as _switchbench  # noqa: F401  (registers the Switchbench figures)
+from oddnode.report.plots import figure_to_svg, heatmap_figure, histogram_figure, scatter_figure
 from oddnode.report.terminal import number, probability
 from oddnode.stats.common import common_nodes
 from oddnode.stats.correlation import CORRELATION_CAVEAT
@@ -35,6 +39,7 @@ MAX_HISTOGRAMS = 40
 MAX_CORRELATIONS = 25
 MAX_SCATTERS = 4
 _POPULATION = {LabelKind.NODE: "nodes", LabelKind.PAIR: "pairs", LabelKind.SET: "sets"}
+MATRIX_TITLE = "every ordered pair, N/2 pairs at once"
 
 _environment = jinja2.Environment(
     loader=jinja2.PackageLoader("oddnode", "report/templates"),
@@ -157,7 +162,7 @@ def _stages(analysis: Analysis, check: CheckResult) -> list[dict[str, Any]]:
             "findings": _finding_rows(stage.findings),
             "runs": runs,
             "notes": stage.notes,
-            "best": _best_table(series, flagged) if series else None,
+            "best": best,
             "histograms": [figure_to_svg(histogram_figure(s, highlight=_highlight(s, flagged))) for s in series],
         })
     for name in check.not_run:
@@ -165,6 +170,60 @@ def _stages(analysis: Analysis, check: CheckResult) -> list[dict[str, Any]]:
             f"not run: the check stopped after {check.stopped_after} (--continue runs it anyway)"],
             "best": None, "histograms": []})
     return sections
+
+
+def _quad(values: tuple[float, float, float, float] | None) -> list[str]:
+    return [number(v) for v in values] if values is not None else ["—"] * 4
+
+
+def _slow_rows(pairs: list[interconnect.SlowPair]) -> list[dict[str, str]]:
+    return [{"pair": p.label, "value": number(p.value), "percent": f"{p.percent_of_median:.1f}"} for p in pairs]
+
+
+def _interconnect(analysis: Analysis) -> dict[str, Any] | None:
+    """The interconnect section: pattern tables, slowest pairs, sorted against
+    shuffled, bisection, matrix heatmaps and registered figures; None when
+    the store holds none of them."""
+    dataset, sensitivity = analysis.dataset, analysis.sensitivity
+    patterns = [{
+        "benchmark": t.benchmark,
+        "rows": [{"size": r.size, "n": r.n, "bandwidth": _quad(r.bandwidth), "latency": _quad(r.latency)}
+                 for r in t.rows],
+        "fit": (f"fit over the larger sizes: median latency {number(t.fit_latency_median)} us, "
+                f"median bandwidth {number(t.fit_bandwidth_median)} MB/s"
+                if t.fit_latency_median is not None or t.fit_bandwidth_median is not None else ""),
+        "slowest_metric": t.slowest_metric, "slowest_unit": t.slowest_unit, "slowest": _slow_rows(t.slowest),
+    } for t in interconnect.pattern_tables(dataset)]
+    comparisons = [{**c, "ratio": f"{c['ratio']:.2f}", "p": probability(c["p"]),
+                    "sorted_median": number(c["sorted_median"]), "shuffled_median": number(c["shuffled_median"])}
+                   for c in interconnect.comparison_rows(dataset, sensitivity)]
+    cut = interconnect.bisection(dataset)
+    bisection = None if cut is None else {
+        "nodes": cut.nodes, "pairs": cut.pairs if cut.pairs is not None else "—",
+        "demonstrated": number(cut.demonstrated) if cut.demonstrated is not None else "—",
+        "single_pair": number(cut.single_pair) if cut.single_pair is not None else "—",
+        "full": number(cut.full) if cut.full is not None else "—",
+        "fraction": f"{cut.fraction * 100:.1f}%" if cut.fraction is not None else "—",
+        "slowest": _slow_rows(cut.slowest),
+    }
+    grid = interconnect.matrix(dataset, sensitivity)
+    matrix = None
+    if grid is not None:
+        marked = interconnect.marked_cells(grid)
+        heatmaps = [figure_to_svg(heatmap_figure(grid.bandwidth, grid.nodes,
+                                                 f"{MATRIX_TITLE}: {grid.bandwidth_metric}", grid.bandwidth_unit,
+                                                 True, marked))]
+        if grid.latency is not None:
+            heatmaps.append(figure_to_svg(heatmap_figure(grid.latency, grid.nodes,
+                                                         f"{MATRIX_TITLE}: {grid.latency_metric}",
+                                                         grid.latency_unit, False, marked)))
+        matrix = {"nodes": fold(grid.nodes), "heatmaps": heatmaps,
+                  "slow": sorted(grid.slow.items())}
+    figures = [{"title": f.title, "caption": f.caption, "svg": f.svg} for f in interconnect.figure_sources(dataset)]
+    if not (patterns or bisection or matrix or figures):
+        return None
+    return {"patterns": patterns, "comparisons": comparisons, "bisection": bisection, "matrix": matrix,
+            "figures": figures}
 
 
 def render_report(analysis: Analysis, check: CheckResult | None = None) -> str:
@@ -201,6 +260,7 @@ def render_report(analysis: Analysis, check: CheckResult | None = None) -> str:
         scatters=scatters,
         common=common_nodes(analysis.dataset.failures),
         inventory=_inventory(analysis),
+        interconnect=_interconnect(analysis),
     )
 
 

@@ -1,6 +1,8 @@
-"""Figures for reports: STAB's ``dplot`` histogram with its normal overlay and
-``cplot`` scatter.  Figures are built on ``matplotlib.figure.Figure`` directly,
-so nothing is registered with pyplot and nothing leaks between reports."""
+"""Figures for reports: STAB's ``dplot`` histogram with its normal overlay,
+``cplot`` scatter, the heatmap of an all-pairs matrix and Switchbench's
+three plots (chain scaling, streaming pairs, all-to-all phases).  Figures
+are built on ``matplotlib.figure.Figure`` directly, so nothing is registered
+with pyplot and nothing leaks between reports."""
 
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import matplotlib.lines  # noqa: E402
+import matplotlib.patches  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib import colors as mcolors  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 from matplotlib import transforms  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from scipy import stats  # noqa: E402
@@ -152,6 +157,39 @@ def scatter_figure(a: Series, b: Series, corr: Correlation) -> Figure:
     return figure
 
 
+# Beyond this many nodes a heatmap labels every k-th node only, so that its
+# tick labels stay legible at the figure's size.
+HEATMAP_LABELLED_NODES = 32
+
+
+def heatmap_figure(values: np.ndarray, nodes: list[str], title: str, unit: str, higher_is_better: bool = True,
+                   marked: list[tuple[int, int]] | None = None) -> Figure:
+    """A square matrix of pair values, row = the pair's first node (client),
+    column = its second; NaN cells (the diagonal, pairs not measured) blank.
+    The colour map runs from red (worse) to green (better) whatever the
+    direction; ``marked`` cells (row, column) get a black frame."""
+    matrix = np.asarray(values, dtype=np.float64)
+    if matrix.ndim != 2 or matrix.shape != (len(nodes), len(nodes)):
+        raise ValueError(f"a heatmap needs a {len(nodes)}x{len(nodes)} matrix, got shape {matrix.shape}")
+    side = max(FIGURE_SIZE_INCHES[1], min(9.0, 2.5 + 0.18 * len(nodes)))
+    figure = Figure(figsize=(side + 1.2, side), dpi=FIGURE_DPI, layout="constrained")
+    axes = figure.add_subplot()
+    colours = matplotlib.colormaps["RdYlGn" if higher_is_better else "RdYlGn_r"].with_extremes(bad="white")
+    image = axes.imshow(np.ma.masked_invalid(matrix), cmap=colours, interpolation="nearest")
+    figure.colorbar(image, ax=axes, label=unit or "value", shrink=0.85)
+    step = max(1, -(-len(nodes) // HEATMAP_LABELLED_NODES))
+    ticks = np.arange(0, len(nodes), step)
+    axes.set_xticks(ticks, [nodes[i] for i in ticks], rotation=90, fontsize=7)
+    axes.set_yticks(ticks, [nodes[i] for i in ticks], fontsize=7)
+    axes.set_xlabel("second node (server)")
+    axes.set_ylabel("first node (client)")
+    for row, column in marked or ():
+        axes.add_patch(matplotlib.patches.Rectangle((column - 0.5, row - 0.5), 1, 1, fill=False,
+                                                    edgecolor="black", linewidth=1.5))
+    axes.set_title(title, fontsize=9)
+    return figure
+
+
 def save_figure(fig: Figure, path: str | Path) -> None:
     """Write a figure as PNG or SVG, chosen by the file's suffix."""
     path = Path(path)
@@ -180,3 +218,108 @@ def figure_to_png_base64(fig: Figure) -> str:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=FIGURE_DPI)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def chain_figure(aggregate: dict[int, float], saturation: int | None, title: str, unit: str = "MB/s") -> Figure:
+    """Switchbench's daisy chain: aggregate throughput against the chain's
+    length k, beside perfect scaling (one shortest-chain hop per node added),
+    the length where the switch stopped scaling marked."""
+    if not aggregate:
+        raise ValueError("a chain figure needs at least one chain length")
+    lengths = sorted(aggregate)
+    values = [aggregate[k] for k in lengths]
+    figure, axes = _new_figure()
+    hop = values[0] / max(lengths[0] - 1, 1)
+    axes.plot(lengths, [hop * (k - 1) for k in lengths], color="dimgray", linestyle="--", linewidth=1.0,
+              label="scaling by one hop per node")
+    axes.plot(lengths, values, color="tab:blue", marker="o", linewidth=1.4, label="aggregate")
+    if saturation is not None and saturation in aggregate:
+        axes.axvline(saturation, color="tab:red", linewidth=1.0, linestyle=":")
+        axes.plot([saturation], [aggregate[saturation]], linestyle="none", marker="o", markersize=10,
+                  markerfacecolor="none", markeredgecolor="tab:red", markeredgewidth=2,
+                  label=f"stops scaling at k = {saturation}")
+    axes.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+    axes.set_xlabel("chain length k (nodes; k-1 hops at once)")
+    axes.set_ylabel(f"aggregate throughput [{unit}]")
+    axes.set_ylim(bottom=0)
+    axes.legend(loc="upper left", fontsize=7, frameon=False)
+    axes.set_title(title, fontsize=9)
+    return figure
+
+
+# Beyond this many pairs a streaming figure names only its slow pairs (and
+# the slowest few) on the axis, so that the names stay legible.
+STREAM_LABELLED_PAIRS = 40
+
+
+def stream_pairs_figure(labels: list[str], client_to_server: np.ndarray, server_to_client: np.ndarray,
+                        title: str, slow: set[str] | None = None, named: int = 5, unit: str = "MB/s") -> Figure:
+    """Switchbench's pairwise streaming: each pair's two directions stacked,
+    pairs sorted slowest first; ``slow`` pairs in red."""
+    forth = np.asarray(client_to_server, dtype=np.float64)
+    back = np.asarray(server_to_client, dtype=np.float64)
+    if not (len(labels) == len(forth) == len(back)) or not labels:
+        raise ValueError("a streaming figure needs the same number (at least one) of labels and rates each way")
+    slow = slow or set()
+    total = np.nan_to_num(forth) + np.nan_to_num(back)
+    order = np.argsort(total, kind="stable")
+    names = [labels[i] for i in order]
+    width = max(FIGURE_SIZE_INCHES[0], min(14.0, 2.0 + 0.22 * len(labels)))
+    figure = Figure(figsize=(width, FIGURE_SIZE_INCHES[1] + 0.8), dpi=FIGURE_DPI, layout="constrained")
+    axes = figure.add_subplot()
+    x = np.arange(len(labels))
+    edge = ["tab:red" if name in slow else "none" for name in names]
+    axes.bar(x, np.nan_to_num(forth[order]), color=["tab:red" if n in slow else "tab:blue" for n in names],
+             edgecolor=edge)
+    axes.bar(x, np.nan_to_num(back[order]), bottom=np.nan_to_num(forth[order]),
+             color=["salmon" if n in slow else "lightsteelblue" for n in names], edgecolor=edge)
+    median = float(np.median(total))
+    median_line = axes.axhline(median, color="dimgray", linewidth=0.8, linestyle="--")
+    handles = [matplotlib.patches.Patch(color="tab:blue", label="client to server"),
+               matplotlib.patches.Patch(color="lightsteelblue", label="server to client"),
+               matplotlib.lines.Line2D([], [], color=median_line.get_color(), linewidth=0.8, linestyle="--",
+                                       label=f"median pair {median:.4g} {unit}")]
+    if slow & set(names):
+        handles.append(matplotlib.patches.Patch(color="tab:red", label="slow pair"))
+    if len(labels) <= STREAM_LABELLED_PAIRS:
+        ticks = list(x)
+    else:
+        ticks = sorted({i for i, name in enumerate(names) if name in slow} | set(range(min(named, len(names)))))
+    axes.set_xticks(ticks, [names[i] for i in ticks], rotation=90, fontsize=7)
+    for tick, i in zip(axes.get_xticklabels(), ticks):
+        if names[i] in slow:
+            tick.set_color("tab:red")
+    axes.set_xlabel("pair (client-server), slowest first")
+    axes.set_ylabel(f"throughput, both ways [{unit}]")
+    # Headroom above the fastest pair for the legend.
+    axes.set_ylim(0, 1.3 * max(float(total.max()), median, 1e-9))
+    axes.legend(handles=handles, loc="upper left", fontsize=7, frameon=False, ncols=len(handles))
+    axes.set_title(title, fontsize=9)
+    return figure
+
+
+def phase_figure(curves: dict[str, dict[int, float]], title: str, unit: str = "MB/s") -> Figure:
+    """Switchbench's all-to-all: per phase the lowest bandwidth over the
+    nodes, a line per node set; the worst phase of each marked."""
+    if not any(curves.values()):
+        raise ValueError("a phase figure needs at least one phase")
+    figure, axes = _new_figure()
+    for name, by_phase in curves.items():
+        if not by_phase:
+            continue
+        phases = sorted(by_phase)
+        line, = axes.plot(phases, [by_phase[p] for p in phases], marker="o", markersize=4, linewidth=1.2,
+                          label=name)
+        worst = min(phases, key=lambda p: by_phase[p])
+        if by_phase[worst] < max(by_phase.values()):  # a dip, not a flat line
+            axes.plot([worst], [by_phase[worst]], linestyle="none", marker="v", markersize=9, color="tab:red")
+            axes.annotate(f"phase {worst}", (worst, by_phase[worst]), textcoords="offset points", xytext=(6, -4),
+                          fontsize=7, color="tab:red")
+    axes.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+    axes.set_xlabel("phase i (each node sends to node + i, receives from node - i)")
+    axes.set_ylabel(f"minimum bandwidth [{unit}]")
+    # Headroom above the best phase for the legend.
+    axes.set_ylim(0, 1.25 * max(max(c.values()) for c in curves.values() if c))
+    axes.legend(loc="upper left", fontsize=7, frameon=False, ncols=min(len(curves), 3))
+    axes.set_title(title, fontsize=9)
+    return figure

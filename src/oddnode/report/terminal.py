@@ -5,6 +5,7 @@ answers, not with nodes."""
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -14,12 +15,13 @@ from rich.table import Table
 from rich.text import Text
 
 from oddnode.analysis import Analysis
-from oddnode.model import Finding, LabelKind, Series, Severity
+from oddnode.model import Dataset, Finding, LabelKind, Series, Severity
 from oddnode.stats.correlation import CORRELATION_CAVEAT, Correlation
 from oddnode.stats.describe import Description
 from oddnode.stats.distribution import ChiSquared, Dip, Normality
 
 if TYPE_CHECKING:
+    from oddnode.interconnect.switchbench import AllToAllRunSummary, ChainRunSummary, StreamRunSummary
     from oddnode.inventory.expectations import ExpectationReport
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -170,4 +172,112 @@ def expectation_table(report: ExpectationReport) -> Table:
         table.add_row(finding.subject, Text("FAIL", style="bold red"), finding.nodes)
     for key in report.passed:
         table.add_row(key, Text("pass", style="green"), "")
+    return table
+
+
+def pattern_table(dataset: Dataset) -> Table | None:
+    """Per ping-pong pattern, the pairs' bandwidth at its largest message
+    size (STAB's ``anal spp <pattern> bw``) and its slowest pair; None
+    without pair patterns."""
+    from oddnode.report.interconnect import pattern_tables
+
+    tables = [t for t in pattern_tables(dataset) if t.rows]
+    if not tables:
+        return None
+    table = Table(title="Pair patterns: bandwidth at the largest message size (MB/s)", title_justify="left")
+    for column in ("pattern", "bytes", "n", "min", "median", "mean", "max", "slowest pair"):
+        table.add_column(column, justify="left" if column in ("pattern", "slowest pair") else "right")
+    for t in tables:
+        row = next((r for r in reversed(t.rows) if r.bandwidth is not None), None)
+        if row is None:
+            continue
+        slowest = f"{t.slowest[0].label} ({t.slowest[0].percent_of_median:.0f}% of median)" if t.slowest else "-"
+        table.add_row(t.benchmark.removeprefix("pingpong."), str(row.size), str(row.n),
+                      *(number(v) for v in row.bandwidth), slowest)
+    return table
+
+
+def chain_table(summary: ChainRunSummary) -> Table:
+    """Switchbench's daisy chain: per chain length the node that joined, the
+    best end-to-end and aggregate throughput, the aggregate's gain in hops
+    over the previous length, and where the switch stopped scaling."""
+    best = summary.best_aggregate()
+    table = Table(title="Daisy chain: throughput by chain length (MB/s, best repetition)", title_justify="left")
+    for column in ("k", "joined", "end to end", "aggregate", "gain (hops)", ""):
+        table.add_column(column, justify="right" if column not in ("joined", "") else "left")
+    chains: dict[int, tuple[str, ...]] = {}
+    problems: dict[int, str] = {}
+    for point in summary.points:
+        chains.setdefault(point.length, point.nodes)
+        if not point.valid and point.problem:
+            problems.setdefault(point.length, point.problem)
+    hop = best[min(best)] / (min(best) - 1) if best else None
+    previous = None
+    for k in sorted(chains):
+        aggregate = best.get(k)
+        gain = "-"
+        if aggregate is not None and previous is not None and hop:
+            gain = f"{(aggregate - best[previous]) / hop:+.2f}"
+        if k == summary.saturation:
+            note = Text("stops scaling", style="bold red")
+        elif aggregate is None:
+            note = Text(f"failed: {problems.get(k, 'no valid repetition')}", style="red")
+        else:
+            note = Text("")
+        table.add_row(str(k), chains[k][-1], number(aggregate / (k - 1)) if aggregate is not None else "-",
+                      number(aggregate) if aggregate is not None else "-", gain, note)
+        if aggregate is not None:
+            previous = k
+    return table
+
+
+# Beyond this many pairs the streaming table lists the slowest ones only.
+MAX_PAIR_ROWS = 24
+
+
+def stream_table(summary: StreamRunSummary, limit: int = MAX_PAIR_ROWS) -> Table:
+    """Switchbench's pairwise streaming: per pair its best repetition's rate
+    each way and both together, slowest first, failed pairs first of all."""
+    best: dict[str, tuple[float, float]] = {}
+    problems: dict[str, str] = {}
+    for rate in summary.rates:
+        if rate.valid and rate.total is not None:
+            if rate.label not in best or rate.total > sum(best[rate.label]):
+                best[rate.label] = (rate.client_to_server or 0.0, rate.server_to_client or 0.0)
+        elif rate.problem:
+            problems.setdefault(rate.label, rate.problem)
+    median = statistics.median(sum(pair) for pair in best.values()) if best else 0.0
+    failed = sorted(label for label in problems if label not in best)
+    order = failed + sorted(best, key=lambda label: sum(best[label]))
+    shown = order[:limit]
+    caption = f"{len(order) - len(shown)} faster pairs not listed" if len(order) > len(shown) else None
+    table = Table(title=f"Pairwise streaming, {summary.pattern}: both ways at once (MB/s, best repetition)",
+                  title_justify="left", caption=caption)
+    for column in ("pair", "client to server", "server to client", "total", "% of median"):
+        table.add_column(column, justify="left" if column == "pair" else "right")
+    for label in shown:
+        if label not in best:
+            table.add_row(label, Text("failed", style="red"), "-", "-", Text(problems[label][:60], style="red"))
+            continue
+        forth, back = best[label]
+        percent = (forth + back) / median * 100 if median else math.nan
+        table.add_row(label, number(forth), number(back), number(forth + back),
+                      "-" if math.isnan(percent) else f"{percent:.0f}")
+    return table
+
+
+def alltoall_table(summary: AllToAllRunSummary) -> Table | None:
+    """Switchbench's all-to-all, its best repetition: per phase the lowest
+    receive bandwidth over the nodes, the median, and the flow that had the
+    lowest; None without a valid repetition."""
+    best = summary.best()
+    if best is None:
+        return None
+    table = Table(title=f"All-to-all, repetition {best.repetition}: receive bandwidth per phase (MB/s)",
+                  title_justify="left")
+    for column in ("phase", "min", "median", "slowest receiver", "from"):
+        table.add_column(column, justify="right" if column in ("phase", "min", "median") else "left")
+    for phase in best.phases:
+        table.add_row(str(phase.phase), number(phase.min_bandwidth), number(phase.median_bandwidth),
+                      phase.slowest_receiver, phase.slowest_sender)
     return table
