@@ -4,7 +4,8 @@ nodes, keep everything in the store, and judge it.
 Diagnostics come first: the inventory of every node, compared across nodes
 and against an expectations file.  Then the benchmark stages, in STAB's
 order -- memory, compute, disk -- each run R times on every node at once and
-judged across nodes before the next begins.  A stage whose findings are
+judged across nodes before the next begins; then the interconnect: ping-pong
+in STAB's four pair patterns and bisection bandwidth, judged on the pairs.  A stage whose findings are
 warnings or worse stops the check (benchmarks are inconsistent until what
 comes before them is), unless the caller asks to go on.
 
@@ -156,7 +157,7 @@ class CheckPlan:
         starts, not stages later; raises ValueError or TypeError."""
         for stage in self.stages:
             for benchmark in self.benchmarks(stage):
-                catalog.build(benchmark, self.parameters.get(benchmark))
+                catalog.build(benchmark, self.parameters.get(benchmark))  # an interconnect step's options too
 
     def benchmarks(self, stage: str) -> list[str]:
         """The benchmarks this plan runs in a stage."""
@@ -238,6 +239,11 @@ def _restricted(dataset: Dataset, nodes: set[str], stages: set[str]) -> Dataset:
         series.append(s)
     benchmark_steps = {name for name, (stage, _) in catalog.BENCHMARKS.items() if stage in stages}
     allowed_steps = benchmark_steps | ({INVENTORY_STAGE} if DIAGNOSTICS in stages else set())
+
+    def interconnect_trouble(trouble) -> bool:
+        # Recorded under the series an interconnect step stores (pingpong.sort), not the step's name.
+        return catalog.INTERCONNECT in stages and catalog.series_stage(trouble.stage) == catalog.INTERCONNECT
+
     return Dataset(
         series=series,
         failures=[f for f in dataset.failures
@@ -247,7 +253,7 @@ def _restricted(dataset: Dataset, nodes: set[str], stages: set[str]) -> Dataset:
         topology=dataset.topology,
         benchmarks_with_results={b for b in dataset.benchmarks_with_results if catalog.series_stage(b[0]) in stages},
         node_trouble={node: trouble for node, trouble in dataset.node_trouble.items()
-                      if node in nodes and trouble.stage in allowed_steps},
+                      if node in nodes and (trouble.stage in allowed_steps or interconnect_trouble(trouble))},
     )
 
 
@@ -339,6 +345,9 @@ def _run_stage(store: Store, target: Target, plan: CheckPlan, stage: str, steps:
                observer: CheckObserver) -> StageResult:
     """Run each benchmark of a stage (what an interrupted run left, when
     resuming), then judge the stage's results across the nodes."""
+    if stage == catalog.INTERCONNECT:
+        notes = _run_interconnect(store, target, plan, steps, check_id, command, observer)
+        return StageResult(stage, _judge(store, target.nodes, {stage}, sensitivity).findings, {}, notes)
     runs: dict[str, RunSummary | None] = {}
     notes = []
     for benchmark in plan.benchmarks(stage):
@@ -362,6 +371,53 @@ def _run_stage(store: Store, target: Target, plan: CheckPlan, stage: str, steps:
             notes.append(f"{benchmark}: not run, no node has its tool ({_first_detail(summary, store)})")
     analysis = _judge(store, target.nodes, {stage}, sensitivity)
     return StageResult(stage, analysis.findings, runs, notes)
+
+
+def _run_interconnect(store: Store, target: Target, plan: CheckPlan, steps: dict[str, tuple[int, int, int]],
+                      check_id: int, command: str, observer: CheckObserver) -> list[str]:
+    """Each pair pattern, then bisection, R times; a step is recorded once it
+    has finished, so a resumed check runs again only the one under way (an
+    interrupted pattern's stored repetitions stay, as measurements of the same
+    pairs).  Returns what each step did, in words."""
+    from oddnode.interconnect.bisection import run_bisection
+    from oddnode.interconnect.pairs import run_pairs
+
+    if len(target.nodes) < 2:
+        return ["interconnect: not run, it needs two nodes or more"]
+    notes = []
+    wanted = plan.repetitions
+    names = plan.benchmarks(catalog.INTERCONNECT)
+    pairs = catalog.build("pairs", plan.parameters.get("pairs")) if "pairs" in names else None
+    for pattern in pairs.patterns if pairs else ():
+        step = f"pairs.{pattern}"
+        if step in steps:
+            notes.append(f"{step}: finished by an earlier, interrupted invocation")
+            continue
+        observer.benchmark_started(step, 0, wanted)
+        summary = run_pairs(store, target, pattern, wanted, options=pairs.options, command=f"{command} [{step}]",
+                            on_progress=lambda done, total, name=step: observer.repetition_done(name, done, total))
+        with store.transaction():
+            store.add_check_step(check_id, step, summary.run_id, wanted)
+        good = sum(counts["ok"] > 0 for counts in summary.per_pair.values())
+        notes.append(f"{step}: {wanted} repetitions, {good} of {len(summary.per_pair)} pairs gave valid results")
+        notes += list(dict.fromkeys(summary.notes))
+    if "bisection" in names and "bisection" not in steps:
+        observer.benchmark_started("bisection", 0, wanted)
+        bisection = run_bisection(store, target, wanted, options=catalog.build("bisection", plan.parameters.get("bisection")),
+                                  command=f"{command} [bisection]",
+                                  on_progress=lambda done, total: observer.repetition_done("bisection", done, total))
+        with store.transaction():
+            store.add_check_step(check_id, "bisection", bisection.run_id, wanted)
+        figures = bisection.figures
+        if figures.demonstrated is None:
+            notes.append("bisection: no repetition in which every cut pair streamed")
+        else:
+            full = (f", {figures.fraction * 100:.1f}% of full bisection ({figures.full:.4g} MB/s)"
+                    if figures.full else "")
+            notes.append(f"bisection: demonstrated {figures.demonstrated:.4g} MB/s over {figures.pairs} cut pairs{full}")
+    elif "bisection" in names:
+        notes.append("bisection: finished by an earlier, interrupted invocation")
+    return notes
 
 
 def _first_detail(summary: RunSummary, store: Store) -> str:

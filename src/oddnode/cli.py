@@ -893,10 +893,10 @@ def check_command(
     timeout: TimeoutOption = 60.0, testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
     expect: Annotated[Optional[Path], typer.Option("--expect", help="Expectations file (YAML).")] = None,
     stages: Annotated[str, typer.Option(
-        help="Benchmark stages after diagnostics, in this order: memory,compute,disk; 'none' for diagnostics only."
-    )] = "memory,compute,disk",
+        help="Stages after diagnostics, in this order: memory,compute,disk,interconnect; 'none' for diagnostics only."
+    )] = "memory,compute,disk,interconnect",
     skip: Annotated[Optional[str], typer.Option(
-        help="Benchmarks to leave out of their stage: memory, dgemm, hpl, disk (comma-separated).")] = None,
+        help="Benchmarks to leave out of their stage: memory, dgemm, hpl, disk, pairs, bisection (comma-separated).")] = None,
     repetitions: Annotated[int, typer.Option("--repetitions", "-r", help="Runs of each benchmark per node.")] = 5,
     keep_going: Annotated[bool, typer.Option(
         "--continue", help="Run the next stage even when one has warnings.")] = False,
@@ -917,11 +917,19 @@ def check_command(
     disk_engine: Annotated[Optional[str], typer.Option(
         help="auto (fio where installed, else oddnode's kernel), fio or oddnode.")] = None,
     html: Annotated[Optional[Path], typer.Option(help="HTML report (default: oddnode-report.html).")] = Path("oddnode-report.html"),
+    patterns: Annotated[Optional[str], typer.Option(
+        help="Pair patterns of the interconnect stage (default sort,cut,fold,shuffle).")] = None,
+    sizes: Annotated[Optional[str], typer.Option(
+        help="Ping-pong message sizes in bytes, comma-separated (default 0 B to 4 MiB).")] = None,
+    seconds_per_size: Annotated[Optional[float], typer.Option(help="Seconds each ping-pong size is timed.")] = None,
+    bisection_seconds: Annotated[Optional[float], typer.Option(help="Seconds each bisection stream lasts.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
+    topology: TopologyOption = None,
 ) -> None:
     """The production-readiness check: diagnostics (inventory, consistency,
     expectations), then memory, compute and disk benchmarks, R runs per node,
-    each stage judged across nodes before the next; a stage with warnings
+    then the interconnect (ping-pong pair patterns, bisection), each stage
+    judged across nodes before the next; a stage with warnings
     stops the check unless --continue. Exit 1 when not ready, 130 when
     interrupted (everything finished is kept: --resume goes on)."""
     from oddnode.check import ResumeError, make_target, resumable_check, run_check
@@ -953,6 +961,9 @@ def check_command(
                 "dgemm": {"n": dgemm_n, "threads": threads},
                 "hpl": {"n": hpl_n, "threads": threads},
                 "disk": {"directory": disk_dir, "size": disk_size, "engine": disk_engine},
+                "pairs": {"patterns": list(_names(patterns)) or None, "seconds_per_size": seconds_per_size,
+                          "sizes": list(_sizes(sizes)) if sizes else None},
+                "bisection": {"seconds": bisection_seconds},
             })
             options = {"ssh_config": str(target.transport.ssh_config.absolute())
                        if getattr(target.transport, "ssh_config", None)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from oddnode.interconnect.fit import fit_latency_bandwidth
-from oddnode.interconnect.patterns import PairPlan, pair_label, pattern_pairs
+from oddnode.interconnect.patterns import PATTERNS, PairPlan, pair_label, pattern_pairs
 from oddnode.interconnect.pingpong import (
     DEFAULT_CONNECT_WAIT,
     DEFAULT_SECONDS_PER_SIZE,
@@ -92,6 +92,37 @@ class PairRunSummary:
     def notes(self) -> list[str]:
         """One line per repetition, saying who sat out when the count is odd."""
         return [plan.describe() for plan in self.plans if plan.idle]
+
+
+# The patterns the interconnect stage of a check runs: STAB's four, whose
+# slow pairs together tell a weak node (common to all) from a weak uplink
+# (slow only across groups).
+CHECK_PATTERNS = ("sort", "cut", "fold", "shuffle")
+
+
+@dataclass(frozen=True)
+class PairsStep:
+    """The ping-pong of a check's interconnect stage: its patterns and options."""
+
+    patterns: tuple[str, ...]
+    options: PingPongOptions
+
+
+def pairs_step(patterns: Sequence[str] = CHECK_PATTERNS, **options) -> PairsStep:
+    """A check's pairs step from plain parameters (a stored plan's JSON):
+    the patterns and PingPongOptions' fields."""
+    unknown = [pattern for pattern in patterns if pattern not in PATTERNS]
+    if unknown or not patterns:
+        raise ValueError(f"the check's pair patterns are some of {', '.join(PATTERNS)}, not "
+                         f"{', '.join(unknown) or 'none'}")
+    if "sizes" in options:
+        options["sizes"] = tuple(options["sizes"])
+    return PairsStep(tuple(patterns), PingPongOptions(**options))
+
+
+# How one round records a pair: (batch, client, server, repetition, the
+# round's node results, raw_ref) -> (outcome, why).
+PairRecorder = Callable[[ResultBatch, str, str, int, dict[str, NodeResult], str], tuple[str, str | None]]
 
 
 def pattern_benchmark(pattern: str) -> str:
