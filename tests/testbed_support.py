@@ -29,13 +29,14 @@ def _other_testbed() -> str | None:
     return (bridge / "ifalias").read_text().strip() or "unknown state directory"
 
 
-def running_testbed(tmp_path_factory, nodes: int):
-    """A fixture body: a testbed of `nodes` nodes, torn down whatever happens."""
+def running_testbed(tmp_path_factory, nodes: int, **options):
+    """A fixture body: a testbed of `nodes` nodes (`options`: leaves,
+    link_rate), torn down whatever happens."""
     other = _other_testbed()
     if other:
         pytest.skip(f"another testbed is up on this machine ({other}): `oddnode testbed down` it first")
     state_dir = tmp_path_factory.mktemp("testbed")
     try:
-        yield tb.up(nodes, state_dir)
+        yield tb.up(nodes, state_dir, **options)
     finally:
         tb.down(state_dir)

@@ -1025,15 +1025,35 @@ def _state(state_dir: Optional[Path]) -> Path:
     return state_dir or Path(os.environ.get("ODDNODE_TESTBED_DIR") or DEFAULT_STATE_DIR)
 
 
+def _rate(text: Optional[str], option: str) -> Optional[int]:
+    from oddnode.testbed import parse_rate
+
+    try:
+        return None if text is None else parse_rate(text)
+    except ValueError as err:
+        raise _fail(f"{option}: {err}") from None
+
+
 @testbed_app.command("up")
 def testbed_up(nodes: Annotated[int, typer.Option("--nodes", help="Number of nodes.")] = 8,
+               leaves: Annotated[int, typer.Option(
+                   "--leaves", help="Leaf switches the nodes hang from, under one core switch.")] = 1,
+               link_rate: Annotated[Optional[str], typer.Option(
+                   "--link-rate", help="Shape every node's link, e.g. 100mbit (default: unshaped).")] = None,
                state_dir: StateDirOption = None) -> None:
     """Bring up N nodes, each with its own address, hostname, mounts, processes and sshd."""
-    from oddnode.testbed import up
+    from oddnode.nodes import fold
+    from oddnode.testbed import format_rate, up
 
+    rate = _rate(link_rate, "--link-rate")
     with _testbed_errors():
-        bed = up(nodes=nodes, state_dir=_state(state_dir))
+        bed = up(nodes=nodes, state_dir=_state(state_dir), leaves=leaves, link_rate=rate)
     console.print(f"testbed up: {bed.nodeset} ({len(bed.nodes)} nodes); ssh -F {bed.ssh_config} {bed.nodes[0]}")
+    if bed.leaves:
+        console.print(f"leaves: {', '.join(f'{leaf} {fold(nodes)}' for leaf, nodes in bed.leaves.items())}; "
+                      f"topology file {bed.topology}", highlight=False)
+    if bed.link_rate:
+        console.print(f"every node's link shaped to {format_rate(bed.link_rate)}")
 
 
 @testbed_app.command("status")
@@ -1117,6 +1137,53 @@ def fault_hog(node: str, seconds: Annotated[int, typer.Option(help="How long it 
     with _testbed_errors():
         pid = fault_process(_state(state_dir), node, hog_argv(seconds, workers=workers), seconds)
     console.print(f"{node}: competing process {pid} for {seconds} s")
+
+
+RateOption = Annotated[Optional[str], typer.Option("--rate", help="The shaped rate, e.g. 10mbit.")]
+SlowerOption = Annotated[Optional[float], typer.Option(
+    "--slower", help="Divide the link's rate by this (10: a tenth of the others).")]
+
+
+def _shaping(rate: Optional[str], slower: Optional[float]) -> tuple[Optional[int], Optional[float]]:
+    if (rate is None) == (slower is None):
+        raise _fail("give either --rate or --slower")
+    return _rate(rate, "--rate"), slower
+
+
+@fault_app.command("link")
+def fault_link_rate(node: str, rate: RateOption = None, slower: SlowerOption = None,
+                    state_dir: StateDirOption = None) -> None:
+    """Shape one node's link, both ways, to a lower rate (tc tbf)."""
+    from oddnode.testbed import fault_link, format_rate
+
+    bits, divisor = _shaping(rate, slower)
+    with _testbed_errors():
+        shaped = fault_link(_state(state_dir), node, bits, divisor=divisor)
+    console.print(f"{node}: link shaped to {format_rate(shaped)}")
+
+
+@fault_app.command("uplink")
+def fault_uplink_rate(leaf: Annotated[str, typer.Argument(help="A leaf switch: leaf1, leaf2...")],
+                      rate: RateOption = None, slower: SlowerOption = None,
+                      state_dir: StateDirOption = None) -> None:
+    """Shape one leaf switch's uplink to the core, both ways (--slower divides its non-blocking rate)."""
+    from oddnode.testbed import fault_uplink, format_rate
+
+    bits, divisor = _shaping(rate, slower)
+    with _testbed_errors():
+        shaped = fault_uplink(_state(state_dir), leaf, bits, divisor=divisor)
+    console.print(f"{leaf}: uplink shaped to {format_rate(shaped)}")
+
+
+@fault_app.command("delay")
+def fault_link_delay(node: str, ms: Annotated[float, typer.Option("--ms", help="Milliseconds each way.")],
+                     state_dir: StateDirOption = None) -> None:
+    """Delay every packet on one node's link (tc netem; the kernel needs sch_netem)."""
+    from oddnode.testbed import fault_delay
+
+    with _testbed_errors():
+        fault_delay(_state(state_dir), node, ms)
+    console.print(f"{node}: link delayed {ms:g} ms each way")
 
 
 @fault_app.command("stop-sshd")

@@ -35,7 +35,13 @@ product_name, sys_vendor and a few more (the same plausible values on every
 node), and moves that tmpfs over /sys/class, read-only. A host that has
 /sys/class/dmi keeps it, and so do its nodes.
 
-Faults (`fault_file`, `fault_process`, `stop_sshd`) change one node only and
+Switches: ``up(nodes, leaves=L)`` hangs the nodes from L leaf bridges
+``odd-leaf1``... joined to ``odd-br0`` by uplinks, and writes the topology
+file ``STATE/topology``; ``link_rate`` shapes every node's link as a NIC's
+speed would (see oddnode.testbed.network).
+
+Faults (`fault_file`, `fault_process`, `stop_sshd`, `fault_link`,
+`fault_delay`) change one node only, `fault_uplink` one leaf's uplink; all
 are recorded, so that `clear_faults` and `down` undo them.
 
 Every entry point needs root and raises TestbedError("the testbed needs
@@ -56,8 +62,19 @@ from oddnode.testbed.config import (
     node_names,
     real_memory_total_kib,
 )
-from oddnode.testbed.faults import clear_faults, fault_file, fault_hang, fault_process, start_sshd, stop_sshd
+from oddnode.testbed.faults import (
+    clear_faults,
+    fault_delay,
+    fault_file,
+    fault_hang,
+    fault_link,
+    fault_process,
+    fault_uplink,
+    start_sshd,
+    stop_sshd,
+)
 from oddnode.testbed.lifecycle import DEFAULT_STATE_DIR, NodeState, Testbed, TestbedStatus, down, status, up
+from oddnode.testbed.network import format_rate, parse_rate
 
 __all__ = [
     "BRIDGE",
@@ -73,13 +90,18 @@ __all__ = [
     "TestbedStatus",
     "clear_faults",
     "down",
+    "fault_delay",
     "fault_file",
     "fault_hang",
+    "fault_link",
     "fault_process",
+    "fault_uplink",
+    "format_rate",
     "hog_argv",
     "meminfo_with_total",
     "node_address",
     "node_names",
+    "parse_rate",
     "real_memory_total_kib",
     "start_sshd",
     "status",

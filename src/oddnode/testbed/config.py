@@ -20,6 +20,8 @@ HOST_ADDRESS = "10.77.0.1"
 FIRST_NODE_HOST = 11  # node01 is 10.77.0.11
 MAX_NODES = 200  # 10.77.0.11 .. 10.77.0.210
 SSH_PORT = 22
+NODE_INTERFACE = "eth0"  # a node's end of its veth, as the node sees it
+MAX_LEAVES = 99  # odd-leaf99, odd-u99c: within the 15 characters of an interface name
 
 # The synthetic DMI table given to nodes when the host has none: identical on
 # every node, as on a cluster of one model with one BIOS.
@@ -86,6 +88,24 @@ def veth_names(index: int, count: int) -> tuple[str, str]:
     """Host end and node end of a node's veth pair (at most 9 of the 15 characters allowed)."""
     number = f"{index:0{digits(count)}d}"
     return f"{OBJECT_PREFIX}v{number}h", f"{OBJECT_PREFIX}v{number}n"
+
+
+def leaf_name(index: int) -> str:
+    """The topology's name of leaf switch `index` (1-based)."""
+    return f"leaf{index}"
+
+
+def leaf_bridge(index: int) -> str:
+    if not 1 <= index <= MAX_LEAVES:
+        raise ValueError(f"leaf index {index} outside 1..{MAX_LEAVES}")
+    return f"{OBJECT_PREFIX}leaf{index}"
+
+
+def uplink_names(index: int) -> tuple[str, str]:
+    """Core end and leaf end of leaf `index`'s uplink veth pair."""
+    if not 1 <= index <= MAX_LEAVES:
+        raise ValueError(f"leaf index {index} outside 1..{MAX_LEAVES}")
+    return f"{OBJECT_PREFIX}u{index}c", f"{OBJECT_PREFIX}u{index}l"
 
 
 def in_subnet(address: str) -> bool:

@@ -4,6 +4,9 @@
   only (an old BIOS date, less memory in /proc/meminfo, SMT switched on).
 - `fault_process`: a competing process inside the node, bounded by `timeout`.
 - `stop_sshd` / `start_sshd`: the node stops (and resumes) answering ssh.
+- `fault_link` / `fault_uplink`: a node's link, or a leaf switch's uplink,
+  shaped to a lower rate in both directions (tc tbf); `fault_delay`: a
+  node's link delays every packet (tc netem, where the kernel has it).
 
 `clear_faults` undoes them all; `oddnode testbed down` too.
 """
@@ -17,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
-from oddnode.testbed import config
+from oddnode.testbed import config, network
 from oddnode.testbed._state import State, locked, node_entry, require_running, require_state, write_state
 from oddnode.testbed._system import (
     NODE_ENV,
@@ -25,6 +28,7 @@ from oddnode.testbed._system import (
     alive,
     find_in_pid_namespace,
     kill,
+    link_exists,
     pid_namespace,
     ports_open,
     record,
@@ -176,6 +180,92 @@ def start_sshd(state_dir: Path, node: str) -> None:
             write_state(state_dir, state)
 
 
+def _shaped_rate(rate: int | None, divisor: float | None, base: int | None, what: str) -> int:
+    """The rate a link fault gives: `rate` itself, or `base` / `divisor`."""
+    if (rate is None) == (divisor is None):
+        raise TestbedError("a link fault takes a rate or a divisor of the link's rate, one of the two")
+    if divisor is not None:
+        if not divisor > 1:
+            raise TestbedError(f"a slower link divides its rate by more than 1, not {divisor:g}")
+        if base is None:
+            raise TestbedError(f"{what} is not shaped (`oddnode testbed up --link-rate RATE` shapes every "
+                               "node's link): give the fault a rate")
+        rate = round(base / divisor)
+    if not network.MIN_RATE_BPS <= rate <= network.MAX_RATE_BPS:
+        raise TestbedError(f"rate {rate} bit/s is outside {network.format_rate(network.MIN_RATE_BPS)} "
+                           f"to {network.format_rate(network.MAX_RATE_BPS)}")
+    return rate
+
+
+def _record_shaping(state: State, kind: str, target: str, **what) -> None:
+    """Replace any earlier shaping of the same link by this one."""
+    state["shaped"] = [s for s in state.get("shaped", []) if (s["kind"] == "uplink") != (kind == "uplink")
+                       or s["target"] != target]
+    state["shaped"].append({"kind": kind, "target": target, **what})
+
+
+def _leaf(state: State, name: str) -> dict:
+    leaves = state.get("leaves") or []
+    if not leaves:
+        raise TestbedError("this testbed has no leaf switches (`oddnode testbed up --leaves N` makes them)")
+    for leaf in leaves:
+        if leaf["name"] == name:
+            return leaf
+    raise TestbedError(f"no leaf {name!r} in this testbed: its leaves are "
+                       + ", ".join(leaf["name"] for leaf in leaves))
+
+
+def fault_link(state_dir: Path, node: str, rate: int | None = None, *, divisor: float | None = None) -> int:
+    """Shape `node`'s link, both ways, to `rate` bits/s, or to the testbed's
+    link rate / `divisor`; return the rate."""
+    require_root()
+    state_dir = Path(state_dir).absolute()
+    with locked(state_dir):
+        state = require_state(state_dir)
+        require_running(state, node)
+        rate = _shaped_rate(rate, divisor, state.get("link_rate"), f"{node}'s link")
+        network.set_qdisc(network.node_link_ends(node_entry(state, node)), network.tbf_qdisc(rate))
+        _record_shaping(state, "link", node, rate=rate)
+        write_state(state_dir, state)
+        return rate
+
+
+def fault_uplink(state_dir: Path, leaf: str, rate: int | None = None, *, divisor: float | None = None) -> int:
+    """Shape leaf switch `leaf`'s uplink, both ways, to `rate` bits/s, or to
+    its non-blocking rate (its nodes' link rates added up) / `divisor`;
+    return the rate."""
+    require_root()
+    state_dir = Path(state_dir).absolute()
+    with locked(state_dir):
+        state = require_state(state_dir)
+        entry = _leaf(state, leaf)
+        rate = _shaped_rate(rate, divisor, network.uplink_rate(state, entry), f"{leaf}'s uplink")
+        network.set_qdisc(network.uplink_ends(entry), network.tbf_qdisc(rate))
+        _record_shaping(state, "uplink", leaf, rate=rate)
+        write_state(state_dir, state)
+        return rate
+
+
+def fault_delay(state_dir: Path, node: str, milliseconds: float) -> None:
+    """Delay every packet on `node`'s link by `milliseconds`, each way (the
+    link keeps the testbed's rate).  Needs the kernel's netem qdisc."""
+    require_root()
+    if not 0 < milliseconds <= network.MAX_DELAY_MS:
+        raise TestbedError(f"a delay is 0 to {network.MAX_DELAY_MS:g} ms, not {milliseconds:g}")
+    why_not = network.netem_available()
+    if why_not is not None:
+        raise TestbedError(f"this kernel cannot delay packets: tc's netem qdisc (module sch_netem) is "
+                           f"missing ({why_not}); `modprobe sch_netem` where the module exists")
+    state_dir = Path(state_dir).absolute()
+    with locked(state_dir):
+        state = require_state(state_dir)
+        require_running(state, node)
+        network.set_qdisc(network.node_link_ends(node_entry(state, node)),
+                          network.netem_qdisc(milliseconds, state.get("link_rate")))
+        _record_shaping(state, "delay", node, milliseconds=milliseconds)
+        write_state(state_dir, state)
+
+
 def clear_faults(state_dir: Path) -> None:
     """Undo every fault: competing processes killed, files restored, sshd running again."""
     require_root()
@@ -216,8 +306,9 @@ def start_node_sshd(state_dir: Path, state: State, node: str) -> None:
 
 
 def undo_faults(state_dir: Path, state: State, *, restart_sshd: bool) -> None:
-    """Kill recorded competing processes, unmount recorded replacements and
-    (when asked) restart stopped sshds. The state is updated; the caller writes it."""
+    """Kill recorded competing processes, unmount recorded replacements, give
+    shaped links back their rate and (when asked) restart stopped sshds. The
+    state is updated; the caller writes it."""
     processes = state["processes"]
     for process in processes:
         kill(process, signal.SIGKILL, group=True)
@@ -230,6 +321,16 @@ def undo_faults(state_dir: Path, state: State, *, restart_sshd: bool) -> None:
         if alive(init):  # a node that is gone took its mount namespace, and the mount, with it
             _unmount(init, mount["path"])
         state["mounts"].remove(mount)
+    for shaping in list(state.get("shaped") or []):
+        if shaping["kind"] == "uplink":
+            leaf = _leaf(state, shaping["target"])
+            if leaf.get("uplink") and link_exists(leaf["uplink"][0]):
+                network.set_qdisc(network.uplink_ends(leaf), None)
+        else:
+            entry = node_entry(state, shaping["target"])
+            if entry.get("veth") and link_exists(entry["veth"][0]) and alive(entry.get("init")):
+                network.set_qdisc(network.node_link_ends(entry), network.base_qdisc(state))
+        state["shaped"].remove(shaping)
     if restart_sshd:
         for node, entry in state["nodes"].items():
             if entry.get("sshd_stopped") and alive(entry.get("init")):
@@ -251,5 +352,16 @@ def fault_lines(state: State) -> dict[str, list[str]]:
     for node, entry in state["nodes"].items():
         if entry.get("sshd_stopped"):
             lines.setdefault(node, []).append("sshd stopped")
+    for shaping in state.get("shaped") or []:
+        if shaping["kind"] == "delay":
+            text = f"link delayed {shaping['milliseconds']:g} ms each way"
+        else:
+            text = f"{shaping['kind']} shaped to {network.format_rate(shaping['rate'])}"
+        if shaping["kind"] == "uplink":
+            leaf = _leaf(state, shaping["target"])
+            for node in leaf["nodes"]:
+                lines.setdefault(node, []).append(f"{leaf['name']}'s {text}")
+        else:
+            lines.setdefault(shaping["target"], []).append(text)
     return lines
 

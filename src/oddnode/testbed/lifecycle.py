@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import pwd
 import shutil
 import signal
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from oddnode.nodes import fold
-from oddnode.testbed import cgroups, config
+from oddnode.testbed import cgroups, config, network
 from oddnode.testbed._state import LOCK_FILE, State, locked, read_state, require_state, write_state
 from oddnode.testbed._system import (
     SSHD,
@@ -43,14 +44,18 @@ from oddnode.testbed._system import (
     wait_gone,
 )
 from oddnode.testbed.faults import fault_lines, node_env, undo_faults
+from oddnode.topology import format_topology
 
 DEFAULT_STATE_DIR = Path("/run/oddnode/testbed")
+TOPOLOGY_FILE = "topology"  # in the state directory, when nodes hang from several leaves
 NODE_INIT = Path(__file__).with_name("node_init.py")
 START_WAIT_S = 30.0  # for every node's init and sshd, plus START_WAIT_PER_NODE_S per node
 START_WAIT_PER_NODE_S = 0.5
 STOP_WAIT_S = 10.0
 
 OnCreated = Callable[[str, str], None]
+# Root's shell start-up files, replaced in every node (see _write_files).
+SHELL_STARTUP_FILES = tuple(Path(pwd.getpwuid(0).pw_dir) / name for name in (".bashrc", ".profile", ".bash_profile"))
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,11 @@ class Testbed:
     # Why the nodes share the CPUs as plain processes (no per-node CPU
     # cgroups on this machine), or None when each node has its own share.
     cpu_sharing: str | None = None
+    # Leaf switch -> its nodes when there are several leaves, and their
+    # topology file (see oddnode.topology); else empty and None.
+    leaves: dict[str, list[str]] = field(default_factory=dict)
+    topology: Path | None = None
+    link_rate: int | None = None  # bits per second of every node's link, None: unshaped
 
     @property
     def nodeset(self) -> str:
@@ -89,6 +99,9 @@ class Testbed:
             identity=state_dir / "id_ed25519",
             state_dir=state_dir,
             cpu_sharing=state.get("cpu_sharing"),
+            leaves={leaf["name"]: list(leaf["nodes"]) for leaf in state.get("leaves") or []},
+            topology=state_dir / TOPOLOGY_FILE if state.get("leaves") else None,
+            link_rate=state.get("link_rate"),
         )
 
     def ssh_argv(self, node: str, *command: str) -> list[str]:
@@ -137,6 +150,8 @@ class TestbedStatus:
     bridge: bool = False
     nodes: tuple[NodeState, ...] = field(default_factory=tuple)
     cpu_sharing: str | None = None  # see Testbed.cpu_sharing
+    leaves: tuple[tuple[str, str], ...] = ()  # (leaf, its node set), when there are several
+    link_rate: int | None = None
 
     @property
     def addresses(self) -> dict[str, str]:
@@ -153,6 +168,11 @@ class TestbedStatus:
         lines = [f"testbed in {self.state_dir}: {len(names)} nodes {fold(names)}, "
                  f"switch {config.BRIDGE} {config.HOST_ADDRESS}/{config.PREFIXLEN}"
                  f"{'' if self.bridge else ' (missing)'}"]
+        if self.leaves:
+            lines.append("  leaf switches under it: " + ", ".join(f"{leaf} {members}" for leaf, members in self.leaves)
+                         + f" (topology file {self.state_dir / TOPOLOGY_FILE})")
+        if self.link_rate:
+            lines.append(f"  every node's link shaped to {network.format_rate(self.link_rate)}")
         if not self.complete:
             lines.append(f"  incomplete: `up` did not finish; {_down_command(self.state_dir)} removes it")
         elif self.cpu_sharing:
@@ -188,9 +208,11 @@ def _is_blank(state_dir: Path) -> bool:
 # -- up ------------------------------------------------------------------------
 
 def up(nodes: int = 8, state_dir: Path = DEFAULT_STATE_DIR, prefix: str = "node", *,
-       on_created: OnCreated | None = None) -> Testbed:
+       leaves: int = 1, link_rate: int | None = None, on_created: OnCreated | None = None) -> Testbed:
     """Bring up `nodes` virtual nodes (``node01``...) on this machine, each in its
-    own network, UTS, mount and PID namespaces with its own sshd.
+    own network, UTS, mount and PID namespaces with its own sshd; with
+    `leaves` > 1 they hang from that many leaf switches under the core one
+    (see oddnode.testbed.network); `link_rate` (bits/s) shapes every node's link.
 
     Every object is recorded in ``state_dir/state.json`` before or as it is
     created; `on_created(kind, name)` is called after each (progress, tests).
@@ -201,6 +223,14 @@ def up(nodes: int = 8, state_dir: Path = DEFAULT_STATE_DIR, prefix: str = "node"
     require_tools()
     try:
         names = config.node_names(nodes, prefix)
+        if leaves > config.MAX_LEAVES:
+            raise ValueError(f"at most {config.MAX_LEAVES} leaves, not {leaves}")
+        groups = network.leaf_groups(names, leaves)
+        if leaves == 1:  # every node on the core switch
+            groups = {}
+        if link_rate is not None and not network.MIN_RATE_BPS <= link_rate <= network.MAX_RATE_BPS:
+            raise ValueError(f"link rate {link_rate} bit/s is outside {network.format_rate(network.MIN_RATE_BPS)}"
+                             f" to {network.format_rate(network.MAX_RATE_BPS)}")
     except ValueError as err:
         raise TestbedError(str(err)) from None
     state_dir = Path(state_dir).absolute()
@@ -211,12 +241,12 @@ def up(nodes: int = 8, state_dir: Path = DEFAULT_STATE_DIR, prefix: str = "node"
         raise TestbedError(f"a testbed is already up in {state_dir}: {_down_command(state_dir)} first")
     if state_dir.exists() and not _is_blank(state_dir):
         raise TestbedError(f"{state_dir} is not empty: the testbed needs a directory of its own")
-    _check_machine_free(names)
+    _check_machine_free(names, len(groups))
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     with locked(state_dir):
         if read_state(state_dir) is not None:
             raise TestbedError(f"a testbed is already up in {state_dir}: {_down_command(state_dir)} first")
-        state = _initial_state(state_dir, names, prefix)
+        state = _initial_state(state_dir, names, prefix, groups, link_rate)
         write_state(state_dir, state)
         try:
             _build(state_dir, state, on_created or (lambda kind, name: None))
@@ -232,7 +262,7 @@ def up(nodes: int = 8, state_dir: Path = DEFAULT_STATE_DIR, prefix: str = "node"
     return Testbed.load(state_dir)
 
 
-def _check_machine_free(names: list[str]) -> None:
+def _check_machine_free(names: list[str], leaves: int) -> None:
     """Refuse to start over another testbed, leftovers or a network using 10.77.0.0/24."""
     if link_exists(config.BRIDGE):
         try:
@@ -251,6 +281,10 @@ def _check_machine_free(names: list[str]) -> None:
         host_end, _ = config.veth_names(index, len(names))
         if link_exists(host_end):
             leftovers.append(f"ip link delete {host_end}")
+    for index in range(1, leaves + 1):
+        for link in (config.leaf_bridge(index), config.uplink_names(index)[0]):
+            if link_exists(link):
+                leftovers.append(f"ip link delete {link}")
     if leftovers:
         raise TestbedError("objects named like the testbed's exist but no state directory records them; "
                            "remove them with: " + "; ".join(leftovers))
@@ -264,7 +298,8 @@ def _check_machine_free(names: list[str]) -> None:
                            "the testbed needs it for itself")
 
 
-def _initial_state(state_dir: Path, names: list[str], prefix: str) -> State:
+def _initial_state(state_dir: Path, names: list[str], prefix: str, groups: dict[str, list[str]],
+                   link_rate: int | None) -> State:
     nodes: dict[str, dict[str, Any]] = {}
     for index, node in enumerate(names, start=1):
         node_dir = state_dir / "nodes" / node
@@ -293,12 +328,21 @@ def _initial_state(state_dir: Path, names: list[str], prefix: str) -> State:
         "processes": [],
         "cgroup": None,  # the testbed's CPU cgroup, parent of the nodes' ones
         "cpu_sharing": None,  # why nodes share CPUs as plain processes, when they do
+        # Leaf switches (none: every node on the core bridge); bridge and uplink
+        # names are filled in just before each is created.
+        "leaves": [{"index": index, "name": name, "nodes": members, "bridge": None, "uplink": None}
+                   for index, (name, members) in enumerate(groups.items(), start=1)],
+        "link_rate": link_rate,  # bits/s of every node's link, None: unshaped
+        "shaped": [],  # link faults in force: {"kind": "link"|"uplink"|"delay", "target", ...}
     }
 
 
 def _build(state_dir: Path, state: State, on_created: OnCreated) -> None:
     nodes: dict[str, dict[str, Any]] = state["nodes"]
     _write_files(state_dir, nodes)
+    if state["leaves"]:
+        groups = {node: leaf["name"] for leaf in state["leaves"] for node in leaf["nodes"]}
+        (state_dir / TOPOLOGY_FILE).write_text(format_topology(groups))
     _create_network(state_dir, state, on_created)
     _create_cgroups(state_dir, state, on_created)
     _start_nodes(state_dir, state, on_created)
@@ -352,6 +396,14 @@ def _write_files(state_dir: Path, nodes: dict[str, dict[str, Any]]) -> None:
             own = node_dir / Path(record_file).name
             own.touch(mode=0o644)
             private_files[record_file] = str(own)
+        # The host's root shell start-up files are the host's: a node's sessions
+        # start with a plain shell, as on a freshly installed machine.  (One that
+        # runs a tool per login, such as pyenv's rehash under a lock, would
+        # otherwise make every node's sessions queue on the host's lock files.)
+        for startup in SHELL_STARTUP_FILES:
+            own = node_dir / startup.name
+            own.write_text(f"# {node}: the testbed node's own {startup.name}, empty\n")
+            private_files[str(startup)] = str(own)
         sys_class = None
         if synthetic_dmi:
             (node_dir / "sys-class").mkdir()
@@ -371,7 +423,8 @@ def _write_files(state_dir: Path, nodes: dict[str, dict[str, Any]]) -> None:
 
 
 def _create_network(state_dir: Path, state: State, on_created: OnCreated) -> None:
-    """The bridge with 10.77.0.1/24, then per node a namespace and a veth pair into it."""
+    """The core bridge with 10.77.0.1/24, the leaves under it, then per node a
+    namespace and a veth pair into its switch, shaped to the link rate."""
     state["bridge"] = config.BRIDGE
     write_state(state_dir, state)
     run(["ip", "link", "add", config.BRIDGE, "type", "bridge"])
@@ -380,6 +433,7 @@ def _create_network(state_dir: Path, state: State, on_created: OnCreated) -> Non
     # The alias names the owner, for the message of an `up` from another state directory.
     run(["ip", "link", "set", config.BRIDGE, "alias", str(state_dir), "up"])
     on_created("bridge", config.BRIDGE)
+    network.create_leaves(state, lambda: write_state(state_dir, state), on_created)
     count = len(state["nodes"])
     for node, entry in state["nodes"].items():
         namespace = config.netns_name(node)
@@ -392,7 +446,9 @@ def _create_network(state_dir: Path, state: State, on_created: OnCreated) -> Non
         write_state(state_dir, state)
         run(["ip", "link", "add", host_end, "type", "veth", "peer", "name", node_end, "netns", namespace])
         disable_ipv6(host_end)
-        run(["ip", "link", "set", host_end, "master", config.BRIDGE, "up"])
+        run(["ip", "link", "set", host_end, "master", network.switch_of(state, node), "up"])
+        # The node's end is renamed eth0 by its init; its qdisc goes with it.
+        network.set_qdisc([(None, host_end), (namespace, node_end)], network.base_qdisc(state))
         on_created("veth", host_end)
 
 
@@ -495,6 +551,8 @@ def status(state_dir: Path = DEFAULT_STATE_DIR) -> TestbedStatus:
         complete=state["complete"],
         bridge=link_exists(config.BRIDGE),
         cpu_sharing=state.get("cpu_sharing"),
+        leaves=tuple((leaf["name"], fold(leaf["nodes"])) for leaf in state.get("leaves") or []),
+        link_rate=state.get("link_rate"),
         nodes=tuple(
             NodeState(
                 name=node,
@@ -585,12 +643,22 @@ def teardown(state_dir: Path, state: State) -> None:
             commands.append(f"link delete {entry['veth'][0]}")  # takes the node end with it
         if entry.get("netns") and netns_exists(entry["netns"]):
             commands.append(f"netns delete {entry['netns']}")
+    for leaf in state.get("leaves") or []:
+        if leaf.get("uplink") and link_exists(leaf["uplink"][0]):
+            commands.append(f"link delete {leaf['uplink'][0]}")  # takes the leaf end with it
+        if leaf.get("bridge") and link_exists(leaf["bridge"]) and _bridge_is_ours(leaf["bridge"], state_dir):
+            commands.append(f"link delete {leaf['bridge']}")
     if state.get("bridge") and link_exists(state["bridge"]) and _bridge_is_ours(state["bridge"], state_dir):
         commands.append(f"link delete {state['bridge']}")
     if commands:
         run(["ip", "-force", "-batch", "-"], input="\n".join(commands) + "\n", check=False, timeout=60)
     remaining = [entry["veth"][0] for entry in nodes.values() if entry.get("veth") and link_exists(entry["veth"][0])]
     remaining += [entry["netns"] for entry in nodes.values() if entry.get("netns") and netns_exists(entry["netns"])]
+    for leaf in state.get("leaves") or []:
+        if leaf.get("uplink") and link_exists(leaf["uplink"][0]):
+            remaining.append(leaf["uplink"][0])
+        if leaf.get("bridge") and link_exists(leaf["bridge"]) and _bridge_is_ours(leaf["bridge"], state_dir):
+            remaining.append(leaf["bridge"])
     if state.get("bridge") and link_exists(state["bridge"]) and _bridge_is_ours(state["bridge"], state_dir):
         remaining.append(state["bridge"])
     if remaining:
@@ -603,6 +671,8 @@ def teardown(state_dir: Path, state: State) -> None:
         raise TestbedError("; ".join(problems) + f" (the state is kept: {_down_command(state_dir)} again)")
     for entry in nodes.values():
         entry.update(netns=None, veth=None, unshare=None, init=None, sshd=None, cgroup=None)
+    for leaf in state.get("leaves") or []:
+        leaf.update(bridge=None, uplink=None)
     state["bridge"] = None
     state["cgroup"] = None
 

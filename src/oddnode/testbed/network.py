@@ -1,0 +1,174 @@
+"""The testbed's switches and links: leaf switches under a core switch, and
+shaping a link's rate (tc tbf) or delay (tc netem) in both directions.
+
+With one leaf (the default) every node's veth is plugged into the core
+bridge ``odd-br0``.  With L leaves, nodes are split into L contiguous
+groups; each group hangs from a leaf bridge ``odd-leafN``, joined to the
+core by an uplink, a veth pair ``odd-uNc`` (core end) / ``odd-uNl`` (leaf
+end).  Traffic between two nodes of one leaf stays on it; traffic between
+leaves crosses two uplinks, as on a two-level fat tree.
+
+A veth queues on the sending side only, so a link is shaped at both ends:
+the root qdisc of each end limits what leaves through it.  A node's link:
+its host end (towards the node) and its ``eth0`` inside its network
+namespace (from the node).  An uplink: its core end (into the leaf) and its
+leaf end (out of the leaf).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from oddnode.testbed import config
+from oddnode.testbed._system import TestbedError, disable_ipv6, run
+
+# Token bucket depth: the bytes a shaped link may send at once.  At least
+# 16 KiB, or 4 ms at the shaped rate: enough for the timer to refill the
+# bucket between two ticks at any rate, small enough that a measurement of a
+# second or more sees the rate and not the burst.
+MIN_BURST_BYTES = 16 * 1024
+BURST_SECONDS = 0.004
+# How long a packet may wait in a shaped queue before it is dropped: TCP
+# sees a bottleneck, not a black hole.
+QUEUE_LATENCY_MS = 100
+# Rates tc accepts, in bits per second: SI prefixes, as tc reads them.
+_RATE = re.compile(r"^(\d+(?:\.\d+)?)\s*(bit|kbit|mbit|gbit|tbit)?$", re.IGNORECASE)
+_RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
+MIN_RATE_BPS = 8_000  # 1 kB/s: below it ssh itself stalls
+MAX_RATE_BPS = 10**12
+MAX_DELAY_MS = 10_000.0
+# What tc says when asked to delete the default qdisc of an unshaped device.
+_NOT_SHAPED = ("No such file", "handle of zero")
+
+
+def parse_rate(text: str) -> int:
+    """A link rate in bits per second from tc's notation: ``100mbit``, ``1gbit``, ``500kbit``, ``8000``."""
+    match = _RATE.match(text.strip())
+    if not match:
+        raise ValueError(f"not a rate: {text!r} (write e.g. 100mbit, 1gbit, 500kbit)")
+    bits = round(float(match.group(1)) * _RATE_UNITS[(match.group(2) or "bit").lower()])
+    if not MIN_RATE_BPS <= bits <= MAX_RATE_BPS:
+        raise ValueError(f"rate {text!r} is outside {format_rate(MIN_RATE_BPS)} to {format_rate(MAX_RATE_BPS)}")
+    return bits
+
+
+def format_rate(bits: float) -> str:
+    """Bits per second as tc and people write them: 100mbit, 1.5gbit."""
+    for unit in ("tbit", "gbit", "mbit", "kbit"):
+        if bits >= _RATE_UNITS[unit]:
+            return f"{bits / _RATE_UNITS[unit]:g}{unit}"
+    return f"{bits:g}bit"
+
+
+def leaf_groups(nodes: Sequence[str], leaves: int) -> dict[str, list[str]]:
+    """Leaf name -> its nodes: `leaves` contiguous groups whose sizes differ by at most one."""
+    if not 1 <= leaves <= len(nodes):
+        raise ValueError(f"{len(nodes)} nodes can hang from 1 to {len(nodes)} leaves, not {leaves}")
+    size, extra = divmod(len(nodes), leaves)
+    groups, start = {}, 0
+    for index in range(1, leaves + 1):
+        stop = start + size + (1 if index <= extra else 0)
+        groups[config.leaf_name(index)] = list(nodes[start:stop])
+        start = stop
+    return groups
+
+
+def tbf_qdisc(rate_bps: int) -> list[str]:
+    """tc arguments of a token bucket at `rate_bps` (after ``root``)."""
+    burst = max(MIN_BURST_BYTES, int(rate_bps / 8 * BURST_SECONDS))
+    return ["tbf", "rate", f"{rate_bps}bit", "burst", str(burst), "latency", f"{QUEUE_LATENCY_MS}ms"]
+
+
+def netem_qdisc(delay_ms: float, rate_bps: int | None = None) -> list[str]:
+    """tc arguments of a fixed one-way delay, at `rate_bps` when the link has
+    a rate (after ``root``)."""
+    rate = ["rate", f"{rate_bps}bit"] if rate_bps else []
+    return ["netem", "delay", f"{delay_ms:g}ms", *rate]
+
+
+def _in_namespace(netns: str | None, argv: list[str]) -> list[str]:
+    return argv if netns is None else ["ip", "netns", "exec", netns, *argv]
+
+
+def set_qdisc(ends: Sequence[tuple[str | None, str]], qdisc: Sequence[str] | None) -> None:
+    """Give each (network namespace or None for the host, device) end the root
+    qdisc `qdisc`, or back the default (None)."""
+    for netns, device in ends:
+        if qdisc is None:
+            done = run(_in_namespace(netns, ["tc", "qdisc", "del", "dev", device, "root"]), check=False)
+            # Deleting the default qdisc fails harmlessly: that end was not shaped.
+            if done.returncode != 0 and not any(text in done.stderr for text in _NOT_SHAPED):
+                raise TestbedError(f"cannot unshape {device}: {done.stderr.strip()}")
+        else:
+            done = run(_in_namespace(netns, ["tc", "qdisc", "replace", "dev", device, "root", *qdisc]), check=False)
+            if done.returncode != 0:
+                raise TestbedError(f"cannot shape {device} with `tc qdisc replace ... {' '.join(qdisc)}`: "
+                                   f"{done.stderr.strip()}")
+
+
+@functools.cache
+def netem_available() -> str | None:
+    """None when this kernel can delay packets (sch_netem), else why not."""
+    probe = config.OBJECT_PREFIX + "netem"
+    try:
+        run(["ip", "link", "add", probe, "type", "veth", "peer", "name", probe + "p"])
+    except TestbedError as err:
+        return f"cannot make a probe link: {err}"
+    try:
+        done = run(["tc", "qdisc", "add", "dev", probe, "root", *netem_qdisc(1)], check=False)
+        return None if done.returncode == 0 else done.stderr.strip() or f"tc exited {done.returncode}"
+    finally:
+        run(["ip", "link", "delete", probe], check=False)
+
+
+def node_link_ends(entry: Mapping[str, Any]) -> list[tuple[str | None, str]]:
+    """Both ends of a node's link: its host end, and eth0 in its namespace."""
+    return [(None, entry["veth"][0]), (entry["netns"], config.NODE_INTERFACE)]
+
+
+def uplink_ends(leaf: Mapping[str, Any]) -> list[tuple[str | None, str]]:
+    """Both ends of a leaf's uplink (both in the host's namespace)."""
+    return [(None, leaf["uplink"][0]), (None, leaf["uplink"][1])]
+
+
+def base_qdisc(state: Mapping[str, Any]) -> list[str] | None:
+    """What an unfaulted node link carries: the testbed's link rate, if it has one."""
+    rate = state.get("link_rate")
+    return tbf_qdisc(rate) if rate else None
+
+
+def uplink_rate(state: Mapping[str, Any], leaf: Mapping[str, Any]) -> int | None:
+    """A non-blocking uplink's rate: its nodes' link rates added up (None: links unshaped)."""
+    rate = state.get("link_rate")
+    return rate * len(leaf["nodes"]) if rate else None
+
+
+def create_leaves(state: dict[str, Any], save, on_created) -> None:
+    """Leaf bridges and their uplinks to the core bridge, each recorded (by
+    `save()`) before it is made."""
+    for leaf in state["leaves"]:
+        leaf["bridge"] = config.leaf_bridge(leaf["index"])
+        save()
+        run(["ip", "link", "add", leaf["bridge"], "type", "bridge"])
+        disable_ipv6(leaf["bridge"])
+        run(["ip", "link", "set", leaf["bridge"], "alias", state["state_dir"], "up"])
+        on_created("bridge", leaf["bridge"])
+        core_end, leaf_end = config.uplink_names(leaf["index"])
+        leaf["uplink"] = [core_end, leaf_end]
+        save()
+        run(["ip", "link", "add", core_end, "type", "veth", "peer", "name", leaf_end])
+        for end, bridge in ((core_end, config.BRIDGE), (leaf_end, leaf["bridge"])):
+            disable_ipv6(end)
+            run(["ip", "link", "set", end, "master", bridge, "up"])
+        on_created("veth", core_end)
+
+
+def switch_of(state: Mapping[str, Any], node: str) -> str:
+    """The bridge a node's host end is plugged into."""
+    for leaf in state.get("leaves") or []:
+        if node in leaf["nodes"]:
+            return leaf["bridge"]
+    return config.BRIDGE
