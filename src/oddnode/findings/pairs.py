@@ -18,8 +18,13 @@ from oddnode.model import Dataset, Finding, LabelKind, Series, Severity
 from oddnode.nodes import fold, split_pair
 from oddnode.stats.robust import MIN_OUTLIER_SAMPLE, outlier_threshold, robust_scale
 
-# A node is weak when its poor pairs have at least this many different partners.
+# A node is weak when its poor pairs have at least this many different partners
+# ... and they are more than this share of its pairs in the series where it has
+# poor ones: a weak card, cable or port drags down every pair it is in, while
+# a node that chance put in two of a few slow pairs (noisy latencies on busy
+# hosts) has fast pairs beside them.
 MIN_WEAK_PARTNERS = 2
+MIN_WEAK_SHARE = 0.5
 # A group is weak when at least this many poor labels touch it ...
 MIN_GROUP_LOW = 2
 # ... and they are at least this share of all the poor labels of the series.
@@ -410,8 +415,11 @@ def weak_group(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
     return [_weak_group_finding(weak) for weak in find_weak_groups(dataset, sensitivity)]
 
 
-def low_pairs(dataset: Dataset, sensitivity: Sensitivity) -> dict[str, list[LowPair]]:
-    """Every poor pair of every pair series, listed under both of its nodes."""
+def low_pairs(dataset: Dataset, sensitivity: Sensitivity,
+              pairs_of: dict[str, int] | None = None) -> dict[str, list[LowPair]]:
+    """Every poor pair of every pair series, listed under both of its nodes;
+    `pairs_of`, when given, receives per node how many pairs it is in over the
+    series where it has poor ones."""
     by_node: dict[str, list[LowPair]] = defaultdict(list)
     known: set[str] | None = None
     computed_known = False
@@ -421,6 +429,12 @@ def low_pairs(dataset: Dataset, sensitivity: Sensitivity) -> dict[str, list[LowP
             continue
         if not computed_known:
             known, computed_known = _known_nodes(dataset), True
+        if pairs_of is not None:
+            members = Counter(node for label in series.labels.tolist()
+                              for node in (split_pair(str(label), known) or ()))
+            poor_nodes = {node for index in bad.tolist() for node in (split_pair(str(series.labels[index]), known) or ())}
+            for node in poor_nodes:
+                pairs_of[node] = pairs_of.get(node, 0) + members[node]
         median = float(np.median(series.values[np.isfinite(series.values)]))
         for index in bad.tolist():
             label = str(series.labels[index])
@@ -437,7 +451,8 @@ def low_pairs(dataset: Dataset, sensitivity: Sensitivity) -> dict[str, list[LowP
 @rule("weak-pair-member")
 def weak_pair_member(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
     """The node common to poor pairs with different partners: a weak card, cable or port."""
-    by_node = low_pairs(dataset, sensitivity)
+    pairs_of: dict[str, int] = {}
+    by_node = low_pairs(dataset, sensitivity, pairs_of)
     if not by_node:
         return []
     count = {node: len(pairs) for node, pairs in by_node.items()}
@@ -449,7 +464,7 @@ def weak_pair_member(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding
     for node in sorted(by_node):
         pairs = by_node[node]
         partners = sorted({p.partner for p in pairs})
-        if len(partners) < MIN_WEAK_PARTNERS or node in explained:
+        if len(partners) < MIN_WEAK_PARTNERS or node in explained or len(pairs) <= MIN_WEAK_SHARE * pairs_of[node]:
             continue
         partner_most = max(count[p] for p in partners)
         if count[node] <= partner_most:
@@ -472,6 +487,7 @@ def weak_pair_member(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding
                     "count": count[node],
                     "partners": partners,
                     "partner_max_count": partner_most,
+                    "pairs_in_those_series": pairs_of[node],
                     "series": series_names,
                     "series_count": dict(sorted(Counter(p.series for p in pairs).items())),
                 },

@@ -171,9 +171,13 @@ def _fit_rows(batch: ResultBatch, benchmark: str, label: str, parsed, repetition
                   "max_relative_error": fit.max_relative_error, **({"fit_problem": fit.reason} if fit.reason else {}),
                   **(extra or {})}
     valid = parsed.valid
-    batch.add(benchmark, label, fit.latency_us, metric="fit.latency", unit=_US, direction=Direction.LOWER,
-              label_kind=LabelKind.PAIR, repetition=repetition, valid=valid and fit.latency_us > 0,
-              parameters=parameters, raw_ref=raw_ref)
+    # A line with no positive intercept says nothing of the latency (sizes all
+    # large, or the first ones riding a shaper's burst): no latency row, rather
+    # than an invalid one that would read as a failed accuracy check.
+    if fit.latency_us > 0:
+        batch.add(benchmark, label, fit.latency_us, metric="fit.latency", unit=_US, direction=Direction.LOWER,
+                  label_kind=LabelKind.PAIR, repetition=repetition, valid=valid,
+                  parameters=parameters, raw_ref=raw_ref)
     if fit.bandwidth_mb_s is not None:
         batch.add(benchmark, label, fit.bandwidth_mb_s, metric="fit.bandwidth", unit=_MB_PER_S,
                   direction=Direction.HIGHER, label_kind=LabelKind.PAIR, repetition=repetition, valid=valid,

@@ -1,0 +1,62 @@
+"""The check's interconnect stage on a real testbed (root): 12 nodes under
+three leaf switches, links shaped to 100 Mbit/s.  A node whose link is ten
+times slower is named as the weak pair member and nothing else; a leaf whose
+uplink is slow is named as a weak group, not as its nodes; a healthy fabric
+gives no warning."""
+
+from __future__ import annotations
+
+import pytest
+
+from oddnode import testbed as tb
+from oddnode.check import CheckPlan, make_target, run_check
+from oddnode.store import open_store
+from oddnode.topology import read_topology
+from testbed_support import needs_root, running_testbed
+
+pytestmark = needs_root
+
+LINK_RATE = 100 * 10**6  # bits/s: what nodes sharing two cores still fill
+# 256 KiB messages take ~21 ms at the link rate: the bandwidth the patterns
+# are judged on; 0 B gives the latency.  Two repetitions of each pattern.
+PLAN = CheckPlan(stages=("interconnect",), repetitions=2, skip=("bisection",), parameters={
+    "pairs": {"sizes": [0, 65536, 262144], "seconds_per_size": 0.05}})
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory):
+    yield from running_testbed(tmp_path_factory, 12, leaves=3, link_rate=LINK_RATE)
+
+
+@pytest.fixture
+def clean(bed):
+    tb.clear_faults(bed.state_dir)
+    yield bed
+    tb.clear_faults(bed.state_dir)
+
+
+def interconnect_warnings(bed, tmp_path) -> set[tuple[str, str]]:
+    """The warnings of an interconnect-only check of the testbed, its topology known."""
+    target = make_target(bed.nodes, "ssh", bed.ssh_config)
+    with open_store(tmp_path / "check.duckdb") as store:
+        with store.transaction():
+            store.set_topology(store.new_run("topology", source="test"), read_topology(bed.topology))
+        result = run_check(store, target, PLAN, keep_going=True)
+    (stage,) = [s for s in result.stages if s.name == "interconnect"]
+    assert all("12 of 12 pairs" in note or "pairs gave valid results" in note for note in stage.notes[:4]), stage.notes
+    return {(f.kind, f.nodes) for f in stage.blocking}
+
+
+def test_a_healthy_fabric_gives_no_warning(clean, tmp_path):
+    assert interconnect_warnings(clean, tmp_path) == set()
+
+
+def test_a_node_link_ten_times_slower_is_the_weak_pair_member_and_nothing_else(clean, tmp_path):
+    tb.fault_link(clean.state_dir, "node05", divisor=10)
+    assert interconnect_warnings(clean, tmp_path) == {("weak-pair-member", "node05")}
+
+
+def test_a_slow_uplink_names_its_leaf_not_its_nodes(clean, tmp_path):
+    # A tenth of leaf2's non-blocking rate (4 nodes x 100 Mbit/s): 40 Mbit/s.
+    tb.fault_uplink(clean.state_dir, "leaf2", divisor=10)
+    assert interconnect_warnings(clean, tmp_path) == {("weak-group", "node[05-08]")}
