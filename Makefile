@@ -13,19 +13,22 @@ DEMO_DIR := demo
 .PHONY: demo test install system-packages bench clean
 
 demo: install
-	@# The staged check on an 8-node virtual cluster with two planted fact faults
-	@# and a competing process in one node (benchmark sizes small enough for 8
-	@# nodes sharing this machine), then the statistical analysis of a synthetic
-	@# 484-node cluster.  The testbed is torn down whatever happens.
+	@# The staged check on an 8-node virtual cluster (two leaf switches, links
+	@# shaped to 100 Mbit/s) with two planted fact faults, a competing process
+	@# in one node and one node's link ten times slower (benchmark sizes small
+	@# enough for 8 nodes sharing this machine), then the statistical analysis
+	@# of a synthetic 484-node cluster.  The testbed is torn down whatever happens.
 	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
 	@set -e; trap '$(BIN)/oddnode testbed down' EXIT; \
-	$(BIN)/oddnode testbed up --nodes 8; \
+	$(BIN)/oddnode testbed up --nodes 8 --leaves 2 --link-rate 100mbit; \
 	$(BIN)/oddnode testbed fault bios-date node03 09/02/2004; \
 	$(BIN)/oddnode testbed fault memory node06 --percent 75; \
-	$(BIN)/oddnode testbed fault hog node05 --seconds 900; \
+	$(BIN)/oddnode testbed fault hog node05 --seconds 1800; \
+	$(BIN)/oddnode testbed fault link node02 --slower 10; \
 	$(BIN)/oddnode check --testbed --continue -r 3 --memory-elements 8000000 --memory-ntimes 3 \
 		--threads 1 --memory-min-seconds 0.5 \
 		--dgemm-n 1000 --hpl-n 1000 --disk-size 67108864 \
+		--sizes 0,1024,65536,262144 --seconds-per-size 0.05 --bisection-seconds 1 \
 		--db $(DEMO_DIR)/check.duckdb --html $(DEMO_DIR)/check-report.html || [ $$? -eq 1 ]
 	$(BIN)/oddnode synth $(DEMO_DIR)/cluster --nodes 484
 	$(BIN)/oddnode analyze $(DEMO_DIR)/cluster --db $(DEMO_DIR)/oddnode.duckdb --html $(DEMO_DIR)/report.html \
