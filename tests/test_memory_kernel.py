@@ -393,3 +393,11 @@ def test_the_source_sent_to_nodes_holds_the_shared_header(kernel):
     assert '#include "' not in source  # one self-contained file: the header is pasted in
     assert "static inline long long timer_granularity_ns(void)" in source
     assert source.count("static inline double now_seconds(void)") == 1
+
+
+@pytest.mark.parametrize("kernel", ["pingpong", "alltoall"])
+def test_the_network_kernels_carry_the_shared_network_header(kernel):
+    source = kernel_source(kernel)
+    assert '#include "' not in source
+    assert source.count("static inline int connect_until(") == 1
+    assert source.count("static inline long long parse_count(") == 1

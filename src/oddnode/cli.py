@@ -8,7 +8,7 @@ import sys
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import Annotated, Any, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -69,6 +69,11 @@ def _user_errors() -> Iterator[None]:
         raise _fail(message) from None
 
 
+def _command_line() -> str:
+    """This oddnode command as typed, stored with the runs it makes."""
+    return " ".join(["oddnode", *sys.argv[1:]])
+
+
 def _open(db: Path, read_only: bool = True):
     from oddnode.store import open_store
 
@@ -101,7 +106,7 @@ def import_stab_command(
 
     with _user_errors(), _open(db, read_only=False) as store:
         summary = import_stab(store, paths, benchmark=benchmark, unit=unit, direction=direction,
-                              repetitions=repetitions, command=" ".join(["oddnode", *sys.argv[1:]]))
+                              repetitions=repetitions, command=_command_line())
     console.print(f"run {summary.run_id}: {summary.benchmarks} benchmarks, {summary.results} results, "
                   f"{summary.failures} failed runs, {summary.facts} facts, {summary.topology_nodes} nodes "
                   f"in the topology -> {db}")
@@ -124,7 +129,7 @@ def _tool_import_command(tool: str):
 
         with _user_errors(), _open(db, read_only=False) as store:
             summary = import_tool_outputs(store, tool, files, label=label, label_from=label_from,
-                                          command=" ".join(["oddnode", *sys.argv[1:]]))
+                                          command=_command_line())
         console.print(f"run {summary.run_id}: {summary.files} files, {summary.labels} labels, "
                       f"{summary.measurements} measurements -> {db}")
         for path in summary.invalid_runs:
@@ -297,6 +302,62 @@ TopologyOption = Annotated[Optional[Path], typer.Option(
                        "With --testbed, the testbed's own by default.")]
 # The findings the interconnect commands print after their runs.
 PAIR_FINDINGS = ("weak-pair-member", "weak-group", "oversubscription", "slow-link", "link-contention")
+# The options the interconnect commands share (each gives its own default).
+PatternRepetitionsOption = Annotated[int, typer.Option(
+    "-r", "--repetitions", help="Runs of each pattern (shuffle reshuffles each time).")]
+SerialOption = Annotated[bool, typer.Option(
+    "--serial", help="One pair at a time (isolates), instead of all at once (loads the switch).")]
+PatternSeedOption = Annotated[int, typer.Option("--seed", help="Seed of the shuffle and random patterns.")]
+PairsFileOption = Annotated[Optional[Path], typer.Option(
+    "--pairs-file", help="Pairs to run, one 'nodeA nodeB' per line (pattern 'file').")]
+SecondsPerSizeOption = Annotated[float, typer.Option("--seconds-per-size", help="Seconds each message size is timed.")]
+StreamMessageSizeOption = Annotated[int, typer.Option("--message-size", help="Bytes per write of each stream.")]
+ServerPortOption = Annotated[int, typer.Option("--port", help="TCP port the servers listen on.")]
+
+
+@contextmanager
+def _network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed,
+                 db) -> Iterator[tuple[Any, Any]]:
+    """An interconnect command's target and writable store, the topology
+    saved first; user and testbed errors said in one line."""
+    with _user_errors(), _testbed_errors():
+        target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        groups = _topology(topology, testbed)
+        with _open(db, read_only=False) as store:
+            _save_topology(store, groups)
+            yield target, store
+
+
+def _progress_run(label: str, run):
+    """Run ``run(on_progress)`` under a transient progress bar named ``label``."""
+    from rich.progress import Progress
+
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task(label, total=None)
+        return run(lambda done, total: progress.update(task, completed=done, total=total))
+
+
+def _troubled_pairs(per_pair: dict[str, dict[str, int]]) -> list[str]:
+    """The pair labels with a failed or invalid repetition."""
+    return [label for label, counts in per_pair.items() if counts["failed"] or counts["invalid"]]
+
+
+def _print_pattern_run(pattern: str, summary, repetitions: int) -> None:
+    """A pattern run's pairs, repetitions, run id and troubled pairs, then who sat out."""
+    failed = _troubled_pairs(summary.per_pair)
+    console.print(f"{pattern}: {len(summary.per_pair)} pairs, {repetitions} repetitions, run {summary.run_id}"
+                  + (f"; [red]{len(failed)} pairs with failed or invalid runs[/]" if failed else ""))
+    for note in dict.fromkeys(summary.notes):
+        console.print(f"[dim]{note}[/]", highlight=False)
+
+
+def _print_slow_pair_findings(dataset, kinds: tuple[str, ...]) -> None:
+    """The findings of ``kinds``: who the slow pairs have in common."""
+    from oddnode.analysis import analyze
+    from oddnode.report.terminal import findings_by_nodes
+
+    findings = [f for f in analyze(dataset).findings if f.kind in kinds]
+    console.print(findings_by_nodes(findings) if findings else "No node or group is common to the slow pairs.")
 
 
 def _topology(path: Optional[Path], testbed: bool = False) -> tuple[dict[str, str], str] | None:
@@ -315,8 +376,7 @@ def _save_topology(store, topology: tuple[dict[str, str], str] | None) -> None:
     if topology:
         groups, source = topology
         with store.transaction():
-            store.set_topology(store.new_run(" ".join(["oddnode", *sys.argv[1:]]), source=f"topology:{source}"),
-                               groups)
+            store.set_topology(store.new_run(_command_line(), source=f"topology:{source}"), groups)
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -333,13 +393,13 @@ def _sizes(text: str) -> tuple[int, ...]:
 def pairs_command(
     patterns: Annotated[str, typer.Option("--patterns", help="Pair patterns, comma-separated: sort, cut, fold, "
                                                              "shuffle, random, file (with --pairs-file).")] = "sort,cut,fold,shuffle",
-    repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Runs of each pattern (shuffle reshuffles each time).")] = 3,
-    serial: Annotated[bool, typer.Option("--serial", help="One pair at a time (isolates), instead of all at once (loads the switch).")] = False,
+    repetitions: PatternRepetitionsOption = 3,
+    serial: SerialOption = False,
     sizes: Annotated[Optional[str], typer.Option("--sizes", help="Message sizes in bytes, comma-separated (default 0, 1 B to 4 MiB by powers of two).")] = None,
-    seconds_per_size: Annotated[float, typer.Option("--seconds-per-size", help="Seconds each message size is timed.")] = 0.2,
-    port: Annotated[int, typer.Option("--port", help="TCP port the servers listen on.")] = 29170,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the shuffle and random patterns.")] = 0,
-    pairs_file: Annotated[Optional[Path], typer.Option("--pairs-file", help="Pairs to run, one 'nodeA nodeB' per line (pattern 'file').")] = None,
+    seconds_per_size: SecondsPerSizeOption = 0.2,
+    port: ServerPortOption = 29170,
+    seed: PatternSeedOption = 0,
+    pairs_file: PairsFileOption = None,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
@@ -349,35 +409,19 @@ def pairs_command(
     latency and bandwidth per message size, then name the node or group
     common to the slow pairs, and oversubscribed uplinks (sorted against
     shuffled)."""
-    from oddnode.analysis import analyze
-    from rich.progress import Progress
-
     from oddnode.interconnect.pairs import PingPongOptions, run_pairs
-    from oddnode.report.terminal import findings_by_nodes
 
     chosen = [name.strip() for name in patterns.split(",") if name.strip()]
     options = PingPongOptions(**({"sizes": _sizes(sizes)} if sizes else {}), seconds_per_size=seconds_per_size, port=port)
-    with _user_errors(), _testbed_errors():
-        target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
-        groups = _topology(topology, testbed)
-        with _open(db, read_only=False) as store:
-            _save_topology(store, groups)
-            for pattern in chosen:
-                with Progress(console=console, transient=True) as progress:
-                    task = progress.add_task(f"pairs {pattern}", total=None)
-                    summary = run_pairs(store, target, pattern, repetitions, options=options, seed=seed,
-                                        serial=serial, pairs_file=pairs_file,
-                                        on_progress=lambda done, total: progress.update(task, completed=done, total=total),
-                                        command=" ".join(["oddnode", *sys.argv[1:]]))
-                failed = {label: counts for label, counts in summary.per_pair.items() if counts["failed"] or counts["invalid"]}
-                console.print(f"{pattern}: {len(summary.per_pair)} pairs, {repetitions} repetitions, run {summary.run_id}"
-                              + (f"; [red]{len(failed)} pairs with failed or invalid runs[/]" if failed else ""))
-                for note in dict.fromkeys(summary.notes):
-                    console.print(f"[dim]{note}[/]", highlight=False)
-            dataset = store.load_dataset()
+    with _network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+        for pattern in chosen:
+            summary = _progress_run(f"pairs {pattern}", lambda progress: run_pairs(
+                store, target, pattern, repetitions, options=options, seed=seed, serial=serial,
+                pairs_file=pairs_file, on_progress=progress, command=_command_line()))
+            _print_pattern_run(pattern, summary, repetitions)
+        dataset = store.load_dataset()
         _print_patterns(dataset)
-        findings = [f for f in analyze(dataset).findings if f.kind in PAIR_FINDINGS]
-        console.print(findings_by_nodes(findings) if findings else "No node or group is common to the slow pairs.")
+        _print_slow_pair_findings(dataset, PAIR_FINDINGS)
 
 
 def _print_patterns(dataset) -> None:
@@ -388,19 +432,13 @@ def _print_patterns(dataset) -> None:
         console.print(table)
 
 
-def _stream_options(message_size: int, seconds: float, both: bool, port: int):
-    from oddnode.interconnect.bisection import StreamOptions
-
-    return StreamOptions(message_size=message_size, seconds=seconds, both=both, port=port)
-
-
 @app.command("bisection")
 def bisection_command(
     repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Runs of the cut pairs at once, and of each alone.")] = 3,
-    message_size: Annotated[int, typer.Option("--message-size", help="Bytes per write of each stream.")] = 1 << 20,
+    message_size: StreamMessageSizeOption = 1 << 20,
     seconds: Annotated[float, typer.Option("--seconds", help="Seconds each stream lasts.")] = 2.0,
     both: Annotated[bool, typer.Option("--both", help="Stream both ways at once (a pair's bandwidth is their sum).")] = False,
-    port: Annotated[int, typer.Option("--port", help="TCP port the servers listen on.")] = 29170,
+    port: ServerPortOption = 29170,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
@@ -409,25 +447,17 @@ def bisection_command(
     """Bisection bandwidth: the cut pairs (node i with node i+N/2) stream all at
     once, then each alone; demonstrated = the sum of the pairs' bandwidths,
     next to N/2 × the median pair alone (full bisection)."""
-    from rich.progress import Progress
-
     from oddnode.interconnect.bisection import run_bisection
+    from oddnode.interconnect.pairs import StreamOptions
 
-    options = _stream_options(message_size, seconds, both, port)
-    with _user_errors(), _testbed_errors():
-        target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
-        groups = _topology(topology, testbed)
-        with _open(db, read_only=False) as store:
-            _save_topology(store, groups)
-            with Progress(console=console, transient=True) as progress:
-                task = progress.add_task("bisection", total=None)
-                summary = run_bisection(store, target, repetitions, options=options,
-                                        on_progress=lambda done, total: progress.update(task, completed=done, total=total),
-                                        command=" ".join(["oddnode", *sys.argv[1:]]))
+    options = StreamOptions(message_size=message_size, seconds=seconds, both=both, port=port)
+    with _network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+        summary = _progress_run("bisection", lambda progress: run_bisection(
+            store, target, repetitions, options=options, on_progress=progress, command=_command_line()))
     for note in summary.notes:
         console.print(f"[dim]{note}[/]", highlight=False)
     figures = summary.figures
-    failed = [label for label, counts in summary.per_pair.items() if counts["failed"] or counts["invalid"]]
+    failed = _troubled_pairs(summary.per_pair)
     if failed:
         console.print(f"[red]{len(failed)} pairs with failed or invalid runs[/]: {', '.join(failed)}")
     if figures.demonstrated is None:
@@ -443,8 +473,8 @@ def bisection_command(
 @app.command("matrix")
 def matrix_command(
     sizes: Annotated[Optional[str], typer.Option("--sizes", help="Message sizes in bytes, comma-separated (default 0,1024,65536,1048576: latency at the first, bandwidth at the last).")] = None,
-    seconds_per_size: Annotated[float, typer.Option("--seconds-per-size", help="Seconds each message size is timed.")] = 0.2,
-    port: Annotated[int, typer.Option("--port", help="TCP port the servers listen on.")] = 29170,
+    seconds_per_size: SecondsPerSizeOption = 0.2,
+    port: ServerPortOption = 29170,
     retest: Annotated[bool, typer.Option("--retest/--no-retest", help="Retest slow pairs with fewer pairs at once, down to alone.")] = True,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
@@ -454,8 +484,6 @@ def matrix_command(
     """Every ordered pair, in rounds of disjoint pairs: bandwidth and latency per
     pair (heatmaps in the HTML report); slow pairs are retested with half as
     many pairs at once, then half again, to tell contention from a bad link."""
-    from rich.progress import Progress
-
     from oddnode.analysis import analyze
     from oddnode.interconnect.matrix import MATRIX_SIZES, run_matrix
     from oddnode.interconnect.pairs import PingPongOptions
@@ -463,17 +491,10 @@ def matrix_command(
 
     options = PingPongOptions(sizes=_sizes(sizes) if sizes else MATRIX_SIZES, seconds_per_size=seconds_per_size,
                               port=port)
-    with _user_errors(), _testbed_errors():
-        target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
-        groups = _topology(topology, testbed)
-        with _open(db, read_only=False) as store:
-            _save_topology(store, groups)
-            with Progress(console=console, transient=True) as progress:
-                task = progress.add_task("matrix", total=None)
-                summary = run_matrix(store, target, options=options, retest=retest,
-                                     on_progress=lambda done, total: progress.update(task, completed=done, total=total),
-                                     command=" ".join(["oddnode", *sys.argv[1:]]))
-            dataset = store.load_dataset()
+    with _network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+        summary = _progress_run("matrix", lambda progress: run_matrix(
+            store, target, options=options, retest=retest, on_progress=progress, command=_command_line()))
+        dataset = store.load_dataset()
         for note in dict.fromkeys(summary.notes):
             console.print(f"[dim]{note}[/]", highlight=False)
         limit = f", slow below {summary.limit:.6g} MB/s" if summary.limit is not None else ""
@@ -502,15 +523,6 @@ def _lengths(text: Optional[str]) -> tuple[int, ...] | None:
         raise typer.BadParameter(f"chain lengths are whole numbers separated by commas, not {text!r}") from None
 
 
-def _progress_run(label: str, run):
-    """Run ``run(on_progress)`` under a transient progress bar named ``label``."""
-    from rich.progress import Progress
-
-    with Progress(console=console, transient=True) as progress:
-        task = progress.add_task(label, total=None)
-        return run(lambda done, total: progress.update(task, completed=done, total=total))
-
-
 @switchbench_app.command("chain")
 def switchbench_chain_command(
     repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Runs of every chain length.")] = 3,
@@ -530,14 +542,9 @@ def switchbench_chain_command(
     from oddnode.report.terminal import chain_table
 
     options = ChainOptions(message_size=message_size, seconds=seconds, port=port, lengths=_lengths(lengths))
-    with _user_errors(), _testbed_errors():
-        target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
-        groups = _topology(topology, testbed)
-        with _open(db, read_only=False) as store:
-            _save_topology(store, groups)
-            summary = _progress_run("chain", lambda progress: run_chain(
-                store, target, repetitions, options=options, on_progress=progress,
-                command=" ".join(["oddnode", *sys.argv[1:]])))
+    with _network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+        summary = _progress_run("chain", lambda progress: run_chain(
+            store, target, repetitions, options=options, on_progress=progress, command=_command_line()))
     console.print(chain_table(summary))
     best = summary.best_aggregate()
     where = f"chain of {target.nodeset}, {options.message_size} B writes (run {summary.run_id})"
@@ -557,13 +564,13 @@ def switchbench_chain_command(
 def switchbench_stream_command(
     patterns: Annotated[str, typer.Option("--patterns", "--pattern", help="Pair patterns, comma-separated: sort, cut, "
                                                                         "fold, shuffle, random, file (with --pairs-file).")] = "sort,cut,fold,shuffle",
-    repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Runs of each pattern (shuffle reshuffles each time).")] = 3,
-    serial: Annotated[bool, typer.Option("--serial", help="One pair at a time (isolates), instead of all at once (loads the switch).")] = False,
-    message_size: Annotated[int, typer.Option("--message-size", help="Bytes per write of each stream.")] = 1 << 20,
+    repetitions: PatternRepetitionsOption = 3,
+    serial: SerialOption = False,
+    message_size: StreamMessageSizeOption = 1 << 20,
     seconds: Annotated[float, typer.Option("--seconds", help="Seconds each pair streams.")] = 2.0,
-    port: Annotated[int, typer.Option("--port", help="TCP port the servers listen on.")] = SWITCHBENCH_PORT,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the shuffle and random patterns.")] = 0,
-    pairs_file: Annotated[Optional[Path], typer.Option("--pairs-file", help="Pairs to run, one 'nodeA nodeB' per line (pattern 'file').")] = None,
+    port: ServerPortOption = SWITCHBENCH_PORT,
+    seed: PatternSeedOption = 0,
+    pairs_file: PairsFileOption = None,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
@@ -572,30 +579,19 @@ def switchbench_stream_command(
     """Pairwise streaming: sustained streams both ways at once between the pairs
     of each pattern; per-pair throughput, then the node or group common to
     the slow pairs."""
-    from oddnode.analysis import analyze
     from oddnode.interconnect.switchbench import StreamOptions, run_streams
-    from oddnode.report.terminal import findings_by_nodes, stream_table
+    from oddnode.report.terminal import stream_table
 
     chosen = [name.strip() for name in patterns.split(",") if name.strip()]
     options = StreamOptions(message_size=message_size, seconds=seconds, port=port)
-    with _user_errors(), _testbed_errors():
-        target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
-        groups = _topology(topology, testbed)
-        with _open(db, read_only=False) as store:
-            _save_topology(store, groups)
-            for pattern in chosen:
-                summary = _progress_run(f"stream {pattern}", lambda progress: run_streams(
-                    store, target, pattern, repetitions, options=options, seed=seed, serial=serial,
-                    pairs_file=pairs_file, on_progress=progress, command=" ".join(["oddnode", *sys.argv[1:]])))
-                failed = [label for label, counts in summary.per_pair.items() if counts["failed"] or counts["invalid"]]
-                console.print(f"{pattern}: {len(summary.per_pair)} pairs, {repetitions} repetitions, run {summary.run_id}"
-                              + (f"; [red]{len(failed)} pairs with failed or invalid runs[/]" if failed else ""))
-                for note in dict.fromkeys(summary.notes):
-                    console.print(f"[dim]{note}[/]", highlight=False)
-                console.print(stream_table(summary))
-            dataset = store.load_dataset()
-        findings = [f for f in analyze(dataset).findings if f.kind in STREAM_FINDINGS]
-        console.print(findings_by_nodes(findings) if findings else "No node or group is common to the slow pairs.")
+    with _network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+        for pattern in chosen:
+            summary = _progress_run(f"stream {pattern}", lambda progress: run_streams(
+                store, target, pattern, repetitions, options=options, seed=seed, serial=serial,
+                pairs_file=pairs_file, on_progress=progress, command=_command_line()))
+            _print_pattern_run(pattern, summary, repetitions)
+            console.print(stream_table(summary))
+        _print_slow_pair_findings(store.load_dataset(), STREAM_FINDINGS)
 
 
 @switchbench_app.command("alltoall")
@@ -621,18 +617,13 @@ def switchbench_alltoall_command(
     from oddnode.report.terminal import alltoall_table
 
     options = AllToAllOptions(message_size=message_size, warmup_passes=warmup_passes, port=port)
-    with _user_errors(), _testbed_errors():
-        target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
-        groups = _topology(topology, testbed)
-        with _open(db, read_only=False) as store:
-            _save_topology(store, groups)
-            summary = _progress_run("alltoall", lambda progress: run_alltoall(
-                store, target, repetitions, options=options, seed=seed, on_progress=progress,
-                command=" ".join(["oddnode", *sys.argv[1:]])))
-            # The nodes charged with a failed or invalid repetition, not the
-            # ranks that stopped because of them.
-            charged = {f.label for f in store.load_failures()
-                       if f.benchmark == ALLTOALL_BENCHMARK and f.label_kind is LabelKind.NODE}
+    with _network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+        summary = _progress_run("alltoall", lambda progress: run_alltoall(
+            store, target, repetitions, options=options, seed=seed, on_progress=progress, command=_command_line()))
+        # The nodes charged with a failed or invalid repetition, not the
+        # ranks that stopped because of them.
+        charged = {f.label for f in store.load_failures()
+                   if f.benchmark == ALLTOALL_BENCHMARK and f.label_kind is LabelKind.NODE}
     if charged:
         console.print(f"[red]failed or invalid on[/] {fold(charged)}", highlight=False)
     where = f"all-to-all of {fold(summary.nodes)}, {summary.message_size} B per phase (run {summary.run_id})"
@@ -782,7 +773,7 @@ def inventory_command(
     with _user_errors(), _testbed_errors():
         target = _target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
         with _open(db, read_only=False) as store:
-            result = collect_inventory(store, target, timeout, " ".join(["oddnode", *sys.argv[1:]]))
+            result = collect_inventory(store, target, timeout, _command_line())
             dataset = store.load_dataset()
         console.print(f"{len(result.reports)} of {len(target.nodes)} nodes answered "
                       f"({target.transport.name}: {target.nodeset}); facts stored in {db}")
@@ -815,7 +806,7 @@ def diagnose_command(
         nodes = sorted({node for per_node in facts.values() for node in per_node})
         report = check_expectations(load_expectations(expect), facts, nodes)
         with store.transaction():
-            store.add_findings(store.new_run(" ".join(["oddnode", *sys.argv[1:]]), source=FINDINGS_SOURCE),
+            store.add_findings(store.new_run(_command_line(), source=FINDINGS_SOURCE),
                                report.failures)
     console.print(expectation_table(report))
     if report.failures:
@@ -936,7 +927,7 @@ def check_command(
     from oddnode.report.html import write_report
     from oddnode.report.terminal import expectation_table, print_analysis
 
-    command = " ".join(["oddnode", *sys.argv[1:]])
+    command = _command_line()
     out = err_console if json_out else console
     with _user_errors(), _testbed_errors(), _open(db, read_only=False) as store:
         _save_topology(store, _topology(topology, testbed))

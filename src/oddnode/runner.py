@@ -149,6 +149,13 @@ def start_lead(results: Mapping[str, NodeResult], sent: float) -> float:
     return min(MAX_LEAD, max(MIN_LEAD, LEAD_SAFETY * max(delays) + LEAD_MARGIN))
 
 
+def new_target_run(store: Store, target: Target, command: str) -> int:
+    """A new run of ``command`` over the target, in its own transaction; its
+    source names the transport and the node set."""
+    with store.transaction():
+        return store.new_run(command, source=f"{target.transport.name}:{target.nodeset}")
+
+
 def prepare(target: Target, argv: list[str], timeout: float) -> float:
     """Build a node runner argv's kernel (or find its tool) on every node;
     the lead of its first synchronized repetition.  What a node answers is
@@ -181,8 +188,7 @@ def run_benchmark(
     if repetitions < 1:
         raise ValueError(f"repetitions must be >= 1, got {repetitions}")
     if run_id is None:
-        with store.transaction():
-            run_id = store.new_run(command, source=f"{target.transport.name}:{target.nodeset}")
+        run_id = new_target_run(store, target, command)
     summary = RunSummary(run_id, 0, {node: dict.fromkeys(OUTCOMES, 0) for node in target.nodes})
     lead = prepare(target, spec.argv, timeout) if spec.synchronized else 0.0
     for repetition in range(start, repetitions + 1):

@@ -25,29 +25,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from oddnode.interconnect.pairs import (
-    DEFAULT_PORT,
     PREPARE_TIMEOUT,
     PairRecorder,
-    quote_detail,
+    StreamOptions,
+    parsed_client_run,
     run_pair_rounds,
-    why_failed,
+    stream_client_argv,
 )
 from oddnode.interconnect.patterns import PairPlan, pair_label, pairs_cut
-from oddnode.interconnect.pingpong import (
-    DEFAULT_CONNECT_WAIT,
-    DEFAULT_MESSAGE_SIZE,
-    DEFAULT_STREAM_SECONDS,
-    parse_stream_run,
-    pingpong_serve_argv,
-    pingpong_stream_argv,
-    stream_run_seconds,
-)
+from oddnode.interconnect.pingpong import parse_stream_run, pingpong_serve_argv
 from oddnode.model import Direction, LabelKind
 from oddnode.nodes import fold
-from oddnode.parsers.base import ParseError
-from oddnode.runner import DEFAULT_REPETITIONS, prepare
+from oddnode.runner import DEFAULT_REPETITIONS, new_target_run, prepare
 from oddnode.store import ResultBatch, Store
-from oddnode.transport.base import NodeResult, NodeStatus, Target
+from oddnode.transport.base import NodeResult, Target
 from oddnode.units import canonical_unit
 
 BISECTION_BENCHMARK = "bisection"
@@ -56,22 +47,6 @@ ALONE_BENCHMARK = "bisection.alone"
 BANDWIDTH_METRIC = "bandwidth"
 _MB_PER_S = canonical_unit("MB/s")
 _FRACTION = canonical_unit("")
-
-
-@dataclass(frozen=True)
-class StreamOptions:
-    """What each cut pair streams: message size (bytes), seconds, one way or
-    both ways at once, the servers' port and the clients' connection wait."""
-
-    message_size: int = DEFAULT_MESSAGE_SIZE
-    seconds: float = DEFAULT_STREAM_SECONDS
-    both: bool = False
-    port: int = DEFAULT_PORT
-    connect_wait: float = DEFAULT_CONNECT_WAIT
-
-    @property
-    def run_seconds(self) -> float:
-        return stream_run_seconds(self.seconds, self.message_size)
 
 
 @dataclass(frozen=True)
@@ -147,18 +122,8 @@ def stream_recorder(benchmark: str, options: StreamOptions, concurrency: int,
         label = pair_label(client, server)
         parameters = {"client": client, "server": server, "message_size": options.message_size,
                       "seconds": options.seconds, "both": options.both, "concurrency": concurrency}
-        stream, serve = results.get(client), results.get(server)
-        problem = None
-        if stream is None or stream.status is not NodeStatus.OK:
-            problem = f"client {client}: {why_failed(stream)}"
-        else:
-            try:
-                parsed = parse_stream_run(stream.stdout, raw_ref)
-            except ParseError as error:
-                problem = f"client {client}: {quote_detail(str(error))}"
-        if problem is not None:
-            if serve is None or serve.status is not NodeStatus.OK:
-                problem += f"; server {server}: {why_failed(serve)}"
+        parsed, problem = parsed_client_run(results, client, server, parse_stream_run, raw_ref)
+        if parsed is None:
             batch.add(benchmark, label, None, metric=BANDWIDTH_METRIC, unit=_MB_PER_S, direction=Direction.HIGHER,
                       label_kind=LabelKind.PAIR, repetition=repetition, valid=False,
                       parameters={**parameters, "error": problem}, raw_ref=raw_ref)
@@ -222,19 +187,13 @@ def run_bisection(
         raise ValueError(f"repetitions must be >= 1, got {repetitions}")
     plan = pairs_cut(target.nodes)
     labels = plan.labels
-    with store.transaction():
-        run_id = store.new_run(command, source=f"{target.transport.name}:{target.nodeset}")
+    run_id = new_target_run(store, target, command)
     concurrent: dict[tuple[int, str], float | None] = {}
     alone: dict[tuple[int, str], float | None] = {}
     summary = BisectionSummary(run_id, plan, options, BisectionFigures(len(labels), None, None, None))
     per_round = 1 + len(plan.pairs)
     total = repetitions * per_round
-
-    def client_argv(server: str) -> list[str]:
-        return pingpong_stream_argv(server, options.port, options.message_size, options.seconds, options.both,
-                                    options.connect_wait)
-
-    common = dict(client_argv=client_argv, session_seconds=options.run_seconds, port=options.port,
+    common = dict(client_argv=stream_client_argv(options), session_seconds=options.run_seconds, port=options.port,
                   connect_wait=options.connect_wait, per_pair=summary.per_pair)
     lead = prepare(target, pingpong_serve_argv(options.port), PREPARE_TIMEOUT)
     for repetition in range(1, repetitions + 1):

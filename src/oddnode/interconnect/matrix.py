@@ -47,7 +47,7 @@ from oddnode.interconnect.pairs import (
 from oddnode.interconnect.patterns import PairPlan, is_disjoint, ordered_rounds, pair_label
 from oddnode.interconnect.pingpong import pingpong_serve_argv
 from oddnode.model import Direction, LabelKind
-from oddnode.runner import prepare
+from oddnode.runner import new_target_run, prepare
 from oddnode.store import ResultBatch, Store
 from oddnode.transport.base import NodeResult, Target
 from oddnode.units import canonical_unit
@@ -170,8 +170,7 @@ def run_matrix(
         raise ValueError("the matrix needs a message size above 0 bytes to measure bandwidth")
     metric = f"bandwidth.{max(sizes)}"
     plans = ordered_rounds(target.nodes)
-    with store.transaction():
-        run_id = store.new_run(command, source=f"{target.transport.name}:{target.nodeset}")
+    run_id = new_target_run(store, target, command)
     summary = MatrixSummary(run_id, plans, metric)
     total = len(plans)
     done = 0

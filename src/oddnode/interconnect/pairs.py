@@ -19,7 +19,7 @@ size by more than the fit's tolerance).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,17 +27,21 @@ from oddnode.interconnect.fit import fit_latency_bandwidth
 from oddnode.interconnect.patterns import PATTERNS, PairPlan, pair_label, pattern_pairs
 from oddnode.interconnect.pingpong import (
     DEFAULT_CONNECT_WAIT,
+    DEFAULT_MESSAGE_SIZE,
     DEFAULT_SECONDS_PER_SIZE,
     DEFAULT_SIZES,
+    DEFAULT_STREAM_SECONDS,
     parse_pingpong_run,
     ping_run_seconds,
     pingpong_ping_argv,
     pingpong_serve_argv,
+    pingpong_stream_argv,
+    stream_run_seconds,
 )
 from oddnode.kernels import start_option, with_runner_options
 from oddnode.model import Direction, LabelKind
-from oddnode.parsers.base import ParseError
-from oddnode.runner import DEFAULT_REPETITIONS, prepare, start_lead
+from oddnode.parsers.base import ParsedOutput, ParseError
+from oddnode.runner import DEFAULT_REPETITIONS, new_target_run, prepare, start_lead
 from oddnode.store import ResultBatch, Store
 from oddnode.transport.base import NodeResult, NodeStatus, Target
 from oddnode.units import canonical_unit
@@ -75,6 +79,23 @@ class PingPongOptions:
     def run_seconds(self) -> float:
         """The longest a client's measurements may take (not its wait)."""
         return ping_run_seconds(self.sizes, self.seconds_per_size)
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """What each pair streams: message size (bytes), seconds, one way or
+    both ways at once, the servers' port and the clients' connection wait."""
+
+    message_size: int = DEFAULT_MESSAGE_SIZE
+    seconds: float = DEFAULT_STREAM_SECONDS
+    both: bool = False
+    port: int = DEFAULT_PORT
+    connect_wait: float = DEFAULT_CONNECT_WAIT
+
+    @property
+    def run_seconds(self) -> float:
+        """The longest a client's stream may take (not its wait)."""
+        return stream_run_seconds(self.seconds, self.message_size)
 
 
 @dataclass
@@ -145,12 +166,77 @@ def why_failed(result: NodeResult | None) -> str:
     return f"{result.status.value}: {detail}"
 
 
-def _rounds(plan: PairPlan, serial: bool) -> list[list[tuple[str, str]]]:
+def parsed_run(result: NodeResult | None, parse: Callable[[str, str], ParsedOutput], source: str
+               ) -> tuple[ParsedOutput | None, str | None]:
+    """A node's run of one of our kernels, parsed; or None and why it gave
+    nothing to use."""
+    if result is None or result.status is not NodeStatus.OK:
+        return None, why_failed(result)
+    try:
+        return parse(result.stdout, source), None
+    except ParseError as error:
+        return None, quote_detail(str(error))
+
+
+def parsed_client_run(results: Mapping[str, NodeResult], client: str, server: str,
+                      parse: Callable[[str, str], ParsedOutput], raw_ref: str
+                      ) -> tuple[ParsedOutput | None, str | None]:
+    """A pair's client run, parsed; or None and why the pair failed: the
+    client's trouble, and the server's when its run failed too."""
+    parsed, problem = parsed_run(results.get(client), parse, raw_ref)
+    if parsed is not None:
+        return parsed, None
+    problem = f"client {client}: {problem}"
+    serve = results.get(server)
+    if serve is None or serve.status is not NodeStatus.OK:
+        problem += f"; server {server}: {why_failed(serve)}"
+    return None, problem
+
+
+def transport_trouble(results: Mapping[str, NodeResult], nodes: Sequence[str],
+                      where: str) -> list[tuple[str, str, str]]:
+    """Node status rows for the nodes the transport could not run on."""
+    rows = []
+    for node in nodes:
+        result = results.get(node)
+        if result is None or result.status is not NodeStatus.OK:
+            rows.append((node, result.status.value if result else "unreachable", f"{where}: {why_failed(result)}"))
+    return rows
+
+
+def raw_outputs(results: Mapping[str, NodeResult], nodes: Sequence[str], label: str) -> list[tuple[str, str, str]]:
+    """Every node's output of a round, under ``label@node``."""
+    return [(f"{label}@{node}", results[node].stdout if node in results else "",
+             results[node].stderr if node in results else "") for node in nodes]
+
+
+def store_round(store: Store, run_id: int, benchmark: str, batch: ResultBatch, repetition: int,
+                raw: list[tuple[str, str, str]], statuses: list[tuple[str, str, str]]) -> None:
+    """One round's results, raw outputs and node statuses, all or nothing."""
+    with store.transaction():
+        store.add_results(run_id, batch)
+        for label, stdout, stderr in raw:
+            store.add_raw_output(run_id, benchmark, label, repetition, stdout, stderr)
+        store.add_node_status(run_id, benchmark, statuses)
+
+
+def pair_rounds(plan: PairPlan, serial: bool) -> list[list[tuple[str, str]]]:
     """Pairs that run together: all of them, or one at a time when asked
     or when pairs share a node (a user's pairs file)."""
     if serial or not plan.disjoint:
         return [[pair] for pair in plan.pairs]
     return [list(plan.pairs)]
+
+
+def pattern_rounds(pattern: str, target: Target, repetitions: int, seed: int = 0, serial: bool = False,
+                   pairs_file: Path | None = None) -> tuple[list[PairPlan], list[tuple[int, list[tuple[str, str]]]]]:
+    """The plans of ``repetitions`` runs of ``pattern`` over the target's
+    nodes, and their rounds of pairs as run_pair_rounds takes them."""
+    if repetitions < 1:
+        raise ValueError(f"repetitions must be >= 1, got {repetitions}")
+    plans = [pattern_pairs(pattern, target.nodes, repetition, seed, pairs_file)
+             for repetition in range(1, repetitions + 1)]
+    return plans, [(plan.repetition, group) for plan in plans for group in pair_rounds(plan, serial)]
 
 
 def _fit_rows(batch: ResultBatch, benchmark: str, label: str, parsed, repetition: int, raw_ref: str,
@@ -189,18 +275,8 @@ def _record_pair(batch: ResultBatch, benchmark: str, client: str, server: str, r
                  extra: dict | None = None) -> tuple[str, str | None]:
     """Add one pair's rows; its outcome (ok, invalid, failed) and why."""
     label = pair_label(client, server)
-    ping, serve = results.get(client), results.get(server)
-    problem = None
-    if ping is None or ping.status is not NodeStatus.OK:
-        problem = f"client {client}: {why_failed(ping)}"
-    else:
-        try:
-            parsed = parse_pingpong_run(ping.stdout, raw_ref)
-        except ParseError as error:
-            problem = f"client {client}: {quote_detail(str(error))}"
-    if problem is not None:
-        if serve is None or serve.status is not NodeStatus.OK:
-            problem += f"; server {server}: {why_failed(serve)}"
+    parsed, problem = parsed_client_run(results, client, server, parse_pingpong_run, raw_ref)
+    if parsed is None:
         for size in sizes:
             metrics = [("latency", _US, Direction.LOWER)] + ([("bandwidth", _MB_PER_S, Direction.HIGHER)] if size else [])
             for metric, unit, direction in metrics:
@@ -269,19 +345,12 @@ def run_pair_rounds(
             if per_pair is not None:
                 counts = per_pair.setdefault(label, {"ok": 0, "invalid": 0, "failed": 0})
                 counts[outcome] += 1
-            for node in (client, server):
-                result = results.get(node)
-                raw.append((f"{label}@{node}", result.stdout if result else "", result.stderr if result else ""))
-                if result is None or result.status is not NodeStatus.OK:
-                    statuses.append((node, result.status.value if result else "unreachable",
-                                     f"repetition {repetition}, pair {label}: {why_failed(result)}"))
+            where = f"repetition {repetition}, pair {label}"
+            raw += raw_outputs(results, (client, server), label)
+            statuses += transport_trouble(results, (client, server), where)
             if problem is not None and outcome == "invalid":
-                statuses.append((client, "ok", f"repetition {repetition}, pair {label}: {problem}"))
-        with store.transaction():
-            store.add_results(run_id, batch)
-            for label, stdout, stderr in raw:
-                store.add_raw_output(run_id, benchmark, label, repetition, stdout, stderr)
-            store.add_node_status(run_id, benchmark, statuses)
+                statuses.append((client, "ok", f"{where}: {problem}"))
+        store_round(store, run_id, benchmark, batch, repetition, raw, statuses)
         if on_progress is not None:
             on_progress(done, len(rounds))
     return lead
@@ -304,6 +373,12 @@ def ping_client_argv(options: PingPongOptions) -> Callable[[str], list[str]]:
                                              options.connect_wait)
 
 
+def stream_client_argv(options: StreamOptions) -> Callable[[str], list[str]]:
+    """The argv of a stream client against a server, by server."""
+    return lambda server: pingpong_stream_argv(server, options.port, options.message_size, options.seconds,
+                                               options.both, options.connect_wait)
+
+
 def run_pairs(
     store: Store,
     target: Target,
@@ -320,13 +395,8 @@ def run_pairs(
     """Run ``pattern`` over the target's nodes ``repetitions`` times and store
     every pair's results, raw outputs and node troubles, one transaction
     per round of pairs; ``on_progress(done, total)`` after each round."""
-    if repetitions < 1:
-        raise ValueError(f"repetitions must be >= 1, got {repetitions}")
-    plans = [pattern_pairs(pattern, target.nodes, repetition, seed, pairs_file)
-             for repetition in range(1, repetitions + 1)]
-    rounds = [(plan.repetition, group) for plan in plans for group in _rounds(plan, serial)]
-    with store.transaction():
-        run_id = store.new_run(command, source=f"{target.transport.name}:{target.nodeset}")
+    plans, rounds = pattern_rounds(pattern, target, repetitions, seed, serial, pairs_file)
+    run_id = new_target_run(store, target, command)
     benchmark = pattern_benchmark(pattern)
     summary = PairRunSummary(run_id, pattern, plans)
     # Both ends run one build of the kernel: building it for the server builds it.

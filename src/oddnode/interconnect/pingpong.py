@@ -55,12 +55,18 @@ __all__ = [
     "RELAY_DIRECTIONS",
     "STREAM_BENCHMARKS",
     "STREAM_DIRECTIONS",
+    "check_host",
+    "check_io_timeout",
+    "check_port",
+    "check_seconds",
+    "is_whole",
     "parse_pingpong_output",
     "parse_pingpong_run",
     "parse_relay_output",
     "parse_relay_run",
     "parse_stream_output",
     "parse_stream_run",
+    "partner_options",
     "ping_run_seconds",
     "pingpong_ping_argv",
     "pingpong_relay_argv",
@@ -136,12 +142,20 @@ _KEY_VALUE = re.compile(r"(\w+)=(\S+)")
 # --- the argv of each end ---------------------------------------------------------
 
 
-def _check_port(port: int) -> None:
-    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+def is_whole(value: object, minimum: int, maximum: int) -> bool:
+    """Whether ``value`` is a whole number (an int, not a bool) from ``minimum`` to ``maximum``."""
+    return not isinstance(value, bool) and isinstance(value, int) and minimum <= value <= maximum
+
+
+def check_port(port: int) -> None:
+    """ValueError unless ``port`` is a TCP port, 1-65535."""
+    if not is_whole(port, 1, 65535):
         raise ValueError(f"port must be a whole number 1-65535, got {port!r}")
 
 
-def _check_seconds(name: str, value: float, minimum: float, maximum: float, inclusive: bool = True) -> None:
+def check_seconds(name: str, value: float, minimum: float, maximum: float, inclusive: bool = True) -> None:
+    """ValueError unless ``value`` is a number of seconds above (``inclusive``:
+    from) ``minimum`` and at most ``maximum``; ``name`` names it."""
     number = not isinstance(value, bool) and isinstance(value, (int, float))
     low_ok = number and (value >= minimum if inclusive else value > minimum)
     if not (low_ok and value <= maximum):
@@ -149,12 +163,14 @@ def _check_seconds(name: str, value: float, minimum: float, maximum: float, incl
         raise ValueError(f"{name} must be {bound} {minimum:g} and <= {maximum:g} seconds, got {value!r}")
 
 
-def _check_io_timeout(io_timeout: int) -> None:
-    if isinstance(io_timeout, bool) or not isinstance(io_timeout, int) or not 1 <= io_timeout <= 3600:
+def check_io_timeout(io_timeout: int) -> None:
+    """ValueError unless ``io_timeout`` is the kernels' -i: whole seconds 1-3600."""
+    if not is_whole(io_timeout, 1, 3600):
         raise ValueError(f"io_timeout must be whole seconds 1-3600, got {io_timeout!r}")
 
 
-def _check_host(host: str) -> None:
+def check_host(host: str) -> None:
+    """ValueError unless ``host`` can be a kernel's host name or address."""
     # The host travels inside the JSON job, never through a shell; a leading
     # dash would still read as an option, and blanks are never a host name.
     if not isinstance(host, str) or not host or host.startswith("-") or any(c.isspace() for c in host):
@@ -166,7 +182,7 @@ def _check_sizes(sizes: Sequence[int]) -> list[int]:
     if not sizes or len(sizes) > MAX_SIZES:
         raise ValueError(f"sizes must list 1 to {MAX_SIZES} message sizes, got {len(sizes)}")
     for size in sizes:
-        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_PING_SIZE:
+        if not is_whole(size, 0, MAX_PING_SIZE):
             raise ValueError(f"a message size must be whole bytes 0-{MAX_PING_SIZE}, got {size!r}")
     if len(set(sizes)) != len(sizes):
         raise ValueError(f"message sizes must be distinct, got {sizes}")
@@ -205,8 +221,8 @@ def pingpong_serve_argv(
     ping_run_seconds or stream_run_seconds of the client's run); the runner's
     ``timeout`` defaults to wait + session + io_timeout + a margin.
     """
-    _check_port(port)
-    _check_seconds("session_seconds", session_seconds, 0.0, 86400.0, inclusive=False)
+    check_port(port)
+    check_seconds("session_seconds", session_seconds, 0.0, 86400.0, inclusive=False)
     return _kernel_argv(["serve", "-p", str(port)], wait, io_timeout, session_seconds, timeout,
                         cflags, defines, interpreter)
 
@@ -228,10 +244,10 @@ def pingpong_ping_argv(
     server on ``host``:``port``, connecting within ``wait`` seconds.  The
     runner's ``timeout`` defaults to the wait plus ping_run_seconds plus
     io_timeout and a margin."""
-    _check_host(host)
-    _check_port(port)
+    check_host(host)
+    check_port(port)
     sizes = _check_sizes(sizes)
-    _check_seconds("seconds_per_size", seconds_per_size, 0.0, 3600.0, inclusive=False)
+    check_seconds("seconds_per_size", seconds_per_size, 0.0, 3600.0, inclusive=False)
     args = ["ping", "-H", host, "-p", str(port), "-s", ",".join(str(s) for s in sizes), "-T", f"{seconds_per_size:g}"]
     return _kernel_argv(args, wait, io_timeout, ping_run_seconds(sizes, seconds_per_size), timeout,
                         cflags, defines, interpreter)
@@ -253,13 +269,12 @@ def pingpong_stream_argv(
 ) -> list[str]:
     """The argv that streams ``message_size``-byte writes to the server on
     ``host``:``port`` for ``seconds`` (``both``: and from it at once)."""
-    _check_host(host)
-    _check_port(port)
-    if (isinstance(message_size, bool) or not isinstance(message_size, int)
-            or not MIN_STREAM_MESSAGE <= message_size <= MAX_STREAM_MESSAGE):
+    check_host(host)
+    check_port(port)
+    if not is_whole(message_size, MIN_STREAM_MESSAGE, MAX_STREAM_MESSAGE):
         raise ValueError(f"message_size must be whole bytes {MIN_STREAM_MESSAGE}-{MAX_STREAM_MESSAGE} "
                          f"(a message carries an 8-byte stamp), got {message_size!r}")
-    _check_seconds("seconds", seconds, 0.001, 3600.0)
+    check_seconds("seconds", seconds, 0.001, 3600.0)
     args = ["stream", "-H", host, "-p", str(port), "-s", str(message_size), "-d", f"{seconds:g}"]
     return _kernel_argv(args, wait, io_timeout, stream_run_seconds(seconds, message_size), timeout,
                         cflags, defines, interpreter, switches=["--both"] if both else [])
@@ -283,10 +298,10 @@ def pingpong_relay_argv(
     session both ways between them; ``wait`` bounds both the connection
     to the next hop and the upstream node's arrival.  ``session_seconds``
     and ``timeout`` as for pingpong_serve_argv."""
-    _check_port(port)
-    _check_host(next_host)
-    _check_port(next_port)
-    _check_seconds("session_seconds", session_seconds, 0.0, 86400.0, inclusive=False)
+    check_port(port)
+    check_host(next_host)
+    check_port(next_port)
+    check_seconds("session_seconds", session_seconds, 0.0, 86400.0, inclusive=False)
     return _kernel_argv(["relay", "-p", str(port), "-H", next_host, "-P", str(next_port)], wait, io_timeout,
                         session_seconds, timeout, cflags, defines, interpreter)
 
@@ -294,16 +309,24 @@ def pingpong_relay_argv(
 def _kernel_argv(args: list[str], wait: float, io_timeout: int, session_seconds: float, timeout: float | None,
                  cflags: Sequence[str], defines: Sequence[str], interpreter: str,
                  switches: Sequence[str] = ()) -> list[str]:
-    """The runner argv of one end: its mode's ``args``, the wait for the
-    partner and the read/write timeout every mode takes, then its
-    ``switches``; the runner's ``timeout`` defaults to the wait, the
-    session, io_timeout and a margin."""
-    _check_seconds("wait", wait, 0.0, 86400.0)
-    _check_io_timeout(io_timeout)
+    """The runner argv of one end: its mode's ``args``, the options every
+    mode takes (partner_options), then its ``switches``."""
+    options, timeout = partner_options(wait, io_timeout, session_seconds, timeout)
+    return runner_argv(KERNEL, [*args, *options, *switches], cflags=cflags, defines=defines, ldlibs=PINGPONG_LDLIBS,
+                       timeout=timeout, interpreter=interpreter)
+
+
+def partner_options(wait: float, io_timeout: int, session_seconds: float, timeout: float | None,
+                    slack: float = _RUN_SLACK) -> tuple[list[str], float]:
+    """What every network kernel of ours takes: ``-w``, the seconds it waits
+    for its partners, and ``-i``, the seconds a read or write may make no
+    progress (both checked); and the runner's timeout: ``timeout``, or when
+    None the wait, the session, io_timeout and ``slack``."""
+    check_seconds("wait", wait, 0.0, 86400.0)
+    check_io_timeout(io_timeout)
     if timeout is None:
-        timeout = wait + session_seconds + io_timeout + _RUN_SLACK
-    return runner_argv(KERNEL, [*args, "-w", f"{wait:g}", "-i", str(io_timeout), *switches], cflags=cflags,
-                       defines=defines, ldlibs=PINGPONG_LDLIBS, timeout=timeout, interpreter=interpreter)
+        timeout = wait + session_seconds + io_timeout + slack
+    return ["-w", f"{wait:g}", "-i", str(io_timeout)], timeout
 
 
 # --- what comes back ----------------------------------------------------------------

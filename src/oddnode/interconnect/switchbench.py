@@ -57,13 +57,27 @@ import re
 import statistics
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from oddnode.benchmarks import parse_kernel_run
-from oddnode.interconnect.pairs import _rounds, quote_detail, run_pair_rounds, why_failed
-from oddnode.interconnect.patterns import PairPlan, pair_label, pattern_pairs
+from oddnode.interconnect.pairs import (
+    PREPARE_TIMEOUT,
+    ROUND_SLACK,
+    StreamOptions,
+    parsed_client_run,
+    parsed_run,
+    pattern_rounds,
+    quote_detail,
+    raw_outputs,
+    run_pair_rounds,
+    store_round,
+    stream_client_argv,
+    transport_trouble,
+    why_failed,
+)
+from oddnode.interconnect.patterns import PairPlan, pair_label
 from oddnode.interconnect.switchbench_analysis import chain_saturation
 from oddnode.interconnect.pingpong import (
     DEFAULT_CONNECT_WAIT,
@@ -72,11 +86,11 @@ from oddnode.interconnect.pingpong import (
     DEFAULT_STREAM_SECONDS,
     SLOWEST_LINK_BYTES_PER_S,
     STREAM_DIRECTIONS,
-    _check_host,
-    _check_io_timeout,
-    _check_port,
-    _check_seconds,
+    check_host,
+    check_port,
+    is_whole,
     parse_stream_run,
+    partner_options,
     pingpong_relay_argv,
     pingpong_serve_argv,
     pingpong_stream_argv,
@@ -87,7 +101,7 @@ from oddnode.kernels.output import number, read_kernel_output, whole
 from oddnode.model import Direction, LabelKind
 from oddnode.nodes import fold
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
-from oddnode.runner import DEFAULT_REPETITIONS, prepare, start_lead
+from oddnode.runner import DEFAULT_REPETITIONS, new_target_run, prepare, start_lead
 from oddnode.store import ResultBatch, Store
 from oddnode.transport.base import NodeResult, NodeStatus, Target
 from oddnode.units import canonical_unit
@@ -134,10 +148,8 @@ DEFAULT_WARMUP_PASSES = 1
 MAX_RANKS = 4096
 MAX_ALLTOALL_MESSAGE = 256 << 20
 MAX_WARMUP_PASSES = 100
-# Seconds the kernels' build may take on every node, and what a round may
-# take beyond its waits and measurements (the runners' start, reporting back).
-PREPARE_TIMEOUT = 360.0
-ROUND_SLACK = 60.0
+# The kernels' build and a round's margin, PREPARE_TIMEOUT and ROUND_SLACK,
+# are the pair runner's.
 # An all-to-all phase's cost beyond moving its bytes on the slowest link:
 # the barrier's N-1 records at rank 0, a check and a fill of the message.
 _PHASE_SLACK = 0.05
@@ -156,29 +168,6 @@ def chain_label(nodes: Sequence[str]) -> str:
     return fold(nodes)
 
 
-def _transport_trouble(results: Mapping[str, NodeResult], nodes: Sequence[str],
-                       where: str) -> list[tuple[str, str, str]]:
-    """Node status rows for the nodes the transport could not run on."""
-    rows = []
-    for node in nodes:
-        result = results.get(node)
-        if result is None or result.status is not NodeStatus.OK:
-            rows.append((node, result.status.value if result else "unreachable", f"{where}: {why_failed(result)}"))
-    return rows
-
-
-def _parsed(result: NodeResult | None, parse: Callable[[str, str], ParsedOutput], source: str
-            ) -> tuple[ParsedOutput | None, str | None]:
-    """A node's run of one of our kernels, parsed; or None and why it gave
-    nothing to use."""
-    if result is None or result.status is not NodeStatus.OK:
-        return None, why_failed(result)
-    try:
-        return parse(result.stdout, source), None
-    except ParseError as error:
-        return None, quote_detail(str(error))
-
-
 def _exit_problem(result: NodeResult | None, source: str) -> str | None:
     """Why a relay's or a server's run failed (they measure nothing a result
     needs: that they ran and exited 0 is all); None when it did."""
@@ -191,22 +180,6 @@ def _exit_problem(result: NodeResult | None, source: str) -> str | None:
     if report.returncode != 0:
         return quote_detail(f"pingpong kernel exited with status {report.returncode}: {report.stderr}")
     return None
-
-
-def _store_round(store: Store, run_id: int, benchmark: str, batch: ResultBatch, repetition: int,
-                 raw: list[tuple[str, str, str]], statuses: list[tuple[str, str, str]]) -> None:
-    """One round's results, raw outputs and node statuses, all or nothing."""
-    with store.transaction():
-        store.add_results(run_id, batch)
-        for label, stdout, stderr in raw:
-            store.add_raw_output(run_id, benchmark, label, repetition, stdout, stderr)
-        store.add_node_status(run_id, benchmark, statuses)
-
-
-def _raw(results: Mapping[str, NodeResult], nodes: Sequence[str], label: str) -> list[tuple[str, str, str]]:
-    """Every node's output of a round, under ``label@node``."""
-    return [(f"{label}@{node}", results[node].stdout if node in results else "",
-             results[node].stderr if node in results else "") for node in nodes]
 
 
 # --- the daisy chain ----------------------------------------------------------------
@@ -293,6 +266,17 @@ def _chain_commands(chain: Sequence[str], options: ChainOptions, wait: float, st
     return commands
 
 
+def _run_nodes(target: Target, repetitions: int, what: str) -> list[str]:
+    """The target's nodes for ``what`` (a chain, an all-to-all), refused
+    unless there are two at least and ``repetitions`` >= 1."""
+    if repetitions < 1:
+        raise ValueError(f"repetitions must be >= 1, got {repetitions}")
+    nodes = list(target.nodes)
+    if len(nodes) < 2:
+        raise ValueError(f"{what} needs at least 2 nodes, got {len(nodes)}")
+    return nodes
+
+
 def _suspects(results: Mapping[str, NodeResult], nodes: Sequence[str], problems: Mapping[str, str],
               blamed: Collection[str] = ()) -> list[str]:
     """The nodes a failed run is laid at.  A dead node makes its partners
@@ -314,7 +298,7 @@ def _record_chain(batch: ResultBatch, chain: Sequence[str], repetition: int, res
                                   "source": source, "sink": sink, "message_size": options.message_size,
                                   "seconds": options.seconds}
     rows = [("bandwidth.end_to_end", 1), ("bandwidth.aggregate", len(chain) - 1)]
-    parsed, problem = _parsed(results.get(source), parse_stream_run, raw_ref)
+    parsed, problem = parsed_run(results.get(source), parse_stream_run, raw_ref)
     if parsed is not None:
         (measurement,) = [m for m in parsed.measurements if m.metric == "bandwidth.client_to_server"]
         detail = {**parameters, "bytes": measurement.parameters["bytes"],
@@ -355,15 +339,10 @@ def run_chain(
     length, shortest first), one chain at a time; store each chain's
     end-to-end and aggregate throughput, raw outputs and node troubles, one
     transaction per chain; ``on_progress(done, total)`` after each."""
-    if repetitions < 1:
-        raise ValueError(f"repetitions must be >= 1, got {repetitions}")
-    nodes = list(target.nodes)
-    if len(nodes) < 2:
-        raise ValueError(f"a chain needs at least 2 nodes, got {len(nodes)}")
+    nodes = _run_nodes(target, repetitions, "a chain")
     lengths = _chain_lengths(nodes, options.lengths)
     rounds = [(repetition, length) for repetition in range(1, repetitions + 1) for length in lengths]
-    with store.transaction():
-        run_id = store.new_run(command, source=f"{target.transport.name}:{target.nodeset}")
+    run_id = new_target_run(store, target, command)
     summary = ChainRunSummary(run_id)
     # Relays and servers run one build of the pingpong kernel, the source's too.
     lead = prepare(target, pingpong_serve_argv(options.port), PREPARE_TIMEOUT)
@@ -382,31 +361,16 @@ def run_chain(
                               f"raw:{CHAIN_BENCHMARK}:{label}:{repetition}")
         summary.points.append(point)
         where = f"repetition {repetition}, chain of {length}"
-        statuses = _transport_trouble(results, chain, where)
+        statuses = transport_trouble(results, chain, where)
         if point.problem is not None and all(row[0] != chain[0] for row in statuses):
             statuses.append((chain[0], "ok", f"{where}: {point.problem}"))
-        _store_round(store, run_id, CHAIN_BENCHMARK, batch, repetition, _raw(results, chain, label), statuses)
+        store_round(store, run_id, CHAIN_BENCHMARK, batch, repetition, raw_outputs(results, chain, label), statuses)
         if on_progress is not None:
             on_progress(done, len(rounds))
     return summary
 
 
 # --- pairwise streaming ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StreamOptions:
-    """What each pair streams both ways at once: message size (bytes) and
-    seconds; the servers' port; how long a client may take to connect."""
-
-    message_size: int = DEFAULT_MESSAGE_SIZE
-    seconds: float = DEFAULT_STREAM_SECONDS
-    port: int = DEFAULT_PORT
-    connect_wait: float = DEFAULT_CONNECT_WAIT
-
-    @property
-    def run_seconds(self) -> float:
-        return stream_run_seconds(self.seconds, self.message_size)
 
 
 @dataclass(frozen=True)
@@ -460,12 +424,8 @@ def _record_streams(batch: ResultBatch, benchmark: str, client: str, server: str
                     results: Mapping[str, NodeResult], raw_ref: str) -> StreamPairRate:
     """Add one pair's rows (two directions, None when the pair failed); its rates."""
     label = pair_label(client, server)
-    parsed, problem = _parsed(results.get(client), parse_stream_run, raw_ref)
+    parsed, problem = parsed_client_run(results, client, server, parse_stream_run, raw_ref)
     if parsed is None:
-        problem = f"client {client}: {problem}"
-        serve = results.get(server)
-        if serve is None or serve.status is not NodeStatus.OK:
-            problem += f"; server {server}: {why_failed(serve)}"
         for direction in STREAM_DIRECTIONS:
             batch.add(benchmark, label, None, metric=f"bandwidth.{direction}", unit=_MB_PER_S,
                       direction=Direction.HIGHER, label_kind=LabelKind.PAIR, repetition=repetition, valid=False,
@@ -488,24 +448,21 @@ def run_streams(
     pattern: str,
     repetitions: int = DEFAULT_REPETITIONS,
     *,
-    options: StreamOptions = StreamOptions(),
+    options: StreamOptions = StreamOptions(port=DEFAULT_PORT),
     seed: int = 0,
     serial: bool = False,
     pairs_file: Path | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     command: str = "oddnode switchbench stream",
 ) -> StreamRunSummary:
-    """Stream both ways between the pairs of ``pattern`` over the target's
-    nodes, all pairs at once (``serial``: one at a time), ``repetitions``
-    times; store every pair's rates, raw outputs and node troubles, one
-    transaction per round of pairs; ``on_progress(done, total)`` after each."""
-    if repetitions < 1:
-        raise ValueError(f"repetitions must be >= 1, got {repetitions}")
-    plans = [pattern_pairs(pattern, target.nodes, repetition, seed, pairs_file)
-             for repetition in range(1, repetitions + 1)]
-    rounds = [(plan.repetition, group) for plan in plans for group in _rounds(plan, serial)]
-    with store.transaction():
-        run_id = store.new_run(command, source=f"{target.transport.name}:{target.nodeset}")
+    """Stream both ways at once (whatever ``options.both`` says: that is
+    Switchbench's pairwise streaming) between the pairs of ``pattern`` over
+    the target's nodes, all pairs at once (``serial``: one at a time),
+    ``repetitions`` times; store every pair's rates, raw outputs and node
+    troubles, one transaction per round of pairs; ``on_progress(done,
+    total)`` after each."""
+    plans, rounds = pattern_rounds(pattern, target, repetitions, seed, serial, pairs_file)
+    run_id = new_target_run(store, target, command)
     benchmark = stream_benchmark(pattern)
     summary = StreamRunSummary(run_id, pattern, plans)
 
@@ -516,12 +473,9 @@ def run_streams(
         outcome = "failed" if rate.client_to_server is None else "ok" if rate.valid else "invalid"
         return outcome, rate.problem
 
-    def client_argv(server: str) -> list[str]:
-        return pingpong_stream_argv(server, options.port, options.message_size, options.seconds, both=True,
-                                    wait=options.connect_wait)
-
     # Both ends run one build of the kernel: building it for the server builds it.
     lead = prepare(target, pingpong_serve_argv(options.port), PREPARE_TIMEOUT)
+    client_argv = stream_client_argv(replace(options, both=True))
     run_pair_rounds(store, target, run_id, benchmark, rounds, client_argv=client_argv,
                     session_seconds=options.run_seconds, record=record, port=options.port,
                     connect_wait=options.connect_wait, lead=lead, per_pair=summary.per_pair,
@@ -568,28 +522,23 @@ def alltoall_argv(
     if not 2 <= len(addresses) <= MAX_RANKS:
         raise ValueError(f"an all-to-all needs 2 to {MAX_RANKS} ranks, got {len(addresses)}")
     for host, port in addresses:
-        _check_host(host)
-        _check_port(port)
+        check_host(host)
+        check_port(port)
     if len(set(addresses)) != len(addresses):
         raise ValueError("two ranks have the same address: give each rank its own host or port")
-    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < len(addresses):
+    if not is_whole(rank, 0, len(addresses) - 1):
         raise ValueError(f"rank must be 0 to {len(addresses) - 1}, got {rank!r}")
-    if (isinstance(message_size, bool) or not isinstance(message_size, int)
-            or not 1 <= message_size <= MAX_ALLTOALL_MESSAGE):
+    if not is_whole(message_size, 1, MAX_ALLTOALL_MESSAGE):
         raise ValueError(f"message_size must be whole bytes 1-{MAX_ALLTOALL_MESSAGE}, got {message_size!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+    if not is_whole(seed, 0, 2**64 - 1):
         raise ValueError(f"seed must be a whole number 0 to 2^64-1, got {seed!r}")
-    if (isinstance(warmup_passes, bool) or not isinstance(warmup_passes, int)
-            or not 0 <= warmup_passes <= MAX_WARMUP_PASSES):
+    if not is_whole(warmup_passes, 0, MAX_WARMUP_PASSES):
         raise ValueError(f"warmup_passes must be 0 to {MAX_WARMUP_PASSES}, got {warmup_passes!r}")
-    _check_seconds("wait", wait, 0.0, 86400.0)
-    _check_io_timeout(io_timeout)
-    if timeout is None:
-        timeout = (wait + alltoall_run_seconds(len(addresses), message_size, warmup_passes) + io_timeout
-                   + ROUND_SLACK)
+    waits, timeout = partner_options(wait, io_timeout,
+                                     alltoall_run_seconds(len(addresses), message_size, warmup_passes), timeout,
+                                     slack=ROUND_SLACK)
     args = ["-r", str(rank), "-R", ",".join(_rank_address(host, port) for host, port in addresses),
-            "-s", str(message_size), "-S", str(seed), "-W", str(warmup_passes), "-w", f"{wait:g}",
-            "-i", str(io_timeout)]
+            "-s", str(message_size), "-S", str(seed), "-W", str(warmup_passes), *waits]
     return runner_argv(ALLTOALL_KERNEL, args, cflags=cflags, defines=defines, timeout=timeout,
                        interpreter=interpreter)
 
@@ -813,7 +762,7 @@ def _record_alltoall(batch: ResultBatch, nodes: Sequence[str], repetition: int, 
     problems: dict[str, str] = {}
     blamed: set[str] = set()
     for rank, node in enumerate(nodes):
-        output, problem = _parsed(results.get(node), parse_alltoall_run, f"{raw_ref}@{node}")
+        output, problem = parsed_run(results.get(node), parse_alltoall_run, f"{raw_ref}@{node}")
         if output is not None:
             parsed[node] = output
         else:
@@ -884,15 +833,10 @@ def run_alltoall(
     bandwidth, per repetition the minimum bandwidth of every phase, the
     total time and the aggregate, with raw outputs and node troubles, one
     transaction per repetition; ``on_progress(done, total)`` after each."""
-    if repetitions < 1:
-        raise ValueError(f"repetitions must be >= 1, got {repetitions}")
-    nodes = list(target.nodes)
-    if len(nodes) < 2:
-        raise ValueError(f"an all-to-all needs at least 2 nodes, got {len(nodes)}")
+    nodes = _run_nodes(target, repetitions, "an all-to-all")
     addresses = [(node, options.port) for node in nodes]
     set_label = fold(nodes)
-    with store.transaction():
-        run_id = store.new_run(command, source=f"{target.transport.name}:{target.nodeset}")
+    run_id = new_target_run(store, target, command)
     summary = AllToAllRunSummary(run_id, nodes, options.message_size,
                                  per_node={node: {"ok": 0, "invalid": 0, "failed": 0} for node in nodes})
     lead = prepare(target, alltoall_argv(0, addresses, options.message_size), PREPARE_TIMEOUT)
@@ -920,10 +864,11 @@ def run_alltoall(
         for node, result in outcomes.items():
             summary.per_node[node][result] += 1
         where = f"repetition {repetition}, all-to-all of {len(nodes)}"
-        statuses = _transport_trouble(results, nodes, where)
+        statuses = transport_trouble(results, nodes, where)
         troubled = {row[0] for row in statuses}
         statuses += [(node, "ok", f"{where}: {text}") for node, text in notes.items() if node not in troubled]
-        _store_round(store, run_id, ALLTOALL_BENCHMARK, batch, repetition, _raw(results, nodes, set_label), statuses)
+        store_round(store, run_id, ALLTOALL_BENCHMARK, batch, repetition, raw_outputs(results, nodes, set_label),
+                    statuses)
         if on_progress is not None:
             on_progress(repetition, repetitions)
     return summary

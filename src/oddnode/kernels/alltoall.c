@@ -99,19 +99,14 @@
 #include <unistd.h>
 
 #include "oddnode_kernel.h"
+#include "oddnode_net.h"
 
 /* 1 MiB per flow and phase: each phase then lasts about a millisecond on a
  * 10 Gbit/s link, long against a barrier, and the per-call cost is small. */
 #ifndef ODDNODE_DEFAULT_MESSAGE_SIZE
 #define ODDNODE_DEFAULT_MESSAGE_SIZE (1L << 20)
 #endif
-#ifndef ODDNODE_DEFAULT_CONNECT_WAIT
-#define ODDNODE_DEFAULT_CONNECT_WAIT 30.0
-#endif
-/* A rank silent this long is gone: no byte moved, no record came. */
-#ifndef ODDNODE_DEFAULT_IO_TIMEOUT
-#define ODDNODE_DEFAULT_IO_TIMEOUT 30
-#endif
+/* ODDNODE_DEFAULT_CONNECT_WAIT and ODDNODE_DEFAULT_IO_TIMEOUT: oddnode_net.h. */
 /* One untimed pass: STREAM's rule, the first iteration discarded. */
 #ifndef ODDNODE_DEFAULT_WARMUP_PASSES
 #define ODDNODE_DEFAULT_WARMUP_PASSES 1
@@ -123,17 +118,11 @@
 #define KERNEL_VERSION 1
 #define PROTOCOL_VERSION 1
 
-#define EXIT_BAD_ARGUMENTS 2
-#define EXIT_NO_PARTNER 3
-#define EXIT_NETWORK 4
-
 /* Enough for any cluster one TCP mesh is sensible on: each rank holds
  * N-1 connections, and the descriptor limit is checked at the start. */
 #define MAX_RANKS 4096
 #define MAX_MESSAGE (256L << 20)
 #define MAX_WARMUP_PASSES 100
-/* Pause between connection attempts while a rank is not yet listening. */
-#define RETRY_MILLISECONDS 50
 /* Descriptors beyond the mesh: stdio, listeners, a spare. */
 #define SPARE_DESCRIPTORS 16
 
@@ -153,9 +142,6 @@ struct record {
 /* The message size shares CMD_RUN's second word with the protocol version. */
 #define RUN_SIZE_BITS 48
 
-/* recv_fully's answer when the peer closed the connection. */
-#define PEER_CLOSED (-1)
-
 struct rank_address {
     char host[NI_MAXHOST];
     int port;
@@ -173,19 +159,14 @@ static struct {
     int *fd; /* fd[s]: the connection to rank s; -1 for this rank */
 } run = {.io_timeout = ODDNODE_DEFAULT_IO_TIMEOUT};
 
-static void die(int status, const char *format, ...) __attribute__((noreturn, format(printf, 2, 3)));
-
-/* An error message on stderr, what was printed so far kept, and out. */
+/* die() of oddnode_net.h: the message names this rank. */
 static void die(int status, const char *format, ...)
 {
+    char who[32];
+    snprintf(who, sizeof who, "rank %d: ", run.rank);
     va_list args;
-    fflush(stdout);
     va_start(args, format);
-    fprintf(stderr, "error: rank %d: ", run.rank);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
-    va_end(args);
-    exit(status);
+    exit_with_error(status, who, format, args);
 }
 
 static void usage(const char *program)
@@ -203,42 +184,6 @@ static void usage(const char *program)
             "  -i SECONDS       give up when nothing moves for this long (default %d)\n",
             program, MAX_RANKS, MAX_MESSAGE, (long)ODDNODE_DEFAULT_MESSAGE_SIZE, MAX_WARMUP_PASSES,
             ODDNODE_DEFAULT_WARMUP_PASSES, ODDNODE_DEFAULT_CONNECT_WAIT, ODDNODE_DEFAULT_IO_TIMEOUT);
-}
-
-/* Say what is wrong with the command line, then how to use it: exit status 2. */
-static int bad_arguments(const char *program, const char *format, ...) __attribute__((format(printf, 2, 3)));
-
-static int bad_arguments(const char *program, const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    fputs("error: ", stderr);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
-    va_end(args);
-    usage(program);
-    return EXIT_BAD_ARGUMENTS;
-}
-
-/* A whole decimal number in [minimum, maximum], or -1 when text is not one. */
-static long long parse_count(const char *text, long long minimum, long long maximum)
-{
-    char *end = NULL;
-    errno = 0;
-    long long value = strtoll(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || value < minimum || value > maximum)
-        return -1;
-    return value;
-}
-
-static double parse_seconds(const char *text, double minimum, double maximum)
-{
-    char *end = NULL;
-    errno = 0;
-    double value = strtod(text, &end);
-    if (errno != 0 || end == text || *end != '\0' || !(value >= minimum && value <= maximum))
-        return -1.0;
-    return value;
 }
 
 /* One HOST:PORT or [IPV6]:PORT; 0, or -1 when it is not one. */
@@ -316,19 +261,6 @@ static int parse_addresses(const char *text, struct rank_address **out, int *bad
 
 /* --- the wire ------------------------------------------------------------------ */
 
-static void put_be64(unsigned char *out, uint64_t value)
-{
-    uint64_t big = htobe64(value);
-    memcpy(out, &big, 8);
-}
-
-static uint64_t get_be64(const unsigned char *in)
-{
-    uint64_t big;
-    memcpy(&big, in, 8);
-    return be64toh(big);
-}
-
 /* "rank 3 (node04:29172)", for messages. */
 static const char *rank_text(int rank)
 {
@@ -359,42 +291,6 @@ static void die_io(int error, const char *what, int rank) __attribute__((noretur
 static void die_io(int error, const char *what, int rank)
 {
     die(EXIT_NETWORK, "%s %s: %s", what, rank_text(rank), io_error_text(error));
-}
-
-/* Writes all of buf on a blocking socket; 0, ETIMEDOUT or an errno. */
-static int send_fully(int fd, const void *buf, size_t length)
-{
-    const char *p = buf;
-    while (length > 0) {
-        ssize_t n = send(fd, p, length, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return (errno == EAGAIN || errno == EWOULDBLOCK) ? ETIMEDOUT : errno;
-        }
-        p += n;
-        length -= (size_t)n;
-    }
-    return 0;
-}
-
-/* Reads exactly length bytes on a blocking socket; 0, PEER_CLOSED, ETIMEDOUT or an errno. */
-static int recv_fully(int fd, void *buf, size_t length)
-{
-    char *p = buf;
-    while (length > 0) {
-        ssize_t n = recv(fd, p, length, 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return (errno == EAGAIN || errno == EWOULDBLOCK) ? ETIMEDOUT : errno;
-        }
-        if (n == 0)
-            return PEER_CLOSED;
-        p += n;
-        length -= (size_t)n;
-    }
-    return 0;
 }
 
 static void send_record(int rank, const struct record *r, const char *what)
@@ -471,138 +367,19 @@ static int check_greeting(int fd, int expected)
 
 /* --- the mesh -------------------------------------------------------------------- */
 
-/* TCP_NODELAY (a barrier record leaves at once) and the I/O limits for records. */
-static void configure_socket(int fd)
-{
-    int one = 1;
-    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
-        die(EXIT_NETWORK, "cannot set TCP_NODELAY: %s", strerror(errno));
-    struct timeval limit = {.tv_sec = run.io_timeout, .tv_usec = 0};
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit) != 0
-        || setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit) != 0)
-        die(EXIT_NETWORK, "cannot set the socket's I/O timeouts: %s", strerror(errno));
-}
-
-#define MAX_LISTENERS 8
-struct listeners {
-    struct pollfd fd[MAX_LISTENERS];
-    int count;
-};
-
-/* Listens on this rank's port on every address (IPv4 and IPv6). */
-static void listen_everywhere(struct listeners *out)
-{
-    const int port = run.address[run.rank].port;
-    char port_text[16];
-    snprintf(port_text, sizeof port_text, "%d", port);
-    struct addrinfo hints;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    struct addrinfo *addresses = NULL;
-    int status = getaddrinfo(NULL, port_text, &hints, &addresses);
-    if (status != 0)
-        die(EXIT_NETWORK, "cannot find the addresses to listen on: %s", gai_strerror(status));
-    int last_error = 0;
-    out->count = 0;
-    for (struct addrinfo *ai = addresses; ai != NULL && out->count < MAX_LISTENERS; ai = ai->ai_next) {
-        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-        if (fd < 0) {
-            last_error = errno; /* e.g. no IPv6 in this kernel */
-            continue;
-        }
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (ai->ai_family == AF_INET6)
-            setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-        /* Every higher rank may connect at once. */
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
-            int error = errno;
-            close(fd);
-            if (error == EADDRINUSE)
-                die(EXIT_NETWORK, "cannot listen on port %d: it is already in use", port);
-            last_error = error;
-            continue;
-        }
-        out->fd[out->count].fd = fd;
-        out->fd[out->count].events = POLLIN;
-        out->count++;
-    }
-    freeaddrinfo(addresses);
-    if (out->count == 0)
-        die(EXIT_NETWORK, "cannot listen on port %d: %s", port, strerror(last_error));
-}
-
 /* Connects to a lower rank, retrying refusals until the deadline. */
 static int connect_rank(int rank, double deadline, int *attempts)
 {
     const struct rank_address *a = &run.address[rank];
-    char port_text[16];
-    snprintf(port_text, sizeof port_text, "%d", a->port);
-    struct addrinfo hints;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
     struct addrinfo *addresses = NULL;
-    int status = getaddrinfo(a->host, port_text, &hints, &addresses);
+    int status = tcp_addresses(a->host, a->port, &addresses);
     if (status != 0)
         die(EXIT_NETWORK, "cannot resolve the host of %s: %s", rank_text(rank), gai_strerror(status));
     int last_error = 0;
-    for (;;) {
-        int refused = 0;
-        for (struct addrinfo *ai = addresses; ai != NULL; ai = ai->ai_next) {
-            (*attempts)++;
-            int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-            if (fd < 0) {
-                last_error = errno;
-                continue;
-            }
-            int error = 0;
-            if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-                error = errno;
-                if (error == EINPROGRESS) {
-                    /* A host that drops the SYN: wait out the deadline, at least a second. */
-                    double remaining = deadline - now_seconds();
-                    int milliseconds = remaining > 1.0 ? (int)(remaining * 1000.0) : 1000;
-                    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-                    int ready;
-                    do
-                        ready = poll(&pfd, 1, milliseconds);
-                    while (ready < 0 && errno == EINTR);
-                    if (ready == 0) {
-                        error = ETIMEDOUT;
-                    } else {
-                        socklen_t length = sizeof error;
-                        if (ready < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0)
-                            error = errno;
-                    }
-                }
-            }
-            if (error == 0) {
-                int flags = fcntl(fd, F_GETFL);
-                if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
-                    die(EXIT_NETWORK, "cannot make the socket blocking: %s", strerror(errno));
-                freeaddrinfo(addresses);
-                return fd;
-            }
-            close(fd);
-            if (error == ECONNREFUSED)
-                refused = 1;
-            else
-                last_error = error;
-        }
-        double remaining = deadline - now_seconds();
-        if (!refused || remaining <= 0.0) {
-            if (refused)
-                last_error = ECONNREFUSED;
-            break;
-        }
-        long pause_ms = remaining * 1000.0 < RETRY_MILLISECONDS ? (long)(remaining * 1000.0) + 1 : RETRY_MILLISECONDS;
-        struct timespec pause = {.tv_sec = 0, .tv_nsec = pause_ms * 1000000L};
-        nanosleep(&pause, NULL);
-    }
+    int fd = connect_until(addresses, deadline, attempts, &last_error);
     freeaddrinfo(addresses);
+    if (fd >= 0)
+        return fd;
     if (last_error == ECONNREFUSED)
         die(EXIT_NO_PARTNER, "%s refused every connection for %g s: it was not started or failed before "
                              "listening", rank_text(rank), run.wait);
@@ -615,12 +392,13 @@ static int connect_rank(int rank, double deadline, int *attempts)
 /* Every pair of ranks connected and greeted, within the wait of `started`. */
 static void build_mesh(double started, int *attempts)
 {
+    /* This rank's port on every address; every higher rank may connect at once. */
     struct listeners listeners;
-    listen_everywhere(&listeners);
+    listen_everywhere(run.address[run.rank].port, SOMAXCONN, &listeners, NULL, 0);
     const double deadline = started + run.wait;
     for (int s = 0; s < run.rank; s++) {
         run.fd[s] = connect_rank(s, deadline, attempts);
-        configure_socket(run.fd[s]);
+        configure_socket(run.fd[s], run.io_timeout);
         send_greeting(s);
         check_greeting(run.fd[s], s);
     }
@@ -654,7 +432,7 @@ static void build_mesh(double started, int *attempts)
                     continue;
                 die(EXIT_NETWORK, "accepting a rank: %s", strerror(errno));
             }
-            configure_socket(fd);
+            configure_socket(fd, run.io_timeout);
             int s = check_greeting(fd, -1);
             if (run.fd[s] >= 0)
                 die(EXIT_NETWORK, "%s connected twice: two processes claim that rank", rank_text(s));
@@ -869,11 +647,6 @@ static void run_pass(int pass, unsigned char *outgoing, unsigned char *incoming,
     }
     if (total_seconds != NULL)
         *total_seconds = now_seconds() - pass_started;
-}
-
-static double rate_mbps(uint64_t bytes, double seconds)
-{
-    return seconds > 0.0 ? 1.0e-6 * (double)bytes / seconds : 0.0;
 }
 
 static int run_alltoall(void)

@@ -139,17 +139,6 @@ static void usage(const char *program)
             program, MAX_ORDER, ODDNODE_DEFAULT_N, ODDNODE_DEFAULT_NTIMES);
 }
 
-/* A whole decimal number in [minimum, maximum], or -1 when text is not one. */
-static long long parse_count(const char *text, long long minimum, long long maximum)
-{
-    char *end = NULL;
-    errno = 0;
-    long long value = strtoll(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || value < minimum || value > maximum)
-        return -1;
-    return value;
-}
-
 /* splitmix64: the golden-ratio step, then its output function: a well-mixed
  * 64-bit hash of its input. */
 static uint64_t splitmix64(uint64_t z)

@@ -172,17 +172,6 @@ static void usage(const char *program)
             program, (long long)ODDNODE_DEFAULT_SIZE, BLOCK_MULTIPLE, (long long)ODDNODE_DEFAULT_BLOCK);
 }
 
-/* A whole decimal number in [minimum, maximum], or -1 when text is not one. */
-static long long parse_count(const char *text, long long minimum, long long maximum)
-{
-    char *end = NULL;
-    errno = 0;
-    long long value = strtoll(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || value < minimum || value > maximum)
-        return -1;
-    return value;
-}
-
 /* Out of room: no space, a quota, or a file size limit (ulimit -f). */
 static int no_room(int error)
 {

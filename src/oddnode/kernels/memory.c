@@ -103,17 +103,6 @@ static void usage(const char *program)
             program, (long)ODDNODE_DEFAULT_ELEMENTS, ODDNODE_DEFAULT_NTIMES);
 }
 
-/* A whole decimal number in [minimum, maximum], or -1 when text is not one. */
-static long long parse_count(const char *text, long long minimum, long long maximum)
-{
-    char *end = NULL;
-    errno = 0;
-    long long value = strtoll(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || value < minimum || value > maximum)
-        return -1;
-    return value;
-}
-
 static const char *proc_bind_name(void)
 {
 #ifdef _OPENMP
@@ -199,17 +188,14 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'm': {
-            char *end = NULL;
-            errno = 0;
-            min_loop_seconds = strtod(optarg, &end);
-            if (errno != 0 || end == optarg || *end != '\0' || !(min_loop_seconds >= 0.0 && min_loop_seconds <= 60.0)) {
+        case 'm':
+            min_loop_seconds = parse_seconds(optarg, 0.0, 60.0);
+            if (min_loop_seconds < 0.0) {
                 fprintf(stderr, "error: -m wants seconds, 0-60, got '%s'\n", optarg);
                 usage(argv[0]);
                 return 2;
             }
             break;
-        }
         default:
             fprintf(stderr, "error: unknown option or missing value: '%s'\n", argv[optind - 1]);
             usage(argv[0]);

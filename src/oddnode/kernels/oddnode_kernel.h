@@ -1,15 +1,17 @@
 /*
  * What every oddnode kernel shares: its clock, the clock's granularity, the
- * compiler's name for the header, and a 64-bit mixing function for data
- * patterns.  Kernels include it as "oddnode_kernel.h"; the package pastes it
+ * compiler's name for the header, a 64-bit mixing function for data
+ * patterns, and the readers of its numeric arguments.  Kernels include it as "oddnode_kernel.h"; the package pastes it
  * into the source it sends to a node (see kernel_source), so a node compiles
  * one self-contained file.
  */
 #ifndef ODDNODE_KERNEL_H
 #define ODDNODE_KERNEL_H
 
+#include <errno.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 /* Seconds on the monotonic clock: never stepped by NTP. */
@@ -58,6 +60,28 @@ static inline uint64_t mix64(uint64_t z)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
+}
+
+/* A whole decimal number in [minimum, maximum], or -1 when text is not one. */
+static inline long long parse_count(const char *text, long long minimum, long long maximum)
+{
+    char *end = NULL;
+    errno = 0;
+    long long value = strtoll(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || value < minimum || value > maximum)
+        return -1;
+    return value;
+}
+
+/* A number of seconds in [minimum, maximum], or -1 when text is not one. */
+static inline double parse_seconds(const char *text, double minimum, double maximum)
+{
+    char *end = NULL;
+    errno = 0;
+    double value = strtod(text, &end);
+    if (errno != 0 || end == text || *end != '\0' || !(value >= minimum && value <= maximum))
+        return -1.0;
+    return value;
 }
 
 #endif

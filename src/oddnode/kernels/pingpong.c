@@ -111,6 +111,7 @@
 #include <unistd.h>
 
 #include "oddnode_kernel.h"
+#include "oddnode_net.h"
 
 /* 0.2 s per size: 23 default sizes take about 5 s, and at 10-20 us per
  * round trip a size still gets thousands of round trips. */
@@ -129,13 +130,7 @@
 #ifndef ODDNODE_DEFAULT_SERVE_WAIT
 #define ODDNODE_DEFAULT_SERVE_WAIT 60.0
 #endif
-#ifndef ODDNODE_DEFAULT_CONNECT_WAIT
-#define ODDNODE_DEFAULT_CONNECT_WAIT 30.0
-#endif
-/* A partner silent this long is gone: no read or write makes progress. */
-#ifndef ODDNODE_DEFAULT_IO_TIMEOUT
-#define ODDNODE_DEFAULT_IO_TIMEOUT 30
-#endif
+/* ODDNODE_DEFAULT_CONNECT_WAIT and ODDNODE_DEFAULT_IO_TIMEOUT: oddnode_net.h. */
 /* A timed batch also lasts at least this long: on a fast network some 100
  * round trips, so that each sample is a sustained one-way time, an average
  * over many round trips as NetPIPE, IMB and OSU report, not the luck of two
@@ -155,10 +150,6 @@
 
 #define KERNEL_VERSION 1
 #define PROTOCOL_VERSION 1
-
-#define EXIT_BAD_ARGUMENTS 2
-#define EXIT_NO_PARTNER 3
-#define EXIT_NETWORK 4
 
 /* A timed batch shorter than this many timer ticks would be measured with
  * a relative error above 0.1%: batches are made at least this long. */
@@ -184,8 +175,6 @@
 /* The receiver reads at least this much per call, whatever the message
  * size: reading small messages one by one would measure the reader. */
 #define MIN_RECV_CHUNK (128L << 10)
-/* Pause between connection attempts while the server is not yet listening. */
-#define RETRY_MILLISECONDS 50
 /* A timer coarser than this makes short round trips hard to time. */
 #define COARSE_TIMER_NS 1000
 
@@ -212,26 +201,16 @@ struct record {
 #define STAMP_END_TAG 0x454e44ULL  /* "END" */
 #define STAMP_BYTES 8
 
-/* recv_fully's answer when the peer closed the connection. */
-#define PEER_CLOSED (-1)
-
 static int io_timeout_seconds = ODDNODE_DEFAULT_IO_TIMEOUT;
 /* "HOST port PORT" or the client's address, for messages. */
 static char peer_text[NI_MAXHOST + NI_MAXSERV + 16] = "the peer";
 
-static void die(int status, const char *format, ...) __attribute__((noreturn, format(printf, 2, 3)));
-
-/* An error message on stderr, what was printed so far kept, and out. */
+/* die() of oddnode_net.h. */
 static void die(int status, const char *format, ...)
 {
     va_list args;
-    fflush(stdout);
     va_start(args, format);
-    fputs("error: ", stderr);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
-    va_end(args);
-    exit(status);
+    exit_with_error(status, "", format, args);
 }
 
 static void usage(const char *program)
@@ -259,94 +238,7 @@ static void usage(const char *program)
             ODDNODE_DEFAULT_SECONDS_PER_SIZE, ODDNODE_DEFAULT_STREAM_SECONDS);
 }
 
-/* Say what is wrong with the command line, then how to use it: exit status 2. */
-#if defined(__GNUC__)
-static int bad_arguments(const char *program, const char *format, ...) __attribute__((format(printf, 2, 3)));
-#endif
-static int bad_arguments(const char *program, const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    fputs("error: ", stderr);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
-    va_end(args);
-    usage(program);
-    return EXIT_BAD_ARGUMENTS;
-}
-
-/* A whole decimal number in [minimum, maximum], or -1 when text is not one. */
-static long long parse_count(const char *text, long long minimum, long long maximum)
-{
-    char *end = NULL;
-    errno = 0;
-    long long value = strtoll(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || value < minimum || value > maximum)
-        return -1;
-    return value;
-}
-
-/* A number of seconds in [minimum, maximum], or -1 when text is not one. */
-static double parse_seconds(const char *text, double minimum, double maximum)
-{
-    char *end = NULL;
-    errno = 0;
-    double value = strtod(text, &end);
-    if (errno != 0 || end == text || *end != '\0' || !(value >= minimum && value <= maximum))
-        return -1.0;
-    return value;
-}
-
 /* --- the wire ------------------------------------------------------------------ */
-
-static void put_be64(unsigned char *out, uint64_t value)
-{
-    uint64_t big = htobe64(value);
-    memcpy(out, &big, 8);
-}
-
-static uint64_t get_be64(const unsigned char *in)
-{
-    uint64_t big;
-    memcpy(&big, in, 8);
-    return be64toh(big);
-}
-
-/* Writes all of buf; 0, ETIMEDOUT when no byte could go for IO_TIMEOUT, or an errno. */
-static int send_fully(int fd, const void *buf, size_t length)
-{
-    const char *p = buf;
-    while (length > 0) {
-        ssize_t n = send(fd, p, length, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return (errno == EAGAIN || errno == EWOULDBLOCK) ? ETIMEDOUT : errno;
-        }
-        p += n;
-        length -= (size_t)n;
-    }
-    return 0;
-}
-
-/* Reads exactly length bytes; 0, PEER_CLOSED, ETIMEDOUT or an errno. */
-static int recv_fully(int fd, void *buf, size_t length)
-{
-    char *p = buf;
-    while (length > 0) {
-        ssize_t n = recv(fd, p, length, 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return (errno == EAGAIN || errno == EWOULDBLOCK) ? ETIMEDOUT : errno;
-        }
-        if (n == 0)
-            return PEER_CLOSED;
-        p += n;
-        length -= (size_t)n;
-    }
-    return 0;
-}
 
 /* Why an I/O call failed, in words; buffer holds the text when needed. */
 static const char *io_error_text(int error, char *buffer, size_t size)
@@ -432,32 +324,6 @@ static void expect_record(struct connection *conn, struct record *r, uint64_t co
             (unsigned long long)r->command, (unsigned long long)command);
 }
 
-static void address_text(const struct sockaddr *address, socklen_t length, char *out, size_t size)
-{
-    char host[NI_MAXHOST], port[NI_MAXSERV];
-    if (getnameinfo(address, length, host, sizeof host, port, sizeof port, NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-        snprintf(out, size, "(unknown address)");
-        return;
-    }
-    if (address->sa_family == AF_INET6)
-        snprintf(out, size, "[%s]:%s", host, port);
-    else
-        snprintf(out, size, "%s:%s", host, port);
-}
-
-/* TCP_NODELAY (every message leaves at once, no Nagle delay) and the I/O
- * limits, then what the kernel actually applied, for the header. */
-static void configure_socket(int fd)
-{
-    int one = 1;
-    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
-        die(EXIT_NETWORK, "cannot set TCP_NODELAY: %s", strerror(errno));
-    struct timeval limit = {.tv_sec = io_timeout_seconds, .tv_usec = 0};
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit) != 0
-        || setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit) != 0)
-        die(EXIT_NETWORK, "cannot set the socket's I/O timeouts: %s", strerror(errno));
-}
-
 static void print_socket_facts(int fd)
 {
     int nodelay = 0, sndbuf = 0, rcvbuf = 0;
@@ -497,75 +363,17 @@ static void print_common_header(const char *mode, long long granularity_ns)
 /* Connects to host:port, retrying refusals until wait seconds have passed. */
 static int connect_to(const char *host, int port, double wait, int *attempts_out)
 {
-    char port_text[16];
-    snprintf(port_text, sizeof port_text, "%d", port);
-    struct addrinfo hints;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
     struct addrinfo *addresses = NULL;
-    int status = getaddrinfo(host, port_text, &hints, &addresses);
+    int status = tcp_addresses(host, port, &addresses);
     if (status != 0)
         die(EXIT_NETWORK, "cannot resolve the host '%s': %s", host, gai_strerror(status));
-
-    const double deadline = now_seconds() + wait;
     int attempts = 0, last_error = 0;
-    for (;;) {
-        /* A refusal anywhere means the host is up and the server may be starting. */
-        int refused = 0;
-        for (struct addrinfo *ai = addresses; ai != NULL; ai = ai->ai_next) {
-            attempts++;
-            int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-            if (fd < 0) {
-                last_error = errno; /* e.g. an IPv6 address on a host without IPv6 */
-                continue;
-            }
-            int error = 0;
-            if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-                error = errno;
-                if (error == EINPROGRESS) {
-                    /* A host that drops the SYN: wait out the rest of the wait, at least a second. */
-                    double remaining = deadline - now_seconds();
-                    int milliseconds = remaining > 1.0 ? (int)(remaining * 1000.0) : 1000;
-                    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-                    int ready;
-                    do
-                        ready = poll(&pfd, 1, milliseconds);
-                    while (ready < 0 && errno == EINTR);
-                    if (ready == 0) {
-                        error = ETIMEDOUT;
-                    } else {
-                        socklen_t length = sizeof error;
-                        if (ready < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0)
-                            error = errno;
-                    }
-                }
-            }
-            if (error == 0) {
-                int flags = fcntl(fd, F_GETFL);
-                if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
-                    die(EXIT_NETWORK, "cannot make the socket blocking: %s", strerror(errno));
-                freeaddrinfo(addresses);
-                *attempts_out = attempts;
-                return fd;
-            }
-            close(fd);
-            if (error == ECONNREFUSED)
-                refused = 1;
-            else
-                last_error = error;
-        }
-        double remaining = deadline - now_seconds();
-        if (!refused || remaining <= 0.0) {
-            if (refused)
-                last_error = ECONNREFUSED;
-            break;
-        }
-        long pause_ms = remaining * 1000.0 < RETRY_MILLISECONDS ? (long)(remaining * 1000.0) + 1 : RETRY_MILLISECONDS;
-        struct timespec pause = {.tv_sec = 0, .tv_nsec = pause_ms * 1000000L};
-        nanosleep(&pause, NULL);
-    }
+    int fd = connect_until(addresses, now_seconds() + wait, &attempts, &last_error);
     freeaddrinfo(addresses);
+    if (fd >= 0) {
+        *attempts_out = attempts;
+        return fd;
+    }
     if (last_error == ECONNREFUSED)
         die(EXIT_NO_PARTNER, "no pingpong server at %s port %d: connection refused for %g s (%d attempts); "
                              "start 'pingpong serve -p %d' there first, or give a longer -w",
@@ -730,11 +538,6 @@ static void *stream_receive(void *argument)
     return NULL;
 }
 
-static double rate_mbps(uint64_t bytes, double seconds)
-{
-    return seconds > 0.0 ? 1.0e-6 * (double)bytes / seconds : 0.0;
-}
-
 static void start_thread(pthread_t *thread, void *(*function)(void *), void *argument)
 {
     int error = pthread_create(thread, NULL, function, argument);
@@ -823,60 +626,12 @@ static void serve_stream(struct connection *conn, const struct record *request)
     fflush(stdout);
 }
 
-/* The sockets a serving end listens on: one per address family. */
-#define MAX_LISTENERS 8
-struct listeners {
-    struct pollfd fd[MAX_LISTENERS];
-    int count;
-};
-
-/* Listens on port on every address (IPv4 and IPv6); prints where. */
-static void listen_everywhere(int port, struct listeners *out)
+/* Listens on port on every address (IPv4 and IPv6) for the one partner
+ * this end serves; prints where. */
+static void listen_and_say_where(int port, struct listeners *out)
 {
-    char port_text[16];
-    snprintf(port_text, sizeof port_text, "%d", port);
-    struct addrinfo hints;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    struct addrinfo *addresses = NULL;
-    int status = getaddrinfo(NULL, port_text, &hints, &addresses);
-    if (status != 0)
-        die(EXIT_NETWORK, "cannot find the addresses to listen on: %s", gai_strerror(status));
-    int last_error = 0;
-    char listening[MAX_LISTENERS * (NI_MAXHOST + NI_MAXSERV + 8)] = "";
-    out->count = 0;
-    for (struct addrinfo *ai = addresses; ai != NULL && out->count < MAX_LISTENERS; ai = ai->ai_next) {
-        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-        if (fd < 0) {
-            last_error = errno; /* e.g. no IPv6 in this kernel */
-            continue;
-        }
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        /* [::] serves IPv6 only, so that 0.0.0.0 can be bound beside it. */
-        if (ai->ai_family == AF_INET6)
-            setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 4) != 0) {
-            int error = errno;
-            close(fd);
-            if (error == EADDRINUSE)
-                die(EXIT_NETWORK, "cannot listen on port %d: it is already in use", port);
-            last_error = error;
-            continue;
-        }
-        char text[NI_MAXHOST + NI_MAXSERV + 4];
-        address_text(ai->ai_addr, ai->ai_addrlen, text, sizeof text);
-        size_t used = strlen(listening);
-        snprintf(listening + used, sizeof listening - used, "%s%s", used ? " " : "", text);
-        out->fd[out->count].fd = fd;
-        out->fd[out->count].events = POLLIN;
-        out->count++;
-    }
-    freeaddrinfo(addresses);
-    if (out->count == 0)
-        die(EXIT_NETWORK, "cannot listen on port %d: %s", port, strerror(last_error));
+    char listening[MAX_LISTENERS * (NI_MAXHOST + NI_MAXSERV + 8)];
+    listen_everywhere(port, 4, out, listening, sizeof listening);
     printf("# listening: %s\n", listening);
     fflush(stdout);
 }
@@ -924,10 +679,10 @@ static int run_serve(int port, double wait)
 #endif
 
     struct listeners listeners;
-    listen_everywhere(port, &listeners);
+    listen_and_say_where(port, &listeners);
     /* One client, within the wait. */
     int client = accept_one(&listeners, port, now_seconds() + wait, wait, "client", peer_text, sizeof peer_text);
-    configure_socket(client);
+    configure_socket(client, io_timeout_seconds);
     printf("# client: %s\n", peer_text);
     print_socket_facts(client);
     fflush(stdout);
@@ -1225,7 +980,7 @@ static int run_ping(const char *host, int port, const size_t *sizes, int count, 
     int attempts = 0;
     int fd = connect_to(host, port, wait, &attempts);
     snprintf(peer_text, sizeof peer_text, "%s port %d", host, port);
-    configure_socket(fd);
+    configure_socket(fd, io_timeout_seconds);
     {
         struct sockaddr_storage remote;
         socklen_t length = sizeof remote;
@@ -1287,7 +1042,7 @@ static int run_stream(const char *host, int port, size_t message_size, double se
     int attempts = 0;
     int fd = connect_to(host, port, wait, &attempts);
     snprintf(peer_text, sizeof peer_text, "%s port %d", host, port);
-    configure_socket(fd);
+    configure_socket(fd, io_timeout_seconds);
     printf("# connect_attempts: %d\n", attempts);
     print_socket_facts(fd);
     fflush(stdout);
@@ -1491,20 +1246,20 @@ static int run_relay(int port, const char *next_host, int next_port, double wait
     fflush(stdout);
 
     struct listeners listeners;
-    listen_everywhere(port, &listeners);
+    listen_and_say_where(port, &listeners);
     /* The next hop first: the upstream node's connection waits in the
      * listen queue meanwhile, and its greeting in its socket. */
     struct relay_side sides[2] = {{.fd = -1, .role = "upstream node"}, {.fd = -1, .role = "downstream node"}};
     int attempts = 0;
     sides[1].fd = connect_to(next_host, next_port, wait, &attempts);
     snprintf(sides[1].address, sizeof sides[1].address, "%s port %d", next_host, next_port);
-    configure_socket(sides[1].fd);
+    configure_socket(sides[1].fd, io_timeout_seconds);
     printf("# downstream: %s\n", sides[1].address);
     printf("# connect_attempts: %d\n", attempts);
     fflush(stdout);
     sides[0].fd = accept_one(&listeners, port, started + wait, wait, "upstream node", sides[0].address,
                              sizeof sides[0].address);
-    configure_socket(sides[0].fd);
+    configure_socket(sides[0].fd, io_timeout_seconds);
     printf("# upstream: %s\n", sides[0].address);
     print_socket_facts(sides[0].fd);
     fflush(stdout);
