@@ -1,10 +1,14 @@
 """Measure our TCP ping-pong kernel against NetPIPE and iperf3 on loopback, in one run.
 
-Latency: our one-way time at small messages (the minimum over batches of
-at least 1 ms, the value oddnode stores; the median shown too) against
-NetPIPE's ``NPtcp`` at the same sizes (its one-way time: the best of its
-trials, each the mean over about a quarter second).  Goal: ours within 10%
-of NPtcp's, either way.
+Latency: our one-way time at small messages against NetPIPE's ``NPtcp`` at
+the same sizes.  NPtcp reports the best of its trials, each the mean over
+about a quarter second; our kernel, built for this comparison with batches
+of at least a quarter second (ODDNODE_MIN_BATCH_SECONDS=0.25), reports the
+minimum over its batches: the same statistic.  Goal: ours within 10% of
+NPtcp's, either way.  The kernel as oddnode runs it (batches of 1 ms, the
+minimum and the median over them) is shown beside, for information: with
+two CPUs handing over, the best millisecond is far below the best quarter
+second, and the median above it.
 
 Bandwidth: our one-direction stream (``--message-size`` writes, default
 1 MiB) against a single ``iperf3`` stream (its receiver's rate), for the
@@ -118,15 +122,24 @@ def ours(argv: list[str]) -> list[str]:
 # --- latency -------------------------------------------------------------------------
 
 
+# NPtcp's trials last about this long; our kernel built with batches as long
+# reports the same statistic (the best of quarter-second means).  Ten batches
+# at the least, plus warm-up: each size then runs about 3 s.
+NETPIPE_TRIAL_SECONDS = 0.25
+NETPIPE_WAY_SECONDS_PER_SIZE = 3.0
+
+
 def our_latency(sizes: list[int], seconds_per_size: float, placement: Placement,
-                env: dict[str, str]) -> dict[int, tuple[float, float]]:
-    """bytes -> (min, median) one-way us."""
+                env: dict[str, str], batch_seconds: float | None = None) -> dict[int, tuple[float, float]]:
+    """bytes -> (min, median) one-way us; batches of at least `batch_seconds`
+    when given (a build of the kernel for it), else the kernel's own."""
     port = free_port()
     session = ping_run_seconds(sizes, seconds_per_size)
     server_cpu, client_cpu = placement
+    defines = [f"ODDNODE_MIN_BATCH_SECONDS={batch_seconds}"] if batch_seconds else []
+    ping = pingpong_ping_argv(LOOPBACK, port, sizes=sizes, seconds_per_size=seconds_per_size, defines=defines)
     with background(ours(pingpong_serve_argv(port, wait=60, session_seconds=session)), server_cpu, env) as server:
-        client = run_bounded(ours(pingpong_ping_argv(LOOPBACK, port, sizes=sizes, seconds_per_size=seconds_per_size)),
-                             client_cpu, timeout=60 + session + SLACK, env=env)
+        client = run_bounded(ours(ping), client_cpu, timeout=60 + session + SLACK, env=env)
         server.communicate(timeout=SLACK)
     parsed = parse_pingpong_run(client.stdout, "ours")
     if not parsed.valid:
@@ -245,6 +258,7 @@ def main() -> None:
         env = dict(os.environ, XDG_CACHE_HOME=str(Path(tmp) / "cache"))
         for name, placement in chosen.items():
             best_ours: dict[int, tuple[float, float]] = {}
+            best_netpipe_way: dict[int, float] = {}
             best_netpipe: dict[int, float] = {}
             our_rate = reference_rate = 0.0
             for _ in range(args.rounds):
@@ -252,6 +266,9 @@ def main() -> None:
                     if size not in best_ours or low < best_ours[size][0]:
                         best_ours[size] = (low, median)
                 if have_netpipe:
+                    for size, (low, _) in our_latency(sizes, NETPIPE_WAY_SECONDS_PER_SIZE, placement, env,
+                                                      batch_seconds=NETPIPE_TRIAL_SECONDS).items():
+                        best_netpipe_way[size] = min(low, best_netpipe_way.get(size, low))
                     for size in sizes:
                         value = netpipe_latency(size, placement, tmp)
                         best_netpipe[size] = min(value, best_netpipe.get(size, value))
@@ -261,21 +278,21 @@ def main() -> None:
 
             server_cpu, client_cpu = placement
             print(f"placement {name}: server on CPU {server_cpu}, client on CPU {client_cpu}")
-            print(f"  latency, one-way, {args.seconds_per_size:g} s per size:")
+            print(f"  latency, one-way (best of {NETPIPE_TRIAL_SECONDS:g} s means, as NPtcp's trials):")
             latency_ok = True
             for size in sizes:
                 low, median = best_ours[size]
-                line = f"    {size:>6} B: ours min {low:8.3f} us (median {median:8.3f})"
                 if size in best_netpipe:
-                    reference = best_netpipe[size]
-                    ratio = low / reference
+                    ours_way, reference = best_netpipe_way[size], best_netpipe[size]
+                    ratio = ours_way / reference
                     passed = abs(ratio - 1.0) <= LATENCY_GOAL
                     latency_ok &= passed
-                    line += (f"   NPtcp {reference:8.3f} us   ratio {ratio:.3f} "
-                             f"(median/NPtcp {median / reference:.3f})   {verdict(passed)}")
-                print(line)
+                    print(f"    {size:>6} B: ours {ours_way:8.3f} us   NPtcp {reference:8.3f} us   "
+                          f"ratio {ratio:.3f}   {verdict(passed)}")
+                print(f"    {size:>6} B as oddnode runs it ({args.seconds_per_size:g} s, 1 ms batches): "
+                      f"min {low:8.3f} us, median {median:8.3f} us")
             if have_netpipe:
-                goals.append((f"{name}: our latency (the minimum) within {LATENCY_GOAL:.0%} of NPtcp's", latency_ok))
+                goals.append((f"{name}: our latency within {LATENCY_GOAL:.0%} of NPtcp's, measured alike", latency_ok))
             line = (f"  bandwidth, one direction, {args.stream_seconds:g} s: ours ({args.message_size} B writes) "
                     f"{our_rate:9.1f} MB/s")
             if have_iperf3:
