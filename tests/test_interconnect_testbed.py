@@ -60,3 +60,27 @@ def test_a_slow_uplink_names_its_leaf_not_its_nodes(clean, tmp_path):
     # A tenth of leaf2's non-blocking rate (4 nodes x 100 Mbit/s): 40 Mbit/s.
     tb.fault_uplink(clean.state_dir, "leaf2", divisor=10)
     assert interconnect_warnings(clean, tmp_path) == {("weak-group", "node[05-08]")}
+
+
+def test_bisection_is_full_on_non_blocking_uplinks_and_falls_with_a_slow_one(clean, tmp_path):
+    from oddnode.interconnect.bisection import run_bisection
+    from oddnode.interconnect.pairs import StreamOptions
+
+    target = make_target(clean.nodes, "ssh", clean.ssh_config)
+    options = StreamOptions(message_size=1 << 18, seconds=1.0)
+
+    def bisection(name: str):
+        tmp_path.joinpath(name).mkdir()
+        with open_store(tmp_path / name / "bisection.duckdb") as store:
+            return run_bisection(store, target, 1, options=options).figures
+
+    # 6 cut pairs (node i with node i+6), 12.5 MB/s each, all at once.
+    healthy = bisection("healthy")
+    assert healthy.pairs == 6 and healthy.fraction > 0.8, healthy
+    assert 50 < healthy.demonstrated < 100, healthy
+    # leaf2's uplink at a tenth of its 400 Mbit/s (5 MB/s) carries 4 of the 6
+    # cut pairs: 2 x 12.5 + 5 MB/s at once.  (Alone, those 4 pairs are slow
+    # too, so the median pair alone, "full" bisection's yardstick, falls with it.)
+    tb.fault_uplink(clean.state_dir, "leaf2", divisor=10)
+    slowed = bisection("slowed")
+    assert 20 < slowed.demonstrated < 0.6 * healthy.demonstrated, (healthy, slowed)
