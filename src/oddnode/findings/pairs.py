@@ -415,12 +415,11 @@ def weak_group(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
     return [_weak_group_finding(weak) for weak in find_weak_groups(dataset, sensitivity)]
 
 
-def low_pairs(dataset: Dataset, sensitivity: Sensitivity,
-              pairs_of: dict[str, int] | None = None) -> dict[str, list[LowPair]]:
+def low_pairs(dataset: Dataset, sensitivity: Sensitivity) -> tuple[dict[str, list[LowPair]], Counter[str]]:
     """Every poor pair of every pair series, listed under both of its nodes;
-    `pairs_of`, when given, receives per node how many pairs it is in over the
-    series where it has poor ones."""
+    and per node how many pairs it is in over the series where it has poor ones."""
     by_node: dict[str, list[LowPair]] = defaultdict(list)
+    pairs_of: Counter[str] = Counter()
     known: set[str] | None = None
     computed_known = False
     for series in pair_series(dataset):
@@ -429,30 +428,29 @@ def low_pairs(dataset: Dataset, sensitivity: Sensitivity,
             continue
         if not computed_known:
             known, computed_known = _known_nodes(dataset), True
-        if pairs_of is not None:
-            members = Counter(node for label in series.labels.tolist()
-                              for node in (split_pair(str(label), known) or ()))
-            poor_nodes = {node for index in bad.tolist() for node in (split_pair(str(series.labels[index]), known) or ())}
-            for node in poor_nodes:
-                pairs_of[node] = pairs_of.get(node, 0) + members[node]
+        labels = [str(label) for label in series.labels.tolist()]
+        pairs = [split_pair(label, known) for label in labels]
+        members = Counter(node for pair in pairs if pair is not None for node in pair)
         median = float(np.median(series.values[np.isfinite(series.values)]))
+        poor_nodes = set()
         for index in bad.tolist():
-            label = str(series.labels[index])
-            pair = split_pair(label, known)
+            pair = pairs[index]
             if pair is None or pair[0] == pair[1]:
                 continue
             value = float(series.values[index])
             a, b = pair
-            by_node[a].append(LowPair(series.name, label, a, b, value, median))
-            by_node[b].append(LowPair(series.name, label, b, a, value, median))
-    return by_node
+            by_node[a].append(LowPair(series.name, labels[index], a, b, value, median))
+            by_node[b].append(LowPair(series.name, labels[index], b, a, value, median))
+            poor_nodes.update(pair)
+        for node in poor_nodes:
+            pairs_of[node] += members[node]
+    return by_node, pairs_of
 
 
 @rule("weak-pair-member")
 def weak_pair_member(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
     """The node common to poor pairs with different partners: a weak card, cable or port."""
-    pairs_of: dict[str, int] = {}
-    by_node = low_pairs(dataset, sensitivity, pairs_of)
+    by_node, pairs_of = low_pairs(dataset, sensitivity)
     if not by_node:
         return []
     count = {node: len(pairs) for node, pairs in by_node.items()}

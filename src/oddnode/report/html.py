@@ -148,12 +148,13 @@ def _stages(analysis: Analysis, check: CheckResult) -> list[dict[str, Any]]:
     for stage in check.stages:
         series = [s for s, _ in analysis.statistics
                   if stage.name != DIAGNOSTICS and catalog.series_stage(s.benchmark) == stage.name]
-        best = _best_table(series, flagged) if series else None
         if stage.name == catalog.INTERCONNECT:
             # Pairs, not nodes: the interconnect section tabulates every size;
             # here the fitted latency and bandwidth and what a finding names.
             series = [s for s in series if s.metric.startswith("fit.") or s.name in flagged]
             best = None
+        else:
+            best = _best_table(series, flagged) if series else None
         runs = []
         for benchmark, summary in stage.runs.items():
             if summary is None:
