@@ -12,6 +12,7 @@ import pytest
 
 from oddnode.analysis import analyze
 from oddnode.interconnect.switchbench import run_alltoall, run_chain, run_streams
+from oddnode.interconnect.switchbench_analysis import chain_scaling
 from oddnode.model import Dataset
 from oddnode.report import switchbench as report
 from oddnode.report.html import render_report
@@ -44,7 +45,7 @@ def test_the_three_sources_are_registered():
 
 def test_chain_scaling_is_read_from_the_store_with_the_runners_saturation(switched):
     dataset, chain, _, _ = switched
-    scaling = report.chain_scaling(dataset)
+    scaling = chain_scaling(dataset)
     assert scaling is not None and scaling.nodes == "node[01-08]" and scaling.unit == "MB/s"
     assert scaling.aggregate == pytest.approx(chain.best_aggregate())
     assert scaling.saturation == chain.saturation == 6

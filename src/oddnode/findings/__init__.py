@@ -17,7 +17,15 @@ from oddnode.findings.registry import (
     sort_findings,
 )
 # Importing the rule modules registers their rules.
-from oddnode.findings import distribution_rules, facts, failures, missing, pairs, reachability  # noqa: F401
+from oddnode.findings import (  # noqa: F401
+    distribution_rules,
+    facts,
+    failures,
+    missing,
+    pairs,
+    reachability,
+    switchbench,
+)
 
 __all__ = [
     "RULES",

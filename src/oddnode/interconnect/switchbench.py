@@ -78,7 +78,7 @@ from oddnode.interconnect.pairs import (
     why_failed,
 )
 from oddnode.interconnect.patterns import PairPlan, pair_label
-from oddnode.interconnect.switchbench_analysis import chain_saturation
+from oddnode.interconnect.switchbench_analysis import CHAIN_BENCHMARK, CHAIN_METRIC, chain_saturation
 from oddnode.interconnect.pingpong import (
     DEFAULT_CONNECT_WAIT,
     DEFAULT_IO_TIMEOUT,
@@ -134,7 +134,6 @@ __all__ = [
     "stream_benchmark",
 ]
 
-CHAIN_BENCHMARK = "chain"
 ALLTOALL_BENCHMARK = "alltoall"
 ALLTOALL_KERNEL = "alltoall"
 # The TCP port every relay, server and rank listens on: below Linux's
@@ -297,7 +296,7 @@ def _record_chain(batch: ResultBatch, chain: Sequence[str], repetition: int, res
     parameters: dict[str, Any] = {"length": len(chain), "hops": len(chain) - 1, "nodes": ",".join(chain),
                                   "source": source, "sink": sink, "message_size": options.message_size,
                                   "seconds": options.seconds}
-    rows = [("bandwidth.end_to_end", 1), ("bandwidth.aggregate", len(chain) - 1)]
+    rows = [("bandwidth.end_to_end", 1), (CHAIN_METRIC, len(chain) - 1)]
     parsed, problem = parsed_run(results.get(source), parse_stream_run, raw_ref)
     if parsed is not None:
         (measurement,) = [m for m in parsed.measurements if m.metric == "bandwidth.client_to_server"]

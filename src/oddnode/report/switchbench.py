@@ -11,15 +11,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from oddnode.findings.pairs import SLOW_LINK_FRACTION
-from oddnode.interconnect.switchbench_analysis import MIN_HOP_GAIN, chain_saturation
+from oddnode.interconnect.switchbench_analysis import MIN_HOP_GAIN, chain_scaling, finite_items, set_members
 from oddnode.model import Dataset, LabelKind, Series
-from oddnode.nodes import NodeNameError, fold, label_members
 from oddnode.report.interconnect import InterconnectFigure, interconnect_figures
 from oddnode.report.plots import chain_figure, figure_to_svg, phase_figure, stream_pairs_figure
 
 # The series the Switchbench runners store (oddnode.interconnect.switchbench).
-CHAIN_BENCHMARK = "chain"
-CHAIN_METRIC = "bandwidth.aggregate"
 STREAM_PREFIX = "stream."
 STREAM_METRICS = ("bandwidth.client_to_server", "bandwidth.server_to_client")
 ALLTOALL_BENCHMARK = "alltoall"
@@ -27,17 +24,6 @@ MIN_PHASE_PREFIX = "bandwidth.min_phase."
 # A streaming pair below this share of the median pair is drawn as slow:
 # the all-pairs matrix's bound for a slow link, whatever the others' spread.
 SLOW_PAIR_FRACTION = SLOW_LINK_FRACTION
-
-
-@dataclass
-class ChainScaling:
-    """The daisy chain: best aggregate throughput per chain length (MB/s),
-    the nodes of the longest chain, and where the switch stopped scaling."""
-
-    nodes: str
-    aggregate: dict[int, float]
-    unit: str
-    saturation: int | None
 
 
 @dataclass
@@ -76,38 +62,6 @@ class AllToAllPhases:
     aggregate: float | None = None
 
 
-def _members(label: str) -> tuple[str, ...] | None:
-    try:
-        return label_members(label, LabelKind.SET)
-    except NodeNameError:
-        return None
-
-
-def _finite_items(series: Series) -> list[tuple[str, float]]:
-    return [(str(label), float(value)) for label, value in zip(series.labels.tolist(), series.values.tolist())
-            if np.isfinite(value)]
-
-
-def chain_scaling(dataset: Dataset) -> ChainScaling | None:
-    """Aggregate throughput per chain length (a chain's length is its node
-    count), or None when no chain was stored."""
-    series = next((s for s in dataset.series if s.benchmark == CHAIN_BENCHMARK and s.metric == CHAIN_METRIC
-                   and s.label_kind is LabelKind.SET), None)
-    if series is None:
-        return None
-    aggregate: dict[int, float] = {}
-    longest: tuple[str, ...] = ()
-    for label, value in _finite_items(series):
-        members = _members(label)
-        if members is None or len(members) < 2:
-            continue
-        aggregate[len(members)] = max(aggregate.get(len(members), 0.0), value)
-        longest = max(longest, members, key=len)
-    if not aggregate:
-        return None
-    return ChainScaling(fold(longest), dict(sorted(aggregate.items())), series.unit, chain_saturation(aggregate))
-
-
 def stream_pairs(dataset: Dataset) -> list[StreamPairs]:
     """Per streaming pattern in the store, every pair's best rate each way."""
     by_pattern: dict[str, dict[str, Series]] = {}
@@ -116,7 +70,7 @@ def stream_pairs(dataset: Dataset) -> list[StreamPairs]:
             by_pattern.setdefault(s.benchmark[len(STREAM_PREFIX):], {})[s.metric] = s
     found = []
     for pattern, metrics in sorted(by_pattern.items()):
-        rates = {metric: dict(_finite_items(series)) for metric, series in metrics.items()}
+        rates = {metric: dict(finite_items(series)) for metric, series in metrics.items()}
         labels = sorted(set().union(*rates.values()))
         if not labels:
             continue
@@ -140,18 +94,18 @@ def alltoall_phases(dataset: Dataset) -> list[AllToAllPhases]:
         index = metric[len(MIN_PHASE_PREFIX):]
         if metric.startswith(MIN_PHASE_PREFIX) and index.isdigit():
             unit = series.unit
-            for label, value in _finite_items(series):
+            for label, value in finite_items(series):
                 phases.setdefault(label, {})[int(index)] = value
     # Each metric keeps its latest run: phases beyond a later, smaller run's
     # N-1 come from an earlier one; the latest node sets are the aggregate's.
     aggregate = sets.get("bandwidth.aggregate")
-    latest = {label for label, _ in _finite_items(aggregate)} if aggregate is not None else set(phases)
+    latest = {label for label, _ in finite_items(aggregate)} if aggregate is not None else set(phases)
     found = []
     for label in sorted(latest & set(phases)):
-        members = _members(label)
+        members = set_members(label)
         last = len(members) - 1 if members else max(phases[label])
         by_phase = {phase: value for phase, value in sorted(phases[label].items()) if phase <= last}
-        extra = {metric: dict(_finite_items(sets[metric])).get(label) if metric in sets else None
+        extra = {metric: dict(finite_items(sets[metric])).get(label) if metric in sets else None
                  for metric in ("time.total", "bandwidth.aggregate")}
         found.append(AllToAllPhases(label, by_phase, unit, extra["time.total"], extra["bandwidth.aggregate"]))
     return found

@@ -1,0 +1,50 @@
+"""Rules on Switchbench results: a daisy chain whose aggregate throughput
+stops growing with its length (the switch is out of capacity)."""
+
+from __future__ import annotations
+
+from oddnode.findings.registry import Sensitivity, rule
+from oddnode.interconnect.switchbench_analysis import CHAIN_BENCHMARK, CHAIN_METRIC, MIN_HOP_GAIN, chain_scaling
+from oddnode.model import Dataset, Finding, Severity
+from oddnode.nodes import fold
+
+
+@rule("switch-saturation")
+def switch_saturation(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
+    """The chain length where adding a node stopped adding throughput."""
+    chain = chain_scaling(dataset)
+    if chain is None or chain.saturation is None:
+        return []
+    k = chain.saturation
+    shorter = max(length for length in chain.aggregate if length < k)
+    # A hop's worth, as chain_saturation counts it: the shortest chain's
+    # aggregate over its hops.
+    first = min(chain.aggregate)
+    hop = chain.aggregate[first] / (first - 1)
+    joined = fold(chain.joined_at_saturation)
+    unit = chain.unit
+    return [Finding(
+        kind="switch-saturation",
+        severity=Severity.WARNING,
+        subject=f"{CHAIN_BENCHMARK}:{CHAIN_METRIC}",
+        nodes=joined,
+        message=(
+            f"the daisy chain of {chain.nodes} stops scaling at k = {k}: the aggregate went from "
+            f"{chain.aggregate[shorter]:.4g} {unit} (k = {shorter}) to {chain.aggregate[k]:.4g} {unit} when "
+            f"{joined} joined, less than {MIN_HOP_GAIN:g} of the {hop:.4g} {unit} each hop carried at k = {first}"
+        ),
+        evidence={
+            "saturation": k,
+            "joined": joined,
+            "hop": hop,
+            "min_hop_gain": MIN_HOP_GAIN,
+            "aggregate": {str(length): value for length, value in chain.aggregate.items()},
+            "unit": unit,
+        },
+        remedy=(
+            f"Either the switch carries no more than about {chain.aggregate[shorter]:.4g} {unit} at once, or "
+            f"{joined}'s link is weak: look for {joined} in the pair patterns' slow pairs (weak-pair-member) "
+            "and rerun the chain with the nodes in another order; a limit that stays at the same length is "
+            "the switch's (compare it with its data sheet's switching capacity)."
+        ),
+    )]
