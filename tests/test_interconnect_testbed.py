@@ -84,3 +84,55 @@ def test_bisection_is_full_on_non_blocking_uplinks_and_falls_with_a_slow_one(cle
     tb.fault_uplink(clean.state_dir, "leaf2", divisor=10)
     slowed = bisection("slowed")
     assert 20 < slowed.demonstrated < 0.6 * healthy.demonstrated, (healthy, slowed)
+
+
+# --- the all-pairs matrix and the daisy chain on the same fabric -------------------
+
+# Six nodes across two leaves (30 ordered pairs in 10 rounds of 3): the
+# matrix's cost grows with N², and six show what twelve would.
+MATRIX_NODES = [f"node{i:02d}" for i in range(3, 9)]
+
+
+def matrix_warnings(bed, tmp_path) -> set[tuple[str, str]]:
+    """The warnings of an all-pairs matrix over MATRIX_NODES (0 B for the
+    latency, 256 KiB for the bandwidth it judges)."""
+    from oddnode.analysis import analyze
+    from oddnode.interconnect.matrix import run_matrix
+    from oddnode.interconnect.pairs import PingPongOptions
+
+    target = make_target(MATRIX_NODES, "ssh", bed.ssh_config)
+    with open_store(tmp_path / "matrix.duckdb") as store:
+        summary = run_matrix(store, target, options=PingPongOptions(sizes=(0, 262144), seconds_per_size=0.05))
+        dataset = store.load_dataset()
+    assert len(summary.values) == 30, summary.values
+    return {(f.kind, f.nodes) for f in analyze(dataset, correlations=False).findings if f.severity.rank >= 1}
+
+
+def test_the_matrix_names_the_node_behind_links_slow_alone_too(clean, tmp_path):
+    # Every link of node05 is slow in its round and slow again alone: bad
+    # links, all through node05, which the pair analysis names as well.
+    tb.fault_link(clean.state_dir, "node05", divisor=10)
+    assert matrix_warnings(clean, tmp_path) == {("slow-link", "node05"), ("weak-pair-member", "node05")}
+
+
+def test_the_daisy_chain_scales_and_stops_where_a_slow_node_joins(clean, tmp_path):
+    from oddnode.findings import Sensitivity, get_rule
+    from oddnode.interconnect.switchbench import ChainOptions, run_chain
+
+    target = make_target(clean.nodes[:8], "ssh", clean.ssh_config)
+    options = ChainOptions(message_size=1 << 18, seconds=1.0)
+
+    def chain(name: str):
+        with open_store(tmp_path / f"{name}.duckdb") as store:
+            summary = run_chain(store, target, 1, options=options)
+            return summary, get_rule("switch-saturation")(store.load_dataset(), Sensitivity())
+
+    # Every hop carries the whole 12.5 MB/s stream: 7 hops, about 7 x 12.
+    healthy, findings = chain("healthy")
+    assert healthy.saturation is None and healthy.best_aggregate()[8] > 60, healthy.best_aggregate()
+    assert findings == []
+    # node05 at a tenth of the link rate throttles every chain it joins.
+    tb.fault_link(clean.state_dir, "node05", divisor=10)
+    slowed, findings = chain("slowed")
+    assert slowed.saturation == 5, slowed.best_aggregate()
+    assert [(f.kind, f.nodes, f.evidence["fell"]) for f in findings] == [("switch-saturation", "node05", True)]

@@ -125,7 +125,7 @@ def test_a_weak_node_makes_every_link_of_it_bad_and_is_named(store):
     assert len(summary.with_verdict(BAD_LINK)) == 14
     findings = analyze(store.load_dataset()).findings
     (slow,) = [f for f in findings if f.kind == "slow-link"]
-    assert "all of them through node04" in slow.message
+    assert "all of them through node04" in slow.message and slow.nodes == "node04"
     assert [f.nodes for f in findings if f.kind == "weak-pair-member"] == ["node04"]
 
 

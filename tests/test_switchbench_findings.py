@@ -27,7 +27,8 @@ def test_a_full_switch_is_named_where_the_chain_stops_scaling(tmp_path):
     (finding,) = get_rule("switch-saturation")(dataset, Sensitivity())
     assert finding.kind == "switch-saturation" and finding.severity is Severity.WARNING
     assert finding.nodes == "node06" and finding.subject == "chain:bandwidth.aggregate"
-    assert finding.evidence["saturation"] == 6 and finding.evidence["hop"] == pytest.approx(1000.0, rel=1e-3)
+    assert finding.evidence["saturation"] == 6 and finding.evidence["fell"] is False
+    assert finding.evidence["hop"] == pytest.approx(1000.0, rel=1e-3)
     assert "stops scaling at k = 6" in finding.message and "4000 MB/s (k = 5)" in finding.message
     assert chain_scaling(dataset).joined_at_saturation == ("node06",)
 

@@ -719,10 +719,12 @@ def link_verdicts(dataset: Dataset, sensitivity: Sensitivity) -> list[LinkVerdic
 
 
 def _links_finding(kind: str, severity: Severity, subject: str, links: list[LinkVerdict],
-                   known: set[str] | None, message: str, remedy: str) -> Finding:
+                   known: set[str] | None, message: str, remedy: str, common: str | None = None) -> Finding:
+    """A finding on matrix links, naming their nodes, or only the node they
+    all go through when there is one (the odd one out)."""
     members = [split_pair(v.label, known) or (v.label,) for v in links]
-    return Finding(kind=kind, severity=severity, subject=subject,
-                   nodes=fold({node for pair in members for node in pair}), message=message,
+    nodes = common if common is not None else fold({node for pair in members for node in pair})
+    return Finding(kind=kind, severity=severity, subject=subject, nodes=nodes, message=message,
                    evidence={"links": [v.to_json() for v in links], "limit": links[0].limit,
                              "median": links[0].median, "slow_fraction": SLOW_LINK_FRACTION},
                    remedy=remedy)
@@ -763,7 +765,7 @@ def slow_link(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
             f"{len(bad)} link{'s are' if len(bad) > 1 else ' is'} slow alone too, below {limit:.4g} {unit} "
             f"(median {median:.4g}): {shown}{where}",
             "Check the cables and switch ports of these links (error counters, negotiated speed and duplex), "
-            "swap the cable, then the port; rerun oddnode matrix."))
+            "swap the cable, then the port; rerun oddnode matrix.", common))
     untested = by_verdict.get(NOT_RETESTED, [])
     if untested:
         shown = first_few([f"{v.label} {v.value:.4g}" for v in untested], MESSAGE_ITEMS)

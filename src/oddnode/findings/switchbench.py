@@ -23,28 +23,35 @@ def switch_saturation(dataset: Dataset, sensitivity: Sensitivity) -> list[Findin
     hop = chain.aggregate[first] / (first - 1)
     joined = fold(chain.joined_at_saturation)
     unit = chain.unit
+    fell = chain.aggregate[k] < chain.aggregate[shorter]
+    if fell:
+        # Less in all with one more hop: the stream now crawls through the
+        # node that joined, whatever the switch could carry.
+        remedy = (f"The link of {joined} carries less than one hop's stream: look for {joined} in the pair "
+                  "patterns' slow pairs (weak-pair-member) and check its cable, card and switch port.")
+    else:
+        remedy = (f"Either the switch carries no more than about {chain.aggregate[shorter]:.4g} {unit} at once "
+                  f"(compare its data sheet's switching capacity), or the link of {joined} is weak: rerun the "
+                  "chain with the nodes in another order; a limit that stays at the same length is the switch's.")
     return [Finding(
         kind="switch-saturation",
         severity=Severity.WARNING,
         subject=f"{CHAIN_BENCHMARK}:{CHAIN_METRIC}",
         nodes=joined,
         message=(
-            f"the daisy chain of {chain.nodes} stops scaling at k = {k}: the aggregate went from "
-            f"{chain.aggregate[shorter]:.4g} {unit} (k = {shorter}) to {chain.aggregate[k]:.4g} {unit} when "
-            f"{joined} joined, less than {MIN_HOP_GAIN:g} of the {hop:.4g} {unit} each hop carried at k = {first}"
+            f"the daisy chain of {chain.nodes} stops scaling at k = {k}: the aggregate "
+            f"{'fell' if fell else 'went'} from {chain.aggregate[shorter]:.4g} {unit} (k = {shorter}) to "
+            f"{chain.aggregate[k]:.4g} {unit} when {joined} joined, less than {MIN_HOP_GAIN:g} of the "
+            f"{hop:.4g} {unit} each hop carried at k = {first} above it"
         ),
         evidence={
             "saturation": k,
             "joined": joined,
+            "fell": fell,
             "hop": hop,
             "min_hop_gain": MIN_HOP_GAIN,
             "aggregate": {str(length): value for length, value in chain.aggregate.items()},
             "unit": unit,
         },
-        remedy=(
-            f"Either the switch carries no more than about {chain.aggregate[shorter]:.4g} {unit} at once, or "
-            f"{joined}'s link is weak: look for {joined} in the pair patterns' slow pairs (weak-pair-member) "
-            "and rerun the chain with the nodes in another order; a limit that stays at the same length is "
-            "the switch's (compare it with its data sheet's switching capacity)."
-        ),
+        remedy=remedy,
     )]
