@@ -119,7 +119,9 @@ def test_the_daisy_chain_scales_and_stops_where_a_slow_node_joins(clean, tmp_pat
     from oddnode.findings import Sensitivity, get_rule
     from oddnode.interconnect.switchbench import ChainOptions, run_chain
 
-    target = make_target(clean.nodes[:8], "ssh", clean.ssh_config)
+    # Five nodes: the two cores relay 70-80 MB/s through the bridges in all,
+    # so eight (7 hops of 12 MB/s) sometimes find this machine's own limit.
+    target = make_target(clean.nodes[:5], "ssh", clean.ssh_config)
     options = ChainOptions(message_size=1 << 18, seconds=1.0)
 
     def chain(name: str):
@@ -127,11 +129,11 @@ def test_the_daisy_chain_scales_and_stops_where_a_slow_node_joins(clean, tmp_pat
             summary = run_chain(store, target, 1, options=options)
             return summary, get_rule("switch-saturation")(store.load_dataset(), Sensitivity())
 
-    # Every hop carries the whole 12.5 MB/s stream: 7 hops, about 7 x 12.
+    # Every hop carries the whole 12.5 MB/s stream: 4 hops, about 4 x 12.
     healthy, findings = chain("healthy")
-    assert healthy.saturation is None and healthy.best_aggregate()[8] > 60, healthy.best_aggregate()
+    assert healthy.saturation is None and healthy.best_aggregate()[5] > 40, healthy.best_aggregate()
     assert findings == []
-    # node05 at a tenth of the link rate throttles every chain it joins.
+    # node05 at a tenth of the link rate throttles the chain it joins.
     tb.fault_link(clean.state_dir, "node05", divisor=10)
     slowed, findings = chain("slowed")
     assert slowed.saturation == 5, slowed.best_aggregate()
