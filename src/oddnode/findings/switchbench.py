@@ -4,7 +4,13 @@ stops growing with its length (the switch is out of capacity)."""
 from __future__ import annotations
 
 from oddnode.findings.registry import Sensitivity, rule
-from oddnode.interconnect.switchbench_analysis import CHAIN_BENCHMARK, CHAIN_METRIC, MIN_HOP_GAIN, chain_scaling
+from oddnode.interconnect.switchbench_analysis import (
+    CHAIN_BENCHMARK,
+    CHAIN_METRIC,
+    MIN_HOP_GAIN,
+    chain_scaling,
+    hop_rate,
+)
 from oddnode.model import Dataset, Finding, Severity
 from oddnode.nodes import fold
 
@@ -17,10 +23,8 @@ def switch_saturation(dataset: Dataset, sensitivity: Sensitivity) -> list[Findin
         return []
     k = chain.saturation
     shorter = max(length for length in chain.aggregate if length < k)
-    # A hop's worth, as chain_saturation counts it: the shortest chain's
-    # aggregate over its hops.
     first = min(chain.aggregate)
-    hop = chain.aggregate[first] / (first - 1)
+    hop = hop_rate(chain.aggregate)
     joined = fold(chain.joined_at_saturation)
     unit = chain.unit
     fell = chain.aggregate[k] < chain.aggregate[shorter]

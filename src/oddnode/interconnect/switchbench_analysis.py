@@ -20,6 +20,7 @@ __all__ = [
     "chain_saturation",
     "chain_scaling",
     "finite_items",
+    "hop_rate",
     "set_members",
 ]
 
@@ -35,6 +36,12 @@ CHAIN_METRIC = "bandwidth.aggregate"
 MIN_HOP_GAIN = 0.5
 
 
+def hop_rate(aggregate_by_length: Mapping[int, float]) -> float:
+    """What one hop is worth: the shortest measured chain's aggregate over its hops."""
+    shortest = min(length for length, value in aggregate_by_length.items() if length >= 2 and value > 0)
+    return aggregate_by_length[shortest] / (shortest - 1)
+
+
 def chain_saturation(aggregate_by_length: Mapping[int, float], min_gain: float = MIN_HOP_GAIN) -> int | None:
     """The first chain length whose aggregate throughput grew by less than
     ``min_gain`` of the hops it added over the previous length: where the
@@ -43,7 +50,7 @@ def chain_saturation(aggregate_by_length: Mapping[int, float], min_gain: float =
     lengths = sorted(length for length, value in aggregate_by_length.items() if length >= 2 and value > 0)
     if len(lengths) < 2:
         return None
-    hop = aggregate_by_length[lengths[0]] / (lengths[0] - 1)
+    hop = hop_rate(aggregate_by_length)
     for shorter, longer in zip(lengths, lengths[1:]):
         gain = aggregate_by_length[longer] - aggregate_by_length[shorter]
         if gain < min_gain * hop * (longer - shorter):
