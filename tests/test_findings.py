@@ -10,6 +10,7 @@ import pytest
 
 from oddnode.findings import RULES, Sensitivity, UnknownRuleError, find_all
 from oddnode.model import Dataset, Direction, Failure, LabelKind, Series, Severity
+from oddnode.nodes import fold
 
 # ---------------------------------------------------------------- builders
 
@@ -145,8 +146,37 @@ def test_outlier_names_the_slow_node_and_its_side(n):
     assert finding.evidence["side"] == "low" and finding.evidence["worse"] is True
     assert "worse (low)" in finding.message
     assert finding.evidence["nodes"][odd]["deviation_pct"] == pytest.approx(-30.0, abs=3.0)
-    assert finding.evidence["nodes"][odd]["modified_z"] < -finding.evidence["threshold"]
-    assert {"median", "mad", "threshold", "nodes", "side"} <= set(finding.evidence)
+    assert {"median", "mad", "test", "threshold", "nodes", "side"} <= set(finding.evidence)
+    node = finding.evidence["nodes"][odd]
+    if n <= 30:  # the worse side of a small population: the generalized ESD test
+        assert finding.evidence["test"] == "generalized ESD"
+        assert node["esd_statistic"] > node["esd_critical"] == finding.evidence["threshold"]
+        assert "σ of the nodes above it" in finding.message and "generalized ESD test over 12 nodes" in finding.message
+    else:
+        assert finding.evidence["test"] == "modified z"
+        assert node["modified_z"] < -finding.evidence["threshold"]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_node_at_half_bandwidth_among_eight_is_named_although_the_others_scatter(seed):
+    # Seven nodes scattering by 3% (their standard deviation) and one at half
+    # their bandwidth, 16.7 σ below them: the modified z-score would need 27
+    # (the MAD of 8 values is that noisy), the generalized ESD test at
+    # alpha/2 needs 15.4.
+    rng = np.random.default_rng(seed)
+    nodes = node_names(8)
+    others = rng.normal(0.0, 1.0, 7)
+    others = 1.0 + 0.03 * (others - others.mean()) / others.std(ddof=1)
+    values = np.insert(others, 5, 0.5)
+    found = kinds(find_all(Dataset(series=[make_series("stream", nodes, values)])), "outlier")
+    assert [f.nodes for f in found] == [nodes[5]]
+
+
+def test_two_slow_nodes_among_eight_are_both_named():
+    nodes = node_names(8)
+    values = np.array([1.00, 1.02, 0.98, 1.01, 0.99, 1.00, 0.51, 0.50])
+    found = kinds(find_all(Dataset(series=[make_series("stream", nodes, values)])), "outlier")
+    assert [f.nodes for f in found] == [fold(nodes[6:])]
 
 
 def test_outlier_on_a_lower_is_better_metric_is_worse_on_the_high_side():

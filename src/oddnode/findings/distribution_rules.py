@@ -41,29 +41,48 @@ def _outlier_finding(series: Series, group: JudgedGroup, side: str) -> Finding:
         zs = (values - median) / sigma
     else:
         zs = np.copysign(np.inf, values - median)
+    worse = side == bad_side(series)
+    # The worse side of a small group is judged by the generalized ESD test:
+    # each node's step statistic and critical value, in the others' σ.
+    steps = group.esd_steps() if worse else {}
     # Worst first: furthest from the median.
     order = np.argsort(-np.abs(zs), kind="stable")
-    per_node = {
-        labels[i]: {
+    per_node = {}
+    for i in order:
+        entry = {
             "value": float(values[i]),
             "modified_z": float(zs[i]),
             "deviation_pct": _deviation_pct(float(values[i]), median),
         }
-        for i in order
-    }
-    worse = side == bad_side(series)
-    details = first_few([
-        f"{labels[i]} {with_unit(float(values[i]), series)} ({per_node[labels[i]]['deviation_pct']:+.1f}%, "
-        f"modified z {float(zs[i]):+.1f})"
-        for i in order
-    ], MESSAGE_NODES)
+        if int(indices[i]) in steps:
+            entry["esd_statistic"], entry["esd_critical"] = steps[int(indices[i])]
+        per_node[labels[i]] = entry
+
+    def detail(label: str, value: float) -> str:
+        entry = per_node[label]
+        if "esd_statistic" in entry:
+            measure = f"{entry['esd_statistic']:.1f} σ of the nodes {'above' if side == LOW else 'below'} it"
+        else:
+            measure = f"modified z {entry['modified_z']:+.1f}"
+        return f"{label} {with_unit(value, series)} ({entry['deviation_pct']:+.1f}%, {measure})"
+
+    details = first_few([detail(labels[i], float(values[i])) for i in order], MESSAGE_NODES)
     within = f" within the {group.mode} mode ({group.size} nodes)" if group.mode else ""
-    threshold = group.threshold_on(side, bad_side(series))
+    if steps:
+        test = "generalized ESD"
+        critical = [per_node[label]["esd_critical"] for label in labels if "esd_critical" in per_node[label]]
+        threshold = min(critical) if critical else float("nan")
+        criterion = (f"generalized ESD test over {group.size} nodes at α/2, critical "
+                     + ", ".join(f"{c:.1f}" for c in sorted(set(critical))) + " σ")
+    else:
+        test = "modified z"
+        threshold = group.threshold_on(side, bad_side(series))
+        criterion = f"threshold |modified z| > {threshold:.2f}"
     nodes = fold(labels)
     message = (
         f"{nodes} {'is an outlier' if len(labels) == 1 else 'are outliers'} on the "
         f"{'worse' if worse else 'better'} ({side}) side of {series.name}{within}: {details}; "
-        f"median {with_unit(median, series)}, threshold |modified z| > {threshold:.2f}"
+        f"median {with_unit(median, series)}, {criterion}"
     )
     if worse:
         remedy = (
@@ -88,6 +107,7 @@ def _outlier_finding(series: Series, group: JudgedGroup, side: str) -> Finding:
             "mode": group.mode,
             "median": median,
             "mad": group.scale.mad,
+            "test": test,
             "threshold": threshold,
             "population": group.size,
             "nodes": per_node,

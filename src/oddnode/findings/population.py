@@ -13,6 +13,7 @@ import numpy as np
 
 from oddnode.findings.registry import Sensitivity
 from oddnode.model import Series
+from oddnode.stats import esd
 from oddnode.stats.distribution import MIN_N_DIP, Dip, Split, best_two_group_split, dip_test
 from oddnode.stats.robust import (
     MIN_OUTLIER_SAMPLE,
@@ -66,21 +67,38 @@ class Modes:
 
 @dataclass(frozen=True)
 class JudgedGroup:
-    """The outlier test of one group of labels: the whole population or one mode."""
+    """The outlier test of one group of labels: the whole population or one mode.
+
+    Both sides are judged by the modified z-score, except the worse side of
+    a small group (esd.MIN_N to esd.MAX_N labels), which the generalized ESD
+    test judges instead (``esd_test``, its indices relative to the group)."""
 
     mode: str | None  # None: the whole population; LOW/HIGH: that mode
     size: int
     scale: RobustScale
-    threshold: float  # on the worse side
+    threshold: float  # |modified z| on the worse side (unused when esd judges it)
     better_threshold: float  # wider when values are the best of several runs
     low: np.ndarray  # indices into the series of low outliers
     high: np.ndarray  # indices of high outliers
+    esd_test: esd.EsdResult | None = None
+    indices: np.ndarray | None = None  # the group's indices into the series, for esd_test
 
     def outliers(self, side: str) -> np.ndarray:
         return self.low if side == LOW else self.high
 
     def threshold_on(self, side: str, worse_side: str) -> float:
         return self.threshold if side == worse_side else self.better_threshold
+
+    def esd_steps(self) -> dict[int, tuple[float, float]]:
+        """Series index -> (ESD statistic, its critical value) of each value
+        the worse side's ESD test set aside; empty when it did not run."""
+        if self.esd_test is None or self.indices is None:
+            return {}
+        test = self.esd_test
+        return {
+            int(self.indices[i]): (float(d), float(c))
+            for i, d, c in zip(test.order, test.statistics, test.critical)
+        }
 
 
 @dataclass(frozen=True)
@@ -161,7 +179,9 @@ def judge_outliers(
     """Outliers among the series' values[indices]: |modified z| above the
     threshold for that many nodes at alpha, and at least min_effect away from
     the median.  On the better side the threshold widens for values that are
-    the best of several runs (see best_of_widening)."""
+    the best of several runs (see best_of_widening).  On the worse side of a
+    small group the generalized ESD test decides instead, at alpha / 2: the
+    modified z threshold's two sides each take about half of alpha."""
     x = series.values[indices]
     n = len(x)
     empty = np.empty(0, dtype=np.intp)
@@ -179,13 +199,17 @@ def judge_outliers(
         flagged = np.where(deviation < 0, -deviation > low_limit * scale.sigma, deviation > high_limit * scale.sigma)
     else:  # all values equal but a few: those few are infinitely far
         flagged = deviation != 0
+    test = None
+    if esd.MIN_N <= n <= esd.MAX_N:
+        test = esd.low_outliers(x if worse == LOW else -x, sensitivity.alpha / 2)
+        on_worse_side = deviation < 0 if worse == LOW else deviation > 0
+        flagged &= ~on_worse_side
+        flagged[test.outliers] = True
     if scale.median != 0:
         flagged &= np.abs(deviation) >= sensitivity.min_effect * abs(scale.median)
-    if not flagged.any():
-        return JudgedGroup(mode, n, scale, threshold, better_threshold, empty, empty)
-    low = indices[flagged & (deviation < 0)]
-    high = indices[flagged & (deviation > 0)]
-    return JudgedGroup(mode, n, scale, threshold, better_threshold, np.sort(low), np.sort(high))
+    low = np.sort(indices[flagged & (deviation < 0)])
+    high = np.sort(indices[flagged & (deviation > 0)])
+    return JudgedGroup(mode, n, scale, threshold, better_threshold, low, high, test, indices)
 
 
 def _analyse(series: Series, sensitivity: Sensitivity) -> Population:

@@ -1,4 +1,4 @@
-"""Monte Carlo calibration of the outlier threshold for small populations.
+"""Monte Carlo calibration of the outlier tests for small populations.
 
 On n identical nodes with normal noise, the largest |modified z| of the
 population has a distribution that depends only on n (the statistic is
@@ -10,10 +10,18 @@ For small n the MAD is a noisy scale estimate and these quantiles are far
 above the Bonferroni normal quantile (≈25.7 instead of 4.4 for n=8 at
 alpha=1e-4), hence a table rather than a formula.
 
+The generalized ESD test (oddnode.stats.esd) needs the same kind of table:
+the nominal level its critical values must be taken at so that n identical
+normal nodes give a false alarm with probability alpha.  A population's ESD
+test names a node at every nominal level above the smallest level at which
+one of its steps is critical, so that smallest level's lower quantiles are
+the table.
+
 Run ``python -m oddnode.stats.calibrate`` to regenerate
-``outlier_thresholds.json`` next to this file.  It is seeded, so the table is
-reproducible; it draws REPLICATES populations for every n, in chunks that
-bound memory, and takes about ten minutes on one core.
+``outlier_thresholds.json`` and ``esd_levels.json`` next to this file
+(``--table`` for one of them).  It is seeded, so the tables are
+reproducible; it draws its populations for every n in chunks that bound
+memory, and takes about ten minutes for each table on one core.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from oddnode.stats import esd
 
 # The grid of the committed table; outlier_threshold interpolates in
 # log n and log alpha between these points and uses a formula above the
@@ -49,6 +59,15 @@ MAD_TO_SIGMA = 1.4826
 
 DEFAULT_OUTPUT = Path(__file__).with_name("outlier_thresholds.json")
 
+# The ESD test runs on the worse side at alpha / 2 (the better side keeps the
+# modified z-score), so its table reaches half of the smallest alpha.
+ESD_SIZES = tuple(range(esd.MIN_N, esd.MAX_N + 1))
+ESD_ALPHAS = (5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2)
+# 8,000,000 populations per n: 40 false alarms at the smallest alpha, as
+# for the modified z table.
+ESD_REPLICATES = 8_000_000
+ESD_OUTPUT = Path(__file__).with_name("esd_levels.json")
+
 
 def max_abs_modified_z(rng: np.random.Generator, n: int, replicates: int) -> np.ndarray:
     """Largest |modified z| of each of ``replicates`` normal populations of size n."""
@@ -65,6 +84,59 @@ def max_abs_modified_z(rng: np.random.Generator, n: int, replicates: int) -> np.
         out[done : done + rows] = largest / (MAD_TO_SIGMA * mad)
         done += rows
     return out
+
+
+def smallest_esd_level(rng: np.random.Generator, n: int, replicates: int) -> np.ndarray:
+    """For each of ``replicates`` normal populations of size n, the smallest
+    nominal level at which the low-side ESD test names a node."""
+    steps = esd.max_outliers(n)
+    rows_per_chunk = max(1, CHUNK_VALUES // n)
+    out = np.empty(replicates, dtype=np.float64)
+    done = 0
+    while done < replicates:
+        rows = min(rows_per_chunk, replicates - done)
+        ascending = np.sort(rng.standard_normal((rows, n)), axis=1)
+        levels = esd.step_levels(esd.step_statistics(ascending, steps), n)
+        out[done : done + rows] = levels.min(axis=1)
+        done += rows
+    return out
+
+
+def calibrate_esd(
+    sizes: tuple[int, ...] = ESD_SIZES,
+    alphas: tuple[float, ...] = ESD_ALPHAS,
+    replicates: int = ESD_REPLICATES,
+    seed: int = SEED,
+    verbose: bool = False,
+) -> dict:
+    """The ESD table as a JSON-ready dict: levels[i][j] for sizes[i], alphas[j]."""
+    too_rare = [a for a in alphas if a * replicates < 20]
+    if too_rare:
+        raise ValueError(f"{replicates} replicates are too few for alpha {too_rare}: need ≥ 20/alpha")
+    streams = np.random.SeedSequence([seed, 1]).spawn(len(sizes))
+    levels = []
+    for n, stream in zip(sizes, streams):
+        started = time.perf_counter()
+        smallest = smallest_esd_level(np.random.default_rng(stream), n, replicates)
+        row = [float(np.quantile(smallest, a)) for a in alphas]
+        levels.append([float(f"{level:.5g}") for level in row])
+        if verbose:
+            took = time.perf_counter() - started
+            print(f"n={n:4d}  " + "  ".join(f"{a:g}:{level / a:6.3f}" for a, level in zip(alphas, row))
+                  + f"  (level/alpha, {took:.1f} s)")
+    return {
+        "description": (
+            "Nominal levels of the one-sided generalized ESD test (oddnode.stats.esd) "
+            "at which n independent standard normal values give a false alarm with "
+            "probability alphas[j]: levels[i][j] for n = sizes[i]."
+        ),
+        "generator": "python -m oddnode.stats.calibrate --table esd",
+        "seed": seed,
+        "replicates_per_size": replicates,
+        "sizes": list(sizes),
+        "alphas": list(alphas),
+        "levels": levels,
+    }
 
 
 def calibrate(
@@ -95,7 +167,7 @@ def calibrate(
             "over n independent standard normal values: quantiles[i][j] is the "
             "(1 - alphas[j]) quantile for n = sizes[i]."
         ),
-        "generator": "python -m oddnode.stats.calibrate",
+        "generator": "python -m oddnode.stats.calibrate --table mad",
         "seed": seed,
         "replicates_per_size": replicates,
         "sizes": list(sizes),
@@ -106,13 +178,16 @@ def calibrate(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
-    parser.add_argument("--replicates", type=int, default=REPLICATES)
+    parser.add_argument("--table", choices=("mad", "esd", "both"), default="both")
+    parser.add_argument("--replicates", type=int, help="populations per n (default: each table's own)")
     parser.add_argument("--seed", type=int, default=SEED)
     args = parser.parse_args(argv)
-    table = calibrate(replicates=args.replicates, seed=args.seed, verbose=True)
-    args.output.write_text(json.dumps(table, indent=1) + "\n")
-    print(f"wrote {args.output}")
+    jobs = {"mad": (calibrate, REPLICATES, DEFAULT_OUTPUT), "esd": (calibrate_esd, ESD_REPLICATES, ESD_OUTPUT)}
+    for name in ("mad", "esd") if args.table == "both" else (args.table,):
+        make, replicates, output = jobs[name]
+        table = make(replicates=args.replicates or replicates, seed=args.seed, verbose=True)
+        output.write_text(json.dumps(table, indent=1) + "\n")
+        print(f"wrote {output}")
 
 
 if __name__ == "__main__":

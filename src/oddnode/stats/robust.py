@@ -2,7 +2,9 @@
 
 A node population is judged from its median and MAD (median absolute
 deviation), which one or two broken nodes cannot drag, rather than from the
-mean and standard deviation, which they can.
+mean and standard deviation, which they can.  (The worse side of a population
+of 30 nodes or fewer, where the MAD is too noisy, is judged by the
+generalized ESD test of oddnode.stats.esd instead.)
 """
 
 from __future__ import annotations
