@@ -267,10 +267,14 @@ def hog_script() -> str:
         "import os,sys,time\n"
         "size=int(sys.argv[1])<<20\n"
         "deadline=time.monotonic()+float(sys.argv[2])\n"
-        "workers=int(sys.argv[3]) or len(os.sched_getaffinity(0))\n"
-        "for _ in range(workers-1):\n"
+        "cpus=sorted(os.sched_getaffinity(0))\n"
+        "workers=int(sys.argv[3]) or len(cpus)\n"
+        "worker=0\n"
+        "for i in range(1,workers):\n"
         "    if os.fork()==0:\n"
+        "        worker=i\n"
         "        break\n"
+        "os.sched_setaffinity(0,{cpus[worker%len(cpus)]})\n"
         # Non-zero bytes: a zero-filled buffer may be backed by the kernel's single
         # zero page and would then load no memory bandwidth.
         "src=bytearray(b'oddnode!')*(size//8)\n"
