@@ -261,8 +261,9 @@ def real_memory_total_kib(text: str | None = None) -> int:
 def hog_script() -> str:
     """Python source of the competing process: copies a buffer over and over,
     loading the CPU and the memory bus, bounded by a deadline and a round count.
-    It forks into as many workers as asked (0: one per CPU it may use), all in
-    its process group, so that killing the group ends them all."""
+    It forks into as many workers as asked (0: one per CPU it may use), each
+    bound to one of those CPUs in turn, all in its process group, so that
+    killing the group ends them all."""
     return (
         "import os,sys,time\n"
         "size=int(sys.argv[1])<<20\n"
