@@ -2,7 +2,8 @@
 three leaf switches, links shaped to 100 Mbit/s.  A node whose link is ten
 times slower is named as the weak pair member and nothing else; a leaf whose
 uplink is slow is named as a weak group, not as its nodes; a healthy fabric
-gives no warning."""
+gives no warning.  The all-pairs matrix, the daisy chain, pairwise streaming
+and the all-to-all run on the same fabric, healthy and with the slow node."""
 
 from __future__ import annotations
 
@@ -138,3 +139,55 @@ def test_the_daisy_chain_scales_and_stops_where_a_slow_node_joins(clean, tmp_pat
     slowed, findings = chain("slowed")
     assert slowed.saturation == 5, slowed.best_aggregate()
     assert [(f.kind, f.nodes, f.evidence["fell"]) for f in findings] == [("switch-saturation", "node05", True)]
+
+
+# --- Switchbench's pairwise streaming and all-to-all on the same fabric --------------
+
+# Four nodes, two leaves: two pairs streaming both ways carry 4 x 12.5 MB/s,
+# below what this machine relays through its bridges in all (70-80 MB/s).
+STREAM_NODES = [f"node{i:02d}" for i in range(3, 7)]
+
+
+def test_pairwise_streams_fill_both_links_and_the_slow_nodes_pair_falls(clean, tmp_path):
+    from oddnode.interconnect.pairs import StreamOptions
+    from oddnode.interconnect.switchbench import run_streams
+
+    target = make_target(STREAM_NODES, "ssh", clean.ssh_config)
+    options = StreamOptions(message_size=1 << 18, seconds=1.0)
+
+    def streams(name: str) -> dict[str, float]:
+        with open_store(tmp_path / f"{name}.duckdb") as store:
+            return run_streams(store, target, "sort", 1, options=options).best_per_pair()
+
+    # sort: node03-node04 and node05-node06, each 12.5 MB/s each way at most.
+    healthy = streams("healthy")
+    assert sorted(healthy) == ["node03-node04", "node05-node06"]
+    assert all(18 < total <= 26 for total in healthy.values()), healthy
+    tb.fault_link(clean.state_dir, "node05", divisor=10)
+    slowed = streams("slowed")
+    assert slowed["node05-node06"] < 4 and slowed["node03-node04"] > 18, slowed
+
+
+def test_the_all_to_all_phases_wait_for_the_slow_node_in_every_phase(clean, tmp_path):
+    from oddnode.interconnect.switchbench import AllToAllOptions, run_alltoall
+
+    # Six ranks, five phases of 256 KiB flows (21 ms at the link rate).
+    target = make_target(MATRIX_NODES, "ssh", clean.ssh_config)
+    options = AllToAllOptions(message_size=1 << 18)
+
+    def alltoall(name: str):
+        with open_store(tmp_path / f"{name}.duckdb") as store:
+            best = run_alltoall(store, target, 1, options=options).best()
+        assert best is not None and len(best.phases) == 5, best
+        return best
+
+    # Every flow near 12.5 MB/s; the slowest of a phase seen at half of that.
+    healthy = alltoall("healthy")
+    assert all(phase.min_bandwidth > 4 for phase in healthy.phases), healthy
+    # node05 sends one flow and receives one in every phase, each at its
+    # 1.25 MB/s: every phase waits for it, and the whole runs at its pace.
+    tb.fault_link(clean.state_dir, "node05", divisor=10)
+    slowed = alltoall("slowed")
+    for phase in slowed.phases:
+        assert phase.min_bandwidth < 2 and "node05" in (phase.slowest_receiver, phase.slowest_sender), slowed
+    assert slowed.aggregate_bandwidth < 0.3 * healthy.aggregate_bandwidth, (healthy, slowed)
