@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -102,6 +103,34 @@ def smallest_esd_level(rng: np.random.Generator, n: int, replicates: int) -> np.
     return out
 
 
+def _require_replicates(alphas: tuple[float, ...], replicates: int) -> None:
+    too_rare = [a for a in alphas if a * replicates < 20]
+    if too_rare:
+        raise ValueError(f"{replicates} replicates are too few for alpha {too_rare}: need ≥ 20/alpha")
+
+
+def _quantile_rows(
+    draw: Callable[[np.random.Generator, int, int], np.ndarray],
+    sizes: tuple[int, ...],
+    probabilities: list[float],
+    replicates: int,
+    seed: int | list[int],
+    show: Callable[[list[float]], str] | None,
+) -> list[list[float]]:
+    """For each n, the quantiles at ``probabilities`` of ``draw(rng, n,
+    replicates)``, from one independent stream per n (so that one row can be
+    regenerated alone); ``show(row)`` prints each row as it is done."""
+    streams = np.random.SeedSequence(seed).spawn(len(sizes))
+    rows = []
+    for n, stream in zip(sizes, streams):
+        started = time.perf_counter()
+        values = draw(np.random.default_rng(stream), n, replicates)
+        rows.append([float(np.quantile(values, p)) for p in probabilities])
+        if show is not None:
+            print(f"n={n:4d}  {show(rows[-1])}  ({time.perf_counter() - started:.1f} s)")
+    return rows
+
+
 def calibrate_esd(
     sizes: tuple[int, ...] = ESD_SIZES,
     alphas: tuple[float, ...] = ESD_ALPHAS,
@@ -110,20 +139,12 @@ def calibrate_esd(
     verbose: bool = False,
 ) -> dict:
     """The ESD table as a JSON-ready dict: levels[i][j] for sizes[i], alphas[j]."""
-    too_rare = [a for a in alphas if a * replicates < 20]
-    if too_rare:
-        raise ValueError(f"{replicates} replicates are too few for alpha {too_rare}: need ≥ 20/alpha")
-    streams = np.random.SeedSequence([seed, 1]).spawn(len(sizes))
-    levels = []
-    for n, stream in zip(sizes, streams):
-        started = time.perf_counter()
-        smallest = smallest_esd_level(np.random.default_rng(stream), n, replicates)
-        row = [float(np.quantile(smallest, a)) for a in alphas]
-        levels.append([float(f"{level:.5g}") for level in row])
-        if verbose:
-            took = time.perf_counter() - started
-            print(f"n={n:4d}  " + "  ".join(f"{a:g}:{level / a:6.3f}" for a, level in zip(alphas, row))
-                  + f"  (level/alpha, {took:.1f} s)")
+    _require_replicates(alphas, replicates)
+
+    def show(row: list[float]) -> str:
+        return "  ".join(f"{a:g}:{level / a:6.3f}" for a, level in zip(alphas, row)) + "  (level/alpha)"
+
+    rows = _quantile_rows(smallest_esd_level, sizes, list(alphas), replicates, [seed, 1], show if verbose else None)
     return {
         "description": (
             "Nominal levels of the one-sided generalized ESD test (oddnode.stats.esd) "
@@ -135,7 +156,7 @@ def calibrate_esd(
         "replicates_per_size": replicates,
         "sizes": list(sizes),
         "alphas": list(alphas),
-        "levels": levels,
+        "levels": [[float(f"{level:.5g}") for level in row] for row in rows],
     }
 
 
@@ -147,20 +168,13 @@ def calibrate(
     verbose: bool = False,
 ) -> dict:
     """The calibration table as a JSON-ready dict: quantiles[i][j] for sizes[i], alphas[j]."""
-    too_rare = [a for a in alphas if a * replicates < 20]
-    if too_rare:
-        raise ValueError(f"{replicates} replicates are too few for alpha {too_rare}: need ≥ 20/alpha")
-    # One independent stream per n, so that one row can be regenerated alone.
-    streams = np.random.SeedSequence(seed).spawn(len(sizes))
-    quantiles = []
-    for n, stream in zip(sizes, streams):
-        started = time.perf_counter()
-        stats = max_abs_modified_z(np.random.default_rng(stream), n, replicates)
-        row = [float(np.quantile(stats, 1.0 - a)) for a in alphas]
-        quantiles.append([round(q, 4) for q in row])
-        if verbose:
-            took = time.perf_counter() - started
-            print(f"n={n:4d}  " + "  ".join(f"{a:g}:{q:9.3f}" for a, q in zip(alphas, row)) + f"  ({took:.1f} s)")
+    _require_replicates(alphas, replicates)
+
+    def show(row: list[float]) -> str:
+        return "  ".join(f"{a:g}:{q:9.3f}" for a, q in zip(alphas, row))
+
+    rows = _quantile_rows(max_abs_modified_z, sizes, [1.0 - a for a in alphas], replicates, seed,
+                          show if verbose else None)
     return {
         "description": (
             "Upper quantiles of max |modified z| (median/MAD, MAD scaled by 1.4826) "
@@ -172,7 +186,7 @@ def calibrate(
         "replicates_per_size": replicates,
         "sizes": list(sizes),
         "alphas": list(alphas),
-        "quantiles": quantiles,
+        "quantiles": [[round(q, 4) for q in row] for row in rows],
     }
 
 
