@@ -44,7 +44,7 @@ def _outlier_finding(series: Series, group: JudgedGroup, side: str) -> Finding:
     worse = side == bad_side(series)
     # The worse side of a small group is judged by the generalized ESD test:
     # each node's step statistic and critical value, in the others' σ.
-    steps = group.esd_steps() if worse else {}
+    steps = group.esd_steps if worse else {}
     # Worst first: furthest from the median.
     order = np.argsort(-np.abs(zs), kind="stable")
     per_node = {}
@@ -70,8 +70,8 @@ def _outlier_finding(series: Series, group: JudgedGroup, side: str) -> Finding:
     within = f" within the {group.mode} mode ({group.size} nodes)" if group.mode else ""
     if steps:
         test = "generalized ESD"
-        critical = [per_node[label]["esd_critical"] for label in labels if "esd_critical" in per_node[label]]
-        threshold = min(critical) if critical else float("nan")
+        critical = [per_node[label]["esd_critical"] for label in labels]
+        threshold = min(critical)
         criterion = (f"generalized ESD test over {group.size} nodes at α/2, critical "
                      + ", ".join(f"{c:.1f}" for c in sorted(set(critical))) + " σ")
     else:

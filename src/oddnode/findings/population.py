@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -71,7 +71,9 @@ class JudgedGroup:
 
     Both sides are judged by the modified z-score, except the worse side of
     a small group (esd.MIN_N to esd.MAX_N labels), which the generalized ESD
-    test judges instead (``esd_test``, its indices relative to the group)."""
+    test judges instead: ``esd_steps`` maps the series index of each value
+    it set aside to that step's statistic and critical value (empty when the
+    test did not run)."""
 
     mode: str | None  # None: the whole population; LOW/HIGH: that mode
     size: int
@@ -80,25 +82,13 @@ class JudgedGroup:
     better_threshold: float  # wider when values are the best of several runs
     low: np.ndarray  # indices into the series of low outliers
     high: np.ndarray  # indices of high outliers
-    esd_test: esd.EsdResult | None = None
-    indices: np.ndarray | None = None  # the group's indices into the series, for esd_test
+    esd_steps: dict[int, tuple[float, float]] = field(default_factory=dict)
 
     def outliers(self, side: str) -> np.ndarray:
         return self.low if side == LOW else self.high
 
     def threshold_on(self, side: str, worse_side: str) -> float:
         return self.threshold if side == worse_side else self.better_threshold
-
-    def esd_steps(self) -> dict[int, tuple[float, float]]:
-        """Series index -> (ESD statistic, its critical value) of each value
-        the worse side's ESD test set aside; empty when it did not run."""
-        if self.esd_test is None or self.indices is None:
-            return {}
-        test = self.esd_test
-        return {
-            int(self.indices[i]): (float(d), float(c))
-            for i, d, c in zip(test.order, test.statistics, test.critical)
-        }
 
 
 @dataclass(frozen=True)
@@ -199,17 +189,18 @@ def judge_outliers(
         flagged = np.where(deviation < 0, -deviation > low_limit * scale.sigma, deviation > high_limit * scale.sigma)
     else:  # all values equal but a few: those few are infinitely far
         flagged = deviation != 0
-    test = None
+    steps = {}
     if esd.MIN_N <= n <= esd.MAX_N:
         test = esd.low_outliers(x if worse == LOW else -x, sensitivity.alpha / 2)
         on_worse_side = deviation < 0 if worse == LOW else deviation > 0
         flagged &= ~on_worse_side
         flagged[test.outliers] = True
+        steps = {int(indices[i]): (float(d), float(c)) for i, d, c in zip(test.order, test.statistics, test.critical)}
     if scale.median != 0:
         flagged &= np.abs(deviation) >= sensitivity.min_effect * abs(scale.median)
     low = np.sort(indices[flagged & (deviation < 0)])
     high = np.sort(indices[flagged & (deviation > 0)])
-    return JudgedGroup(mode, n, scale, threshold, better_threshold, low, high, test, indices)
+    return JudgedGroup(mode, n, scale, threshold, better_threshold, low, high, steps)
 
 
 def _analyse(series: Series, sensitivity: Sensitivity) -> Population:
