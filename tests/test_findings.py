@@ -179,6 +179,19 @@ def test_two_slow_nodes_among_eight_are_both_named():
     assert [f.nodes for f in found] == [fold(nodes[6:])]
 
 
+@pytest.mark.parametrize("n", [8, 16, 30])
+def test_a_fast_node_does_not_hide_a_slow_one(n):
+    # The fast node, an outlier on the better side, would widen the others'
+    # standard deviation in the worse side's ESD test.
+    rng = np.random.default_rng(n)
+    nodes = node_names(n)
+    values = rng.normal(2000.0, 20.0, n)
+    values[1], values[2] = 3500.0, 800.0
+    found = {(f.nodes, f.evidence["side"]) for f in kinds(find_all(Dataset(series=[make_series("stream", nodes,
+                                                                                                  values)])), "outlier")}
+    assert found == {(nodes[1], "high"), (nodes[2], "low")}
+
+
 def test_outlier_on_a_lower_is_better_metric_is_worse_on_the_high_side():
     rng = np.random.default_rng(3)
     nodes = node_names(50)

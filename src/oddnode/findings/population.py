@@ -170,8 +170,9 @@ def judge_outliers(
     threshold for that many nodes at alpha, and at least min_effect away from
     the median.  On the better side the threshold widens for values that are
     the best of several runs (see best_of_widening).  On the worse side of a
-    small group the generalized ESD test decides instead, at alpha / 2: the
-    modified z threshold's two sides each take about half of alpha."""
+    small group the generalized ESD test decides instead, at alpha / 2 (the
+    modified z threshold's two sides each take about half of alpha), on the
+    values less the better side's outliers."""
     x = series.values[indices]
     n = len(x)
     empty = np.empty(0, dtype=np.intp)
@@ -189,15 +190,21 @@ def judge_outliers(
         flagged = np.where(deviation < 0, -deviation > low_limit * scale.sigma, deviation > high_limit * scale.sigma)
     else:  # all values equal but a few: those few are infinitely far
         flagged = deviation != 0
+    # Only deviations of at least min_effect of the median count.
+    large = np.abs(deviation) >= sensitivity.min_effect * abs(scale.median) if scale.median != 0 else np.full(n, True)
+    flagged &= large
     steps = {}
-    if esd.MIN_N <= n <= esd.MAX_N:
-        test = esd.low_outliers(x if worse == LOW else -x, sensitivity.alpha / 2)
-        on_worse_side = deviation < 0 if worse == LOW else deviation > 0
+    on_worse_side = deviation < 0 if worse == LOW else deviation > 0
+    # The better side's outliers are left out of the worse side's test: one
+    # fast node would widen the others' standard deviation and hide a slow one.
+    tested = np.flatnonzero(~(flagged & ~on_worse_side))
+    if esd.MIN_N <= n <= esd.MAX_N and len(tested) >= esd.MIN_N:
+        test = esd.low_outliers(x[tested] if worse == LOW else -x[tested], sensitivity.alpha / 2)
         flagged &= ~on_worse_side
-        flagged[test.outliers] = True
-        steps = {int(indices[i]): (float(d), float(c)) for i, d, c in zip(test.order, test.statistics, test.critical)}
-    if scale.median != 0:
-        flagged &= np.abs(deviation) >= sensitivity.min_effect * abs(scale.median)
+        found = tested[test.outliers]
+        flagged[found[large[found]]] = True
+        steps = {int(indices[tested[i]]): (float(d), float(c))
+                 for i, d, c in zip(test.order, test.statistics, test.critical)}
     low = np.sort(indices[flagged & (deviation < 0)])
     high = np.sort(indices[flagged & (deviation > 0)])
     return JudgedGroup(mode, n, scale, threshold, better_threshold, low, high, steps)
