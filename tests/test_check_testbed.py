@@ -105,6 +105,11 @@ def test_a_competing_process_is_named_by_the_diagnostics_and_benchmarks_run_past
     assert low & {f"memory.{kernel}:bandwidth" for kernel in ("copy", "scale", "add", "triad")}, \
         summary(went_on.analysis.findings)
     assert {f.nodes for f in went_on.analysis.findings} == {"node03"}, summary(went_on.analysis.findings)
+    # Their remedy starts with the process the diagnostics found.
+    for finding in went_on.analysis.findings:
+        if finding.kind == "outlier" and finding.evidence["worse"]:
+            assert finding.evidence["competing_processes"] == {"node03": ["oddnode-hog", "timeout"]}
+            assert finding.remedy.startswith("node03 runs oddnode-hog, timeout, which the other nodes do not")
 
 
 def test_idle_nodes_give_no_memory_finding(clean, tmp_path):

@@ -10,6 +10,7 @@ from typing import Any
 
 from oddnode import __version__
 from oddnode.findings import Sensitivity, find_all
+from oddnode.findings.related import explain_by_processes
 from oddnode.model import Dataset, Finding, Series, Severity
 from oddnode.stats.correlation import Correlation, correlate_all
 from oddnode.stats.describe import Description, describe
@@ -46,13 +47,14 @@ class Analysis:
 
 
 def analyze(dataset: Dataset, sensitivity: Sensitivity | None = None, correlations: bool = True) -> Analysis:
-    """Describe every series, run every finding rule and, if asked,
-    correlate every pair of benchmarks."""
+    """Describe every series, run every finding rule (a competing process
+    named in the findings it may cause) and, if asked, correlate every pair
+    of benchmarks."""
     sensitivity = sensitivity or Sensitivity()
     return Analysis(
         dataset=dataset,
         statistics=[(s, describe(s)) for s in dataset.series],
-        findings=find_all(dataset, sensitivity),
+        findings=explain_by_processes(find_all(dataset, sensitivity)),
         correlations=correlate_all(dataset.series) if correlations else [],
         sensitivity=sensitivity,
     )

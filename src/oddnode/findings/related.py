@@ -1,0 +1,74 @@
+"""Findings that explain others.
+
+A command that runs on some nodes only (an ``inconsistent-fact`` on a
+``process.*`` key) takes CPU time and memory bandwidth from whatever runs
+beside it: the memory, compute and ping-pong results of its nodes fall with
+it, and the rules that judge those results name the nodes as they would a
+weak DIMM or a bad cable.  The process is the cheaper cause to rule out, so
+the slowed findings of its nodes get it in their evidence and their remedy
+starts with stopping it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable
+
+from oddnode.findings.facts import NOT_RUNNING, PROCESS_PREFIX, RUNNING, is_process_key
+from oddnode.model import Finding, Severity
+from oddnode.nodes import expand, fold
+
+# The kinds of finding a competing process can cause on its nodes: slower
+# results, pairs and links (``outlier`` on its worse side only).
+SLOWED_KINDS = ("outlier", "weak-pair-member", "slow-link", "switch-saturation")
+
+
+def competing_commands(findings: Iterable[Finding]) -> dict[str, list[str]]:
+    """Node -> the commands it runs that the majority of the nodes does not."""
+    commands: dict[str, list[str]] = defaultdict(list)
+    for finding in findings:
+        if finding.kind != "inconsistent-fact" or not is_process_key(finding.subject):
+            continue
+        if finding.evidence.get("majority") != NOT_RUNNING:
+            continue
+        running = finding.evidence.get("minority", {}).get(RUNNING)
+        for node in expand(running) if running else []:
+            commands[node].append(finding.subject.removeprefix(PROCESS_PREFIX))
+    return commands
+
+
+def _slowed(finding: Finding) -> bool:
+    if finding.kind not in SLOWED_KINDS or finding.severity.rank < Severity.WARNING.rank:
+        return False
+    return finding.kind != "outlier" or bool(finding.evidence.get("worse"))
+
+
+def explain_by_processes(findings: list[Finding]) -> list[Finding]:
+    """The findings, those a competing process on their nodes may cause
+    given the process in their evidence (``competing_processes``: node ->
+    commands) and a remedy that starts with stopping it."""
+    commands = competing_commands(findings)
+    if not commands:
+        return findings
+    related = []
+    for finding in findings:
+        if _slowed(finding):
+            running = {node: commands[node] for node in expand(finding.nodes) if node in commands}
+            if running:
+                finding = _with_process(finding, running)
+        related.append(finding)
+    return related
+
+
+def _with_process(finding: Finding, running: dict[str, list[str]]) -> Finding:
+    names = sorted({command for commands in running.values() for command in commands})
+    keys = ", ".join(PROCESS_PREFIX + name for name in names)
+    verb = "runs" if len(running) == 1 else "run"
+    return dataclasses.replace(
+        finding,
+        evidence={**finding.evidence, "competing_processes": running},
+        remedy=(f"{fold(running)} {verb} {', '.join(names)}, which the other nodes do not (inconsistent-fact "
+                f"{keys}): a competing process slows what runs beside it, so stop it and rerun before suspecting "
+                f"the hardware. If the result stays poor: {finding.remedy}"),
+    )
