@@ -109,6 +109,13 @@ def matrix_warnings(bed, tmp_path) -> set[tuple[str, str]]:
     return {(f.kind, f.nodes) for f in analyze(dataset, correlations=False).findings if f.severity.rank >= 1}
 
 
+def test_a_healthy_matrix_gives_no_warning(clean, tmp_path):
+    # Every link fills its 100 Mbit/s within a fraction of a per cent; the
+    # small-message latencies scatter (CPU quotas), but no node is in the
+    # slow ones with most of its partners.
+    assert matrix_warnings(clean, tmp_path) == set()
+
+
 def test_the_matrix_names_the_node_behind_links_slow_alone_too(clean, tmp_path):
     # Every link of node05 is slow in its round and slow again alone: bad
     # links, all through node05, which the pair analysis names as well.
