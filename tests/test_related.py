@@ -86,3 +86,14 @@ def test_lower_is_better_series_are_related_on_their_worse_side():
                       facts=processes(nodes, {"stress-ng": ["node011"]}))
     outlier = by_kind(analyze(dataset, correlations=False).findings)[("outlier", "node011")]
     assert outlier.evidence["competing_processes"] == {"node011": ["stress-ng"]}
+
+
+def test_a_finding_whose_nodes_are_not_a_node_set_is_left_as_it_is():
+    from oddnode.findings.related import explain_by_processes
+    from oddnode.model import Finding, Severity
+
+    odd = Finding("weak-pair-member", Severity.WARNING, "pingpong.sort:bandwidth.65536", "node 05 (bad name)",
+                  "message", {}, "remedy")
+    process = Finding("inconsistent-fact", Severity.WARNING, "process.stress-ng", "node05", "m",
+                      {"majority": "not running", "minority": {"running": "node05"}}, "r")
+    assert explain_by_processes([odd, process]) == [odd, process]

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from oddnode.findings.facts import NOT_RUNNING, PROCESS_PREFIX, RUNNING, is_process_key
 from oddnode.model import Finding, Severity
-from oddnode.nodes import expand, fold
+from oddnode.nodes import NodeNameError, expand, fold
 
 # The kinds of finding a competing process can cause on its nodes: slower
 # results, pairs and links (``outlier`` on its worse side only).
@@ -32,10 +32,17 @@ def competing_commands(findings: Iterable[Finding]) -> dict[str, list[str]]:
             continue
         if finding.evidence.get("majority") != NOT_RUNNING:
             continue
-        running = finding.evidence.get("minority", {}).get(RUNNING)
-        for node in expand(running) if running else []:
+        for node in _nodes(finding.evidence.get("minority", {}).get(RUNNING) or ""):
             commands[node].append(finding.subject.removeprefix(PROCESS_PREFIX))
     return commands
+
+
+def _nodes(nodeset: str) -> list[str]:
+    """The nodes of a folded node set; none for text that is not one."""
+    try:
+        return expand(nodeset)
+    except NodeNameError:
+        return []
 
 
 def _slowed(finding: Finding) -> bool:
@@ -54,7 +61,7 @@ def explain_by_processes(findings: list[Finding]) -> list[Finding]:
     related = []
     for finding in findings:
         if _slowed(finding):
-            running = {node: commands[node] for node in expand(finding.nodes) if node in commands}
+            running = {node: commands[node] for node in _nodes(finding.nodes) if node in commands}
             if running:
                 finding = _with_process(finding, running)
         related.append(finding)
