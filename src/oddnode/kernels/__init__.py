@@ -145,10 +145,14 @@ def runner_argv(
     env: dict[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     interpreter: str = "python3",
+    compiler: str | None = None,
+    launcher: Sequence[str] = (),
 ) -> list[str]:
     """An argv that builds (once) and runs one of our kernels on a node;
-    ``ldlibs`` (``-lm``) are linked after the source."""
-    return _runner_job({
+    ``ldlibs`` (``-lm``) are linked after the source.  ``compiler`` replaces
+    the node's ``cc`` (``mpicc``); ``launcher`` goes before the kernel's
+    path (``mpirun -np 2 --host a,b``)."""
+    spec: dict[str, Any] = {
         "kernel": kernel,
         "source": kernel_source(kernel),
         "cflags": [str(flag) for flag in cflags],
@@ -157,7 +161,12 @@ def runner_argv(
         "args": [str(arg) for arg in args],
         "env": {str(k): str(v) for k, v in (env or {}).items()},
         "timeout": float(timeout),
-    }, interpreter)
+    }
+    if compiler is not None:
+        spec["compiler"] = compiler
+    if launcher:
+        spec["launcher"] = [str(word) for word in launcher]
+    return _runner_job(spec, interpreter)
 
 
 def tool_argv(

@@ -18,7 +18,9 @@ ever becomes code or shell text.  Options may precede the job:
 The spec:
 
     {"kernel": "memory", "source": C text, "cflags": [str], "defines": [str],
-     "ldlibs": [str], "args": [str], "env": {name: value}, "timeout": seconds}
+     "ldlibs": [str], "args": [str], "env": {name: value}, "timeout": seconds,
+     "compiler": "cc" by default (mpicc for an MPI kernel),
+     "launcher": [str] put before the kernel's path (mpirun -np 2 ...), none by default}
 
 or, for an installed tool,
 
@@ -197,10 +199,14 @@ def run(spec, start_at=None, prepare=False):
     if not kernel or "/" in kernel or kernel.startswith("."):
         report.update(error="bad spec", detail="kernel name {!r} is not a plain file name".format(kernel))
         return report
+    compiler = spec.get("compiler") or COMPILER
+    if not _plain_name(compiler):
+        report.update(error="bad spec", detail="compiler {!r} is not a plain command name".format(compiler))
+        return report
     try:
-        compiler_line = compiler_version(COMPILER)
+        compiler_line = compiler_version(compiler)
     except (OSError, subprocess.SubprocessError) as problem:
-        report.update(error="no compiler", detail="{} --version: {}".format(COMPILER, problem))
+        report.update(error="no compiler", detail="{} --version: {}".format(compiler, problem))
         return report
     extra = list(spec.get("cflags", [])) + ["-D" + define for define in spec.get("defines", [])]
     ldlibs = [str(lib) for lib in spec.get("ldlibs", [])]
@@ -212,7 +218,7 @@ def run(spec, start_at=None, prepare=False):
 
     directory = os.path.join(cache_root(), key[:16])
     try:
-        built, seconds, error, compiler_stderr = build(COMPILER, spec["source"], flags, kernel, directory, ldlibs)
+        built, seconds, error, compiler_stderr = build(compiler, spec["source"], flags, kernel, directory, ldlibs)
     except OSError as problem:
         report.update(error="build failed", detail="{}: {}".format(directory, problem))
         return report
@@ -228,7 +234,8 @@ def run(spec, start_at=None, prepare=False):
     timeout = spec.get("timeout") or DEFAULT_RUN_TIMEOUT
     try:
         completed = subprocess.run(
-            [os.path.join(directory, kernel)] + [str(a) for a in spec.get("args", [])],
+            [str(a) for a in spec.get("launcher", [])] + [os.path.join(directory, kernel)]
+            + [str(a) for a in spec.get("args", [])],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             universal_newlines=True,

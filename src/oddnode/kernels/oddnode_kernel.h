@@ -1,7 +1,8 @@
 /*
  * What every oddnode kernel shares: its clock, the clock's granularity, the
  * compiler's name for the header, a 64-bit mixing function for data
- * patterns, and the readers of its numeric arguments.  Kernels include it as "oddnode_kernel.h"; the package pastes it
+ * patterns, the readers of its numeric arguments, and qsort's comparison of
+ * doubles.  Kernels include it as "oddnode_kernel.h"; the package pastes it
  * into the source it sends to a node (see kernel_source), so a node compiles
  * one self-contained file.
  */
@@ -12,6 +13,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* Seconds on the monotonic clock: never stepped by NTP. */
@@ -82,6 +84,40 @@ static inline double parse_seconds(const char *text, double minimum, double maxi
     if (errno != 0 || end == text || *end != '\0' || !(value >= minimum && value <= maximum))
         return -1.0;
     return value;
+}
+
+/* A comma list of at most `capacity` distinct whole numbers in [0, maximum]
+ * into values; how many, or -1 when text is not one. */
+static inline int parse_count_list(const char *text, long long maximum, long long *values, int capacity)
+{
+    int count = 0;
+    const char *p = text;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t length = comma ? (size_t)(comma - p) : strlen(p);
+        char item[32];
+        if (length == 0 || length >= sizeof item || count == capacity)
+            return -1;
+        memcpy(item, p, length);
+        item[length] = '\0';
+        long long value = parse_count(item, 0, maximum);
+        if (value < 0)
+            return -1;
+        for (int i = 0; i < count; i++)
+            if (values[i] == value)
+                return -1;
+        values[count++] = value;
+        if (!comma)
+            return count;
+        p = comma + 1;
+    }
+}
+
+/* qsort's order of doubles, ascending. */
+static inline int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
 #endif

@@ -734,12 +734,6 @@ static int run_serve(int port, double wait)
 
 /* --- ping ------------------------------------------------------------------------ */
 
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The first failed echo, for the validation line. */
 struct echo_check {
     uint64_t bad, checked;
@@ -919,27 +913,10 @@ static void ping_one_size(struct connection *conn, size_t size, double seconds_p
 
 static int parse_sizes(const char *text, size_t *sizes)
 {
-    int count = 0;
-    const char *p = text;
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        size_t length = comma ? (size_t)(comma - p) : strlen(p);
-        char item[32];
-        if (length == 0 || length >= sizeof item || count == MAX_SIZES)
-            return -1;
-        memcpy(item, p, length);
-        item[length] = '\0';
-        long long value = parse_count(item, 0, MAX_PING_SIZE);
-        if (value < 0)
-            return -1;
-        for (int i = 0; i < count; i++)
-            if (sizes[i] == (size_t)value)
-                return -1;
-        sizes[count++] = (size_t)value;
-        if (!comma)
-            break;
-        p = comma + 1;
-    }
+    long long values[MAX_SIZES];
+    int count = parse_count_list(text, MAX_PING_SIZE, values, MAX_SIZES);
+    for (int i = 0; i < count; i++)
+        sizes[i] = (size_t)values[i];
     return count;
 }
 
