@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMPS := .make
 SYSTEM_PACKAGES := python3 python3-venv python3-pip openssh-server openssh-client iproute2 util-linux procps gcc libgomp1 chromium \
-	libopenblas0-pthread hpcc fio netpipe-tcp iperf3
+	libopenblas0-pthread hpcc fio netpipe-tcp iperf3 openmpi-bin libopenmpi-dev
 DEMO_DIR := demo
 
 .PHONY: demo test install system-packages bench clean

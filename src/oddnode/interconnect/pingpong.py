@@ -177,7 +177,7 @@ def check_host(host: str) -> None:
         raise ValueError(f"host must be a host name or an address, got {host!r}")
 
 
-def _check_sizes(sizes: Sequence[int]) -> list[int]:
+def check_sizes(sizes: Sequence[int]) -> list[int]:
     sizes = list(sizes)
     if not sizes or len(sizes) > MAX_SIZES:
         raise ValueError(f"sizes must list 1 to {MAX_SIZES} message sizes, got {len(sizes)}")
@@ -246,7 +246,7 @@ def pingpong_ping_argv(
     io_timeout and a margin."""
     check_host(host)
     check_port(port)
-    sizes = _check_sizes(sizes)
+    sizes = check_sizes(sizes)
     check_seconds("seconds_per_size", seconds_per_size, 0.0, 3600.0, inclusive=False)
     args = ["ping", "-H", host, "-p", str(port), "-s", ",".join(str(s) for s in sizes), "-T", f"{seconds_per_size:g}"]
     return _kernel_argv(args, wait, io_timeout, ping_run_seconds(sizes, seconds_per_size), timeout,
@@ -332,11 +332,11 @@ def partner_options(wait: float, io_timeout: int, session_seconds: float, timeou
 # --- what comes back ----------------------------------------------------------------
 
 
-def _read_lines(text: str, source: str, parse_line) -> tuple[dict[str, Any], int]:
+def _read_lines(text: str, source: str, parse_line, kernel: str = KERNEL) -> tuple[dict[str, Any], int]:
     """The kernel's output (see read_kernel_output) with its list of sizes
     typed and each of its own lines handed to parse_line; returns
     (configuration, number of lines)."""
-    output = read_kernel_output(text, source, KERNEL, int_keys=_INT_KEYS, float_keys=_FLOAT_KEYS)
+    output = read_kernel_output(text, source, kernel, int_keys=_INT_KEYS, float_keys=_FLOAT_KEYS)
     configuration = output.configuration
     if "sizes" in configuration:
         lineno = output.header_lines["sizes"]
@@ -369,6 +369,12 @@ def parse_pingpong_output(text: str, source: str) -> ParsedOutput:
     """Parse one ping run of our kernel: the one-way latency and the
     bandwidth per message size, the configuration it reports, and its check
     of every echo; ParseError if the output is not ours or is cut short."""
+    return parse_ping_output(text, source, KERNEL, PINGPONG_BENCHMARK, "oddnode-pingpong")
+
+
+def parse_ping_output(text: str, source: str, kernel: str, benchmark: str, tool: str) -> ParsedOutput:
+    """A ping run of one of our ping-pong kernels (``kernel``, the TCP one or
+    the MPI one: the same lines), its measurements under ``benchmark``."""
     results: dict[int, tuple[int, float, float, int]] = {}  # bytes -> round trips, min, median, batches
     problems: list[str] = []
     state = {"validated": False}
@@ -404,7 +410,7 @@ def parse_pingpong_output(text: str, source: str) -> ParsedOutput:
         else:
             raise ParseError(source, lineno, f"unexpected line in pingpong kernel output: {line[:80]!r}")
 
-    configuration, count = _read_lines(text, source, line_of_ours)
+    configuration, count = _read_lines(text, source, line_of_ours, kernel)
     _check_mode(configuration, "ping", source)
     if "sizes" not in configuration:
         raise ParseError(source, None, "pingpong kernel header lacks 'sizes'")
@@ -426,13 +432,13 @@ def parse_pingpong_output(text: str, source: str) -> ParsedOutput:
         trips, min_us, median_us, batches = results[size]
         parameters = {**common, "bytes": size, "repetitions": trips, "batches": batches,
                       "min_us": min_us, "median_us": median_us}
-        measurements.append(Measurement(PINGPONG_BENCHMARK, min_us, _US, Direction.LOWER,
+        measurements.append(Measurement(benchmark, min_us, _US, Direction.LOWER,
                                         metric=f"latency.{size}", valid=valid, parameters=parameters))
-        if size > 0:  # a 1-byte token carries no payload to divide
+        if size > 0:  # a 0-byte message carries no payload to divide
             measurements.append(Measurement(
-                PINGPONG_BENCHMARK, size / min_us, _MB_PER_S, Direction.HIGHER, metric=f"bandwidth.{size}",
+                benchmark, size / min_us, _MB_PER_S, Direction.HIGHER, metric=f"bandwidth.{size}",
                 valid=valid, parameters={**parameters, "median_MBps": size / median_us}))
-    return ParsedOutput(tool="oddnode-pingpong", measurements=measurements, valid=valid, problems=problems,
+    return ParsedOutput(tool=tool, measurements=measurements, valid=valid, problems=problems,
                         configuration=configuration)
 
 
