@@ -1,14 +1,22 @@
 """The MPI ping-pong kernel, built with mpicc by the node runner and started
 as two ranks on this machine by Open MPI's mpirun; its launcher's argv and
-its parser on real output."""
+its parser on real output; pattern runs with it on a scripted cluster."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import shutil
 import subprocess
 
 import pytest
+
+from oddnode.analysis import analyze
+from oddnode.interconnect.pairs import PingPongOptions, run_pairs
+from oddnode.kernels import PREPARE_OPTION
+from oddnode.store import open_store
+from oddnode.transport.base import NodeResult, NodeStatus, Target
 
 from oddnode.interconnect.mpi_pingpong import (
     MPI_PINGPONG_BENCHMARK,
@@ -19,7 +27,9 @@ from oddnode.interconnect.mpi_pingpong import (
 )
 from oddnode.kernels import parse_runner_output
 from oddnode.parsers.base import ParseError
+from test_pairs_runner import slowed
 from test_pingpong_kernel import GOOD_PING, run_alone
+from test_runner import prepared_report, runner_report
 
 # Both ranks on this machine: Open MPI's TCP transport between them (no
 # shared memory, as between two nodes), more ranks than cores allowed.
@@ -120,3 +130,87 @@ def test_the_parser_says_what_is_wrong():
                                 "validation failed echo bad=1/940 size=1024 batch=7 offset=3 expected=17 got=0")
     parsed = parse_mpi_pingpong_output(failed, "mpi")
     assert not parsed.valid and "1 of 940 echoes differed" in parsed.problems[0]
+
+
+# --- pattern runs with the MPI kernel, on a scripted cluster -------------------------
+
+TWELVE = [f"node{i:02d}" for i in range(1, 13)]
+PAIR_OPTIONS = PingPongOptions(sizes=(0, 1, 1024, 65536, 1 << 20), seconds_per_size=0.02)
+
+
+def job_spec(argv: list[str]) -> dict:
+    return json.loads(base64.b64decode(argv[-1]))
+
+
+class MpiPairCluster:
+    """Runs the MPI kernel's pairs like 12 nodes on one switch: only the
+    first node of a pair gets a command (mpirun there starts the second
+    rank); pairs with ``weak`` are 10 times slower on large messages."""
+
+    name = "scripted"
+
+    def __init__(self, weak=None):
+        self.weak = weak
+        self.prepared: list[dict] = []
+        self.rounds: list[dict[str, dict]] = []
+
+    def run(self, nodes, argv, *, timeout):
+        assert PREPARE_OPTION in argv
+        self.prepared.append({"nodes": list(nodes), "spec": job_spec(argv)})
+        return {node: NodeResult(node, NodeStatus.OK, prepared_report(), "", 0, 0.5) for node in nodes}
+
+    def run_each(self, commands, *, timeout):
+        specs = {node: job_spec(argv) for node, argv in commands.items()}
+        self.rounds.append(specs)
+        results = {}
+        for index, (node, spec) in enumerate(sorted(specs.items())):
+            launcher = spec["launcher"]
+            first, second = launcher[launcher.index("--host") + 1].split(",")
+            assert first == node
+            factor = 10.0 if self.weak in (first, second) else 1.0
+            results[node] = NodeResult(node, NodeStatus.OK, runner_report(slowed(factor, 1 + index / 1000, MPI_OUTPUT, 65536)),
+                                       "", 0, 1.0)
+        return results
+
+
+@pytest.fixture
+def store(tmp_path):
+    with open_store(tmp_path / "mpi.duckdb") as store:
+        yield store
+
+
+def test_pattern_runs_start_both_ranks_from_the_first_node_and_store_mpi_series(store):
+    cluster = MpiPairCluster()
+    summary = run_pairs(store, Target(TWELVE, cluster), "sort", 2, options=PAIR_OPTIONS, kernel="mpi",
+                        rsh_agent="ssh -F /etc/cluster/ssh_config")
+    # Built with mpicc on every node, since mpirun starts the second rank from its build.
+    (prepared,) = cluster.prepared
+    assert prepared["nodes"] == TWELVE and prepared["spec"]["compiler"] == "mpicc"
+    assert len(cluster.rounds) == 2
+    for specs in cluster.rounds:
+        assert sorted(specs) == TWELVE[0::2]  # the first node of each pair only
+        for node, spec in specs.items():
+            assert spec["kernel"] == "mpi_pingpong" and spec["compiler"] == "mpicc"
+            assert spec["launcher"][-3:] == ["--mca", "plm_rsh_agent", "ssh -F /etc/cluster/ssh_config"]
+    assert list(summary.per_pair.values()) == [{"ok": 2, "invalid": 0, "failed": 0}] * 6
+    rows = dict(store.con.execute("""SELECT metric, count(DISTINCT label) FROM results
+                                     WHERE benchmark = 'mpi.sort' GROUP BY 1""").fetchall())
+    assert rows["latency.0"] == 6 and rows["bandwidth.1048576"] == 6
+
+
+def test_the_node_common_to_slow_mpi_pairs_is_named_weak_and_a_healthy_run_names_nothing(store, tmp_path):
+    for pattern in ("sort", "cut", "fold"):
+        run_pairs(store, Target(TWELVE, MpiPairCluster(weak="node03")), pattern, 2, options=PAIR_OPTIONS,
+                  kernel="mpi")
+    findings = analyze(store.load_dataset()).findings
+    assert [f.nodes for f in findings if f.kind == "weak-pair-member"] == ["node03"]
+    assert any(f.subject.startswith("mpi.") for f in findings if f.kind == "weak-pair-member")
+    with open_store(tmp_path / "healthy.duckdb") as healthy:
+        for pattern in ("sort", "cut", "fold"):
+            run_pairs(healthy, Target(TWELVE, MpiPairCluster()), pattern, 2, options=PAIR_OPTIONS, kernel="mpi")
+        assert [f for f in analyze(healthy.load_dataset()).findings if f.severity.value == "warning"] == []
+
+
+def test_an_unknown_pair_kernel_is_refused(store):
+    with pytest.raises(ValueError, match="tcp or mpi"):
+        run_pairs(store, Target(TWELVE, MpiPairCluster()), "sort", 1, kernel="udp")

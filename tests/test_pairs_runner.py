@@ -30,13 +30,14 @@ def job_args(argv):
     return json.loads(base64.b64decode(argv[-1]))["args"]
 
 
-def slowed(factor: float, jitter: float) -> str:
-    """The genuine ping output with its times scaled, large messages most."""
+def slowed(factor: float, jitter: float, output: str = GOOD_PING, large: int = 4096) -> str:
+    """Genuine ping output (the TCP kernel's by default) with its times
+    scaled: messages of ``large`` bytes and up by ``factor``, all by ``jitter``."""
     def scale(match):
         size, trips, low, median, batches = match.groups()
-        f = (factor if int(size) >= 4096 else 1.0) * jitter
+        f = (factor if int(size) >= large else 1.0) * jitter
         return f"result {size} {trips} {float(low) * f:.3f} {float(median) * f:.3f} {batches}"
-    return re.sub(r"^result (\d+) (\d+) (\S+) (\S+) (\d+)$", scale, GOOD_PING, flags=re.M)
+    return re.sub(r"^result (\d+) (\d+) (\S+) (\S+) (\d+)$", scale, output, flags=re.M)
 
 
 class PairCluster:

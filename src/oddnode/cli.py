@@ -400,6 +400,12 @@ def pairs_command(
     port: ServerPortOption = 29170,
     seed: PatternSeedOption = 0,
     pairs_file: PairsFileOption = None,
+    kernel: Annotated[str, typer.Option("--kernel", help="tcp: our TCP ping-pong (a server on the second node); "
+                                                         "mpi: our MPI ping-pong, two ranks started by mpirun on "
+                                                         "the first node (Open MPI and mpicc on every node).")] = "tcp",
+    mpi_rsh_agent: Annotated[Optional[str], typer.Option(
+        "--mpi-rsh-agent", help="With --kernel mpi: the command mpirun reaches the second node with (default ssh; "
+                                "with --testbed, ssh with the testbed's configuration).")] = None,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
@@ -409,15 +415,20 @@ def pairs_command(
     latency and bandwidth per message size, then name the node or group
     common to the slow pairs, and oversubscribed uplinks (sorted against
     shuffled)."""
-    from oddnode.interconnect.pairs import PingPongOptions, run_pairs
+    from oddnode.interconnect.pairs import PAIR_KERNELS, PingPongOptions, run_pairs
 
+    if kernel not in PAIR_KERNELS:
+        raise typer.BadParameter(f"{kernel!r}: choose {' or '.join(PAIR_KERNELS)}", param_hint="--kernel")
     chosen = [name.strip() for name in patterns.split(",") if name.strip()]
     options = PingPongOptions(**({"sizes": _sizes(sizes)} if sizes else {}), seconds_per_size=seconds_per_size, port=port)
     with _network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+        if kernel == "mpi" and mpi_rsh_agent is None and testbed:
+            mpi_rsh_agent = f"ssh -F {target.transport.ssh_config}"
         for pattern in chosen:
             summary = _progress_run(f"pairs {pattern}", lambda progress: run_pairs(
                 store, target, pattern, repetitions, options=options, seed=seed, serial=serial,
-                pairs_file=pairs_file, on_progress=progress, command=_command_line()))
+                pairs_file=pairs_file, on_progress=progress, command=_command_line(), kernel=kernel,
+                rsh_agent=mpi_rsh_agent))
             _print_pattern_run(pattern, summary, repetitions)
         dataset = store.load_dataset()
         _print_patterns(dataset)

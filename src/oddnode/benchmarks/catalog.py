@@ -30,7 +30,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
 }
 # Prefixes of the series the interconnect's runners store (pingpong.sort,
 # bisection.cut, stream.shuffle, chain, alltoall).
-INTERCONNECT_SERIES = ("pingpong", "bisection", "stream", "chain", "alltoall")
+INTERCONNECT_SERIES = ("pingpong", "mpi", "bisection", "stream", "chain", "alltoall")
 
 
 class UnknownBenchmarkError(KeyError):

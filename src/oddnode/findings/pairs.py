@@ -36,7 +36,7 @@ UPLINK_WITHIN_TOLERANCE = 0.1
 # Kernels whose pattern runs are judged as one population per metric, and
 # the patterns they pool (the patterns of oddnode.interconnect.patterns and a
 # pairs file).
-POOLED_FAMILIES = ("pingpong", "stream")
+POOLED_FAMILIES = ("pingpong", "mpi", "stream")
 POOLED_PATTERNS = ("sort", "cut", "fold", "shuffle", "random", "file")
 # How many partners or series a message spells out.
 MESSAGE_ITEMS = 6

@@ -10,8 +10,10 @@ builds it on each at first use, in a cache directory named after the same
 hash) and Open MPI with ``mpicc``; the first node starts the second rank over
 ssh, as ``mpirun`` does.
 
-Series: ``mpi.pingpong``, ``latency.<bytes>`` (us) and ``bandwidth.<bytes>``
-(MB/s, 10^6 bytes) as ``tcp.pingpong``; size 0 is an empty MPI message.
+Measurements: ``mpi.pingpong``, ``latency.<bytes>`` (us) and
+``bandwidth.<bytes>`` (MB/s, 10^6 bytes) as ``tcp.pingpong``; size 0 is an
+empty MPI message.  Pattern runs (``oddnode pairs --kernel mpi``) store them
+as ``mpi.<pattern>``.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from oddnode.interconnect.fit import fit_latency_bandwidth
+from oddnode.interconnect.mpi_pingpong import mpi_ping_argv, parse_mpi_pingpong_run
 from oddnode.interconnect.patterns import PATTERNS, PairPlan, pair_label, pattern_pairs
 from oddnode.interconnect.pingpong import (
     DEFAULT_CONNECT_WAIT,
@@ -146,6 +147,15 @@ def pairs_step(patterns: Sequence[str] = CHECK_PATTERNS, **options) -> PairsStep
 PairRecorder = Callable[[ResultBatch, str, str, int, dict[str, NodeResult], str], tuple[str, str | None]]
 
 
+# The kernels a pattern run can use, and the family of the MPI one's series
+# (mpi.sort, mpi.cut, ...), beside the TCP one's (pingpong.sort, ...).
+PAIR_KERNELS = ("tcp", "mpi")
+MPI_FAMILY = "mpi"
+# mpirun's start of the server's rank over ssh and the library's wire-up,
+# beyond the kernel's own run.
+MPI_LAUNCH_SECONDS = 60.0
+
+
 def pattern_benchmark(pattern: str) -> str:
     return f"pingpong.{pattern}"
 
@@ -188,7 +198,7 @@ def parsed_client_run(results: Mapping[str, NodeResult], client: str, server: st
         return parsed, None
     problem = f"client {client}: {problem}"
     serve = results.get(server)
-    if serve is None or serve.status is not NodeStatus.OK:
+    if serve is not None and serve.status is not NodeStatus.OK:
         problem += f"; server {server}: {why_failed(serve)}"
     return None, problem
 
@@ -272,10 +282,11 @@ def _fit_rows(batch: ResultBatch, benchmark: str, label: str, parsed, repetition
 
 def _record_pair(batch: ResultBatch, benchmark: str, client: str, server: str, repetition: int,
                  results: dict[str, NodeResult], sizes: Sequence[int], raw_ref: str,
-                 extra: dict | None = None) -> tuple[str, str | None]:
+                 extra: dict | None = None, parse: Callable[[str, str], ParsedOutput] = parse_pingpong_run
+                 ) -> tuple[str, str | None]:
     """Add one pair's rows; its outcome (ok, invalid, failed) and why."""
     label = pair_label(client, server)
-    parsed, problem = parsed_client_run(results, client, server, parse_pingpong_run, raw_ref)
+    parsed, problem = parsed_client_run(results, client, server, parse, raw_ref)
     if parsed is None:
         for size in sizes:
             metrics = [("latency", _US, Direction.LOWER)] + ([("bandwidth", _MB_PER_S, Direction.HIGHER)] if size else [])
@@ -302,7 +313,7 @@ def run_pair_rounds(
     benchmark: str,
     rounds: Sequence[tuple[int, Sequence[tuple[str, str]]]],
     *,
-    client_argv: Callable[[str], list[str]],
+    client_argv: Callable[[str, str], list[str]],
     session_seconds: float,
     record: PairRecorder,
     port: int,
@@ -310,29 +321,35 @@ def run_pair_rounds(
     lead: float,
     per_pair: dict[str, dict[str, int]] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    serve: bool = True,
 ) -> float:
     """Run rounds of pairs, each round's pairs at once, storing each round in
     one transaction; returns the lead for the next synchronized round.
 
     ``rounds`` are (repetition, pairs); in a pair the first node is the client,
-    running ``client_argv(server)``, the second serves one session of at most
-    ``session_seconds``.  ``record(batch, client, server, repetition, results,
-    raw_ref)`` adds a pair's rows and returns its outcome (ok, invalid,
-    failed) and why, counted in ``per_pair``.
+    running ``client_argv(client, server)``, the second serves one session of
+    at most ``session_seconds`` (unless not ``serve``: the client's command
+    starts its partner itself, as mpirun does).  ``record(batch, client,
+    server, repetition, results, raw_ref)`` adds a pair's rows and returns its
+    outcome (ok, invalid, failed) and why, counted in ``per_pair``.
     """
-    commands_of: dict[str, list[str]] = {}
+    # A client's argv by server (the TCP kernel's depends on the server
+    # only), or by pair when the client starts its partner.
+    commands_of: dict[str | tuple[str, str], list[str]] = {}
     for done, (repetition, group) in enumerate(rounds, start=1):
         # Servers wait for their client through the clients' common start and
         # connection; clients have their wait after the start.
         serve_wait = lead + connect_wait
-        serve = pingpong_serve_argv(port, serve_wait, session_seconds=session_seconds)
+        server_argv = pingpong_serve_argv(port, serve_wait, session_seconds=session_seconds)
         sent = time.time()
         commands = {}
         for client, server in group:
-            if server not in commands_of:
-                commands_of[server] = client_argv(server)
-            commands[client] = with_runner_options(commands_of[server], start_option(sent + lead))
-            commands[server] = serve
+            key = server if serve else (client, server)
+            if key not in commands_of:
+                commands_of[key] = client_argv(client, server)
+            commands[client] = with_runner_options(commands_of[key], start_option(sent + lead))
+            if serve:
+                commands[server] = server_argv
         timeout = serve_wait + session_seconds + ROUND_SLACK
         results = target.transport.run_each(commands, timeout=timeout)
         lead = start_lead({c: results[c] for c, _ in group if c in results}, sent)
@@ -346,8 +363,9 @@ def run_pair_rounds(
                 counts = per_pair.setdefault(label, {"ok": 0, "invalid": 0, "failed": 0})
                 counts[outcome] += 1
             where = f"repetition {repetition}, pair {label}"
-            raw += raw_outputs(results, (client, server), label)
-            statuses += transport_trouble(results, (client, server), where)
+            ran = (client, server) if serve else (client,)
+            raw += raw_outputs(results, ran, label)
+            statuses += transport_trouble(results, ran, where)
             if problem is not None and outcome == "invalid":
                 statuses.append((client, "ok", f"{where}: {problem}"))
         store_round(store, run_id, benchmark, batch, repetition, raw, statuses)
@@ -356,27 +374,35 @@ def run_pair_rounds(
     return lead
 
 
-def ping_recorder(benchmark: str, sizes: Sequence[int], parameters: Callable[[int, str, str], dict] | None = None
-                  ) -> PairRecorder:
+def ping_recorder(benchmark: str, sizes: Sequence[int], parameters: Callable[[int, str, str], dict] | None = None,
+                  parse: Callable[[str, str], ParsedOutput] = parse_pingpong_run) -> PairRecorder:
     """The recorder of ping rounds: every size's latency and bandwidth and the
-    pair's fit, with ``parameters(repetition, client, server)`` added to each row."""
+    pair's fit, with ``parameters(repetition, client, server)`` added to each
+    row; ``parse`` reads the client's run (the TCP kernel's by default)."""
     def record(batch: ResultBatch, client: str, server: str, repetition: int, results: dict[str, NodeResult],
                raw_ref: str) -> tuple[str, str | None]:
         extra = parameters(repetition, client, server) if parameters is not None else {}
-        return _record_pair(batch, benchmark, client, server, repetition, results, sizes, raw_ref, extra)
+        return _record_pair(batch, benchmark, client, server, repetition, results, sizes, raw_ref, extra, parse)
     return record
 
 
-def ping_client_argv(options: PingPongOptions) -> Callable[[str], list[str]]:
-    """The argv of a ping client against a server, by server."""
-    return lambda server: pingpong_ping_argv(server, options.port, list(options.sizes), options.seconds_per_size,
-                                             options.connect_wait)
+def ping_client_argv(options: PingPongOptions) -> Callable[[str, str], list[str]]:
+    """The argv of a ping client against a server, by (client, server)."""
+    return lambda _, server: pingpong_ping_argv(server, options.port, list(options.sizes), options.seconds_per_size,
+                                                options.connect_wait)
 
 
-def stream_client_argv(options: StreamOptions) -> Callable[[str], list[str]]:
-    """The argv of a stream client against a server, by server."""
-    return lambda server: pingpong_stream_argv(server, options.port, options.message_size, options.seconds,
-                                               options.both, options.connect_wait)
+def mpi_client_argv(options: PingPongOptions, rsh_agent: str | None = None) -> Callable[[str, str], list[str]]:
+    """The argv, on the client, of the MPI kernel's two ranks: one there, one
+    on the server (started by mpirun over ``rsh_agent``, ssh by default)."""
+    return lambda client, server: mpi_ping_argv(client, server, list(options.sizes), options.seconds_per_size,
+                                                rsh_agent=rsh_agent)
+
+
+def stream_client_argv(options: StreamOptions) -> Callable[[str, str], list[str]]:
+    """The argv of a stream client against a server, by (client, server)."""
+    return lambda _, server: pingpong_stream_argv(server, options.port, options.message_size, options.seconds,
+                                                  options.both, options.connect_wait)
 
 
 def run_pairs(
@@ -391,18 +417,37 @@ def run_pairs(
     pairs_file: Path | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     command: str = "oddnode pairs",
+    kernel: str = "tcp",
+    rsh_agent: str | None = None,
 ) -> PairRunSummary:
     """Run ``pattern`` over the target's nodes ``repetitions`` times and store
     every pair's results, raw outputs and node troubles, one transaction
-    per round of pairs; ``on_progress(done, total)`` after each round."""
+    per round of pairs; ``on_progress(done, total)`` after each round.
+    ``kernel``: ``tcp``, our TCP ping-pong (series pingpong.<pattern>), or
+    ``mpi``, our MPI one started by mpirun on the client (mpi.<pattern>;
+    mpirun reaches the server over ``rsh_agent``)."""
+    if kernel not in PAIR_KERNELS:
+        raise ValueError(f"the pair kernel is {' or '.join(PAIR_KERNELS)}, not {kernel!r}")
     plans, rounds = pattern_rounds(pattern, target, repetitions, seed, serial, pairs_file)
     run_id = new_target_run(store, target, command)
-    benchmark = pattern_benchmark(pattern)
     summary = PairRunSummary(run_id, pattern, plans)
+    sizes = list(options.sizes)
+    if kernel == "mpi":
+        benchmark = f"{MPI_FAMILY}.{pattern}"
+        client_argv = mpi_client_argv(options, rsh_agent)
+        # Every node builds the kernel: mpirun starts the server's rank from its build.
+        lead = prepare(target, client_argv(target.nodes[0], target.nodes[-1]), PREPARE_TIMEOUT)
+        run_pair_rounds(store, target, run_id, benchmark, rounds, client_argv=client_argv,
+                        session_seconds=options.run_seconds + MPI_LAUNCH_SECONDS,
+                        record=ping_recorder(benchmark, sizes, parse=parse_mpi_pingpong_run), port=options.port,
+                        connect_wait=options.connect_wait, lead=lead, per_pair=summary.per_pair,
+                        on_progress=on_progress, serve=False)
+        return summary
+    benchmark = pattern_benchmark(pattern)
     # Both ends run one build of the kernel: building it for the server builds it.
     lead = prepare(target, pingpong_serve_argv(options.port), PREPARE_TIMEOUT)
     run_pair_rounds(store, target, run_id, benchmark, rounds, client_argv=ping_client_argv(options),
-                    session_seconds=options.run_seconds, record=ping_recorder(benchmark, list(options.sizes)),
+                    session_seconds=options.run_seconds, record=ping_recorder(benchmark, sizes),
                     port=options.port, connect_wait=options.connect_wait, lead=lead, per_pair=summary.per_pair,
                     on_progress=on_progress)
     return summary

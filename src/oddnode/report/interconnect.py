@@ -25,7 +25,9 @@ from oddnode.findings.registry import Sensitivity
 from oddnode.model import Dataset, LabelKind, Series
 from oddnode.nodes import split_pair
 
-PINGPONG_PREFIX = "pingpong."
+# The series of ping-pong pairs: our TCP kernel's (pingpong.sort, the
+# matrix) and our MPI kernel's (mpi.sort, ...).
+PINGPONG_PREFIXES = ("pingpong.", "mpi.")
 # The bisection series (oddnode.interconnect.bisection stores them).
 BISECTION_BENCHMARK = "bisection"
 BISECTION_PAIR_BENCHMARKS = ("bisection.cut", "bisection.alone")
@@ -160,7 +162,7 @@ def slowest_pairs(series: Series, count: int = SLOWEST_PAIRS) -> list[SlowPair]:
 
 def _pair_benchmarks(dataset: Dataset) -> list[str]:
     names = {s.benchmark for s in dataset.series if s.label_kind is LabelKind.PAIR
-             and s.benchmark.startswith(PINGPONG_PREFIX) and s.benchmark != MATRIX_RETEST_BENCHMARK}
+             and s.benchmark.startswith(PINGPONG_PREFIXES) and s.benchmark != MATRIX_RETEST_BENCHMARK}
     return sorted(names)
 
 
