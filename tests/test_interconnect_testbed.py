@@ -198,3 +198,37 @@ def test_the_all_to_all_phases_wait_for_the_slow_node_in_every_phase(clean, tmp_
     for phase in slowed.phases:
         assert phase.min_bandwidth < 2 and "node05" in (phase.slowest_receiver, phase.slowest_sender), slowed
     assert slowed.aggregate_bandwidth < 0.3 * healthy.aggregate_bandwidth, (healthy, slowed)
+
+
+# --- the MPI ping-pong's pattern runs ----------------------------------------------
+
+# Eight nodes across two leaves: the four patterns give each node four partners.
+MPI_NODES = [f"node{i:02d}" for i in range(1, 9)]
+
+
+def mpi_pair_warnings(bed, tmp_path, name: str) -> set[tuple[str, str]]:
+    """The warnings of one run of the four patterns with the MPI kernel."""
+    import shutil
+
+    from oddnode.analysis import analyze
+    from oddnode.interconnect.pairs import CHECK_PATTERNS, PingPongOptions, run_pairs
+
+    if shutil.which("mpirun") is None or shutil.which("mpicc") is None:
+        pytest.skip("no mpirun or mpicc (Debian: openmpi-bin, libopenmpi-dev)")
+    target = make_target(MPI_NODES, "ssh", bed.ssh_config)
+    options = PingPongOptions(sizes=(0, 65536, 262144), seconds_per_size=0.05)
+    with open_store(tmp_path / f"{name}.duckdb") as store:
+        for pattern in CHECK_PATTERNS:
+            summary = run_pairs(store, target, pattern, 1, options=options, kernel="mpi",
+                                rsh_agent=f"ssh -F {bed.ssh_config}")
+            assert all(counts["ok"] == 1 for counts in summary.per_pair.values()), summary.per_pair
+        dataset = store.load_dataset()
+    return {(f.kind, f.nodes) for f in analyze(dataset, correlations=False).findings if f.severity.rank >= 1}
+
+
+def test_mpi_pairs_name_the_node_behind_a_slow_link_and_a_healthy_fabric_nothing(clean, tmp_path):
+    # The ranks' small-message latency measures the nodes' CPU quota here
+    # (about 4 ms: Open MPI polls); the bandwidth measures the links.
+    assert mpi_pair_warnings(clean, tmp_path, "healthy") == set()
+    tb.fault_link(clean.state_dir, "node05", divisor=10)
+    assert mpi_pair_warnings(clean, tmp_path, "slowed") == {("weak-pair-member", "node05")}
