@@ -4,16 +4,13 @@
  *   mpirun -np 2 [--host A,B] mpi_pingpong [-s SIZES] [-T SECONDS_PER_SIZE]
  *
  * Rank 0 sends each message with MPI_Send and waits for rank 1's echo with
- * MPI_Recv; rank 1 receives the whole message, then sends it back.  Both
- * block as an application's would.  For each message size: warm-up round
- * trips, each timed alone, whose fastest sets how many round trips make one
- * timed batch (a batch lasts at least MIN_BATCH_TICKS timer ticks and
- * ODDNODE_MIN_BATCH_SECONDS); then batches until the size has run
- * SECONDS_PER_SIZE and at least MIN_BATCHES batches.  Rank 0 tells rank 1
- * each batch's round trips before it starts (outside the timer).  One-way
- * time = batch time / round trips / 2; the minimum and the median over the
- * batches are reported, as by the TCP pingpong kernel, so that the two
- * compare directly.  A message of 0 bytes is an empty MPI message.
+ * MPI_Recv; rank 1 receives the whole message, then sends it back.  For each
+ * message size: warm-up round trips, then timed batches as the TCP kernel's
+ * (oddnode_batches.h) until the size has run SECONDS_PER_SIZE and at least
+ * MIN_BATCHES batches.  Rank 0 tells rank 1 each batch's round trips before
+ * it starts (outside the timer).  One-way time = batch time / round trips /
+ * 2; the minimum and the median over the batches are reported, as by the TCP
+ * pingpong kernel, so that the two compare directly.  A message of 0 bytes is an empty MPI message.
  *
  * Echo check: before each batch rank 0 fills its message with a pattern of
  * the size and the batch; after it, the last echo is compared with it.
@@ -33,28 +30,18 @@
 #include <string.h>
 
 #include "oddnode_kernel.h"
+#include "oddnode_batches.h"
 
 #define KERNEL_VERSION 1
 #define EXIT_USAGE 2
 #define EXIT_RANKS 3
 
-#ifndef ODDNODE_MIN_BATCH_SECONDS
-#define ODDNODE_MIN_BATCH_SECONDS 1.0e-3
-#endif
 #ifndef ODDNODE_CFLAGS
 #define ODDNODE_CFLAGS "unknown"
 #endif
 
 #define MAX_SIZES 64
 #define MAX_SIZE (64L << 20)
-#define MIN_BATCH_TICKS 1000
-#define MIN_BATCHES 10
-#define MIN_WARMUP_ROUNDS 4
-#define MAX_WARMUP_ROUNDS 16
-#define MAX_BATCH_ROUNDS (1L << 24)
-/* The first batch gets this many times the round trips the warm-up suggests,
- * so that batches are rarely short. */
-#define BATCH_MARGIN 1.5
 #define TAG_MESSAGE 1
 #define STOP (-1L)
 
@@ -155,8 +142,7 @@ static void ping_size(unsigned char *message, unsigned char *echo, long size, do
         if (t < fastest)
             fastest = t;
     }
-    double wanted = BATCH_MARGIN * target / (fastest > 0.0 ? fastest : 1.0e-9);
-    long rounds = wanted < 1.0 ? 1 : (wanted > (double)MAX_BATCH_ROUNDS ? MAX_BATCH_ROUNDS : (long)wanted + 1);
+    long rounds = first_batch_rounds(target, fastest, MAX_BATCH_ROUNDS);
 
     size_t capacity = 1024, samples = 0;
     double *sample = malloc(capacity * sizeof *sample);
@@ -189,8 +175,8 @@ static void ping_size(unsigned char *message, unsigned char *echo, long size, do
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     qsort(sample, samples, sizeof *sample, compare_doubles);
-    double median = samples % 2 ? sample[samples / 2] : 0.5 * (sample[samples / 2 - 1] + sample[samples / 2]);
-    fprintf(out, "result %ld %ld %.3f %.3f %zu\n", size, round_trips, 1.0e6 * sample[0], 1.0e6 * median, samples);
+    fprintf(out, "result %ld %ld %.3f %.3f %zu\n", size, round_trips, 1.0e6 * sample[0],
+            1.0e6 * sorted_median(sample, samples), samples);
     free(sample);
 }
 
@@ -254,8 +240,7 @@ int main(int argc, char **argv)
         MPI_Get_library_version(library, &length);
         library[strcspn(library, "\n,")] = '\0';
         const long long granularity = timer_granularity_ns();
-        double ticks = 1.0e-9 * (double)MIN_BATCH_TICKS * (double)granularity;
-        const double target = ticks > ODDNODE_MIN_BATCH_SECONDS ? ticks : ODDNODE_MIN_BATCH_SECONDS;
+        const double target = min_batch_seconds(granularity);
         printf("# oddnode mpi_pingpong kernel v%d\n", KERNEL_VERSION);
         printf("# mode: ping\n");
         printf("# compiler: %s\n", compiler_name());

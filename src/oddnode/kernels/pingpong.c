@@ -111,6 +111,7 @@
 #include <unistd.h>
 
 #include "oddnode_kernel.h"
+#include "oddnode_batches.h"
 #include "oddnode_net.h"
 
 /* 0.2 s per size: 23 default sizes take about 5 s, and at 10-20 us per
@@ -131,13 +132,6 @@
 #define ODDNODE_DEFAULT_SERVE_WAIT 60.0
 #endif
 /* ODDNODE_DEFAULT_CONNECT_WAIT and ODDNODE_DEFAULT_IO_TIMEOUT: oddnode_net.h. */
-/* A timed batch also lasts at least this long: on a fast network some 100
- * round trips, so that each sample is a sustained one-way time, an average
- * over many round trips as NetPIPE, IMB and OSU report, not the luck of two
- * or three; the minimum of such samples is a floor the network holds. */
-#ifndef ODDNODE_MIN_BATCH_SECONDS
-#define ODDNODE_MIN_BATCH_SECONDS 1.0e-3
-#endif
 /* 4 MiB per direction: a few default stream messages, and more than the
  * bandwidth-delay product of any LAN hop, so that the relay never starves
  * a window. */
@@ -151,19 +145,6 @@
 #define KERNEL_VERSION 1
 #define PROTOCOL_VERSION 1
 
-/* A timed batch shorter than this many timer ticks would be measured with
- * a relative error above 0.1%: batches are made at least this long. */
-#define MIN_BATCH_TICKS 1000
-/* Batches per size at the least, so that the median means something. */
-#define MIN_BATCHES 10
-/* Warm-up round trips per size: at least the first, up to the second,
- * bounded by a quarter of the size's time. */
-#define MIN_WARMUP_ROUNDS 2
-#define MAX_WARMUP_ROUNDS 16
-/* Round trips per batch: a ceiling, and how far above the estimate from
- * the warm-up the first batch size is chosen (so batches are rarely short). */
-#define MAX_BATCH_ROUNDS 1000000L
-#define BATCH_MARGIN 1.5
 /* Bytes of messages one batch keeps per side (sent and echoed), so that
  * all echoes can be checked after the timer stops. */
 #define BATCH_BYTES_CAP (16L << 20)
@@ -811,13 +792,6 @@ static void check_slots(const unsigned char *sent, const unsigned char *echoed, 
     }
 }
 
-/* The shortest timed batch: enough timer ticks, and enough round trips. */
-static double min_batch_seconds(long long granularity_ns)
-{
-    double ticks = 1.0e-9 * (double)MIN_BATCH_TICKS * (double)granularity_ns;
-    return ticks > ODDNODE_MIN_BATCH_SECONDS ? ticks : ODDNODE_MIN_BATCH_SECONDS;
-}
-
 static void ping_one_size(struct connection *conn, size_t size, double seconds_per_size, long long granularity_ns,
                           uint64_t seed, struct echo_check *check, struct ping_size_result *result)
 {
@@ -858,8 +832,7 @@ static void ping_one_size(struct connection *conn, size_t size, double seconds_p
 
     const double target = min_batch_seconds(granularity_ns);
     const double enough_ticks = 1.0e-9 * (double)MIN_BATCH_TICKS * (double)granularity_ns;
-    double wanted = BATCH_MARGIN * target / (fastest > 0.0 ? fastest : 1.0e-9);
-    uint64_t rounds = wanted < 1.0 ? 1 : (wanted > (double)capacity ? capacity : (uint64_t)wanted + 1);
+    uint64_t rounds = (uint64_t)first_batch_rounds(target, fastest, (long)capacity);
 
     size_t sample_capacity = 1024, samples = 0;
     double *sample = malloc(sample_capacity * sizeof *sample);
@@ -903,8 +876,7 @@ static void ping_one_size(struct connection *conn, size_t size, double seconds_p
     qsort(sample, samples, sizeof *sample, compare_doubles);
     result->batches = samples;
     result->min_us = 1.0e6 * sample[0];
-    result->median_us = 1.0e6 * (samples % 2 ? sample[samples / 2]
-                                              : 0.5 * (sample[samples / 2 - 1] + sample[samples / 2]));
+    result->median_us = 1.0e6 * sorted_median(sample, samples);
     free(sample);
     free(send_slots);
     free(receive_slots);

@@ -1,0 +1,58 @@
+/*
+ * The timed batches of oddnode's ping-pong kernels (pingpong.c over TCP,
+ * mpi_pingpong.c over MPI), shared so that the two measure alike: warm-up
+ * round trips, each timed alone, whose fastest sets how many round trips
+ * make one batch; batches at least MIN_BATCH_TICKS timer ticks and
+ * ODDNODE_MIN_BATCH_SECONDS long; at least MIN_BATCHES of them; one-way
+ * time = batch time / round trips / 2, its minimum and median reported.
+ * Included after "oddnode_kernel.h".
+ */
+#ifndef ODDNODE_BATCHES_H
+#define ODDNODE_BATCHES_H
+
+#include <stddef.h>
+
+/* A timed batch also lasts at least this long: on a fast network some 100
+ * round trips, so that each sample is a sustained one-way time, an average
+ * over many round trips as NetPIPE, IMB and OSU report, not the luck of two
+ * or three; the minimum of such samples is a floor the network holds. */
+#ifndef ODDNODE_MIN_BATCH_SECONDS
+#define ODDNODE_MIN_BATCH_SECONDS 1.0e-3
+#endif
+
+/* A timed batch shorter than this many timer ticks would be measured with
+ * a relative error above 0.1%: batches are made at least this long. */
+#define MIN_BATCH_TICKS 1000
+/* Batches per size at the least, so that the median means something. */
+#define MIN_BATCHES 10
+/* Warm-up round trips per size: at least the first, up to the second,
+ * bounded by a quarter of the size's time. */
+#define MIN_WARMUP_ROUNDS 2
+#define MAX_WARMUP_ROUNDS 16
+/* Round trips per batch: a ceiling, and how far above the estimate from
+ * the warm-up the first batch size is chosen (so batches are rarely short). */
+#define MAX_BATCH_ROUNDS 1000000L
+#define BATCH_MARGIN 1.5
+
+/* The shortest timed batch: enough timer ticks, and enough round trips. */
+static inline double min_batch_seconds(long long granularity_ns)
+{
+    double ticks = 1.0e-9 * (double)MIN_BATCH_TICKS * (double)granularity_ns;
+    return ticks > ODDNODE_MIN_BATCH_SECONDS ? ticks : ODDNODE_MIN_BATCH_SECONDS;
+}
+
+/* Round trips in the first timed batch: BATCH_MARGIN times what the fastest
+ * warm-up round trip says fills `target` seconds, from 1 to `capacity`. */
+static inline long first_batch_rounds(double target, double fastest, long capacity)
+{
+    double wanted = BATCH_MARGIN * target / (fastest > 0.0 ? fastest : 1.0e-9);
+    return wanted < 1.0 ? 1 : (wanted > (double)capacity ? capacity : (long)wanted + 1);
+}
+
+/* The median of n > 0 values sorted ascending. */
+static inline double sorted_median(const double *sorted, size_t n)
+{
+    return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+}
+
+#endif
