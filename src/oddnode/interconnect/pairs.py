@@ -431,18 +431,22 @@ def run_pairs(
     plans, rounds = pattern_rounds(pattern, target, repetitions, seed, serial, pairs_file)
     run_id = new_target_run(store, target, command)
     summary = PairRunSummary(run_id, pattern, plans)
-    sizes = list(options.sizes)
-    if kernel == "mpi":
-        benchmark = f"{MPI_FAMILY}.{pattern}"
-        client_argv = mpi_client_argv(options, rsh_agent)
+    mpi = kernel == "mpi"
+    if mpi:
+        benchmark, client_argv = f"{MPI_FAMILY}.{pattern}", mpi_client_argv(options, rsh_agent)
         # Every node builds the kernel: mpirun starts the server's rank from its build.
-        lead = prepare(target, client_argv(target.nodes[0], target.nodes[-1]), PREPARE_TIMEOUT)
-        run_pair_rounds(store, target, run_id, benchmark, rounds, client_argv=client_argv,
-                        session_seconds=options.run_seconds + MPI_LAUNCH_SECONDS,
-                        record=ping_recorder(benchmark, sizes, parse=parse_mpi_pingpong_run), port=options.port,
-                        connect_wait=options.connect_wait, lead=lead, per_pair=summary.per_pair,
-                        on_progress=on_progress, serve=False)
-        return summary
+        build = client_argv(target.nodes[0], target.nodes[-1])
+    else:
+        benchmark, client_argv = pattern_benchmark(pattern), ping_client_argv(options)
+        # Both ends run one build of the kernel: building it for the server builds it.
+        build = pingpong_serve_argv(options.port)
+    lead = prepare(target, build, PREPARE_TIMEOUT)
+    record = ping_recorder(benchmark, list(options.sizes), parse=parse_mpi_pingpong_run if mpi else parse_pingpong_run)
+    run_pair_rounds(store, target, run_id, benchmark, rounds, client_argv=client_argv,
+                    session_seconds=options.run_seconds + (MPI_LAUNCH_SECONDS if mpi else 0.0), record=record,
+                    port=options.port, connect_wait=options.connect_wait, lead=lead, per_pair=summary.per_pair,
+                    on_progress=on_progress, serve=not mpi)
+    return summary
     benchmark = pattern_benchmark(pattern)
     # Both ends run one build of the kernel: building it for the server builds it.
     lead = prepare(target, pingpong_serve_argv(options.port), PREPARE_TIMEOUT)
