@@ -62,14 +62,16 @@ def read_hostfile(path: Path) -> list[str]:
 
 
 def select_nodes(nodes: str | None = None, exclude: str | None = None, hostfile: Path | None = None) -> list[str]:
-    """The node list from ``-w``, ``--hostfile`` and ``-x``, in ClusterShell syntax."""
+    """The node list from ``-w``, ``--hostfile`` and ``-x``, in ClusterShell
+    syntax, in the order given (``-w`` first, then the host file's lines):
+    the pair patterns follow it.  A node named twice keeps its first place."""
     chosen: list[str] = []
     if nodes:
         chosen.extend(expand(nodes))
     if hostfile:
         chosen.extend(read_hostfile(hostfile))
     excluded = set(expand(exclude)) if exclude else set()
-    return sorted({n for n in chosen if n not in excluded})
+    return [node for node in dict.fromkeys(chosen) if node not in excluded]
 
 
 def make_target(

@@ -2,6 +2,12 @@
 
 Node sets use ClusterShell's syntax (``node[001-084]``) everywhere: reports
 fold them so that output grows with distinct answers, not with nodes.
+
+Node order matters: STAB's pair patterns (sort, cut, fold), the daisy chain
+and the all-to-all are defined on the cluster's list order, which follows
+its cabling.  A list the administrator gives (``-w``, a host file) keeps its
+order; where no order is given, nodes go in natural order, numbers compared
+as numbers (node9 before node10, r2n3 before r10n1), as ClusterShell does.
 """
 
 from __future__ import annotations
@@ -17,6 +23,9 @@ from oddnode.model import LabelKind
 # that some sites use; nothing a shell would interpret.
 _NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _DIGITS = re.compile(r"\d+")
+# The parts of a node set string at bracket depth 0 between commas; a part
+# with ClusterShell's set operators (! & ^) or spaces is one expression.
+_SET_OPERATORS = re.compile(r"[!&^\s]")
 
 
 class NodeNameError(ValueError):
@@ -41,8 +50,46 @@ def fold(nodes: Iterable[str]) -> str:
     return str(NodeSet.fromlist(names))
 
 
-def expand(nodeset: str) -> list[str]:
-    """Expand a node set (``node[001-004],login1``) into sorted node names."""
+def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
+    """A sort key comparing digit runs as numbers: node9 < node10, r2n3 < r10n1.
+
+    Each part is tagged (0 for text, 1 for a number) so that text and numbers
+    never meet in one comparison; a tie between 07 and 7 falls to the text.
+    """
+    parts: list[tuple[int, int | str]] = []
+    position = 0
+    for match in _DIGITS.finditer(name):
+        parts.append((0, name[position:match.start()]))
+        parts.append((1, int(match.group())))
+        position = match.end()
+    parts.append((0, name[position:]))
+    return (*parts, (0, name))
+
+
+def natural_sorted(names: Iterable[str]) -> list[str]:
+    """Distinct node names in natural order."""
+    return sorted(set(names), key=natural_key)
+
+
+def _top_level_parts(nodeset: str) -> list[str] | None:
+    """The comma-separated parts outside brackets, or None when the string
+    uses set operators, which only make sense on the whole expression."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(nodeset):
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(nodeset[start:index])
+            start = index + 1
+    parts.append(nodeset[start:])
+    if any(_SET_OPERATORS.search(part) for part in parts):
+        return None
+    return [part for part in parts if part]
+
+
+def _expand_one(nodeset: str) -> list[str]:
     try:
         names = list(NodeSet(nodeset))
     except NodeSetException as err:
@@ -50,6 +97,21 @@ def expand(nodeset: str) -> list[str]:
     for name in names:
         validate_node_name(name)
     return names
+
+
+def expand(nodeset: str) -> list[str]:
+    """Expand a node set (``node[001-004],login1``) into node names, in the
+    order written: the comma-separated parts one after another, each range in
+    natural order; a name given twice counts once, where it first appears.
+    An expression with set operators (``node[1-9]!node5``) comes out in
+    natural order, as ClusterShell computes it."""
+    parts = _top_level_parts(nodeset.strip())
+    if parts is None:
+        return _expand_one(nodeset)
+    names: dict[str, None] = {}
+    for part in parts:
+        names.update(dict.fromkeys(_expand_one(part)))
+    return list(names)
 
 
 def _shape(name: str) -> str:

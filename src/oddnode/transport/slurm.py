@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
 
-from oddnode.nodes import NodeNameError, fold, is_node_name, validate_node_name
+from oddnode.nodes import NodeNameError, fold, is_node_name, natural_sorted, validate_node_name
 from oddnode.transport.base import NodeResult, NodeStatus, TransportError, register_transport
 from oddnode.transport.local import TimedLine, decode, run_process_group
 
@@ -241,7 +241,7 @@ def parse_srun_output(
 
 
 def allocation_nodes(environ: Mapping[str, str] = os.environ, *, scontrol: str = "scontrol") -> list[str]:
-    """The nodes of the Slurm allocation this process runs in, sorted.
+    """The nodes of the Slurm allocation this process runs in, in natural order.
 
     Read from ``SLURM_JOB_NODELIST`` (``SLURM_NODELIST`` on old Slurm), whose
     syntax ClusterShell's NodeSet expands; ``scontrol show hostnames`` is the
@@ -261,7 +261,7 @@ def allocation_nodes(environ: Mapping[str, str] = os.environ, *, scontrol: str =
     if not names or not all(is_node_name(name) for name in names):
         names = _scontrol_hostnames(nodelist, scontrol, environ)
     try:
-        names = sorted({validate_node_name(name) for name in names})
+        names = natural_sorted(validate_node_name(name) for name in names)
     except NodeNameError as err:
         raise TransportError(f"SLURM_JOB_NODELIST={nodelist!r}: {err}") from None
     expected = environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES")
