@@ -6,7 +6,8 @@ import pytest
 from conftest import write
 from oddnode.check import read_hostfile, select_nodes
 from oddnode.interconnect.patterns import pattern_pairs
-from oddnode.nodes import NodeNameError, expand, natural_sorted
+from oddnode.nodes import NodeNameError, expand
+from oddnode.order import natural_sorted
 from oddnode.transport.slurm import allocation_nodes
 
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
 
-from oddnode.nodes import NodeNameError, fold, is_node_name, natural_sorted, validate_node_name
+from oddnode.nodes import NodeNameError, fold, is_node_name, validate_node_name
+from oddnode.order import natural_sorted
 from oddnode.transport.base import NodeResult, NodeStatus, TransportError, register_transport
 from oddnode.transport.local import TimedLine, decode, run_process_group
 
