@@ -169,17 +169,28 @@ def export_command(
 
 @app.command("stats")
 def stats_command(
-    benchmarks: Annotated[Optional[list[str]], typer.Argument(help="Benchmarks (default: all).")] = None,
+    benchmarks: Annotated[Optional[list[str]], typer.Argument(
+        help="Benchmarks, benchmark:metric, or benchmark:prefix (pingpong.cut:bandwidth); default all.")] = None,
     db: DbOption = DEFAULT_DB,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
-    """Descriptive statistics per benchmark (STAB's anal): n, low, high, %variability, mean, median, std dev."""
+    """Descriptive statistics per benchmark metric (STAB's anal): n, low, high,
+    %variability, mean, median, std dev; a benchmark with several metrics (a
+    pair pattern's message sizes) gets a row for each."""
     from oddnode.report.terminal import stats_table
     from oddnode.stats.describe import describe
 
     with _user_errors(), _open(db) as store:
         dataset = store.load_dataset()
-        chosen = [dataset.by_name(b) for b in benchmarks] if benchmarks else dataset.series
-    console.print(stats_table([(s, describe(s)) for s in chosen]))
+        names = benchmarks or dict.fromkeys(s.benchmark for s in dataset.series)
+        chosen = [s for name in names for s in dataset.select(name)]
+    rows = [(s, describe(s)) for s in chosen]
+    if json_out:
+        typer.echo(json.dumps([{"benchmark": s.benchmark, "metric": s.metric, "unit": s.unit,
+                                "direction": s.direction.value, "population": s.label_kind.value, **d.to_json()}
+                               for s, d in rows], indent=2, default=_plain))
+        return
+    console.print(stats_table(rows))
 
 
 def _bins(value: str) -> str | int:

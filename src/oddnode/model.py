@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from oddnode.order import natural_key
+
 
 class Direction(str, enum.Enum):
     """Which way a metric improves."""
@@ -109,8 +111,26 @@ class Dataset:
         for s in self.series:
             if s.name == name or s.benchmark == name:
                 return s
-        known = ", ".join(s.name for s in self.series) or "none"
-        raise KeyError(f"no benchmark named {name!r} in the store (known: {known})")
+        raise KeyError(self._unknown(name))
+
+    def select(self, name: str) -> list[Series]:
+        """The series a name picks: one series by its name (``benchmark:metric``),
+        every metric of a benchmark (``pingpong.cut``: a row per message size,
+        as STAB's ``anal spp cut``), or those under a metric prefix
+        (``pingpong.cut:bandwidth``); metrics in natural order (sizes as numbers)."""
+        benchmark, _, prefix = name.partition(":")
+        exact = [s for s in self.series if s.name == name]
+        chosen = exact or [
+            s for s in self.series
+            if s.benchmark == benchmark and (not prefix or s.metric.startswith(prefix + "."))
+        ]
+        if not chosen:
+            raise KeyError(self._unknown(name))
+        return sorted(chosen, key=lambda s: natural_key(s.metric))
+
+    def _unknown(self, name: str) -> str:
+        known = ", ".join(sorted({s.benchmark for s in self.series})) or "none"
+        return f"no benchmark named {name!r} in the store (benchmarks: {known})"
 
     def inventory_nodes(self) -> set[str]:
         nodes: set[str] = set()
