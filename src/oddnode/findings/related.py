@@ -15,7 +15,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable
 
-from oddnode.findings.facts import NOT_RUNNING, PROCESS_PREFIX, RUNNING, is_process_key
+from oddnode.findings.processes import NOT_RUNNING, PROCESS_PREFIX, RUNNING, SEEN_BRIEFLY, is_process_key
 from oddnode.model import Finding, Severity
 from oddnode.nodes import NodeNameError, expand, fold
 
@@ -25,12 +25,14 @@ SLOWED_KINDS = ("outlier", "weak-pair-member", "slow-link", "switch-saturation")
 
 
 def competing_commands(findings: Iterable[Finding]) -> dict[str, list[str]]:
-    """Node -> the commands it runs that the majority of the nodes does not."""
+    """Node -> the commands it runs steadily that the majority of the nodes
+    does not run, or saw only briefly; nodes that saw a command briefly are
+    not slowed by it."""
     commands: dict[str, list[str]] = defaultdict(list)
     for finding in findings:
         if finding.kind != "inconsistent-fact" or not is_process_key(finding.subject):
             continue
-        if finding.evidence.get("majority") != NOT_RUNNING:
+        if finding.evidence.get("majority") not in (NOT_RUNNING, SEEN_BRIEFLY):
             continue
         for node in _nodes(finding.evidence.get("minority", {}).get(RUNNING) or ""):
             commands[node].append(finding.subject.removeprefix(PROCESS_PREFIX))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -28,16 +28,8 @@ from typing import Any
 
 import yaml
 
-from oddnode.findings.facts import (
-    MESSAGE_VALUES,
-    NOT_REPORTED,
-    NOT_RUNNING,
-    is_process_key,
-    parse_number,
-    process_reporting_nodes,
-    tolerance_for,
-    tolerant_majority,
-)
+from oddnode.findings.facts import MESSAGE_VALUES, NOT_REPORTED, one_value, parse_number, written_decimals
+from oddnode.findings.processes import NOT_RUNNING, SAMPLED_PREFIX, is_process_key, process_reporting_nodes
 from oddnode.findings.registry import first_few
 from oddnode.model import Finding, Severity
 from oddnode.nodes import fold
@@ -54,9 +46,10 @@ __all__ = [
 
 OPTIONS = ("min", "max", "equals", "match", "regex", "in", "tolerance")
 GLOB_CHARACTERS = frozenset("*?[")
-# Keys that differ on every node by nature (addresses, serial numbers): a
-# snapshot never expects their majority value.
-UNIQUE_KEYS = ("hostname", "*.mac", "*.address", "*serial*", "*uuid*", "*guid*")
+# Keys that differ on every node by nature (addresses, serial numbers, the
+# CPU time a command used while the probe sampled): a snapshot never expects
+# their majority value.
+UNIQUE_KEYS = ("hostname", "*.mac", "*.address", "*serial*", "*uuid*", "*guid*", SAMPLED_PREFIX + "*")
 
 
 class ExpectationError(ValueError):
@@ -397,20 +390,21 @@ def _written_value(value: str) -> str:
     return _flow(value)
 
 
-def _floor(value: str, fraction: float) -> int | float:
-    """``value`` lowered by ``fraction``, rounded down at the value's own precision."""
-    decimals = len(value.split(".", 1)[1]) if "." in value else 0
+def _bound(number: float, decimals: int, down: bool) -> int | float:
+    """``number`` rounded down (or up) at ``decimals`` digits: a bound that
+    still holds every value it was drawn around."""
     scale = 10**decimals
-    lowered = math.floor(float(value) * (1 - fraction) * scale) / scale
-    return int(lowered) if decimals == 0 else round(lowered, decimals)
+    rounded = (math.floor if down else math.ceil)(number * scale) / scale
+    return int(rounded) if decimals == 0 else round(rounded, decimals)
 
 
 def snapshot(facts: Mapping[str, Mapping[str, str]], nodes: Iterable[str]) -> str:
     """A YAML expectations text from the values held by a majority of ``nodes``.
 
     Keys unique by nature (addresses, serial numbers) and keys absent on
-    most nodes are left out; numeric keys with a tolerance become a minimum
-    just below the majority, with a comment saying why.
+    most nodes are left out; numbers that jitter or are rounded (see
+    :mod:`oddnode.findings.facts`) become the band the analysis counts as
+    one value, with a comment saying so.
     """
     members = sorted(set(nodes))
     lines = [
@@ -427,19 +421,16 @@ def snapshot(facts: Mapping[str, Mapping[str, str]], nodes: Iterable[str]) -> st
         per_node = {node: str(facts[key][node]) for node in members if node in facts[key]}
         if 2 * len(per_node) <= len(members):
             continue  # absent on most nodes: nothing to expect of all of them
-        tolerance = tolerance_for(key)
-        group = tolerant_majority(per_node, tolerance) if tolerance is not None else None
-        if group is not None and 2 * len(group[1]) > len(members):
-            centre = group[0]
-            lines.append(
-                f"# {_percent(tolerance)} below the majority's {centre}: kernels reserve slightly different "
-                "amounts of memory per boot"
-            )
-            lines.append(_dump_entry(key, {"min": _floor(centre, tolerance)}))
+        counts = Counter(per_node.values())
+        merged = one_value(counts) if len(counts) > 1 else None
+        if merged is not None and 2 * sum(counts[text] for text in merged.members) > len(members):
+            decimals = max(written_decimals(text) for text in merged.members)
+            low, high = merged.band
+            lines.append(f"# {key}: {merged.low} to {merged.high} on the nodes, one value ({merged.reason}): "
+                         "the band the analysis allows")
+            lines.append(_dump_entry(key, {"min": _bound(low, decimals, down=True),
+                                           "max": _bound(high, decimals, down=False)}))
             continue
-        counts: dict[str, int] = defaultdict(int)
-        for value in per_node.values():
-            counts[value] += 1
         value, count = min(counts.items(), key=lambda item: (-item[1], item[0]))
         if 2 * count <= len(members):
             lines.append(f"# {key}: no value held by a majority ({len(counts)} different values); left out")
