@@ -81,7 +81,8 @@ def test_probe_runs_locally_and_matches_what_python_reads():
     assert facts.get("smt") in {"on", "off", "forceoff", "notsupported", "notimplemented"}
     assert len(facts["cpu_flags_digest"]) == 12 or "cpu_flags_digest" not in facts
     for key in facts:
-        assert key == key.lower() or key.startswith(("process.", "nic.", "disk.", "ib.", "lib.", "gpu.")), key
+        per_item = ("process.", "process_seen.", "nic.", "disk.", "ib.", "lib.", "gpu.")
+        assert key == key.lower() or key.startswith(per_item), key
         assert " " not in key
 
 

@@ -8,7 +8,8 @@ with a note; each section is guarded so that one failure loses only itself.
 
 Output: {"probe_version": 1, "hostname": str, "facts": {key: str},
 "notes": [str], "elapsed": seconds}.  Fact keys are lower_snake_case,
-dotted for per-item keys (nic.eth0.mtu).
+dotted for per-item keys (nic.eth0.mtu).  Processes are sampled SNAPSHOTS
+times over SAMPLE_SECONDS, which is most of the probe's time.
 
 The package imports this file too (for parse_dmidecode_memory), so nothing
 runs at import time; the probe runs only as __main__.
@@ -573,37 +574,129 @@ def probe_libraries(facts, notes):
 
 # ---------------------------------------------------------------- processes
 
+# One snapshot of /proc catches whatever happened to run at that instant (a
+# cron job, a login, another tool's probe).  SNAPSHOTS of them over
+# SAMPLE_SECONDS tell a command that stays from one passing through, and the
+# CPU time each used in between tells a busy one from an idle daemon; the
+# analysis judges both (oddnode.findings.processes).
+SNAPSHOTS = 5
+SAMPLE_SECONDS = 2.0
+# /proc/<pid>/stat's flags bit of kernel threads (include/linux/sched.h).
+PF_KTHREAD = 0x00200000
 
-def _stat_ppid(pid):
-    text = read_text("/proc/%d/stat" % pid)
-    if not text:
+
+def parse_stat(text):
+    """(comm, ppid, flags, CPU ticks, start tick) from a /proc/<pid>/stat
+    line, or None when it is not one.  The comm, in parentheses, may hold
+    spaces and parentheses itself: the fields start after the last ')'."""
+    opening, closing = text.find("("), text.rfind(")")
+    if opening < 0 or closing < opening:
         return None
-    fields = text[text.rfind(")") + 2:].split()  # the comm in parentheses may hold spaces
-    return int(fields[1]) if len(fields) > 1 and fields[1].lstrip("-").isdigit() else None
+    fields = text[closing + 2:].split()
+    try:
+        # Fields 4, 9, 14 + 15 (utime + stime) and 22 of proc(5), counted from 1 with pid and comm.
+        return text[opening + 1:closing], int(fields[1]), int(fields[6]), int(fields[11]) + int(fields[12]), \
+            int(fields[19])
+    except (IndexError, ValueError):
+        return None
 
 
-def probe_processes(facts, notes):
-    own = set([os.getpid(), os.getppid()])
+def read_snapshot(proc="/proc"):
+    """{(pid, start tick): (comm, ppid, CPU ticks)} of the user-space processes,
+    and how many could not be read for want of permission (hidepid)."""
+    processes = {}
     denied = 0
-    for entry in os.listdir("/proc"):
+    for entry in os.listdir(proc):
         if not entry.isdigit():
             continue
-        pid = int(entry)
-        if pid in own:
-            continue
         try:
-            with open("/proc/%d/cmdline" % pid, "rb") as handle:
-                cmdline = handle.read()
+            with open(os.path.join(proc, entry, "stat"), "rb") as handle:
+                text = handle.read().decode("utf-8", "replace")
         except (OSError, IOError) as err:
             if getattr(err, "errno", None) in (1, 13):  # EPERM, EACCES: /proc mounted hidepid
                 denied += 1
             continue  # most often the process just ended
-        if not cmdline and (pid == 2 or _stat_ppid(pid) == 2):
-            continue  # a kernel thread: kthreadd or one of its children
-        comm = read_text("/proc/%d/comm" % pid)
-        if not comm:
+        parsed = parse_stat(text)
+        if parsed is None:
             continue
-        facts["process.%s" % sanitise(comm)] = "running"
+        comm, ppid, flags, ticks, start = parsed
+        if flags & PF_KTHREAD or int(entry) == 2:
+            continue  # a kernel thread, kthreadd among them
+        processes[(int(entry), start)] = (comm, ppid, ticks)
+    return processes, denied
+
+
+def _own(snapshot, probe_pid, parent_pid):
+    """The pids of the probe, its parent and the probe's descendants in one snapshot."""
+    parents = dict((pid, ppid) for (pid, _), (_, ppid, _) in snapshot.items())
+    own = set([probe_pid, parent_pid])
+    for pid in parents:
+        ancestor, seen = pid, 0
+        while ancestor in parents and seen < len(parents):  # bounded: a reused pid could make a loop
+            ancestor, seen = parents[ancestor], seen + 1
+            if ancestor == probe_pid:
+                own.add(pid)
+                break
+    return own
+
+
+def summarise_snapshots(snapshots, probe_pid, parent_pid):
+    """{comm: (snapshots it was seen in, CPU ticks its processes used over
+    the sampling)}, the probe and its own processes left out.
+
+    A process present in the first snapshot counts the ticks from there to
+    its last sighting; one that started later counts all of its ticks.
+    """
+    first = snapshots[0] if snapshots else {}
+    seen = {}
+    last = {}
+    for snapshot in snapshots:
+        own = _own(snapshot, probe_pid, parent_pid)
+        here = set()
+        for key, (comm, _, ticks) in snapshot.items():
+            if key[0] in own:
+                continue
+            here.add(comm)
+            last[key] = (comm, ticks)
+        for comm in here:
+            seen[comm] = seen.get(comm, 0) + 1
+    used = dict((comm, 0) for comm in seen)
+    for key, (comm, ticks) in last.items():
+        used[comm] += ticks - (first[key][2] if key in first else 0)
+    return dict((comm, (seen[comm], used[comm])) for comm in seen)
+
+
+def process_facts(summary, taken, window, ticks_per_second):
+    """process.<comm> = running for every command seen, and process_seen.<comm>
+    for those not seen in every snapshot or that used CPU time:
+    "<seen>/<taken> snapshots in <window> s, <cpu> s CPU"."""
+    facts = {}
+    for comm, (seen, ticks) in summary.items():
+        name = sanitise(comm)
+        facts["process.%s" % name] = "running"
+        if seen < taken or ticks > 0:
+            facts["process_seen.%s" % name] = "%d/%d snapshots in %.1f s, %.2f s CPU" % (
+                seen, taken, window, float(ticks) / ticks_per_second)
+    return facts
+
+
+def probe_processes(facts, notes):
+    started = time.monotonic()
+    snapshots = []
+    denied = 0
+    for index in range(SNAPSHOTS):
+        if index:
+            time.sleep(max(0.0, started + index * SAMPLE_SECONDS / (SNAPSHOTS - 1) - time.monotonic()))
+        snapshot, unreadable = read_snapshot()
+        snapshots.append(snapshot)
+        denied = max(denied, unreadable)
+    window = time.monotonic() - started
+    try:
+        ticks_per_second = os.sysconf("SC_CLK_TCK")
+    except (ValueError, OSError, AttributeError):
+        ticks_per_second = 100  # USER_HZ on every Linux architecture
+    summary = summarise_snapshots(snapshots, os.getpid(), os.getppid())
+    facts.update(process_facts(summary, len(snapshots), window, ticks_per_second))
     if denied:
         notes.append("%d processes unreadable (/proc hidepid?): process list incomplete" % denied)
 
