@@ -134,6 +134,21 @@ def test_the_rule_takes_well_under_a_second_at_10000_nodes_and_200_keys():
     assert elapsed < 2.0, f"{elapsed:.2f} s"  # 0.25 s on a 2-core machine
 
 
+def test_our_own_memory_facts_name_a_small_node_once():
+    """memory_total_gib is derived from memory_total_kb by collect: one
+    finding for one fault, as the testbed's check expects."""
+    from oddnode.inventory import derive_facts
+
+    names = node_names("cn", 8)
+    kb = {node: 263856012 - 4096 * i for i, node in enumerate(names)}
+    kb["cn-0006"] = kb["cn-0006"] * 3 // 4
+    reports = {node: derive_facts({"memory_total_kb": str(value)}) for node, value in kb.items()}
+    facts = {key: {node: report[key] for node, report in reports.items()} for key in reports["cn-0001"]}
+    assert set(facts) == {"memory_total_kb", "memory_total_gib"}
+    found = fact_findings(facts)
+    assert {(key, f.nodes) for key, f in found.items()} == {("memory_total_kb", "cn-0006")}
+
+
 # ---------------------------------------------------------------- what still differs
 
 

@@ -28,7 +28,8 @@ is judged as our ``memory_total_kb`` is.
 So a value held by more than half of the nodes is what the others are
 compared with, exactly (up to rounding); a spread of many values is judged
 by its own spread.  Integers are never rounded: counts, build numbers and
-dates must match.
+dates must match.  A fact that oddnode derives from another (DERIVED_FACTS)
+is judged once, on the fact it comes from.
 """
 
 from __future__ import annotations
@@ -103,6 +104,13 @@ ROUNDING_STEPS = 2
 # ... and that step is below 0.1% of the value: 251.6 GiB (0.04%) rounds,
 # a version such as 5.14 (0.2%) or 2.10 does not.
 ROUNDING_RELATIVE = 0.001
+
+# Facts that oddnode's inventory derives from another one (collect.py's
+# derive_facts: memory_total_gib from memory_total_kb, for expectations such
+# as "memory_total_gib: {min: 255}"): not a second observation, so a
+# difference is judged once, on the fact they come from.  A site's own key
+# in other units is a key of its own and is judged like any other.
+DERIVED_FACTS = frozenset({"memory_total_gib"})
 
 # A plain decimal number: what a numeric fact looks like ("nan", "inf" and
 # "1_000", which float() also takes, are text).
@@ -266,8 +274,8 @@ def inconsistent_facts(dataset: Dataset, sensitivity: Sensitivity) -> list[Findi
     process_nodes = process_reporting_nodes(dataset.facts)
     findings = []
     for key in sorted(dataset.facts):
-        if is_sampled_key(key):
-            continue  # read with its process.* key
+        if is_sampled_key(key) or key in DERIVED_FACTS:
+            continue  # read with its process.* key; judged on the fact it derives from
         per_node = dataset.facts[key]
         merged = None
         sampling: dict[str, str] = {}

@@ -151,8 +151,9 @@ def parse_probe_output(node: str, stdout: str) -> ProbeReport:
 
 
 def derive_facts(facts: dict[str, str]) -> dict[str, str]:
-    """The probe's facts plus those derived here: memory_total_gib, and
-    gpu_count from the gpu.<i>.* keys when a probe reported GPUs without it.
+    """The probe's facts plus those derived here: memory_total_gib (which
+    the analysis judges through memory_total_kb: findings.facts.DERIVED_FACTS),
+    and gpu_count from the gpu.<i>.* keys when a probe reported GPUs without it.
 
     A node without nvidia-smi gets no gpu_count at all (its note says why):
     "0" would claim it was looked at and found to have none.
