@@ -58,17 +58,13 @@ from oddnode.model import Dataset, Finding, Severity
 from oddnode.nodes import fold
 
 __all__ = [
+    "DERIVED_FACTS",
     "MESSAGE_VALUES",
     "NOT_REPORTED",
-    "NOT_RUNNING",
-    "PROCESS_PREFIX",
-    "RUNNING",
     "OneValue",
     "inconsistent_facts",
-    "is_process_key",
     "one_value",
     "parse_number",
-    "process_reporting_nodes",
     "written_decimals",
 ]
 
@@ -79,9 +75,9 @@ MESSAGE_VALUES = 5
 
 # Jitter needs at least this many distinct numbers: fewer, none held by more
 # than half the nodes, are kinds of nodes (three BIOS builds, two memory
-# sizes), each named.  Four is where jitter written coarsely shows at small
-# N: bogomips to 0.01 with a spread of 0.05 takes only four values on eight
-# nodes in one cluster of a hundred, three in one of a thousand.
+# sizes), each named.  Four, because jitter written coarsely repeats at
+# small N: bogomips to 0.01 with a spread of 0.05 takes four values or fewer
+# on 8 to 20 nodes in about one cluster of 150, three or fewer in one of 1,500.
 MIN_JITTER_VALUES = 4
 # 1.4826 turns a normal distribution's median absolute deviation into its
 # standard deviation.
@@ -89,9 +85,10 @@ MAD_TO_SIGMA = 1.4826
 # Half-width of the jitter band in robust standard deviations.  Identical
 # nodes' values lie within 5.5 of them at up to 10,000 nodes when the jitter
 # is normal, 14 when it is Laplace-shaped; at 8 nodes the MAD itself is so
-# uncertain that these reach 18 and 36 in one cluster of 2,000.  25 keeps a
-# healthy spread whole while a different part (a DIMM of 64 less is 1.6% of
-# MemTotal, thousands of its MB-wide jitter) stays far outside.
+# uncertain that these reach 18 and 36 in one cluster of 2,000 (the 1% floor
+# below covers the rest).  25 keeps a healthy spread whole while a different
+# part (a DIMM of 64 less is 1.6% of MemTotal, thousands of its MB-wide
+# jitter) stays far outside.
 JITTER_SIGMAS = 25.0
 # ... and never narrower than 1% of the median: jitter with heavy tails
 # (a few nodes reserving a few MB more) stays whole, and any part a site
@@ -193,9 +190,10 @@ def _jitter(numeric: list[tuple[float, str, int]], numbers: np.ndarray, weights:
     median, sigma = _median_and_sigma(numbers, weights)
     # Two kinds of jittering nodes, half and half (256 and 512 GiB), put the
     # median between them and the MAD across the gap: one band would hold
-    # both.  Jitter is one cluster: when the widest empty gap exceeds both the
-    # band's relative floor and JITTER_SIGMAS of the spread on either side,
-    # the band is drawn on the side with more nodes.
+    # both.  Jitter is one cluster: when the widest empty gap exceeds the
+    # band's relative floor and JITTER_SIGMAS of each side's own spread (each
+    # side jittering over MIN_JITTER_VALUES values at least), the band is
+    # drawn on the side with more nodes.
     gaps = np.diff(numbers)
     split = int(np.argmax(gaps)) + 1
     if min(split, len(numbers) - split) >= MIN_JITTER_VALUES:

@@ -110,13 +110,12 @@ def process_wording(key: str, top: tuple[str, str], minority: Mapping[str, str],
     """
     top_value, top_nodes = top
     comm = key[len(PROCESS_PREFIX):]
-    brief = ""
-    if SEEN_BRIEFLY in minority:
-        examples = "; ".join(f"{node}: {text}" for node, text in sorted(brief_sampling.items())[:3])
-        brief = f"seen briefly on {minority[SEEN_BRIEFLY]}" + (f" ({examples})" if examples else "")
+    examples = "; ".join(f"{node}: {text}" for node, text in sorted(brief_sampling.items())[:3])
+    examples = f" ({examples})" if examples else ""
+    brief = f"seen briefly on {minority[SEEN_BRIEFLY]}{examples}" if SEEN_BRIEFLY in minority else ""
     if not is_warning(top_value, set(minority)):
         if top_value == RUNNING:
-            message = f"{comm} runs on every node but {odd}, where it was {brief}"
+            message = f"{comm} runs on every node but {odd}, which saw it only briefly{examples}"
         elif top_value == NOT_RUNNING:
             message = f"{comm} was {brief} only"
         else:
