@@ -113,7 +113,7 @@ def collect_inventory(store: Store, target: Target, timeout: float = DEFAULT_TIM
     statuses += [(node, "failed" if r.ok else r.status.value, result.reasons.get(node))
                  for node, r in sorted(troubled.items())]
     with store.transaction():
-        run_id = store.new_run(command, source=f"{target.transport.name}:{target.nodeset}")
+        run_id = store.new_run(command, source=f"{target.transport.name}:{target.nodeset}", nodes=target.nodes)
         store.add_facts(run_id, result.fact_rows())
         store.add_node_status(run_id, INVENTORY_STAGE, statuses)
         if check_id is not None:
@@ -228,7 +228,9 @@ def describe_target(target: Target, options: dict[str, Any]) -> dict[str, Any]:
 
 def _restricted(dataset: Dataset, nodes: set[str], stages: set[str]) -> Dataset:
     """The part of the store a check judges: its own nodes, and the facts and
-    benchmark series of the given stages only (``diagnostics`` = the facts)."""
+    benchmark series of the given stages only (``diagnostics`` = the facts).
+    The node list comes with the diagnostics, where every node must answer:
+    a stage alone may leave a node out (an odd one in the pair patterns)."""
     series = []
     for s in dataset.series:
         if catalog.series_stage(s.benchmark) not in stages:
@@ -237,7 +239,8 @@ def _restricted(dataset: Dataset, nodes: set[str], stages: set[str]) -> Dataset:
             keep = np.array([label in nodes for label in s.labels], dtype=bool)
             if not keep.any():
                 continue
-            s = dataclasses.replace(s, labels=s.labels[keep], values=s.values[keep], repetitions=s.repetitions[keep])
+            s = dataclasses.replace(s, labels=s.labels[keep], values=s.values[keep], repetitions=s.repetitions[keep],
+                                    spread=None if s.spread is None else s.spread[keep])
         series.append(s)
     benchmark_steps = {name for name, (stage, _) in catalog.BENCHMARKS.items() if stage in stages}
     allowed_steps = benchmark_steps | ({INVENTORY_STAGE} if DIAGNOSTICS in stages else set())
@@ -256,6 +259,7 @@ def _restricted(dataset: Dataset, nodes: set[str], stages: set[str]) -> Dataset:
         benchmarks_with_results={b for b in dataset.benchmarks_with_results if catalog.series_stage(b[0]) in stages},
         node_trouble={node: trouble for node, trouble in dataset.node_trouble.items()
                       if node in nodes and (trouble.stage in allowed_steps or interconnect_trouble(trouble))},
+        declared_nodes=[node for node in dataset.declared_nodes if node in nodes] if DIAGNOSTICS in stages else [],
     )
 
 
@@ -287,7 +291,7 @@ def run_check(
     observer = observer or CheckObserver()
     if resume is None:
         with store.transaction():
-            check_id = store.new_run(command, source=CHECK_SOURCE)
+            check_id = store.new_run(command, source=CHECK_SOURCE, nodes=target.nodes)
             store.start_check(check_id, describe_target(target, target_options or {}), plan.to_json())
     else:
         check_id = resume
@@ -360,7 +364,8 @@ def _run_stage(store: Store, target: Target, plan: CheckPlan, stage: str, steps:
             continue
         if run_id is None:
             with store.transaction():
-                run_id = store.new_run(f"{command} [{benchmark}]", source=f"{target.transport.name}:{target.nodeset}")
+                run_id = store.new_run(f"{command} [{benchmark}]", source=f"{target.transport.name}:{target.nodeset}",
+                                       nodes=target.nodes)
                 store.add_check_step(check_id, benchmark, run_id, wanted)
         observer.benchmark_started(benchmark, done, wanted)
         summary = run_benchmark(
@@ -423,9 +428,9 @@ def _run_interconnect(store: Store, target: Target, plan: CheckPlan, steps: dict
 
 
 def _first_detail(summary: RunSummary, store: Store) -> str:
-    row = store.con.execute("SELECT detail FROM node_status WHERE run_id = ? AND detail IS NOT NULL LIMIT 1",
-                            [summary.run_id]).fetchone()
-    detail = row[0] if row else "unavailable"
+    rows = store.con.execute("SELECT detail FROM node_status WHERE run_id = ? AND detail IS NOT NULL LIMIT 1",
+                             [summary.run_id]).fetchall()
+    detail = rows[0][0] if rows else "unavailable"
     return detail.split(": ", 1)[-1]
 
 

@@ -383,11 +383,12 @@ def _topology(path: Optional[Path], testbed: bool = False) -> tuple[dict[str, st
 
 
 def _save_topology(store, topology: tuple[dict[str, str], str] | None) -> None:
-    """Record a topology in the store, so that the weak-group rule reads it."""
+    """Record a topology in the store, so that the weak-group rule reads it;
+    its nodes, in the file's order, are declared nodes of the cluster."""
     if topology:
         groups, source = topology
         with store.transaction():
-            store.set_topology(store.new_run(_command_line(), source=f"topology:{source}"), groups)
+            store.set_topology(store.new_run(_command_line(), source=f"topology:{source}", nodes=list(groups)), groups)
 
 
 def _sizes(text: str) -> tuple[int, ...]:

@@ -106,6 +106,10 @@ class Dataset:
     topology: dict[str, str] = field(default_factory=dict)  # node -> group
     benchmarks_with_results: set[tuple[str, str]] = field(default_factory=set)
     node_trouble: dict[str, NodeStage] = field(default_factory=dict)  # node -> what went wrong
+    # The cluster's node list: every node a run or import was given (-w, a
+    # host file, a topology, a STAB ``nodes`` file), even one that left no
+    # trace; in the order first declared.  Empty when none was recorded.
+    declared_nodes: list[str] = field(default_factory=list)
 
     def by_name(self, name: str) -> Series:
         for s in self.series:

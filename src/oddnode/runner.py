@@ -151,9 +151,10 @@ def start_lead(results: Mapping[str, NodeResult], sent: float) -> float:
 
 def new_target_run(store: Store, target: Target, command: str) -> int:
     """A new run of ``command`` over the target, in its own transaction; its
-    source names the transport and the node set."""
+    source names the transport and the node set, and the target's node list
+    is recorded as declared, in its order."""
     with store.transaction():
-        return store.new_run(command, source=f"{target.transport.name}:{target.nodeset}")
+        return store.new_run(command, source=f"{target.transport.name}:{target.nodeset}", nodes=target.nodes)
 
 
 def prepare(target: Target, argv: list[str], timeout: float) -> float:

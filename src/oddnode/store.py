@@ -1,10 +1,12 @@
 """The results store: one DuckDB file with a versioned schema.
 
-It keeps every run, every repetition with its validity, the node facts, the
-topology and the findings.  A ``best`` table holds the representative result
-of every label (max for higher-is-better, min for lower-is-better, over valid
-repetitions of the latest run that measured the series); it is rebuilt inside
-the same transaction as every write, so the analysis reads one row per label.
+It keeps every run with the node list it was given, every repetition with
+its validity, the node facts, the topology and the findings.  A ``best``
+table holds the representative result of every label (max for
+higher-is-better, min for lower-is-better, over valid repetitions of the
+latest run that measured the series) and the relative spread of those
+repetitions; it is refreshed inside the same transaction as every write, so
+the analysis reads one row per label.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from typing import Any
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
 from oddnode import __version__
 from oddnode.model import (
@@ -35,7 +36,7 @@ from oddnode.model import (
 )
 from oddnode.nodes import label_members
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 DEFAULT_PATH = "oddnode.duckdb"
 FINDINGS_SOURCE = "findings"  # runs.source of an analysis run, even one that found nothing
 
@@ -128,6 +129,19 @@ _MIGRATIONS: list[str] = [
         repetitions INTEGER NOT NULL
     );
     """,
+    # 5: the node list each run was given (the cluster's declared nodes, so
+    # that a node that never booted is still known), in the order given:
+    # pair patterns are defined on it.  And the relative spread of the
+    # repetitions behind each best value (filled when best is rebuilt after
+    # the upgrade).
+    """
+    CREATE TABLE run_nodes (
+        run_id BIGINT NOT NULL,
+        position INTEGER NOT NULL,
+        node VARCHAR NOT NULL
+    );
+    ALTER TABLE best ADD COLUMN spread DOUBLE;
+    """,
 ]
 
 RESULT_COLUMNS = (
@@ -186,13 +200,17 @@ class ResultBatch:
     def __len__(self) -> int:
         return len(self.label)
 
-    def to_arrow(self) -> pa.Table:
-        types = {"repetition": pa.int32(), "value": pa.float64(), "valid": pa.bool_()}
-        return pa.table({c: pa.array(getattr(self, c), type=types.get(c, pa.string())) for c in RESULT_COLUMNS})
+    def columns(self) -> dict[str, np.ndarray]:
+        """The columns as arrays DuckDB scans directly; None stays NULL."""
+        return {c: np.array(getattr(self, c), dtype=object) for c in RESULT_COLUMNS}
 
 
 class Store:
-    """A DuckDB results store; open it with :func:`open_store`."""
+    """A DuckDB results store; open it with :func:`open_store`.
+
+    Every query is read to its end (``fetchall``, never ``fetchone``):
+    DuckDB 2 refuses further work on a connection while a result is unread.
+    """
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path: str):
         self.con = con
@@ -222,65 +240,100 @@ class Store:
 
     # -- writing ---------------------------------------------------------
 
-    def new_run(self, command: str, source: str | None = None) -> int:
-        run_id = self.con.execute("SELECT nextval('run_ids')").fetchone()[0]
+    def new_run(self, command: str, source: str | None = None, nodes: Sequence[str] = ()) -> int:
+        """A new run; ``nodes`` is the node list it was given, kept in order."""
+        run_id = int(self.con.execute("SELECT nextval('run_ids')").fetchall()[0][0])
         self.con.execute(
             "INSERT INTO runs VALUES (?, ?, ?, ?, ?)",
             [run_id, datetime.now(timezone.utc).replace(tzinfo=None), command, __version__, source],
         )
-        return int(run_id)
+        if nodes:
+            self._insert("run_nodes", {
+                "run_id": np.full(len(nodes), run_id, dtype=np.int64),
+                "position": np.arange(1, len(nodes) + 1, dtype=np.int32),
+                "node": np.array(nodes, dtype=object),
+            })
+        return run_id
 
-    def add_results(self, run_id: int, batch: ResultBatch | pa.Table) -> None:
-        """Write results of one run and refresh the best table for their series."""
-        table = batch.to_arrow() if isinstance(batch, ResultBatch) else batch
-        if table.num_rows == 0:
+    def _insert(self, table: str, columns: dict[str, np.ndarray]) -> None:
+        """Append columns (named and ordered as the table's) in one scan."""
+        names = ", ".join(f'"{name}"' for name in columns)
+        self.con.register("_rows", columns)
+        self.con.execute(f"INSERT INTO {table} SELECT {names} FROM _rows")
+        self.con.unregister("_rows")
+
+    def add_results(self, run_id: int, rows: ResultBatch | duckdb.DuckDBPyRelation) -> None:
+        """Write results of one run and refresh the best table for their
+        series.  ``rows`` is a batch, or a relation on this store's
+        connection with the RESULT_COLUMNS (a bulk import never leaves DuckDB)."""
+        if isinstance(rows, ResultBatch) and not rows:
             return
-        self.con.register("_incoming", table)
-        try:
-            self.con.execute(
-                f"INSERT INTO results SELECT ?, {', '.join(RESULT_COLUMNS)} FROM _incoming", [run_id]
-            )
-            series = self.con.execute(
-                "SELECT DISTINCT benchmark, metric FROM _incoming"
-            ).fetchall()
-        finally:
-            self.con.unregister("_incoming")
+        self.con.register("_incoming", rows.columns() if isinstance(rows, ResultBatch) else rows)
+        # The casts give columns of nothing but None (NULL) their type.
+        self.con.execute("""
+            INSERT INTO results SELECT ?, benchmark, metric, unit, direction, label, label_kind,
+                CAST(repetition AS INTEGER), CAST(value AS DOUBLE), valid,
+                CAST(parameters AS VARCHAR), CAST(raw_ref AS VARCHAR)
+            FROM _incoming
+        """, [run_id])
+        series = self.con.execute("SELECT DISTINCT benchmark, metric FROM _incoming").fetchall()
+        # Left behind after an error (an aborted transaction refuses this),
+        # a registration is replaced by the next write.
+        self.con.unregister("_incoming")
         self._refresh_best(series)
 
     def _refresh_best(self, series: Sequence[tuple[str, str]]) -> None:
-        self.con.register("_touched", pa.table({
-            "benchmark": [s[0] for s in series], "metric": [s[1] for s in series],
-        }))
-        try:
-            self.con.execute(
-                "DELETE FROM best WHERE (benchmark, metric) IN (SELECT (benchmark, metric) FROM _touched)"
-            )
-            self.con.execute("""
-                INSERT INTO best
-                WITH latest AS (
-                    SELECT r.benchmark, r.metric, max(r.run_id) AS run_id
-                    FROM results r JOIN _touched t USING (benchmark, metric)
-                    GROUP BY ALL)
-                SELECT r.run_id, r.benchmark, r.metric, any_value(r.unit), any_value(r.direction),
-                       r.label, any_value(r.label_kind),
-                       CASE WHEN any_value(r.direction) = 'lower' THEN min(r.value) ELSE max(r.value) END,
-                       count(*)
-                FROM results r JOIN latest USING (benchmark, metric, run_id)
-                WHERE r.valid AND r.value IS NOT NULL
-                GROUP BY r.run_id, r.benchmark, r.metric, r.label
-            """)
-        finally:
-            self.con.unregister("_touched")
+        """Rebuild the best rows of the given (benchmark, metric) series.
+
+        spread = (max - min) / |median| of a label's valid repetitions: NaN
+        where fewer than two, NULL where the results carry no repetition
+        numbers (a plot file's one value per label).  A median of 0 gives
+        inf (or NaN when every value is 0): no relative spread exists there.
+        """
+        if not series:
+            return
+        self.con.register("_touched", {
+            "benchmark": np.array([s[0] for s in series], dtype=object),
+            "metric": np.array([s[1] for s in series], dtype=object),
+        })
+        self.con.execute(
+            "DELETE FROM best WHERE (benchmark, metric) IN (SELECT (benchmark, metric) FROM _touched)"
+        )
+        self.con.execute("""
+            INSERT INTO best
+            WITH latest AS (
+                SELECT r.benchmark, r.metric, max(r.run_id) AS run_id
+                FROM results r JOIN _touched t USING (benchmark, metric)
+                GROUP BY ALL)
+            SELECT r.run_id, r.benchmark, r.metric, any_value(r.unit), any_value(r.direction),
+                   r.label, any_value(r.label_kind),
+                   CASE WHEN any_value(r.direction) = 'lower' THEN min(r.value) ELSE max(r.value) END,
+                   count(*),
+                   CASE WHEN count(r.repetition) = 0 THEN NULL
+                        WHEN count(*) < 2 THEN 'NaN'::DOUBLE
+                        ELSE (max(r.value) - min(r.value)) / abs(median(r.value)) END
+            FROM results r JOIN latest USING (benchmark, metric, run_id)
+            WHERE r.valid AND r.value IS NOT NULL
+            GROUP BY r.run_id, r.benchmark, r.metric, r.label
+        """)
+        self.con.unregister("_touched")
 
     def add_facts(self, run_id: int, facts: Iterable[tuple[str, str, str]]) -> None:
-        rows = [(run_id, node, key, value) for node, key, value in facts]
+        rows = list(facts)
         if rows:
-            self.con.executemany("INSERT INTO facts VALUES (?, ?, ?, ?)", rows)
+            nodes, keys, values = zip(*rows)
+            self._insert("facts", {
+                "run_id": np.full(len(rows), run_id, dtype=np.int64), "node": np.array(nodes, dtype=object),
+                "key": np.array(keys, dtype=object), "value": np.array(values, dtype=object),
+            })
 
     def set_topology(self, run_id: int, groups: dict[str, str]) -> None:
-        rows = [(run_id, node, group) for node, group in sorted(groups.items())]
-        if rows:
-            self.con.executemany("INSERT INTO topology VALUES (?, ?, ?)", rows)
+        if groups:
+            nodes, names = zip(*sorted(groups.items()))
+            self._insert("topology", {
+                "run_id": np.full(len(nodes), run_id, dtype=np.int64), "node": np.array(nodes, dtype=object),
+                "group": np.array(names, dtype=object),
+            })
 
     def add_node_status(self, run_id: int, stage: str, statuses: Iterable[tuple[str, str, str | None]]) -> None:
         """How each node fared in one stage: (node, status, detail)."""
@@ -335,18 +388,26 @@ class Store:
         if not meta:
             return []
         cols = self.con.execute(
-            "SELECT label, value, repetitions FROM best ORDER BY benchmark, metric, label"
+            "SELECT label, value, repetitions, spread FROM best ORDER BY benchmark, metric, label"
         ).fetchnumpy()
         labels = np.asarray(cols["label"], dtype=object)
         values = np.asarray(cols["value"], dtype=np.float64)
         reps = np.asarray(cols["repetitions"], dtype=np.int64)
+        # NULL spread: the source kept no repetitions (a masked entry here).
+        kept = ~np.ma.getmaskarray(cols["spread"])
+        spread = np.where(kept, np.ma.getdata(cols["spread"]).astype(np.float64), np.nan)
         series, start = [], 0
         for benchmark, metric, unit, direction, kind, count in meta:
             stop = start + count
+            # Series on the same labels as the one before share its array:
+            # the correlation groups them by identity, without comparing.
+            same = series and np.array_equal(series[-1].labels, labels[start:stop])
             series.append(Series(
                 benchmark=benchmark, metric=metric, unit=unit, direction=Direction(direction),
-                label_kind=LabelKind(kind), labels=labels[start:stop], values=values[start:stop],
+                label_kind=LabelKind(kind), labels=series[-1].labels if same else labels[start:stop],
+                values=values[start:stop],
                 repetitions=reps[start:stop],
+                spread=spread[start:stop] if kept[start:stop].any() else None,
             ))
             start = stop
         return series
@@ -394,6 +455,14 @@ class Store:
         """).fetchall()
         return {node: NodeStage(stage, status, detail or "") for node, stage, status, detail in rows}
 
+    def load_declared_nodes(self) -> list[str]:
+        """The union of the node lists every run and import was given, each
+        node where it was first declared (earliest run, then its position)."""
+        rows = self.con.execute("""
+            SELECT node FROM run_nodes GROUP BY node ORDER BY min(run_id), arg_min(position, run_id), node
+        """).fetchall()
+        return [node for (node,) in rows]
+
     def load_dataset(self) -> Dataset:
         return Dataset(
             series=self.load_series(),
@@ -402,13 +471,17 @@ class Store:
             topology=self.load_topology(),
             node_trouble=self.load_node_status(),
             benchmarks_with_results=set(self.series_names()),
+            declared_nodes=self.load_declared_nodes(),
         )
 
     def latest_check(self) -> tuple[int, str, dict[str, Any], dict[str, Any]] | None:
         """The newest staged check: (id, status, target, plan), or None."""
-        row = self.con.execute(
-            "SELECT check_id, status, target, plan FROM checks ORDER BY check_id DESC LIMIT 1").fetchone()
-        return None if row is None else (int(row[0]), row[1], json.loads(row[2]), json.loads(row[3]))
+        rows = self.con.execute(
+            "SELECT check_id, status, target, plan FROM checks ORDER BY check_id DESC LIMIT 1").fetchall()
+        if not rows:
+            return None
+        ((check_id, status, target, plan),) = rows
+        return int(check_id), status, json.loads(target), json.loads(plan)
 
     def check_steps(self, check_id: int) -> dict[str, tuple[int, int, int]]:
         """step -> (run id, repetitions wanted, repetitions stored) of a check."""
@@ -475,18 +548,21 @@ def _schema_version(store: Store) -> int | None:
     con = store.con
     has_meta = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
-    ).fetchone()[0]
+    ).fetchall()[0][0]
     if has_meta:
-        return int(con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
-    if con.execute("SELECT count(*) FROM information_schema.tables").fetchone()[0]:
+        return int(con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()[0][0])
+    if con.execute("SELECT count(*) FROM information_schema.tables").fetchall()[0][0]:
         raise StoreError(f"{store.path} is a DuckDB file but not an oddnode results store")
     return None
 
 
 def _upgrade(store: Store, version: int) -> Store:
+    """Apply the missing migrations, then rebuild the best table: it is
+    derived from the results, and a new column of it is filled this way."""
     with store.transaction():
         for step in _MIGRATIONS[version - 1:]:
             store.con.execute(step)
+        store._refresh_best(store.series_names())
         store.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
     return store
 

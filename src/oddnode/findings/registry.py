@@ -85,9 +85,19 @@ def get_rule(name: str) -> Rule:
         raise UnknownRuleError(name) from None
 
 
+# Kinds read first within their severity: a node that left nothing at all
+# (it never booted) explains why every other finding counts one node less.
+LEADING_KINDS = ("missing",)
+
+
+def leads(finding: Finding) -> bool:
+    return finding.kind in LEADING_KINDS
+
+
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """Errors first, then warnings, then information; by kind and subject within."""
-    return sorted(findings, key=lambda f: (-f.severity.rank, f.kind, f.subject, f.nodes))
+    """Errors first, then warnings, then information; within each, the
+    leading kinds first, then by kind and subject."""
+    return sorted(findings, key=lambda f: (-f.severity.rank, not leads(f), f.kind, f.subject, f.nodes))
 
 
 def find_all(

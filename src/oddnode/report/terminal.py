@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from oddnode.analysis import Analysis
+from oddnode.findings.registry import leads
 from oddnode.model import Dataset, Finding, LabelKind, Series, Severity
 from oddnode.stats.correlation import CORRELATION_CAVEAT, Correlation
 from oddnode.stats.describe import Description
@@ -63,7 +64,12 @@ def findings_by_nodes(findings: Sequence[Finding], minimum: Severity = Severity.
         if finding.severity.rank >= minimum.rank:
             groups[finding.nodes or "(no node)"].append(finding)
     lines: list[Text] = []
-    order = sorted(groups.items(), key=lambda item: (-max(f.severity.rank for f in item[1]), item[0]))
+    def rank(item: tuple[str, list[Finding]]) -> tuple[int, bool, str]:
+        """Worst severity first; within it, node sets with a leading finding (never booted)."""
+        worst = max(f.severity.rank for f in item[1])
+        return -worst, not any(leads(f) and f.severity.rank == worst for f in item[1]), item[0]
+
+    order = sorted(groups.items(), key=rank)
     for nodes, group in order:
         lines.append(Text(nodes, style="bold"))
         remedies: list[str] = []
