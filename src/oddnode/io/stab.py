@@ -7,10 +7,17 @@ A results directory holds:
   ignored, ``#`` comments;
 - ``units.csv`` (benchmark,unit,direction), ``inventory.csv`` (node,key,value),
   ``topology.csv`` (node,group), and ``failed``: one failed run a line, named
-  ``benchmark.arch.node.run`` (``xhpl.ppc64.node483.3``).
+  ``benchmark.arch.node.run`` (``xhpl.ppc64.node483.3``);
+- ``nodes``: the cluster's node list, one node or node set
+  (``gpu[001-128]``) a line, in the cluster's order; ``#`` comments, further
+  words on a line ignored (an MPI host file's ``slots=16``).  With the
+  topology's nodes it is recorded as the import's declared node list, so a
+  node that left no result and no inventory is still named.
 
-Everything is parsed and checked before anything is written, and written in
-one transaction: a bad line anywhere leaves the store as it was.
+Plot files are parsed in bulk by DuckDB (plot_table.py); a file it finds
+anything questionable in is read again line by line here.  Everything is
+parsed and checked before anything is written, and written in one
+transaction: a bad line anywhere leaves the store as it was.
 """
 
 from __future__ import annotations
@@ -22,8 +29,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
+import numpy as np
+
+from oddnode.io.plot_table import FILES_TABLE, ROWS_TABLE, add_rows, drop_tables, parse_plot_files
 from oddnode.model import DEFAULT_METRIC, Direction, LabelKind
-from oddnode.nodes import NodeNameError, is_node_name, label_kind, label_members
+from oddnode.nodes import NodeNameError, expand, is_node_name, label_kind, label_members
 from oddnode.store import ResultBatch, Store
 from oddnode.units import UnknownUnitError, canonical_unit
 
@@ -32,7 +43,8 @@ UNITS_FILE = "units.csv"
 INVENTORY_FILE = "inventory.csv"
 TOPOLOGY_FILE = "topology.csv"
 FAILED_FILE = "failed"
-KNOWN_EXTRAS = (UNITS_FILE, INVENTORY_FILE, TOPOLOGY_FILE, FAILED_FILE)
+NODES_FILE = "nodes"
+KNOWN_EXTRAS = (UNITS_FILE, INVENTORY_FILE, TOPOLOGY_FILE, FAILED_FILE, NODES_FILE)
 
 
 class InputError(ValueError):
@@ -44,12 +56,12 @@ class InputError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class PlotFile:
+    """A plot file to import and the benchmark it holds."""
+
     benchmark: str
     path: Path
-    rows: list[tuple[float, str, int]]  # value, label, line number
-    repetitions: bool  # repeated labels are repetitions of one label
 
 
 @dataclass(frozen=True)
@@ -66,12 +78,19 @@ class FailedRun:
 class StabInput:
     """Everything read from STAB files, checked and ready to store."""
 
-    plots: list[PlotFile] = field(default_factory=list)
+    plots: list[PlotFile] = field(default_factory=list)  # listed; parsed in bulk on import
     units: dict[str, tuple[str, Direction]] = field(default_factory=dict)
     facts: list[tuple[str, str, str]] = field(default_factory=list)
     topology: dict[str, str] = field(default_factory=dict)
     failures: list[FailedRun] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)  # from nodes files, in order
     ignored: list[str] = field(default_factory=list)
+
+    @property
+    def declared_nodes(self) -> list[str]:
+        """The node list of the import: the nodes files', then the topology's
+        other nodes, each once, in the order read."""
+        return list(dict.fromkeys([*self.nodes, *self.topology]))
 
 
 @dataclass(frozen=True)
@@ -83,6 +102,7 @@ class ImportSummary:
     facts: int
     topology_nodes: int
     ignored: tuple[str, ...]
+    declared_nodes: int = 0
 
 
 def _data_lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -107,11 +127,11 @@ def benchmark_from_filename(path: Path) -> str:
     return name[len(PLOT_PREFIX):]
 
 
-def read_plot_file(path: os.PathLike[str] | str, benchmark: str | None = None,
-                   repetitions: bool = False) -> PlotFile:
-    """Read one plot file: value in column 1, label in column 2."""
+def read_plot_file(path: os.PathLike[str] | str, repetitions: bool = False) -> list[tuple[float, str, int]]:
+    """Read one plot file line by line: (value, label, line number) of each
+    result, value in column 1, label in column 2.  The reference reading:
+    the bulk parse hands here every file it has any doubt about."""
     path = Path(path)
-    benchmark = benchmark or benchmark_from_filename(path)
     rows: list[tuple[float, str, int]] = []
     first_seen: dict[str, int] = {}
     for number, line in _data_lines(path):
@@ -132,7 +152,7 @@ def read_plot_file(path: os.PathLike[str] | str, benchmark: str | None = None,
         rows.append((value, label, number))
     if not rows:
         raise InputError(path, None, "no results (the file is empty or only comments)")
-    return PlotFile(benchmark, path, rows, repetitions)
+    return rows
 
 
 def _csv_rows(path: Path, header: Sequence[str]) -> Iterator[tuple[int, list[str]]]:
@@ -192,6 +212,19 @@ def read_topology(path: Path) -> dict[str, str]:
     return groups
 
 
+def read_nodes(path: Path) -> list[str]:
+    """A node list: the first word of each line, a node or a node set,
+    expanded in the order written; a node listed twice counts once."""
+    nodes: dict[str, None] = {}
+    for number, line in _data_lines(path):
+        entry = line.split("#", 1)[0].split()[0]
+        try:
+            nodes.update(dict.fromkeys(expand(entry)))
+        except NodeNameError as err:
+            raise InputError(path, number, str(err)) from None
+    return list(nodes)
+
+
 def parse_failed_run(name: str) -> FailedRun:
     """Split ``benchmark.arch.node.run``; the benchmark keeps its arch
     (``xhpl.ppc64``) so that it matches ``plot.xhpl.ppc64``."""
@@ -222,14 +255,14 @@ def read_paths(paths: Sequence[os.PathLike[str] | str], benchmark: str | None = 
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            _read_directory(path, data, repetitions)
+            _read_directory(path, data)
         elif path.is_file():
-            data.plots.append(read_plot_file(path, benchmark, repetitions))
+            data.plots.append(PlotFile(benchmark or benchmark_from_filename(path), path))
         else:
             raise InputError(path, None, "no such file or directory")
-    if not (data.plots or data.facts or data.failures or data.topology):
+    if not (data.plots or data.facts or data.failures or data.topology or data.nodes):
         raise InputError(", ".join(map(os.fspath, paths)), None,
-                         "nothing to import: no plot.* files, inventory.csv, failed or topology.csv")
+                         "nothing to import: no plot.* files, inventory.csv, failed, topology.csv or nodes")
     seen: dict[str, Path] = {}
     for plot in data.plots:
         if plot.benchmark in seen:
@@ -238,11 +271,11 @@ def read_paths(paths: Sequence[os.PathLike[str] | str], benchmark: str | None = 
     return data
 
 
-def _read_directory(directory: Path, data: StabInput, repetitions: bool) -> None:
+def _read_directory(directory: Path, data: StabInput) -> None:
     for path in sorted(directory.iterdir()):
         name = path.name
         if name.startswith(PLOT_PREFIX) and path.is_file():
-            data.plots.append(read_plot_file(path, repetitions=repetitions))
+            data.plots.append(PlotFile(benchmark_from_filename(path), path))
         elif name == UNITS_FILE:
             data.units.update(read_units(path))
         elif name == INVENTORY_FILE:
@@ -251,54 +284,100 @@ def _read_directory(directory: Path, data: StabInput, repetitions: bool) -> None
             data.topology.update(read_topology(path))
         elif name == FAILED_FILE:
             data.failures.extend(read_failed(path))
+        elif name == NODES_FILE:
+            data.nodes.extend(node for node in read_nodes(path) if node not in data.nodes)
         else:
             data.ignored.append(os.fspath(path))
 
 
-def to_batch(data: StabInput, unit: str | None = None, direction: Direction | None = None) -> ResultBatch:
-    """Turn checked input into result rows, classifying every label."""
-    known_nodes = {node for node, _, _ in data.facts} | set(data.topology)
-    for plot in data.plots:
-        known_nodes.update(label for _, label, _ in plot.rows if label_kind(label) is LabelKind.NODE)
+def _units(data: StabInput, unit: str | None, direction: Direction | None) -> dict[str, tuple[str, Direction]]:
+    """Unit and direction of every benchmark imported: from units.csv, else
+    the ones given, else none and higher is better."""
+    try:
+        chosen = canonical_unit(unit) if unit is not None else ""
+    except UnknownUnitError as err:
+        origins = [p.path for p in data.plots] + [Path(f.source or FAILED_FILE) for f in data.failures]
+        raise InputError(origins[0] if origins else "--unit", None, str(err)) from None
+    units = {}
+    for name in [p.benchmark for p in data.plots] + [f.benchmark for f in data.failures]:
+        units[name] = data.units.get(name, (chosen, direction or Direction.HIGHER))
+    return units
 
-    def unit_of(benchmark: str, path: Path) -> tuple[str, Direction]:
-        if benchmark in data.units:
-            return data.units[benchmark]
-        try:
-            chosen = canonical_unit(unit) if unit is not None else ""
-        except UnknownUnitError as err:
-            raise InputError(path, None, str(err)) from None
-        return chosen, direction or Direction.HIGHER
 
-    def classified(path: Path, number: int | None, label: str) -> LabelKind:
+def _label_kinds(con: duckdb.DuckDBPyConnection, data: StabInput) -> dict[str, LabelKind]:
+    """Classify every distinct label of the plot rows and failed runs (a
+    node, a pair or a set); the first bad one, in file and line order, is
+    an error there."""
+    plot_labels = [label for (label,) in con.execute(f"SELECT DISTINCT label FROM {ROWS_TABLE}").fetchall()]
+    known_nodes = ({node for node, _, _ in data.facts} | set(data.topology) | set(data.nodes)
+                   | {label for label in plot_labels if label_kind(label) is LabelKind.NODE})
+    kinds: dict[str, LabelKind] = {}
+    problems: dict[str, str] = {}
+    for label in dict.fromkeys([*plot_labels, *(f.label for f in data.failures)]):
         kind = label_kind(label, known_nodes)
         try:
             label_members(label, kind)
         except NodeNameError as err:
-            raise InputError(path, number, str(err)) from None
-        return kind
+            problems[label] = str(err)
+        kinds[label] = kind
+    if problems:
+        con.register("_bad_labels", {"label": np.array(list(problems), dtype=object)})
+        first = con.execute(f"""
+            SELECT f.path, r.line, r.label FROM {ROWS_TABLE} r JOIN {FILES_TABLE} f USING (file)
+            WHERE r.label IN (SELECT label FROM _bad_labels) ORDER BY r.file, r.line LIMIT 1
+        """).fetchall()
+        con.unregister("_bad_labels")
+        if first:
+            ((path, line, label),) = first
+            raise InputError(path, line, problems[label])
+        for failed in data.failures:
+            if failed.label in problems:
+                raise InputError(failed.source or FAILED_FILE, failed.line, problems[failed.label])
+    return kinds
 
-    batch = ResultBatch()
-    for plot in data.plots:
-        bench_unit, bench_direction = unit_of(plot.benchmark, plot.path)
-        occurrences: dict[str, int] = {}
-        for value, label, number in plot.rows:
-            occurrences[label] = occurrences.get(label, 0) + 1
-            batch.add(
-                plot.benchmark, label, value, metric=DEFAULT_METRIC, unit=bench_unit,
-                direction=bench_direction, label_kind=classified(plot.path, number, label),
-                repetition=occurrences[label] if plot.repetitions else None,
-                raw_ref=f"{plot.path}:{number}",
+
+def _result_rows(con: duckdb.DuckDBPyConnection, data: StabInput, units: dict[str, tuple[str, Direction]],
+                 kinds: dict[str, LabelKind], repetitions: bool) -> duckdb.DuckDBPyRelation:
+    """The results to store, as a relation over the parsed plot rows (with
+    their unit, direction, label kind and ``path:line``) and the failed runs."""
+    con.register("_plot_meta", {
+        "file": np.arange(len(data.plots), dtype=np.int32),
+        "benchmark": np.array([p.benchmark for p in data.plots], dtype=object),
+        "unit": np.array([units[p.benchmark][0] for p in data.plots], dtype=object),
+        "direction": np.array([units[p.benchmark][1].value for p in data.plots], dtype=object),
+    })
+    con.register("_label_kinds", {
+        "label": np.array(list(kinds), dtype=object),
+        "label_kind": np.array([kind.value for kind in kinds.values()], dtype=object),
+    })
+    # A repeated label's occurrences, in line order, are its repetitions.
+    repetition = ("row_number() OVER (PARTITION BY r.file, r.label ORDER BY r.line)::INTEGER"
+                  if repetitions else "NULL::INTEGER")
+    query = f"""
+        SELECT m.benchmark, '{DEFAULT_METRIC}' AS metric, m.unit, m.direction, r.label, k.label_kind,
+               {repetition} AS repetition, r.value, true AS valid, NULL::VARCHAR AS parameters,
+               f.path || ':' || r.line AS raw_ref
+        FROM {ROWS_TABLE} r JOIN _plot_meta m USING (file) JOIN {FILES_TABLE} f USING (file)
+            JOIN _label_kinds k USING (label)
+    """
+    if data.failures:
+        failed = ResultBatch()
+        for run in data.failures:
+            origin = run.source or FAILED_FILE
+            bench_unit, bench_direction = units[run.benchmark]
+            failed.add(
+                run.benchmark, run.label, None, unit=bench_unit, direction=bench_direction,
+                label_kind=kinds[run.label], repetition=run.run, valid=False,
+                parameters={"arch": run.arch}, raw_ref=f"{origin}:{run.line}",
             )
-    for failed in data.failures:
-        origin = Path(failed.source or FAILED_FILE)
-        bench_unit, bench_direction = unit_of(failed.benchmark, origin)
-        batch.add(
-            failed.benchmark, failed.label, None, unit=bench_unit, direction=bench_direction,
-            label_kind=classified(origin, failed.line, failed.label), repetition=failed.run, valid=False,
-            parameters={"arch": failed.arch}, raw_ref=f"{origin}:{failed.line}",
-        )
-    return batch
+        con.register("_failed_rows", failed.columns())
+        query += """
+        UNION ALL
+        SELECT benchmark, metric, unit, direction, label, label_kind, CAST(repetition AS INTEGER),
+               CAST(value AS DOUBLE), valid, CAST(parameters AS VARCHAR), CAST(raw_ref AS VARCHAR)
+        FROM _failed_rows
+        """
+    return con.sql(query)
 
 
 def import_stab(store: Store, paths: Sequence[os.PathLike[str] | str], *, benchmark: str | None = None,
@@ -308,19 +387,30 @@ def import_stab(store: Store, paths: Sequence[os.PathLike[str] | str], *, benchm
     if benchmark is not None and len(paths) != 1:
         raise InputError(", ".join(map(os.fspath, paths)), None, "--benchmark names one plot file only")
     data = read_paths(paths, benchmark, repetitions)
-    batch = to_batch(data, unit, direction)
+    units = _units(data, unit, direction)
     source = ", ".join(os.fspath(p) for p in paths)
-    with store.transaction():
-        run_id = store.new_run(command, source)
-        store.add_results(run_id, batch)
-        store.add_facts(run_id, data.facts)
-        store.set_topology(run_id, data.topology)
+    con = store.con
+    try:
+        for index in parse_plot_files(con, [plot.path for plot in data.plots], repetitions):
+            add_rows(con, index, read_plot_file(data.plots[index].path, repetitions))
+        rows = _result_rows(con, data, units, _label_kinds(con, data), repetitions)
+        ((results,),) = con.execute(f"SELECT count(*) FROM {ROWS_TABLE}").fetchall()
+        with store.transaction():
+            run_id = store.new_run(command, source, nodes=data.declared_nodes)
+            store.add_results(run_id, rows)
+            store.add_facts(run_id, data.facts)
+            store.set_topology(run_id, data.topology)
+    finally:
+        drop_tables(con)
+        for name in ("_plot_meta", "_label_kinds", "_failed_rows"):
+            con.unregister(name)
     return ImportSummary(
         run_id=run_id,
         benchmarks=len({p.benchmark for p in data.plots} | {f.benchmark for f in data.failures}),
-        results=sum(len(p.rows) for p in data.plots),
+        results=int(results),
         failures=len(data.failures),
         facts=len(data.facts),
         topology_nodes=len(data.topology),
         ignored=tuple(data.ignored),
+        declared_nodes=len(data.declared_nodes),
     )

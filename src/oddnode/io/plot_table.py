@@ -1,0 +1,115 @@
+"""STAB plot files parsed in bulk by DuckDB into a table on the store's connection.
+
+DuckDB reads every file in one scan (``read_text``, with each file's name)
+and splits it into numbered lines and whitespace-separated fields, so a
+million results never pass through Python one by one.  ``read_csv`` is not
+used: it cannot split on runs of spaces and tabs, and it loses the line
+numbers that errors and ``raw_ref`` name.
+
+A file in which DuckDB finds anything questionable (see ``_QUESTIONABLE``
+and ``_checked_files``) is handed back to the caller, which reads it again
+with the line-by-line reader: its verdict stands, an error naming file and
+line or rows that DuckDB's stricter reading refused.  Clean files, the
+common case, never reach Python.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+import numpy as np
+
+# The temporary tables of one import, on the store's connection.
+ROWS_TABLE = "_plot_rows"  # file, line, value, label: every data line of every file
+FILES_TABLE = "_plot_files"  # file, path
+
+# Content the SQL split would read differently from Python's str.split() and
+# str.splitlines(): control characters other than tab, LF and CR (vertical
+# tab, form feed and \x1c-\x1f are whitespace or line breaks to Python), a CR
+# that does not end a line, and non-ASCII text (Unicode spaces and digits).
+_QUESTIONABLE = r"[^\x20-\x7e\t\n\r]|\r[^\n]|\r$"
+
+
+def parse_plot_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], repetitions: bool) -> list[int]:
+    """Fill ROWS_TABLE with the data lines of ``paths`` (file = index in
+    ``paths``); return the indices of the files DuckDB did not take, for the
+    line-by-line reader.  A line is a data line unless blank or a ``#``
+    comment; its value is the first field, its label the second."""
+    con.register("_plot_paths", {
+        "file": np.arange(len(paths), dtype=np.int32),
+        "path": np.array([os.fspath(p) for p in paths], dtype=object),
+    })
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {FILES_TABLE} AS SELECT * FROM _plot_paths")
+    con.unregister("_plot_paths")
+    try:
+        # Each file's text normalised so that one space separates fields and
+        # none starts or ends a line: CRLF to LF, tabs to spaces, runs of
+        # spaces to one, spaces beside line ends dropped (each step only in
+        # files that need it).  Lines are then split without a per-line trim.
+        con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE {ROWS_TABLE} AS
+            WITH texts AS (
+                SELECT f.file, t.content
+                FROM read_text($paths) t JOIN {FILES_TABLE} f ON t.filename = f.path
+                WHERE NOT regexp_matches(t.content, $questionable)),
+            endings AS (
+                SELECT file, CASE WHEN contains(content, chr(13))
+                                  THEN replace(content, chr(13) || chr(10), chr(10)) ELSE content END AS content
+                FROM texts),
+            tabs AS (
+                SELECT file, CASE WHEN contains(content, chr(9))
+                                  THEN replace(content, chr(9), ' ') ELSE content END AS content
+                FROM endings),
+            spaces AS (
+                SELECT file, CASE WHEN contains(content, '  ') OR contains(content, chr(10) || ' ')
+                                       OR contains(content, ' ' || chr(10)) OR starts_with(content, ' ')
+                                  THEN trim(regexp_replace(regexp_replace(content, ' {{2,}}', ' ', 'g'),
+                                                           ' ?\n ?', chr(10), 'g'), ' ')
+                                  ELSE content END AS content
+                FROM tabs),
+            lines AS (SELECT file, string_split(content, chr(10)) AS lines FROM spaces),
+            numbered AS (SELECT file, generate_subscripts(lines, 1) AS line, unnest(lines) AS text FROM lines)
+            SELECT file, line::INTEGER AS line, TRY_CAST(split_part(text, ' ', 1) AS DOUBLE) AS value,
+                   split_part(text, ' ', 2) AS label
+            FROM numbered WHERE text <> '' AND NOT starts_with(text, '#')
+        """, {"paths": [os.fspath(p) for p in paths], "questionable": _QUESTIONABLE})
+    except duckdb.Error:
+        # Not text (invalid UTF-8) or unreadable: the line reader says which file and why.
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {ROWS_TABLE} "
+                    "(file INTEGER, line INTEGER, value DOUBLE, label VARCHAR)")
+        return list(range(len(paths)))
+    refused = _refused_files(con, repetitions)
+    if refused:
+        con.execute(f"DELETE FROM {ROWS_TABLE} WHERE file IN (SELECT unnest($refused))", {"refused": refused})
+    taken = {file for (file,) in con.execute(f"SELECT DISTINCT file FROM {ROWS_TABLE}").fetchall()}
+    return [file for file in range(len(paths)) if file not in taken]
+
+
+def _refused_files(con: duckdb.DuckDBPyConnection, repetitions: bool) -> list[int]:
+    """The files with a data line lacking a finite value or a label, or,
+    unless ``repetitions``, with a label twice."""
+    repeated = "false" if repetitions else "count(DISTINCT label) < count(*)"
+    rows = con.execute(f"""
+        SELECT file FROM {ROWS_TABLE} GROUP BY file
+        HAVING bool_or(value IS NULL OR NOT isfinite(value) OR label = '') OR {repeated}
+    """).fetchall()
+    return [file for (file,) in rows]
+
+
+def add_rows(con: duckdb.DuckDBPyConnection, file: int, rows: Sequence[tuple[float, str, int]]) -> None:
+    """Add one file's rows (value, label, line) read by the line reader."""
+    values, labels, lines = zip(*rows)
+    con.register("_read_rows", {
+        "file": np.full(len(rows), file, dtype=np.int32), "line": np.array(lines, dtype=np.int32),
+        "value": np.array(values, dtype=np.float64), "label": np.array(labels, dtype=object),
+    })
+    con.execute(f"INSERT INTO {ROWS_TABLE} SELECT file, line, value, label FROM _read_rows")
+    con.unregister("_read_rows")
+
+
+def drop_tables(con: duckdb.DuckDBPyConnection) -> None:
+    for table in (ROWS_TABLE, FILES_TABLE):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
