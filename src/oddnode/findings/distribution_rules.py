@@ -1,11 +1,14 @@
 """Rules on the shape of each single-node population (STAB's dplot reading):
-outliers, a second mode, skew and other departures from the normal."""
+outliers, a second mode, skew and other departures from the normal, and
+repetitions too noisy to tell kinds of nodes apart."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from oddnode.findings.population import HIGH, LOW, JudgedGroup, Modes, analyse, bad_side
+from oddnode.findings.population import HIGH, LOW, JudgedGroup, Modes, RepetitionNoise, analyse, bad_side
 from oddnode.findings.registry import Sensitivity, first_few, rule
 from oddnode.model import Dataset, Finding, LabelKind, Series, Severity
 from oddnode.nodes import fold
@@ -129,12 +132,10 @@ def outliers(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
     return findings
 
 
-def _bimodal_finding(series: Series, modes: Modes) -> Finding:
-    split = modes.split
-    minority = modes.minority
-    majority = HIGH if minority == LOW else LOW
+def _mode_groups(series: Series, modes: Modes) -> dict[str, dict]:
+    """Each mode's side, nodes, size, mean and standard deviation."""
     groups = {}
-    for side, mean, std in ((LOW, split.low_mean, split.low_std), (HIGH, split.high_mean, split.high_std)):
+    for side in (LOW, HIGH):
         indices = modes.indices(side)
         groups[side] = {
             "side": side,
@@ -143,6 +144,14 @@ def _bimodal_finding(series: Series, modes: Modes) -> Finding:
             "mean": float(np.mean(series.values[indices])),
             "std": float(np.std(series.values[indices])),
         }
+    return groups
+
+
+def _bimodal_finding(series: Series, modes: Modes) -> Finding:
+    split = modes.split
+    minority = modes.minority
+    majority = HIGH if minority == LOW else LOW
+    groups = _mode_groups(series, modes)
     odd, rest = groups[minority], groups[majority]
     faster = minority != bad_side(series)
     message = (
@@ -160,6 +169,9 @@ def _bimodal_finding(series: Series, modes: Modes) -> Finding:
             "groups": [groups[LOW], groups[HIGH]],
             "minority": minority,
             "gap_pct": modes.gap_pct,
+            "test": modes.test,
+            "split_ratio": modes.split_ratio,
+            "critical_ratio": None if math.isnan(modes.critical_ratio) else modes.critical_ratio,
             "dip": modes.dip.statistic,
             "dip_p": modes.dip.p,
             "ashman_d": split.ashman_d,
@@ -173,12 +185,56 @@ def _bimodal_finding(series: Series, modes: Modes) -> Finding:
 
 @rule("bimodal")
 def bimodal(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
-    """Two kinds of nodes in one population (dip test, Ashman's D, group sizes, gap)."""
+    """Two kinds of nodes in one population (calibrated split ratio up to 30
+    nodes, dip test and Ashman's D above; group sizes, gap)."""
     findings = []
     for series in node_series(dataset):
         population = analyse(series, sensitivity)
         if population.modes is not None:
             findings.append(_bimodal_finding(series, population.modes))
+    return findings
+
+
+def _noisy_finding(series: Series, noise: RepetitionNoise) -> Finding:
+    groups = _mode_groups(series, noise.candidate)
+    better = groups[noise.better]
+    message = (
+        f"{series.name} varies as much between repetitions as between nodes: the median node of the better "
+        f"candidate mode ({better['nodes']}) spans {noise.median_spread_pct:.1f}% between its repetitions, "
+        f"while the two candidate modes are {noise.separation_pct:.1f}% apart; a node's best run may be luck "
+        f"rather than its kind, so the modes are not named"
+    )
+    return Finding(
+        kind="noisy-benchmark",
+        severity=Severity.INFO,
+        subject=series.name,
+        nodes="",
+        message=message,
+        evidence={
+            "median_spread_pct": noise.median_spread_pct,
+            "separation_pct": noise.separation_pct,
+            "gap_pct": noise.candidate.gap_pct,
+            "better": noise.better,
+            "nodes_with_spread": noise.nodes_with_spread,
+            "repetitions": int(np.median(series.repetitions)),
+            "candidate_groups": [groups[LOW], groups[HIGH]],
+        },
+        remedy=(
+            f"Make {series.name} repeatable before comparing nodes on it: run it longer or more times, and "
+            "quiet the nodes (stop competing work, give each run its own cores, fix the CPU frequency), "
+            "until a node's repetitions agree better than the nodes differ."
+        ),
+    )
+
+
+@rule("noisy-benchmark")
+def noisy_benchmark(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
+    """Two candidate modes left unnamed: the better mode's nodes vary between repetitions by half the gap or more."""
+    findings = []
+    for series in node_series(dataset):
+        population = analyse(series, sensitivity)
+        if population.noise is not None:
+            findings.append(_noisy_finding(series, population.noise))
     return findings
 
 
@@ -188,7 +244,8 @@ def shape(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
     findings = []
     for series in node_series(dataset):
         population = analyse(series, sensitivity)
-        if population.modes is not None:
+        # Two modes, or repetitions too noisy for any shape to mean much.
+        if population.modes is not None or population.noise is not None:
             continue
         keep = np.isfinite(series.values)
         for side in (LOW, HIGH):

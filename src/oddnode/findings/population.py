@@ -5,6 +5,7 @@ so that the rules of one ``find_all`` call compute them once."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import weakref
 from dataclasses import dataclass, field
@@ -13,8 +14,8 @@ import numpy as np
 
 from oddnode.findings.registry import Sensitivity
 from oddnode.model import Series
-from oddnode.stats import esd
-from oddnode.stats.distribution import MIN_N_DIP, Dip, Split, best_two_group_split, dip_test
+from oddnode.stats import esd, modes
+from oddnode.stats.distribution import Dip, Split, dip_test, split_at
 from oddnode.stats.robust import (
     MIN_OUTLIER_SAMPLE,
     RobustScale,
@@ -25,20 +26,13 @@ from oddnode.stats.robust import (
 
 LOW, HIGH = "low", "high"
 
-# Ashman's D of the best two-means split must exceed 3 before a population is
-# called bimodal.  Splitting pure normal data at its mean gives two
-# half-normals with means ±0.80σ and standard deviations 0.60σ, hence
-# D = sqrt(2)·1.60 / sqrt(2·0.60²) ≈ 2.65 whatever n is: a bell cut in two
-# already scores D > 2 (the textbook "clean separation" bound), so 3 keeps
-# bells whole while two peaks a few σ apart pass easily.
+# Above modes.MAX_N nodes, Ashman's D of the best two-means split must
+# exceed 3 before the dip test is asked.  Splitting pure normal data at its
+# mean gives two half-normals with means ±0.80σ and standard deviations
+# 0.60σ, hence D = sqrt(2)·1.60 / sqrt(2·0.60²) ≈ 2.65 whatever n is: a bell
+# cut in two already scores D > 2 (the textbook "clean separation" bound),
+# so 3 keeps bells whole while two peaks a few σ apart pass easily.
 MIN_ASHMAN_D = 3.0
-# A mode needs at least this share of the nodes (and at least 2 nodes);
-# fewer odd nodes are outliers, not a second kind of node.
-MIN_MODE_FRACTION = 0.02
-MIN_MODE_SIZE = 2
-# Before giving up on two modes, drop a too-small extreme group (an outlier
-# or two that attract the best split) and split again, this many times.
-MAX_TRIM_ROUNDS = 3
 
 
 def bad_side(series: Series) -> str:
@@ -48,13 +42,18 @@ def bad_side(series: Series) -> str:
 
 @dataclass(frozen=True)
 class Modes:
-    """Two kinds of nodes: the best two-means split that passed the dip test."""
+    """Two kinds of nodes: the best two-means split that passed the test for
+    its population size (the calibrated split ratio up to modes.MAX_N nodes,
+    the dip test above)."""
 
     low: np.ndarray  # indices into the series of the low group
     high: np.ndarray  # indices of the high group
     split: Split
     dip: Dip
     gap_pct: float  # gap between the group means relative to the larger group's mean
+    test: str  # "split ratio" or "dip"
+    split_ratio: float  # between- over within-group sum of squares of the split
+    critical_ratio: float  # the calibrated threshold it exceeded; NaN under the dip test
 
     @property
     def minority(self) -> str:
@@ -92,13 +91,29 @@ class JudgedGroup:
 
 
 @dataclass(frozen=True)
+class RepetitionNoise:
+    """Two candidate modes that luck in each node's repetitions could make:
+    the nodes of the better mode vary from one repetition to the next by at
+    least half the gap between the modes."""
+
+    candidate: Modes  # the modes that are not named
+    better: str  # the side of the better mode, where a lucky best run puts a node
+    median_spread_pct: float  # median over its nodes of (max - min) / |median| of their repetitions
+    separation_pct: float  # gap between the mode means relative to the larger of them
+    nodes_with_spread: int  # nodes of the better mode with two or more valid repetitions
+
+
+@dataclass(frozen=True)
 class Population:
-    """Modes and outliers of one series (indices refer to the series' labels)."""
+    """Modes and outliers of one series (indices refer to the series' labels);
+    ``noise`` holds the candidate modes left unnamed because the nodes'
+    repetitions vary as much as the nodes do."""
 
     size: int
     bad_side: str
     modes: Modes | None
     groups: tuple[JudgedGroup, ...]
+    noise: RepetitionNoise | None = None
 
     def outliers(self, side: str) -> np.ndarray:
         parts = [group.outliers(side) for group in self.groups]
@@ -113,44 +128,38 @@ class Population:
         return bad
 
 
-def smallest_mode(n: int) -> int:
-    return max(MIN_MODE_SIZE, math.ceil(MIN_MODE_FRACTION * n))
-
-
 def find_modes(values: np.ndarray, sensitivity: Sensitivity) -> Modes | None:
-    """Two modes when the dip test rejects unimodality at alpha, the best split
-    is well separated (Ashman's D > 3), the smaller group holds at least
-    max(2, 2% of n) values and the group means differ by at least min_effect."""
+    """Two modes when the trimmed best two-means split has two groups of at
+    least max(3, 2% of n) values whose means differ by at least min_effect,
+    and is unlikely on healthy nodes: on 6 to 30 nodes its split ratio
+    exceeds the calibrated threshold at alpha; on more, its Ashman's D
+    exceeds 3 and the dip test rejects unimodality at alpha."""
     n = len(values)
-    least = smallest_mode(n)
-    if n < max(MIN_N_DIP, 2 * least):
+    least = modes.smallest_mode(n)
+    if n < max(modes.MIN_N, 2 * least):
         return None
     order = np.argsort(values, kind="stable")
     ordered = values[order]
-    start, stop = 0, n
-    for _ in range(MAX_TRIM_ROUNDS + 1):
-        kept = ordered[start:stop]
-        if len(kept) < 2 * least or kept[0] == kept[-1]:
-            return None
-        split = best_two_group_split(kept)
-        low_size, high_size = split.index, len(kept) - split.index
-        if low_size < least:
-            start += low_size
-        elif high_size < least:
-            stop -= high_size
-        else:
-            break
-    else:
+    found = modes.trimmed_splits(ordered, least)
+    if not found.found[0]:
         return None
-    if not split.ashman_d > MIN_ASHMAN_D:
-        return None
-    reference = split.low_mean if low_size >= high_size else split.high_mean
+    start, stop, low_size = int(found.start[0]), int(found.stop[0]), int(found.low_size[0])
+    ratio = float(found.ratio[0])
+    kept = ordered[start:stop]
+    split = split_at(kept, low_size)
+    reference = split.low_mean if low_size >= len(kept) - low_size else split.high_mean
     gap = (split.high_mean - split.low_mean) / abs(reference) if reference else math.inf
     if gap < sensitivity.min_effect:
         return None
     dip = dip_test(kept)
-    if not dip.p < sensitivity.alpha:
-        return None
+    if n <= modes.MAX_N:
+        test, critical = "split ratio", modes.split_ratio_threshold(n, sensitivity.alpha)
+        if not ratio > critical:
+            return None
+    else:
+        test, critical = "dip", math.nan
+        if not (split.ashman_d > MIN_ASHMAN_D and dip.p < sensitivity.alpha):
+            return None
     # Values trimmed before the split belong to the mode at their end; the
     # outlier test within that mode judges them.
     boundary = start + low_size
@@ -160,7 +169,37 @@ def find_modes(values: np.ndarray, sensitivity: Sensitivity) -> Modes | None:
         split=split,
         dip=dip,
         gap_pct=gap * 100.0,
+        test=test,
+        split_ratio=ratio,
+        critical_ratio=critical,
     )
+
+
+def repetition_noise(series: Series, candidate: Modes) -> RepetitionNoise | None:
+    """The candidate modes are noise when the median node of the better mode
+    varies between its repetitions by at least half the gap between the
+    modes: its best run may then be luck, not its kind (as when nodes share
+    CPUs and a run that had one to itself is several times faster).  None
+    without spreads (one value per node) or when fewer than half of the
+    better mode's nodes have one."""
+    if series.spread is None:
+        return None
+    better = HIGH if series.higher_is_better else LOW
+    indices = candidate.indices(better)
+    spreads = series.spread[indices]
+    spreads = spreads[np.isfinite(spreads)]
+    if len(spreads) == 0 or len(spreads) < len(indices) / 2:
+        return None
+    low, high = candidate.split.low_mean, candidate.split.high_mean
+    larger = max(abs(low), abs(high))
+    separation = (high - low) / larger if larger else 0.0
+    noise = RepetitionNoise(candidate, better, float(np.median(spreads)) * 100.0, separation * 100.0, len(spreads))
+    # A node whose runs fall in both modes has a spread of the gap relative
+    # to its median run, which lies in one mode or the other: at least the
+    # gap relative to the larger mean, less the spread within the modes.
+    # Half of that leaves room for the latter, while quiet runs (a spread of
+    # a few % against modes tens of % apart) stay far below.
+    return noise if noise.median_spread_pct >= noise.separation_pct / 2 else None
 
 
 def judge_outliers(
@@ -216,25 +255,22 @@ def _analyse(series: Series, sensitivity: Sensitivity) -> Population:
     side = bad_side(series)
     if len(usable) == 0:
         return Population(0, side, None, ())
-    finite = values[usable]
-    modes = find_modes(finite, sensitivity)
-    if modes is None:
-        groups = (judge_outliers(series, usable, sensitivity),)
-    else:
-        # The two kinds of nodes are each judged on their own, so that the
-        # second mode is not reported as a crowd of outliers.
-        modes = Modes(
-            low=usable[modes.low],
-            high=usable[modes.high],
-            split=modes.split,
-            dip=modes.dip,
-            gap_pct=modes.gap_pct,
-        )
-        groups = (
-            judge_outliers(series, modes.low, sensitivity, LOW),
-            judge_outliers(series, modes.high, sensitivity, HIGH),
-        )
-    return Population(len(usable), side, modes, groups)
+    found = find_modes(values[usable], sensitivity)
+    if found is not None:
+        found = dataclasses.replace(found, low=usable[found.low], high=usable[found.high])
+    noise = repetition_noise(series, found) if found is not None else None
+    if found is None or noise is not None:
+        # One kind of node, or candidate modes that the repetitions' noise
+        # explains: one population, where a node far from all the others is
+        # still an outlier.
+        return Population(len(usable), side, None, (judge_outliers(series, usable, sensitivity),), noise)
+    # The two kinds of nodes are each judged on their own, so that the
+    # second mode is not reported as a crowd of outliers.
+    groups = (
+        judge_outliers(series, found.low, sensitivity, LOW),
+        judge_outliers(series, found.high, sensitivity, HIGH),
+    )
+    return Population(len(usable), side, found, groups)
 
 
 # id(series) -> (weak reference to it, sensitivity, population).  A weak

@@ -17,9 +17,15 @@ test names a node at every nominal level above the smallest level at which
 one of its steps is critical, so that smallest level's lower quantiles are
 the table.
 
+Two kinds of nodes among 6 to 30 (oddnode.stats.modes) are judged by the
+ratio of between- to within-group sum of squares of the best split; its
+table holds, for each n, the largest (1 - alpha) quantile of that ratio over
+several kinds of healthy noise (MODES_NULLS): normal, heavy-tailed, skewed
+and flat.
+
 Run ``python -m oddnode.stats.calibrate`` to regenerate
-``outlier_thresholds.json`` and ``esd_levels.json`` next to this file
-(``--table`` for one of them).  It is seeded, so the tables are
+``outlier_thresholds.json``, ``esd_levels.json`` and ``modes_thresholds.json``
+next to this file (``--table`` for one of them).  It is seeded, so the tables are
 reproducible; it draws its populations for every n in chunks that bound
 memory, and takes about ten minutes for each table on one core.
 """
@@ -34,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from oddnode.stats import esd
+from oddnode.stats import esd, modes
 
 # The grid of the committed table; outlier_threshold interpolates in
 # log n and log alpha between these points and uses a formula above the
@@ -69,6 +75,33 @@ ESD_ALPHAS = (5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2)
 ESD_REPLICATES = 8_000_000
 ESD_OUTPUT = Path(__file__).with_name("esd_levels.json")
 
+MODES_SIZES = tuple(range(modes.MIN_N, modes.MAX_N + 1))
+MODES_ALPHAS = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2)
+# 2,000,000 populations per n and kind of noise: 20 false alarms at the
+# smallest alpha (the 20/alpha rule of thumb), for each of the five.
+MODES_REPLICATES = 2_000_000
+MODES_OUTPUT = Path(__file__).with_name("modes_thresholds.json")
+
+
+def _lognormal_cv(cv: float) -> Callable[[np.random.Generator, tuple[int, int]], np.ndarray]:
+    # A lognormal's coefficient of variation is sqrt(exp(s²) - 1).
+    s = float(np.sqrt(np.log1p(cv * cv)))
+    return lambda rng, shape: rng.lognormal(0.0, s, shape)
+
+
+# Healthy noise the bimodality threshold must hold alpha on: the normal;
+# Student t with 5 and 3 degrees of freedom, the heavy tails of nodes that
+# share CPUs with other work now and then; a lognormal with CV 30%, the
+# skew of run times that can only get longer; and the uniform, the flattest
+# unimodal shape, whose halves lie furthest apart (the dip test's null).
+MODES_NULLS: dict[str, Callable[[np.random.Generator, tuple[int, int]], np.ndarray]] = {
+    "normal": lambda rng, shape: rng.standard_normal(shape),
+    "t5": lambda rng, shape: rng.standard_t(5, shape),
+    "t3": lambda rng, shape: rng.standard_t(3, shape),
+    "lognormal-cv30": _lognormal_cv(0.30),
+    "uniform": lambda rng, shape: rng.uniform(size=shape),
+}
+
 
 def max_abs_modified_z(rng: np.random.Generator, n: int, replicates: int) -> np.ndarray:
     """Largest |modified z| of each of ``replicates`` normal populations of size n."""
@@ -99,6 +132,22 @@ def smallest_esd_level(rng: np.random.Generator, n: int, replicates: int) -> np.
         ascending = np.sort(rng.standard_normal((rows, n)), axis=1)
         levels = esd.step_levels(esd.step_statistics(ascending, steps), n)
         out[done : done + rows] = levels.min(axis=1)
+        done += rows
+    return out
+
+
+def split_ratios(rng: np.random.Generator, n: int, replicates: int, null: str = "normal") -> np.ndarray:
+    """The split ratio that find_modes judges (oddnode.stats.modes) of each of
+    ``replicates`` healthy populations of n nodes with MODES_NULLS[null] noise."""
+    draw = MODES_NULLS[null]
+    least = modes.smallest_mode(n)
+    rows_per_chunk = max(1, CHUNK_VALUES // n)
+    out = np.empty(replicates, dtype=np.float64)
+    done = 0
+    while done < replicates:
+        rows = min(rows_per_chunk, replicates - done)
+        ascending = np.sort(draw(rng, (rows, n)), axis=1)
+        out[done : done + rows] = modes.trimmed_splits(ascending, least).ratio
         done += rows
     return out
 
@@ -160,6 +209,50 @@ def calibrate_esd(
     }
 
 
+def calibrate_modes(
+    sizes: tuple[int, ...] = MODES_SIZES,
+    alphas: tuple[float, ...] = MODES_ALPHAS,
+    replicates: int = MODES_REPLICATES,
+    seed: int = SEED,
+    verbose: bool = False,
+) -> dict:
+    """The bimodality table as a JSON-ready dict: thresholds[i][j] for
+    sizes[i], alphas[j], the largest over MODES_NULLS of each one's quantile."""
+    _require_replicates(alphas, replicates)
+
+    def show(row: list[float]) -> str:
+        return "  ".join(f"{a:g}:{q:9.2f}" for a, q in zip(alphas, row))
+
+    by_null = {}
+    for index, null in enumerate(MODES_NULLS):
+        if verbose:
+            print(f"{null}:")
+
+        def draw(rng: np.random.Generator, n: int, count: int, null: str = null) -> np.ndarray:
+            return split_ratios(rng, n, count, null)
+
+        by_null[null] = _quantile_rows(draw, sizes, [1.0 - a for a in alphas], replicates, [seed, 2, index],
+                                       show if verbose else None)
+    thresholds = np.max([rows for rows in by_null.values()], axis=0)
+    return {
+        "description": (
+            "Upper quantiles of the ratio of between- to within-group sum of squares of "
+            "the trimmed best two-means split (oddnode.stats.modes) of n healthy nodes: "
+            "thresholds[i][j] is the largest over the kinds of noise in quantiles_by_null "
+            "of the (1 - alphas[j]) quantile for n = sizes[i]."
+        ),
+        "generator": "python -m oddnode.stats.calibrate --table modes",
+        "seed": seed,
+        "replicates_per_size": replicates,
+        "sizes": list(sizes),
+        "alphas": list(alphas),
+        "thresholds": [[float(f"{q:.5g}") for q in row] for row in thresholds],
+        "quantiles_by_null": {
+            null: [[float(f"{q:.5g}") for q in row] for row in rows] for null, rows in by_null.items()
+        },
+    }
+
+
 def calibrate(
     sizes: tuple[int, ...] = SIZES,
     alphas: tuple[float, ...] = ALPHAS,
@@ -192,12 +285,16 @@ def calibrate(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--table", choices=("mad", "esd", "both"), default="both")
+    parser.add_argument("--table", choices=("mad", "esd", "modes", "all"), default="all")
     parser.add_argument("--replicates", type=int, help="populations per n (default: each table's own)")
     parser.add_argument("--seed", type=int, default=SEED)
     args = parser.parse_args(argv)
-    jobs = {"mad": (calibrate, REPLICATES, DEFAULT_OUTPUT), "esd": (calibrate_esd, ESD_REPLICATES, ESD_OUTPUT)}
-    for name in ("mad", "esd") if args.table == "both" else (args.table,):
+    jobs = {
+        "mad": (calibrate, REPLICATES, DEFAULT_OUTPUT),
+        "esd": (calibrate_esd, ESD_REPLICATES, ESD_OUTPUT),
+        "modes": (calibrate_modes, MODES_REPLICATES, MODES_OUTPUT),
+    }
+    for name in jobs if args.table == "all" else (args.table,):
         make, replicates, output = jobs[name]
         table = make(replicates=args.replicates or replicates, seed=args.seed, verbose=True)
         output.write_text(json.dumps(table, indent=1) + "\n")

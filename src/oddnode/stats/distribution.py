@@ -290,6 +290,31 @@ class Split:
     ashman_d: float
 
 
+def best_cuts(ascending: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """For each row of ascending values, the size of the low group of the
+    optimal 1-D two-means split of its values [start, stop) (the cut that
+    maximises the between-group sum of squares), all rows at once in O(n)
+    each; every window needs at least 2 values."""
+    rows, n = ascending.shape
+    row = np.arange(rows)
+    # Centred on each row's median, so that large values with a small
+    # spread keep their precision in the prefix sums.
+    centred = ascending - np.median(ascending, axis=1, keepdims=True)
+    prefix = np.zeros((rows, n + 1))
+    np.cumsum(centred, axis=1, out=prefix[:, 1:])
+    # A cut at j puts values [start, j) in the low group: k = j - start of
+    # the window's m values.  Between-SS = k(m-k)/m (mean_low - mean_high)²
+    # = (S_k - k·S/m)² · m / (k (m - k)), S_k the low group's sum, S the window's.
+    k = np.arange(1, n)[None, :] - start[:, None]
+    m = (stop - start)[:, None]
+    low_sums = prefix[:, 1:n] - prefix[row, start][:, None]
+    window_sums = (prefix[row, stop] - prefix[row, start])[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        between = (low_sums - k * window_sums / m) ** 2 * m / (k * (m - k))
+    between = np.where((k >= 1) & (k < m), between, -np.inf)
+    return np.argmax(between, axis=1) + 1 - start
+
+
 def best_two_group_split(sorted_values) -> Split:
     """Optimal 1-D two-means split of ascending values: the cut that
     maximises the between-group sum of squares, found in O(n)."""
@@ -299,17 +324,13 @@ def best_two_group_split(sorted_values) -> Split:
         raise ValueError(f"a two-group split needs at least 2 values, got {n}")
     if np.any(np.diff(array) < 0):
         raise ValueError("best_two_group_split needs values sorted ascending")
-    # Centre first so the prefix sums stay small relative to the spread.
-    centred = array - array.mean()
-    low_sizes = np.arange(1, n, dtype=np.float64)
-    high_sizes = n - low_sizes
-    low_sums = np.cumsum(centred)[:-1]
-    # Centred data sum to 0, so the high group's sum is -low_sum and
-    # between-SS = k(n-k)/n (mean_low - mean_high)^2 = low_sum^2 n / (k (n-k)).
-    between = low_sums**2 * n / (low_sizes * high_sizes)
-    index = int(np.argmax(between)) + 1
+    index = int(best_cuts(array[None, :], np.zeros(1, dtype=np.intp), np.full(1, n))[0])
+    return split_at(array, index)
 
-    low, high = array[:index], array[index:]
+
+def split_at(sorted_values: np.ndarray, index: int) -> Split:
+    """The two groups of ascending values below and from ``index``."""
+    low, high = sorted_values[:index], sorted_values[index:]
     low_mean, high_mean = float(low.mean()), float(high.mean())
     low_std, high_std = float(low.std()), float(high.std())
     return Split(
