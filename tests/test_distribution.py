@@ -138,7 +138,7 @@ def test_findn_flags_a_bimodal_population(rng):
 # normality ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("n", [30, 800])
+@pytest.mark.parametrize("n", [20, 30, 800, 4_000])
 def test_normality_fields_equal_scipy(rng, n):
     values = rng.gamma(4.0, 2.0, size=n) + 1000.0
     result = normality(values)

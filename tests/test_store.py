@@ -140,3 +140,42 @@ def test_node_status_keeps_the_latest_trouble_per_stage(store):
         store.add_node_status(run, "inventory", [("n1", "timeout", "cut at 30 s"), ("n2", "ok", None)])
     trouble = store.load_node_status()
     assert list(trouble) == ["n1"] and trouble["n1"].detail == "cut at 30 s"
+
+
+def test_spread_is_the_span_of_a_labels_repetitions_relative_to_its_larger_end(store):
+    rows = [("fft", "n1", v, {"repetition": r}) for r, v in enumerate([7.4, 1.0, 1.04], 1)]
+    rows += [("fft", "n2", 1.0, {"repetition": 1}), ("fft", "n3", -2.0, {"repetition": 1}),
+             ("fft", "n3", -1.0, {"repetition": 2})]
+    rows += [("plot", "n1", 3.0, {}), ("plot", "n2", 4.0, {})]  # no repetition numbers: no spread
+    with store.transaction():
+        store.add_results(store.new_run("test"), _batch(rows))
+    series = {s.benchmark: s for s in store.load_series()}
+    np.testing.assert_allclose(series["fft"].spread[[0, 2]], [(7.4 - 1.0) / 7.4, 0.5])
+    assert np.isnan(series["fft"].spread[1])  # one repetition
+    assert series["plot"].spread is None
+
+
+def test_a_whole_series_copied_as_best_equals_the_grouped_best(store):
+    rows = [(f"b{b}", f"n{i:02d}", float(i * b), {}) for b in range(3) for i in range(12)]
+    rows += [("b1", "n99", None, {"valid": False})]
+    with store.transaction():
+        store.add_results(store.new_run("grouped"), _batch(rows))
+    grouped = store.load_series()
+    with store.transaction():
+        store.add_results(store.new_run("copied"), _batch(rows), whole_series=True)
+    copied = store.load_series()
+    assert [s.name for s in copied] == [s.name for s in grouped]
+    for a, b in zip(grouped, copied):
+        assert list(a.labels) == list(b.labels) and list(a.repetitions) == list(b.repetitions)
+        np.testing.assert_array_equal(a.values, b.values)
+        assert a.spread is None and b.spread is None
+    # The copy superseded the grouped run's best rows instead of adding to them.
+    assert store.con.execute("SELECT count(*), min(run_id) FROM best").fetchall() == [(36, 2)]
+
+
+def test_series_on_the_same_labels_share_one_label_array(store):
+    rows = [(b, f"n{i}", float(i), {}) for b in ("x", "y") for i in range(5)] + [("z", "n1", 1.0, {})]
+    with store.transaction():
+        store.add_results(store.new_run("test"), _batch(rows))
+    x, y, z = store.load_series()
+    assert x.labels is y.labels and list(z.labels) == ["n1"]

@@ -56,7 +56,7 @@ class Series:
     values: np.ndarray  # float64, aligned with labels
     repetitions: np.ndarray  # int64: valid repetitions behind each best value
     # float64, aligned with labels: the relative spread of each label's valid
-    # repetitions, (max - min) / |median|; NaN where fewer than two.  None
+    # repetitions, (max - min) / max(|max|, |min|); NaN where fewer than two.  None
     # when the source kept only one value per label (plot files).
     spread: np.ndarray | None = None
 

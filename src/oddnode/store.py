@@ -262,10 +262,17 @@ class Store:
         self.con.execute(f"INSERT INTO {table} SELECT {names} FROM _rows")
         self.con.unregister("_rows")
 
-    def add_results(self, run_id: int, rows: ResultBatch | duckdb.DuckDBPyRelation) -> None:
+    def add_results(self, run_id: int, rows: ResultBatch | duckdb.DuckDBPyRelation, *,
+                    whole_series: bool = False) -> None:
         """Write results of one run and refresh the best table for their
         series.  ``rows`` is a batch, or a relation on this store's
-        connection with the RESULT_COLUMNS (a bulk import never leaves DuckDB)."""
+        connection with the RESULT_COLUMNS (a bulk import never leaves DuckDB).
+
+        ``whole_series``: the caller vouches that ``run_id`` is the newest
+        run of every series in ``rows``, that these rows are all it will
+        ever hold of them, and that no label has two valid rows in one
+        series (an import without repetitions).  The best rows are then the
+        valid rows themselves, copied without grouping a million labels."""
         if isinstance(rows, ResultBatch) and not rows:
             return
         self.con.register("_incoming", rows.columns() if isinstance(rows, ResultBatch) else rows)
@@ -276,26 +283,50 @@ class Store:
                 CAST(parameters AS VARCHAR), CAST(raw_ref AS VARCHAR)
             FROM _incoming
         """, [run_id])
-        series = self.con.execute("SELECT DISTINCT benchmark, metric FROM _incoming").fetchall()
         # Left behind after an error (an aborted transaction refuses this),
         # a registration is replaced by the next write.
         self.con.unregister("_incoming")
-        self._refresh_best(series)
+        series = self.con.execute(
+            "SELECT DISTINCT benchmark, metric FROM results WHERE run_id = ?", [run_id]).fetchall()
+        if whole_series:
+            self._copy_best(run_id, series)
+        else:
+            self._refresh_best(series)
 
-    def _refresh_best(self, series: Sequence[tuple[str, str]]) -> None:
-        """Rebuild the best rows of the given (benchmark, metric) series.
-
-        spread = (max - min) / |median| of a label's valid repetitions: NaN
-        where fewer than two, NULL where the results carry no repetition
-        numbers (a plot file's one value per label).  A median of 0 gives
-        inf (or NaN when every value is 0): no relative spread exists there.
-        """
+    def _copy_best(self, run_id: int, series: Sequence[tuple[str, str]]) -> None:
+        """The best rows of a run's whole series whose labels have one valid
+        row each (see add_results): those rows, one repetition, no spread."""
         if not series:
             return
+        self._register_series(series)
+        self.con.execute(
+            "DELETE FROM best WHERE (benchmark, metric) IN (SELECT (benchmark, metric) FROM _touched)")
+        self.con.execute("""
+            INSERT INTO best
+            SELECT run_id, benchmark, metric, unit, direction, label, label_kind, value, 1, NULL
+            FROM results WHERE run_id = ? AND valid AND value IS NOT NULL
+        """, [run_id])
+        self.con.unregister("_touched")
+
+    def _register_series(self, series: Sequence[tuple[str, str]]) -> None:
         self.con.register("_touched", {
             "benchmark": np.array([s[0] for s in series], dtype=object),
             "metric": np.array([s[1] for s in series], dtype=object),
         })
+
+    def _refresh_best(self, series: Sequence[tuple[str, str]]) -> None:
+        """Rebuild the best rows of the given (benchmark, metric) series.
+
+        spread = (max - min) / max(|max|, |min|) of a label's valid
+        repetitions, the span relative to the larger end (as the gap
+        between two modes is measured): NaN where fewer than two, NULL where
+        the results carry no repetition numbers (a plot file's one value per
+        label) or every value is 0.  No median: a holistic aggregate over a
+        million labels would double the cost of an import.
+        """
+        if not series:
+            return
+        self._register_series(series)
         self.con.execute(
             "DELETE FROM best WHERE (benchmark, metric) IN (SELECT (benchmark, metric) FROM _touched)"
         )
@@ -311,7 +342,7 @@ class Store:
                    count(*),
                    CASE WHEN count(r.repetition) = 0 THEN NULL
                         WHEN count(*) < 2 THEN 'NaN'::DOUBLE
-                        ELSE (max(r.value) - min(r.value)) / abs(median(r.value)) END
+                        ELSE (max(r.value) - min(r.value)) / greatest(abs(max(r.value)), abs(min(r.value))) END
             FROM results r JOIN latest USING (benchmark, metric, run_id)
             WHERE r.valid AND r.value IS NOT NULL
             GROUP BY r.run_id, r.benchmark, r.metric, r.label
@@ -387,29 +418,36 @@ class Store:
         """).fetchall()
         if not meta:
             return []
-        cols = self.con.execute(
-            "SELECT label, value, repetitions, spread FROM best ORDER BY benchmark, metric, label"
-        ).fetchnumpy()
-        labels = np.asarray(cols["label"], dtype=object)
+        # Labels travel as codes into the sorted distinct labels: a million
+        # strings are fetched as the few thousand distinct ones.
+        names = np.asarray(self.con.execute(
+            "SELECT label FROM (SELECT DISTINCT label FROM best) ORDER BY label").fetchnumpy()["label"], dtype=object)
+        cols = self.con.execute("""
+            WITH codes AS (SELECT label, (row_number() OVER (ORDER BY label) - 1)::INTEGER AS code
+                           FROM (SELECT DISTINCT label FROM best))
+            SELECT c.code, b.value, b.repetitions, b.spread FROM best b JOIN codes c USING (label)
+            ORDER BY b.benchmark, b.metric, b.label
+        """).fetchnumpy()
+        codes = np.asarray(cols["code"], dtype=np.intp)
         values = np.asarray(cols["value"], dtype=np.float64)
         reps = np.asarray(cols["repetitions"], dtype=np.int64)
         # NULL spread: the source kept no repetitions (a masked entry here).
         kept = ~np.ma.getmaskarray(cols["spread"])
         spread = np.where(kept, np.ma.getdata(cols["spread"]).astype(np.float64), np.nan)
-        series, start = [], 0
+        series, previous, start = [], 0, 0
         for benchmark, metric, unit, direction, kind, count in meta:
             stop = start + count
             # Series on the same labels as the one before share its array:
             # the correlation groups them by identity, without comparing.
-            same = series and np.array_equal(series[-1].labels, labels[start:stop])
+            same = series and np.array_equal(codes[previous:start], codes[start:stop])
             series.append(Series(
                 benchmark=benchmark, metric=metric, unit=unit, direction=Direction(direction),
-                label_kind=LabelKind(kind), labels=series[-1].labels if same else labels[start:stop],
+                label_kind=LabelKind(kind), labels=series[-1].labels if same else names[codes[start:stop]],
                 values=values[start:stop],
                 repetitions=reps[start:stop],
                 spread=spread[start:stop] if kept[start:stop].any() else None,
             ))
-            start = stop
+            previous, start = start, stop
         return series
 
     def load_failures(self) -> list[Failure]:

@@ -98,7 +98,7 @@ class RepetitionNoise:
 
     candidate: Modes  # the modes that are not named
     better: str  # the side of the better mode, where a lucky best run puts a node
-    median_spread_pct: float  # median over its nodes of (max - min) / |median| of their repetitions
+    median_spread_pct: float  # median over its nodes of (max - min) / max(|max|, |min|) of their repetitions
     separation_pct: float  # gap between the mode means relative to the larger of them
     nodes_with_spread: int  # nodes of the better mode with two or more valid repetitions
 
@@ -151,14 +151,19 @@ def find_modes(values: np.ndarray, sensitivity: Sensitivity) -> Modes | None:
     gap = (split.high_mean - split.low_mean) / abs(reference) if reference else math.inf
     if gap < sensitivity.min_effect:
         return None
-    dip = dip_test(kept)
+    # The dip test, the dearest step, runs last: a bell's split stops at
+    # Ashman's D.  Under the split ratio its result is evidence only.
     if n <= modes.MAX_N:
         test, critical = "split ratio", modes.split_ratio_threshold(n, sensitivity.alpha)
         if not ratio > critical:
             return None
+        dip = dip_test(kept)
     else:
         test, critical = "dip", math.nan
-        if not (split.ashman_d > MIN_ASHMAN_D and dip.p < sensitivity.alpha):
+        if not split.ashman_d > MIN_ASHMAN_D:
+            return None
+        dip = dip_test(kept)
+        if not dip.p < sensitivity.alpha:
             return None
     # Values trimmed before the split belong to the mode at their end; the
     # outlier test within that mode judges them.
@@ -194,9 +199,9 @@ def repetition_noise(series: Series, candidate: Modes) -> RepetitionNoise | None
     larger = max(abs(low), abs(high))
     separation = (high - low) / larger if larger else 0.0
     noise = RepetitionNoise(candidate, better, float(np.median(spreads)) * 100.0, separation * 100.0, len(spreads))
-    # A node whose runs fall in both modes has a spread of the gap relative
-    # to its median run, which lies in one mode or the other: at least the
-    # gap relative to the larger mean, less the spread within the modes.
+    # A node whose runs fall in both modes spans the gap, relative to its
+    # larger run as the separation is to the larger mean: its spread is
+    # about the separation, less the spread within the modes.
     # Half of that leaves room for the latter, while quiet runs (a spread of
     # a few % against modes tens of % apart) stay far below.
     return noise if noise.median_spread_pct >= noise.separation_pct / 2 else None

@@ -397,7 +397,10 @@ def import_stab(store: Store, paths: Sequence[os.PathLike[str] | str], *, benchm
         ((results,),) = con.execute(f"SELECT count(*) FROM {ROWS_TABLE}").fetchall()
         with store.transaction():
             run_id = store.new_run(command, source, nodes=data.declared_nodes)
-            store.add_results(run_id, rows)
+            # A label appears once in a plot file unless it holds
+            # repetitions; two files of one benchmark may share labels.
+            benchmarks = [plot.benchmark for plot in data.plots]
+            store.add_results(run_id, rows, whole_series=not repetitions and len(set(benchmarks)) == len(benchmarks))
             store.add_facts(run_id, data.facts)
             store.set_topology(run_id, data.topology)
     finally:
