@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from oddnode.findings import RULES, Sensitivity, UnknownRuleError, find_all
-from oddnode.model import Dataset, Direction, Failure, LabelKind, Series, Severity
+from oddnode.model import Dataset, Direction, Failure, LabelKind, NodeStage, Series, Severity
 from oddnode.nodes import fold
 
 # ---------------------------------------------------------------- builders
@@ -542,3 +542,57 @@ def test_best_of_several_runs_still_shows_a_slow_node():
                   series.labels, values, series.repetitions)
     (finding,) = warnings_and_errors(find_all(Dataset(series=[slow])))
     assert (finding.kind, finding.nodes, finding.evidence["side"]) == ("outlier", "node101", "low")
+
+
+# ---------------------------------------------------------------- the declared node list
+
+
+def test_a_declared_node_that_left_nothing_is_the_first_finding_an_error():
+    nodes = node_names(20)
+    present = [n for n in nodes if n != "node007"]
+    data = Dataset(
+        series=[make_series("stream", present, np.random.default_rng(1).normal(100.0, 1.0, 19))],
+        facts={"bios_date": dict.fromkeys(present, "x")},
+        declared_nodes=nodes,
+    )
+    findings = find_all(data)
+    first = findings[0]
+    assert (first.kind, first.severity, first.nodes) == ("missing", Severity.ERROR, "node007")
+    assert first.evidence == {"missing": 1, "declared_nodes": 20}
+    assert "left nothing at all" in first.message and "boot" in first.remedy
+    assert [f for f in findings if f.severity.rank >= Severity.WARNING.rank] == [first]
+
+
+def test_a_declared_node_seen_anywhere_is_not_never_seen():
+    nodes = node_names(8)
+    pairs = [f"{a}-{b}" for a, b in zip(nodes[::2], nodes[1::2])]
+    data = Dataset(
+        series=[make_series("pingpong", pairs[:3], [1.0, 1.0, 1.0], kind=LabelKind.PAIR),
+                make_series("stream", nodes[:5], [1.0] * 5)],
+        failures=[Failure("hpl", "node006", LabelKind.NODE, 1, ("node006",))],
+        node_trouble={"node008": NodeStage("inventory", "unreachable", "Connection refused")},
+        declared_nodes=nodes,
+    )
+    missing = kinds(find_all(data), "missing")
+    # node007 is in no result, failure or status: the only one never seen.
+    errors = [f for f in missing if f.severity is Severity.ERROR]
+    assert [f.nodes for f in errors] == ["node007"]
+    # node006, in a pair and a failed run, and node008, unreachable, were seen.
+    assert all("node006" not in f.nodes or f.severity is Severity.WARNING for f in missing)
+
+
+def test_a_declared_node_without_inventory_is_a_warning_once_there_is_an_inventory():
+    nodes = node_names(6)
+    series = [make_series("stream", nodes, [1.0] * 6)]
+    data = Dataset(series=series, facts={"bios_date": dict.fromkeys(nodes[:5], "x")}, declared_nodes=nodes)
+    (finding,) = kinds(find_all(data), "missing")
+    assert (finding.severity, finding.subject, finding.nodes) == (Severity.WARNING, "inventory", "node006")
+    # Without any inventory there is nothing to be missing from.
+    assert kinds(find_all(Dataset(series=series, declared_nodes=nodes)), "missing") == []
+
+
+def test_without_a_node_list_missing_judges_against_the_nodes_seen():
+    nodes = node_names(6)
+    data = Dataset(series=[make_series("stream", nodes[:5], [1.0] * 5), make_series("hpl", nodes, [1.0] * 6)])
+    (finding,) = kinds(find_all(data), "missing")
+    assert (finding.severity, finding.nodes, finding.subject) == (Severity.WARNING, "node006", "stream")

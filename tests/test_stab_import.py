@@ -140,3 +140,48 @@ def test_table_export_has_every_table(store, tmp_path, fmt):
     assert json.loads((out / "schema.json").read_text())["schema_version"] == SCHEMA_VERSION
     with pytest.raises(ExportError, match="unknown export format"):
         export_tables(store, out, "xml")
+
+
+def test_nodes_file_is_the_declared_node_list_in_its_order(store, tmp_path):
+    d = tmp_path / "results"
+    write(d / "plot.triad", "1.0 cn-0003\n2.0 cn-0001\n")
+    write(d / "topology.csv", "cn-0001,leaf1\ncn-0009,leaf2\n")
+    # A host file's slots, a folded set, comments and a node listed twice.
+    write(d / "nodes", "# compute partition\ncn-0003 slots=64\ncn-[0001-0002]  # rack 1\n\ncn-0003\n")
+    summary = import_stab(store, [d])
+    assert summary.declared_nodes == 4
+    assert store.load_declared_nodes() == ["cn-0003", "cn-0001", "cn-0002", "cn-0009"]
+
+
+def test_bad_node_list_entry_names_file_and_line(store, tmp_path):
+    d = tmp_path / "results"
+    write(d / "plot.triad", "1.0 n1\n")
+    write(d / "nodes", "n1\nn[2-\n")
+    with pytest.raises(InputError, match=r"nodes:2: invalid node set"):
+        import_stab(store, [d])
+    assert store.runs() == []
+
+
+MESSY = ("# value\thost\tjob\r\n"
+         "  2077.5\t\tnode001   12345  2026-11-01\r\n"
+         "\r\n"
+         "2069.0 node002\r\n"
+         "# a comment between results\r\n"
+         "1.5e3    node003 \r\n")
+
+
+@pytest.mark.parametrize("text", [MESSY, MESSY.replace("\r\n", "\n"), MESSY.replace("node002", "nöde002")])
+def test_bulk_parse_reads_what_the_line_reader_reads(store, tmp_path, text):
+    """Tabs, runs of spaces, CRLF, extra columns and comments, clean or with
+    non-ASCII text (which the line reader takes over): the same values,
+    labels and line numbers."""
+    path = tmp_path / "plot.triad"
+    path.write_bytes(text.encode("utf-8"))
+    if "ö" in text:
+        with pytest.raises(InputError, match=r"plot.triad:4: invalid node name"):
+            import_stab(store, [path])
+        return
+    import_stab(store, [path])
+    rows = store.con.execute("SELECT label, value, raw_ref FROM results ORDER BY label").fetchall()
+    assert rows == [("node001", 2077.5, f"{path}:2"), ("node002", 2069.0, f"{path}:4"),
+                    ("node003", 1500.0, f"{path}:6")]

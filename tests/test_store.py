@@ -179,3 +179,23 @@ def test_series_on_the_same_labels_share_one_label_array(store):
         store.add_results(store.new_run("test"), _batch(rows))
     x, y, z = store.load_series()
     assert x.labels is y.labels and list(z.labels) == ["n1"]
+
+
+def test_declared_nodes_are_the_union_of_every_runs_list_in_first_declared_order(store):
+    with store.transaction():
+        store.new_run("oddnode check -w r01n02,r01n01", nodes=["r01n02", "r01n01"])
+        store.new_run("no list")
+        store.new_run("oddnode pairs", nodes=["r01n01", "r02n01", "r01n02"])
+    assert store.load_declared_nodes() == ["r01n02", "r01n01", "r02n01"]
+    assert store.load_dataset().declared_nodes == ["r01n02", "r01n01", "r02n01"]
+    assert store.con.execute("SELECT position, node FROM run_nodes WHERE run_id = 3 ORDER BY position").fetchall() \
+        == [(1, "r01n01"), (2, "r02n01"), (3, "r01n02")]
+
+
+def test_a_run_over_a_target_records_its_nodes_in_the_given_order(store):
+    from oddnode.runner import new_target_run
+    from oddnode.transport.base import Target
+    from oddnode.transport.local import LocalTransport
+
+    new_target_run(store, Target(["cn-10", "cn-9", "cn-100"], LocalTransport()), "oddnode memory")
+    assert store.load_declared_nodes() == ["cn-10", "cn-9", "cn-100"]
