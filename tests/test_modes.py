@@ -115,7 +115,7 @@ def test_thresholds_fall_with_alpha_and_with_n():
 
 
 def test_sizes_and_levels_outside_the_calibration_are_refused():
-    with pytest.raises(ValueError, match="6 to 30 nodes, not 31"):
+    with pytest.raises(ValueError, match="bimodality is calibrated for 6 to 30 values, not 31"):
         modes.split_ratio_threshold(31, 1e-4)
     with pytest.raises(ValueError, match="alpha"):
         modes.split_ratio_threshold(8, 0.05)

@@ -5,6 +5,7 @@ A pure function of the dataset the store holds; the runners never get here.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,10 +52,16 @@ def analyze(dataset: Dataset, sensitivity: Sensitivity | None = None, correlatio
     named in the findings it may cause) and, if asked, correlate every pair
     of benchmarks."""
     sensitivity = sensitivity or Sensitivity()
-    return Analysis(
-        dataset=dataset,
-        statistics=[(s, describe(s)) for s in dataset.series],
-        findings=explain_by_processes(find_all(dataset, sensitivity)),
-        correlations=correlate_all(dataset.series) if correlations else [],
-        sensitivity=sensitivity,
-    )
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The correlation is numpy's work (matrix products, sorts), which lets
+        # go of the interpreter lock: on a second core it runs beside the rules.
+        correlated = pool.submit(correlate_all, dataset.series) if correlations else None
+        findings = explain_by_processes(find_all(dataset, sensitivity))
+        statistics = [(s, describe(s)) for s in dataset.series]
+        return Analysis(
+            dataset=dataset,
+            statistics=statistics,
+            findings=findings,
+            correlations=correlated.result() if correlated else [],
+            sensitivity=sensitivity,
+        )

@@ -29,14 +29,12 @@ probability of naming any node of n identical ones exactly alpha.
 
 from __future__ import annotations
 
-import functools
-import json
-import math
 from dataclasses import dataclass
-from importlib import resources
 
 import numpy as np
 from scipy import stats
+
+from oddnode.stats.tables import load_table
 
 # The test runs on populations of MIN_N to MAX_N values; above MAX_N the
 # MAD's own noise costs little (its calibrated threshold is within 1.7 times
@@ -89,29 +87,11 @@ def step_levels(statistics: np.ndarray, n: int) -> np.ndarray:
     return np.minimum(1.0, m * stats.t.sf(statistics * np.sqrt((m - 1) / m), m - 2))
 
 
-@functools.cache
-def _level_table() -> tuple[dict[int, int], np.ndarray, np.ndarray]:
-    """(row of each n, log alphas, log nominal levels) of the committed calibration."""
-    table = json.loads(resources.files("oddnode.stats").joinpath(_LEVEL_TABLE).read_text())
-    sizes, alphas = table["sizes"], np.asarray(table["alphas"], dtype=np.float64)
-    levels = np.asarray(table["levels"], dtype=np.float64)
-    if levels.shape != (len(sizes), len(alphas)) or list(alphas) != sorted(alphas):
-        raise ValueError(f"{_LEVEL_TABLE}: levels are not sizes × ascending alphas")
-    return {n: i for i, n in enumerate(sizes)}, np.log(alphas), np.log(levels)
-
-
 def nominal_level(n: int, alpha: float) -> float:
     """The level to compute the critical values at so that n identical normal
     nodes give a false alarm with probability alpha: the calibrated table,
     interpolated in log alpha."""
-    rows, log_alphas, log_levels = _level_table()
-    if n not in rows:
-        raise ValueError(f"the ESD test is calibrated for {MIN_N} to {MAX_N} values, not {n}")
-    point = math.log(alpha)
-    if not log_alphas[0] - 1e-9 <= point <= log_alphas[-1] + 1e-9:
-        raise ValueError(f"the ESD test is calibrated for alpha in "
-                         f"[{math.exp(log_alphas[0]):g}, {math.exp(log_alphas[-1]):g}], not {alpha:g}")
-    return float(math.exp(np.interp(point, log_alphas, log_levels[rows[n]])))
+    return load_table(_LEVEL_TABLE, "levels").at(n, alpha, "the ESD test")
 
 
 @dataclass(frozen=True)

@@ -19,15 +19,13 @@ come from a seeded Monte Carlo run (``python -m oddnode.stats.calibrate
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 from dataclasses import dataclass
-from importlib import resources
 
 import numpy as np
 
 from oddnode.stats.distribution import best_cuts
+from oddnode.stats.tables import load_table
 
 # A mode needs at least this share of the nodes, and at least 3 nodes:
 # fewer odd nodes are outliers, not a second kind of node (the generalized
@@ -118,27 +116,9 @@ def _split_ratio(x: np.ndarray, start: np.ndarray, boundary: np.ndarray, stop: n
     return np.where(found, ratio, 0.0)
 
 
-@functools.cache
-def _threshold_table() -> tuple[dict[int, int], np.ndarray, np.ndarray]:
-    """(row of each n, log alphas, log thresholds) of the committed calibration."""
-    table = json.loads(resources.files("oddnode.stats").joinpath(_THRESHOLD_TABLE).read_text())
-    sizes, alphas = table["sizes"], np.asarray(table["alphas"], dtype=np.float64)
-    thresholds = np.asarray(table["thresholds"], dtype=np.float64)
-    if thresholds.shape != (len(sizes), len(alphas)) or list(alphas) != sorted(alphas):
-        raise ValueError(f"{_THRESHOLD_TABLE}: thresholds are not sizes × ascending alphas")
-    return {n: i for i, n in enumerate(sizes)}, np.log(alphas), np.log(thresholds)
-
-
 def split_ratio_threshold(n: int, alpha: float) -> float:
     """The split ratio that the trimmed best split of n healthy nodes exceeds
     with probability at most alpha: the calibrated table, interpolated
     linearly in log alpha and log ratio (the ratio's tail is close to a power
     law, a straight line there)."""
-    rows, log_alphas, log_thresholds = _threshold_table()
-    if n not in rows:
-        raise ValueError(f"bimodality is calibrated for {MIN_N} to {MAX_N} nodes, not {n}")
-    point = math.log(alpha)
-    if not log_alphas[0] - 1e-9 <= point <= log_alphas[-1] + 1e-9:
-        raise ValueError(f"bimodality is calibrated for alpha in "
-                         f"[{math.exp(log_alphas[0]):g}, {math.exp(log_alphas[-1]):g}], not {alpha:g}")
-    return float(math.exp(np.interp(point, log_alphas, log_thresholds[rows[n]])))
+    return load_table(_THRESHOLD_TABLE, "thresholds").at(n, alpha, "bimodality")
