@@ -103,6 +103,7 @@ def _interpolate(grid: np.ndarray, point: float) -> tuple[int, float]:
     return lower, (point - grid[lower]) / (grid[upper] - grid[lower])
 
 
+@functools.cache  # a pure function of its numbers, asked once per population
 def studentized_bonferroni(n: int, alpha: float) -> float:
     """|z| that n normal values exceed with probability ≤ alpha when σ comes from a MAD.
 
@@ -113,6 +114,7 @@ def studentized_bonferroni(n: int, alpha: float) -> float:
     return float(stats.t.isf(alpha / (2 * n), MAD_EFFICIENCY * (n - 1)))
 
 
+@functools.cache  # a pure function of its numbers, asked once per population
 def outlier_threshold(n: int, alpha: float) -> float:
     """The |modified z| above which a value of an n-node population is an outlier.
 
@@ -147,6 +149,7 @@ def outlier_threshold(n: int, alpha: float) -> float:
 
 
 @functools.lru_cache(maxsize=256)
+@functools.cache  # a pure function of its numbers, asked once per population
 def best_of_widening(repetitions: int, n: int, alpha: float) -> float:
     """How much wider the threshold must be on the *better* side when every
     value is the best of ``repetitions`` runs.
