@@ -98,3 +98,30 @@ def test_a_bad_pattern_is_refused_before_the_check_starts():
     plan = CheckPlan(stages=("interconnect",), parameters={"pairs": {"patterns": ["sort", "zigzag"]}})
     with pytest.raises(ValueError, match="zigzag"):
         plan.validate()
+
+
+class Progress:
+    """An observer that keeps every repetition count it is told."""
+
+    def __init__(self):
+        self.told: dict[str, list[tuple[int, int]]] = {}
+
+    def stage_started(self, stage): ...
+
+    def benchmark_started(self, benchmark, done, total):
+        self.told.setdefault(benchmark, []).append((done, total))
+
+    def repetition_done(self, benchmark, done, total):
+        self.told[benchmark].append((done, total))
+
+    def stage_judged(self, result): ...
+
+
+def test_every_step_counts_its_progress_in_repetitions_up_to_those_wanted(store):
+    progress = Progress()
+    check(store, FabricCluster(), observer=progress)
+    assert set(progress.told) == {"pairs.sort", "pairs.cut", "pairs.fold", "pairs.shuffle", "bisection"}
+    for step, told in progress.told.items():
+        assert all(total == PLAN.repetitions and 0 <= done <= total for done, total in told), (step, told)
+        assert told[-1] == (PLAN.repetitions, PLAN.repetitions)
+        assert [done for done, _ in told] == sorted(done for done, _ in told)

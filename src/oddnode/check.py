@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -223,6 +224,13 @@ def describe_target(target: Target, options: dict[str, Any]) -> dict[str, Any]:
     return {"nodes": list(target.nodes), "transport": target.transport.name, **options}
 
 
+def _repetitions_of(observer: CheckObserver, step: str, wanted: int) -> Callable[[int, int], None]:
+    """A step's progress in rounds (bisection: the cut pairs at once, then
+    each pair alone, every repetition) told to the observer as whole
+    repetitions, the unit its bar counts."""
+    return lambda done, total: observer.repetition_done(step, done * wanted // total if total else wanted, wanted)
+
+
 # -- judging a subset of the store ------------------------------------------------------
 
 
@@ -412,7 +420,7 @@ def _run_interconnect(store: Store, target: Target, plan: CheckPlan, steps: dict
         observer.benchmark_started("bisection", 0, wanted)
         bisection = run_bisection(store, target, wanted, options=catalog.build("bisection", plan.parameters.get("bisection")),
                                   command=f"{command} [bisection]",
-                                  on_progress=lambda done, total: observer.repetition_done("bisection", done, total))
+                                  on_progress=_repetitions_of(observer, "bisection", wanted))
         with store.transaction():
             store.add_check_step(check_id, "bisection", bisection.run_id, wanted)
         figures = bisection.figures

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from oddnode import __version__
 from oddnode.model import Direction, Severity
+from oddnode.report import WIDE
 
 app = typer.Typer(
     name="oddnode",
@@ -26,10 +27,24 @@ app = typer.Typer(
 import_app = typer.Typer(help="Import results that already exist.", no_args_is_help=True)
 app.add_typer(import_app, name="import")
 
-console = Console()
-err_console = Console(stderr=True)
+
+
+def _console(stderr: bool = False) -> Console:
+    """A console fitted to the terminal; written to a file or a pipe, with
+    no COLUMNS to say a width, lines are never wrapped, so that grep finds a
+    whole finding on one line and tables keep every column."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty() or "COLUMNS" in os.environ:
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=WIDE, soft_wrap=True)
+
+
+console = _console()
+err_console = _console(stderr=True)
 
 DbOption = Annotated[Path, typer.Option("--db", envvar="ODDNODE_DB", help="Results store (DuckDB file).")]
+WideOption = Annotated[bool, typer.Option(
+    "--wide", help="Every column of the statistics table, however wide the lines get (default: fit the terminal).")]
 DEFAULT_DB = Path("oddnode.duckdb")
 
 
@@ -173,11 +188,12 @@ def stats_command(
         help="Benchmarks, benchmark:metric, or benchmark:prefix (pingpong.cut:bandwidth); default all.")] = None,
     db: DbOption = DEFAULT_DB,
     json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+    wide: WideOption = False,
 ) -> None:
     """Descriptive statistics per benchmark metric (STAB's anal): n, low, high,
     %variability, mean, median, std dev; a benchmark with several metrics (a
     pair pattern's message sizes) gets a row for each."""
-    from oddnode.report.terminal import stats_table
+    from oddnode.report.terminal import print_stats
     from oddnode.stats.describe import describe
 
     with _user_errors(), _open(db) as store:
@@ -190,7 +206,7 @@ def stats_command(
                                 "direction": s.direction.value, "population": s.label_kind.value, **d.to_json()}
                                for s, d in rows], indent=2, default=_plain))
         return
-    console.print(stats_table(rows))
+    print_stats(console, rows, wide)
 
 
 def _bins(value: str) -> str | int:
@@ -676,6 +692,7 @@ def analyze_command(
     fail_on: Annotated[FailOn, typer.Option(help="Exit 1 when a finding reaches this severity.")] = FailOn.never,
     truth: Annotated[Optional[Path], typer.Option(help="Compare with a synthetic dataset's truth.json; exit 1 on a mismatch.")] = None,
     topology: TopologyOption = None,
+    wide: WideOption = False,
 ) -> None:
     """Judge the results: statistics, findings with evidence and remedies, correlations."""
     from oddnode.analysis import analyze
@@ -701,7 +718,7 @@ def analyze_command(
     else:
         from oddnode.report.terminal import print_analysis
 
-        print_analysis(console, result)
+        print_analysis(console, result, wide)
     if html:
         from oddnode.report.html import write_report
 
@@ -938,6 +955,7 @@ def check_command(
     seconds_per_size: Annotated[Optional[float], typer.Option(help="Seconds each ping-pong size is timed.")] = None,
     bisection_seconds: Annotated[Optional[float], typer.Option(help="Seconds each bisection stream lasts.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
+    wide: WideOption = False,
     topology: TopologyOption = None,
 ) -> None:
     """The production-readiness check: diagnostics (inventory, consistency,
@@ -999,7 +1017,7 @@ def check_command(
             _print_unanswered(result.inventory)
         if result.expectations is not None:
             console.print(expectation_table(result.expectations))
-        print_analysis(console, result.analysis)
+        print_analysis(console, result.analysis, wide)
     if result.stopped_after:
         out.print(f"[red]stopped after {result.stopped_after}[/]: its findings make later benchmarks "
                   f"inconsistent; not run: {', '.join(result.not_run)}. "

@@ -16,7 +16,8 @@ from rich.text import Text
 
 from oddnode.analysis import Analysis
 from oddnode.findings.registry import leads
-from oddnode.model import Dataset, Finding, LabelKind, Series, Severity
+from oddnode.model import DEFAULT_METRIC, Dataset, Finding, LabelKind, Series, Severity
+from oddnode.report import WIDE
 from oddnode.stats.correlation import CORRELATION_CAVEAT, Correlation
 from oddnode.stats.describe import Description
 from oddnode.stats.distribution import ChiSquared, Dip, Normality
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from oddnode.inventory.expectations import ExpectationReport
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
-_POPULATION = {LabelKind.NODE: "nodes", LabelKind.PAIR: "pairs", LabelKind.SET: "sets"}
+_POPULATION = {LabelKind.NODE: "node", LabelKind.PAIR: "pair", LabelKind.SET: "set"}
 
 
 def number(value: float) -> str:
@@ -42,19 +43,99 @@ def probability(p: float) -> str:
     return f"{p:.3g}" if p >= 1e-4 else f"{p:.1e}"
 
 
-def stats_table(statistics: Sequence[tuple[Series, Description]]) -> Table:
-    """STAB's anal table: one row per benchmark."""
-    table = Table(title="Benchmark statistics (best result per node or pair)", title_justify="left")
-    table.add_column("benchmark", no_wrap=True, min_width=max((len(s.name) for s, _ in statistics), default=9))
-    for column in ("unit", "better", "n", "low", "high", "%var", "mean", "median", "std dev"):
-        table.add_column(column, justify="left" if column in ("unit", "better") else "right")
+# The statistics table's columns after the benchmark, in the order shown,
+# and the order in which a narrow terminal leaves them out, least wanted
+# first: the median and the variability say most about a population.
+STATS_COLUMNS = ("unit", "better", "n", "low", "high", "%var", "mean", "median", "std dev")
+LEFT_OUT_FIRST = ("better", "mean", "std dev", "n", "high", "low", "unit")
+_NAME = "benchmark"
+# A metric's row under its benchmark's line, in the narrow layout.
+_INDENT = "  "
+
+
+def _stats_cells(series: Series, d: Description) -> dict[str, str]:
+    return {
+        _NAME: series.name, "unit": series.unit or "-", "better": series.direction.value,
+        "n": f"{d.n} {_POPULATION[series.label_kind]}{'' if d.n == 1 else 's'}", "low": number(d.low), "high": number(d.high),
+        "%var": f"{d.variability_pct:.2f}", "mean": number(d.mean), "median": number(d.median),
+        "std dev": number(d.std),
+    }
+
+
+def _by_benchmark(statistics: Sequence[tuple[Series, Description]]) -> list[dict[str, str]]:
+    """The rows under one line per benchmark, each metric's row named by its
+    metric alone: names as long as pingpong.shuffle:bandwidth.262144 no
+    longer set the first column's width.  A benchmark with no metric of its
+    own (a plot file's one value) keeps its one row."""
+    rows: list[dict[str, str]] = []
+    seen: set[str] = set()
     for series, d in statistics:
-        table.add_row(
-            series.name, series.unit or "-", series.direction.value,
-            f"{d.n} {_POPULATION[series.label_kind]}", number(d.low), number(d.high),
-            f"{d.variability_pct:.2f}", number(d.mean), number(d.median), number(d.std),
-        )
+        cells = _stats_cells(series, d)
+        if series.metric != DEFAULT_METRIC:
+            if series.benchmark not in seen:
+                rows.append({column: "" for column in cells} | {_NAME: series.benchmark})
+            cells[_NAME] = _INDENT + series.metric
+        seen.add(series.benchmark)
+        rows.append(cells)
+    return rows
+
+
+def table_width(column_widths: Sequence[int]) -> int:
+    """Characters a rich table of these column widths takes with the default
+    box: one space of padding on each side of every cell, a rule before every
+    column and after the last."""
+    return sum(width + 3 for width in column_widths) + 1
+
+
+def stats_table(statistics: Sequence[tuple[Series, Description]], width: int | None = None) -> Table:
+    """STAB's anal table, one row per benchmark metric, fitted to ``width``
+    characters (None: every column at full width) with every cell whole.
+    Where the full table is too wide, metrics go under a line naming their
+    benchmark, then the columns there is no room for are left out, least
+    wanted first, and the caption names them; a name still too long is
+    folded onto a second line of its cell, never cut."""
+    rows = [_stats_cells(series, d) for series, d in statistics]
+
+    def natural(column: str) -> int:
+        return max([len(column), *(len(row[column]) for row in rows)])
+
+    shown = [_NAME, *STATS_COLUMNS]
+    if width is not None and table_width([natural(c) for c in shown]) > width:
+        rows = _by_benchmark(statistics)
+    left_out: list[str] = []
+    for column in LEFT_OUT_FIRST:
+        if width is None or table_width([natural(c) for c in shown]) <= width:
+            break
+        shown.remove(column)
+        left_out.append(column)
+    name_width = natural(_NAME)
+    if width is not None:
+        name_width = max(min(name_width, width - table_width([natural(c) for c in shown[1:]]) - 3), len(_NAME))
+    caption = None
+    if left_out:
+        caption = (f"{', '.join(c for c in STATS_COLUMNS if c in left_out)} left out to fit {width} columns; "
+                   "--wide shows them all")
+    table = Table(title="Benchmark statistics (best result per node or pair)", title_justify="left",
+                  caption=caption, caption_justify="left")
+    for column in shown:
+        if column == _NAME:
+            table.add_column(column, overflow="fold", max_width=name_width, min_width=name_width)
+        else:
+            table.add_column(column, justify="left" if column in ("unit", "better") else "right", no_wrap=True,
+                             min_width=natural(column))
+    for row in rows:
+        heading = not row["median"]
+        table.add_row(*(row[column] for column in shown), style="bold" if heading else None)
     return table
+
+
+def print_stats(console: Console, statistics: Sequence[tuple[Series, Description]], wide: bool = False) -> None:
+    """The statistics table fitted to the console, or with ``wide`` every
+    column at its full width, however wide the lines get."""
+    if wide:
+        console.print(stats_table(statistics), width=WIDE, crop=False)
+    else:
+        console.print(stats_table(statistics, console.width))
 
 
 def findings_by_nodes(findings: Sequence[Finding], minimum: Severity = Severity.WARNING) -> Group:
@@ -86,12 +167,25 @@ def findings_by_nodes(findings: Sequence[Finding], minimum: Severity = Severity.
     return Group(*lines)
 
 
-def print_analysis(console: Console, analysis: Analysis) -> None:
-    """The analyze summary: statistics, findings by node set, then notes."""
-    if analysis.statistics:
-        console.print(stats_table(analysis.statistics))
+def verdict(analysis: Analysis) -> Text:
+    """READY, or NOT READY with the count of errors and warnings."""
+    if analysis.ready:
+        return Text("READY: no warning or error.", style="bold green")
+    counts: dict[str, int] = defaultdict(int)
+    for f in analysis.findings:
+        if f.severity.rank >= Severity.WARNING.rank:
+            counts[f.severity.value] += 1
+    summary = ", ".join(f"{n} {severity}{'s' if n > 1 else ''}" for severity, n in sorted(counts.items()))
+    return Text(f"NOT READY: {summary}.", style="bold red")
+
+
+def print_analysis(console: Console, analysis: Analysis, wide: bool = False) -> None:
+    """The analyze summary, the verdict and the problems first: verdict,
+    findings by node set, notes, then the statistics table and the
+    correlations, and the verdict again where the eye ends."""
     serious = [f for f in analysis.findings if f.severity.rank >= Severity.WARNING.rank]
     notes = [f for f in analysis.findings if f.severity is Severity.INFO]
+    console.print(verdict(analysis))
     console.print()
     if serious:
         console.print(Text(f"Findings ({len(serious)})", style="bold underline"))
@@ -103,19 +197,16 @@ def print_analysis(console: Console, analysis: Analysis) -> None:
         console.print(Text(f"Notes ({len(notes)}, information only)", style="bold underline"))
         for f in notes:
             console.print(Text(f"  {f.kind} [{f.subject}] {f.message}", style="cyan"))
+    if analysis.statistics:
+        console.print()
+        print_stats(console, analysis.statistics, wide)
     strong = [c for c in analysis.correlations if c.pearson_p < analysis.sensitivity.alpha and abs(c.pearson_r) >= 0.5]
     if strong:
         console.print()
         console.print(f"{len(strong)} strong significant correlations (|r| ≥ 0.5); see `oddnode findc`. {CORRELATION_CAVEAT}")
-    console.print()
-    if analysis.ready:
-        console.print(Text("READY: no warning or error.", style="bold green"))
-    else:
-        counts = defaultdict(int)
-        for f in serious:
-            counts[f.severity.value] += 1
-        summary = ", ".join(f"{n} {sev}{'s' if n > 1 else ''}" for sev, n in sorted(counts.items()))
-        console.print(Text(f"NOT READY: {summary}.", style="bold red"))
+    if analysis.statistics or strong:
+        console.print()
+        console.print(verdict(analysis))
 
 
 def distribution_table(series: Series, chi: ChiSquared, normal: Normality, dip: Dip) -> Table:
