@@ -11,6 +11,7 @@ from typing import Any
 
 from oddnode import __version__
 from oddnode.findings import Sensitivity, find_all
+from oddnode.findings.problems import Problem, group_problems
 from oddnode.findings.related import explain_by_processes
 from oddnode.model import Dataset, Finding, Series, Severity
 from oddnode.stats.correlation import Correlation, correlate_all
@@ -25,6 +26,12 @@ class Analysis:
     findings: list[Finding]
     correlations: list[Correlation] = field(default_factory=list)
     sensitivity: Sensitivity = field(default_factory=Sensitivity)
+
+    @property
+    def problems(self) -> list[Problem]:
+        """The findings of warning severity or above, those one cause
+        explains grouped under it."""
+        return group_problems(self.findings)
 
     @property
     def ready(self) -> bool:
@@ -43,6 +50,7 @@ class Analysis:
                 for s, d in self.statistics
             ],
             "findings": [f.to_json() for f in self.findings],
+            "problems": [p.to_json() for p in self.problems],
             "correlations": [c.__dict__ for c in self.correlations],
         }
 

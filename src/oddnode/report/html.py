@@ -234,12 +234,12 @@ def _interconnect(analysis: Analysis) -> dict[str, Any] | None:
 
 
 def render_report(analysis: Analysis, check: CheckResult | None = None) -> str:
-    serious = [f for f in analysis.findings if f.severity.rank >= Severity.WARNING.rank]
     # A check draws each histogram in its stage's section instead.
     histograms, note = ([], "") if check is not None else _histograms(analysis)
     correlations, scatters = _correlations(analysis)
     findings = _finding_rows(analysis.findings)
-    reasons = [f"{f.severity.value}: {f.kind} on {f.nodes or f.subject} ({f.subject})" for f in serious]
+    # One reason per problem: a cause with the findings it explains is one.
+    reasons = [f"{p.severity.value}: {p.nodes or '(no node)'}: {p.summary}" for p in analysis.problems]
     if check is not None and check.stopped_after:
         reasons.append(f"the check stopped after {check.stopped_after}; not run: {', '.join(check.not_run)}")
     statistics = [
@@ -259,6 +259,9 @@ def render_report(analysis: Analysis, check: CheckResult | None = None) -> str:
         reasons=reasons,
         stages=_stages(analysis, check) if check is not None else [],
         findings=findings,
+        problems=[{"nodes": p.nodes, "severity": p.severity.value, "summary": p.summary,
+                   "cause": _finding_rows(list(p.cause)), "symptoms": _finding_rows(list(p.symptoms))}
+                  for p in analysis.problems if p.symptoms],
         statistics=statistics,
         histograms=histograms,
         histograms_note=note,

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from oddnode.analysis import Analysis
+from oddnode.findings.problems import Problem
 from oddnode.findings.registry import leads
 from oddnode.model import DEFAULT_METRIC, Dataset, Finding, LabelKind, Series, Severity
 from oddnode.report import WIDE
@@ -155,16 +156,47 @@ def findings_by_nodes(findings: Sequence[Finding], minimum: Severity = Severity.
         lines.append(Text(nodes, style="bold"))
         remedies: list[str] = []
         for f in group:
-            line = Text("  ")
-            line.append(f"{f.severity.value:<7} ", style=SEVERITY_STYLE[f.severity])
-            line.append(f"{f.kind} ", style="bold")
-            line.append(f"[{f.subject}] {f.message}")
-            lines.append(line)
+            lines.append(_finding_line(f, "  "))
             if f.remedy and f.remedy not in remedies:
                 remedies.append(f.remedy)
         for remedy in remedies:
             lines.append(Text(f"  → {remedy}", style="dim"))
     return Group(*lines)
+
+
+def problems_by_nodes(problems: Sequence[Problem]) -> Group:
+    """Problems folded under the node set they name: a cause that explains
+    other findings with its symptoms beneath it and the cause's remedy
+    only; a finding alone as findings_by_nodes shows it."""
+    groups: dict[str, list[Problem]] = defaultdict(list)
+    for problem in problems:
+        groups[problem.nodes or "(no node)"].append(problem)
+    lines: list[Text] = []
+    for nodes, group in groups.items():
+        lines.append(Text(nodes, style="bold"))
+        remedies: list[str] = []
+        for problem in group:
+            if problem.symptoms:
+                line = Text("  ")
+                line.append(f"{problem.severity.value:<7} ", style=SEVERITY_STYLE[problem.severity])
+                line.append("problem ", style="bold")
+                line.append(problem.summary)
+                lines.append(line)
+            for role, findings in (("cause", problem.cause), ("symptom", problem.symptoms)):
+                for f in findings:
+                    lines.append(_finding_line(f, f"    {role:<8} " if problem.symptoms else "  "))
+            remedies += [f.remedy for f in problem.cause if f.remedy and f.remedy not in remedies]
+        for remedy in remedies:
+            lines.append(Text(f"  → {remedy}", style="dim"))
+    return Group(*lines)
+
+
+def _finding_line(f: Finding, indent: str) -> Text:
+    line = Text(indent)
+    line.append(f"{f.severity.value:<7} ", style=SEVERITY_STYLE[f.severity])
+    line.append(f"{f.kind} ", style="bold")
+    line.append(f"[{f.subject}] {f.message}")
+    return line
 
 
 def verdict(analysis: Analysis) -> Text:
@@ -188,8 +220,11 @@ def print_analysis(console: Console, analysis: Analysis, wide: bool = False) -> 
     console.print(verdict(analysis))
     console.print()
     if serious:
-        console.print(Text(f"Findings ({len(serious)})", style="bold underline"))
-        console.print(findings_by_nodes(serious))
+        problems = analysis.problems
+        grouped = sum(1 for p in problems if p.symptoms)
+        heading = f"Findings ({len(serious)}" + (f"; {len(problems)} problems)" if grouped else ")")
+        console.print(Text(heading, style="bold underline"))
+        console.print(problems_by_nodes(problems))
     else:
         console.print("No finding of warning severity or above.")
     if notes:

@@ -1,0 +1,117 @@
+"""Problems: findings that one cause explains, shown as that cause with its
+symptoms, as an administrator would say it ("node05: a competing process
+(oddnode-hog) slows memory (4 benchmarks), compute.dgemm, its pairs").
+
+The links are those the related-findings step made (related.py): a slowed
+finding whose evidence names a competing process on its nodes is a symptom
+of the process findings of those nodes.  Findings a process finding and its
+symptoms share a node with join one problem; every other finding is a
+problem of its own.  The findings themselves are kept inside, unchanged.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from oddnode.findings.processes import PROCESS_PREFIX, RUNNING, is_process_key
+from oddnode.findings.related import competing_commands
+from oddnode.findings.registry import leads, sort_findings
+from oddnode.model import Finding, Severity
+from oddnode.nodes import fold
+from oddnode.order import natural_key
+
+# How a symptom of each kind is said in a problem's summary.
+_SYMPTOM_WORDS = {"weak-pair-member": "its pairs", "slow-link": "its links",
+                  "switch-saturation": "the daisy chain"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One cause and the findings it explains; a finding alone when nothing
+    else is explained by it."""
+
+    nodes: str  # folded node set of the cause
+    severity: Severity  # the worst of its findings
+    cause: tuple[Finding, ...]  # what to fix first
+    symptoms: tuple[Finding, ...]  # what it makes other rules see
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return self.cause + self.symptoms
+
+    @property
+    def summary(self) -> str:
+        """One line: the cause, then what it slows."""
+        if not self.symptoms:
+            (finding,) = self.cause
+            return f"{finding.kind} [{finding.subject}]"
+        commands = ", ".join(f.subject.removeprefix(PROCESS_PREFIX) for f in self.cause)
+        return (f"a competing process ({commands}) slows {symptom_summary(self.symptoms)}: "
+                f"{len(self.symptoms)} finding{'s' if len(self.symptoms) > 1 else ''} it explains")
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "nodes": self.nodes,
+            "severity": self.severity.value,
+            "summary": self.summary,
+            "cause": [f.to_json() for f in self.cause],
+            "symptoms": [f.to_json() for f in self.symptoms],
+        }
+
+
+def symptom_summary(symptoms: tuple[Finding, ...]) -> str:
+    """What the symptoms are about, folded: benchmarks of one family
+    counted ("memory (4 benchmarks)"), pairs and links said in words."""
+    families: dict[str, set[str]] = defaultdict(set)
+    words: list[str] = []
+    for finding in symptoms:
+        if finding.kind in _SYMPTOM_WORDS:
+            words.append(_SYMPTOM_WORDS[finding.kind])
+            continue
+        benchmark = finding.subject.split(":", 1)[0]
+        families[benchmark.split(".", 1)[0]].add(benchmark)
+    parts = [f"{family} ({len(names)} benchmarks)" if len(names) > 1 else next(iter(names))
+             for family, names in families.items()]
+    return ", ".join([*parts, *dict.fromkeys(words)])
+
+
+def group_problems(findings: list[Finding], minimum: Severity = Severity.WARNING) -> list[Problem]:
+    """The findings at or above ``minimum`` as problems, worst first: each
+    competing process with the slowed findings of its nodes, every other
+    finding alone."""
+    serious = [f for f in sort_findings(findings) if f.severity.rank >= minimum.rank]
+    running = competing_commands(serious)
+    causes: dict[str, list[Finding]] = defaultdict(list)  # node -> its process findings
+    for finding in serious:
+        if finding.kind == "inconsistent-fact" and is_process_key(finding.subject):
+            minority = finding.evidence.get("minority", {}).get(RUNNING)
+            for node, commands in running.items():
+                if finding.subject.removeprefix(PROCESS_PREFIX) in commands and minority:
+                    causes[node].append(finding)
+    # A problem per distinct set of process findings, its symptoms the
+    # findings whose competing processes run on its nodes.
+    problems: dict[tuple[int, ...], tuple[list[Finding], list[Finding], set[str]]] = {}
+    explained: set[int] = set()
+    for finding in serious:
+        nodes = set(finding.evidence.get("competing_processes", {}))
+        if not nodes:
+            continue
+        # Each process finding once (one may name several of the nodes).
+        cause = list({id(f): f for node in sorted(nodes) for f in causes.get(node, [])}.values())
+        if not cause:
+            continue
+        key = tuple(sorted(id(f) for f in cause))
+        entry = problems.setdefault(key, (cause, [], set()))
+        entry[1].append(finding)
+        entry[2].update(nodes)
+        explained.add(id(finding))
+        explained.update(id(f) for f in cause)
+    grouped = [Problem(fold(nodes), max((f.severity for f in cause + symptoms), key=lambda s: s.rank),
+                       tuple(cause), tuple(symptoms))
+               for cause, symptoms, nodes in problems.values()]
+    alone = [Problem(f.nodes, f.severity, (f,), ()) for f in serious if id(f) not in explained]
+    # Worst first; within a severity a node that never booted leads, then the
+    # problems that explain the most findings, then by nodes.
+    return sorted(grouped + alone, key=lambda p: (-p.severity.rank, not any(leads(f) for f in p.findings),
+                                                  -len(p.findings), natural_key(p.nodes)))
