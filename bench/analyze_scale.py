@@ -28,7 +28,7 @@ import numpy as np
 
 from oddnode.analysis import analyze
 from oddnode.io.stab import import_stab
-from oddnode.store import FINDINGS_SOURCE, open_store
+from oddnode.store import open_store
 
 GOAL_RATIO = 3.0
 # The slow node of each benchmark runs at this fraction of the others, so
@@ -60,8 +60,7 @@ def import_and_analyze(directory: Path):
     with open_store(":memory:") as store:
         import_stab(store, [directory], command="oddnode analyze")
         result = analyze(store.load_dataset())
-        with store.transaction():
-            store.add_findings(store.new_run("oddnode analyze", source=FINDINGS_SOURCE), result.findings)
+        store.record_findings("oddnode analyze", result.findings)
     return result
 
 

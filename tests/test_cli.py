@@ -238,3 +238,32 @@ def test_a_bad_topology_file_is_one_line_naming_it_and_nothing_runs(scripted, tm
     open_store(tmp_path / "t.duckdb").close()
     result = invoke("analyze", "--topology", topology, "--db", tmp_path / "t.duckdb")
     assert result.exit_code == 2 and f"{topology}:2:" in result.text
+
+
+def test_analyze_judges_a_store_it_may_not_write_and_says_the_findings_were_not_recorded(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from oddnode import store as store_module
+    from oddnode.cli import app
+
+    write(tmp_path / "plot.triad", "".join(f"{1000.0 + i} node{i:02d}\n" for i in range(1, 13)) + "10.0 node13\n")
+    db = tmp_path / "site.duckdb"
+    oddnode("import", "stab", tmp_path / "plot.triad", "--db", db, cwd=tmp_path)
+    opened = store_module.open_store
+
+    def read_only_store(path, *, read_only=False):
+        if not read_only:  # as for a file of another user's, mode 0644
+            raise store_module.StoreError(f"cannot open results store {path}: IO Error: Permission denied")
+        return opened(path, read_only=True)
+
+    monkeypatch.setattr(store_module, "open_store", read_only_store)
+    result = CliRunner().invoke(app, ["analyze", "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    assert "NOT READY" in result.output and "node13" in result.output
+    assert "findings not recorded in the store" in result.output and "Permission denied" in result.output
+    with opened(db, read_only=True) as store:
+        assert [run[4] for run in store.runs()] == [str(tmp_path / "plot.triad")]  # nothing written
+    monkeypatch.setattr(store_module, "open_store", opened)
+    assert CliRunner().invoke(app, ["analyze", "--db", str(db)]).exit_code == 0
+    with opened(db, read_only=True) as store:
+        assert [run[4] for run in store.runs()][-1] == store_module.FINDINGS_SOURCE

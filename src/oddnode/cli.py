@@ -698,7 +698,7 @@ def analyze_command(
     from oddnode.analysis import analyze
     from oddnode.findings import Sensitivity
     from oddnode.io.stab import import_stab
-    from oddnode.store import FINDINGS_SOURCE, StoreError, open_store
+    from oddnode.store import StoreError, open_store
 
     with _user_errors():
         sensitivity = Sensitivity(alpha=alpha, min_effect=min_effect)
@@ -706,13 +706,26 @@ def analyze_command(
         if not paths and not location.exists():
             raise StoreError(f"no results store at {location}: import results first or give result directories")
         groups = _topology(topology)
-        with open_store(location) as store:
-            if paths:
-                import_stab(store, paths, command="oddnode analyze")
-            _save_topology(store, groups)
-            result = analyze(store.load_dataset(), sensitivity)
-            with store.transaction():
-                store.add_findings(store.new_run("oddnode analyze", source=FINDINGS_SOURCE), result.findings)
+        not_recorded = None
+        if paths or groups:  # an import or a topology is written first
+            with open_store(location) as store:
+                if paths:
+                    import_stab(store, paths, command="oddnode analyze")
+                _save_topology(store, groups)
+                result = analyze(store.load_dataset(), sensitivity)
+                store.record_findings("oddnode analyze", result.findings)
+        else:
+            # Read-only while judging: a store one may read but not write is
+            # judged all the same, and only the findings' record is lost.
+            with open_store(location, read_only=True) as store:
+                result = analyze(store.load_dataset(), sensitivity)
+            try:
+                with open_store(location) as store:
+                    store.record_findings("oddnode analyze", result.findings)
+            except StoreError as err:
+                not_recorded = f"findings not recorded in the store: {err}"
+    if not_recorded:
+        err_console.print(f"[yellow]{not_recorded}[/]", highlight=False)
     if json_out:
         typer.echo(json.dumps(result.to_json(), indent=2, default=_plain))
     else:
@@ -839,15 +852,11 @@ def diagnose_command(
     from oddnode.inventory.expectations import check_expectations, load_expectations
     from oddnode.report.terminal import expectation_table
 
-    from oddnode.store import FINDINGS_SOURCE
-
     with _user_errors(), _open(db, read_only=False) as store:
         facts = store.load_facts()
         nodes = sorted({node for per_node in facts.values() for node in per_node})
         report = check_expectations(load_expectations(expect), facts, nodes)
-        with store.transaction():
-            store.add_findings(store.new_run(_command_line(), source=FINDINGS_SOURCE),
-                               report.failures)
+        store.record_findings(_command_line(), report.failures)
     console.print(expectation_table(report))
     if report.failures:
         from oddnode.report.terminal import findings_by_nodes

@@ -400,6 +400,14 @@ class Store:
         if rows:
             self.con.executemany("INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
+    def record_findings(self, command: str, findings: Iterable[Finding]) -> int:
+        """An analysis' findings as a run of their own, in one transaction
+        (a run even when there are none: the analysis found nothing)."""
+        with self.transaction():
+            run_id = self.new_run(command, source=FINDINGS_SOURCE)
+            self.add_findings(run_id, findings)
+        return run_id
+
     # -- reading ---------------------------------------------------------
 
     def runs(self) -> list[tuple[Any, ...]]:
