@@ -108,6 +108,16 @@ def test_a_slow_node_is_the_memory_stages_only_finding(store):
     assert 'id="stage-diagnostics"' in html and 'id="stage-memory"' in html
     assert re.search(r"<td>node03</td><td class=\"num flagged\">", html)
     assert not re.search(r"<td>node0[124-8]</td><td class=\"num flagged\">", html)
+    # Each finding once, in its stage; the histograms of what no finding
+    # names are folded away; one Interconnect in the navigation at most.
+    for finding in memory.blocking:
+        assert html.count(finding.message) == 1, finding.message
+    assert f"Findings (0 besides the {len(result.analysis.findings)} in the stages above)" in html
+    assert "Every finding is in its stage's section above." in html
+    flagged = sum(1 for f in memory.blocking)
+    memory_section = html.split('id="stage-memory"')[1].split("</section>")[0]
+    shown, folded = memory_section.split("<details>") if "<details>" in memory_section else (memory_section, "")
+    assert shown.count("<svg") == flagged and folded.count("<svg") == 0
 
 
 def test_diagnostics_warnings_stop_the_check_until_resumed_with_continue(store):

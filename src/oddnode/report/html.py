@@ -38,6 +38,10 @@ DIAGNOSTICS = "diagnostics"  # the check's first stage: facts, no benchmark seri
 MAX_HISTOGRAMS = 40
 MAX_CORRELATIONS = 25
 MAX_SCATTERS = 4
+# A correlation is listed and drawn only over at least this many labels: a
+# line through a handful of points (the 4 cut pairs of a bisection, |r| =
+# 1.00) looks like a law and says nothing.
+MIN_CORRELATION_LABELS = 8
 _POPULATION = {LabelKind.NODE: "nodes", LabelKind.PAIR: "pairs", LabelKind.SET: "sets"}
 MATRIX_TITLE = "every ordered pair, N/2 pairs at once"
 
@@ -95,7 +99,8 @@ def _histograms(analysis: Analysis) -> tuple[list[dict[str, str]], str]:
 
 
 def _correlations(analysis: Analysis) -> tuple[list[dict[str, str]], list[str]]:
-    significant = [c for c in analysis.correlations if c.pearson_p < analysis.sensitivity.alpha]
+    significant = [c for c in analysis.correlations
+                   if c.pearson_p < analysis.sensitivity.alpha and c.n >= MIN_CORRELATION_LABELS]
     rows = [
         {"x": c.x, "y": c.y, "n": c.n, "r": f"{c.pearson_r:.2f}", "p": probability(c.pearson_p),
          "rho": f"{c.spearman_r:.2f}", "p_rho": probability(c.spearman_p)}
@@ -116,6 +121,12 @@ def _inventory(analysis: Analysis) -> list[tuple[str, list[tuple[str, str]]]]:
         ordered = sorted(by_value.items(), key=lambda item: (-len(item[1]), item[0]))
         table.append((key, [(value, fold(nodes)) for value, nodes in ordered]))
     return table
+
+
+def _finding_key(finding: Finding) -> tuple[str, str, str, str]:
+    """What tells one finding from another in a report (a stage's copy of a
+    finding may carry other evidence once related findings are linked)."""
+    return finding.kind, finding.subject, finding.nodes, finding.severity.value
 
 
 def _finding_rows(findings: list[Finding]) -> list[dict[str, Any]]:
@@ -170,12 +181,14 @@ def _stages(analysis: Analysis, check: CheckResult) -> list[dict[str, Any]]:
             "runs": runs,
             "notes": stage.notes,
             "best": best,
-            "histograms": [figure_to_svg(histogram_figure(s, highlight=_highlight(s, flagged))) for s in series],
+            "histograms": [figure_to_svg(histogram_figure(s, highlight=_highlight(s, flagged)))
+                           for s in series if _highlight(s, flagged)],
+            "healthy_histograms": [figure_to_svg(histogram_figure(s)) for s in series if not _highlight(s, flagged)],
         })
     for name in check.not_run:
         sections.append({"name": name, "ready": None, "findings": [], "runs": [], "notes": [
             f"not run: the check stopped after {check.stopped_after} (--continue runs it anyway)"],
-            "best": None, "histograms": []})
+            "best": None, "histograms": [], "healthy_histograms": []})
     return sections
 
 
@@ -237,7 +250,10 @@ def render_report(analysis: Analysis, check: CheckResult | None = None) -> str:
     # A check draws each histogram in its stage's section instead.
     histograms, note = ([], "") if check is not None else _histograms(analysis)
     correlations, scatters = _correlations(analysis)
-    findings = _finding_rows(analysis.findings)
+    # A check's findings are shown in their stages' sections; the Findings
+    # section holds the others (a finding of the whole check), not them again.
+    staged = {_finding_key(f) for stage in check.stages for f in stage.findings} if check is not None else set()
+    findings = _finding_rows([f for f in analysis.findings if _finding_key(f) not in staged])
     # One reason per problem: a cause with the findings it explains is one.
     reasons = [f"{p.severity.value}: {p.nodes or '(no node)'}: {p.summary}" for p in analysis.problems]
     if check is not None and check.stopped_after:
@@ -259,6 +275,7 @@ def render_report(analysis: Analysis, check: CheckResult | None = None) -> str:
         reasons=reasons,
         stages=_stages(analysis, check) if check is not None else [],
         findings=findings,
+        staged_findings=len(analysis.findings) - len(findings),
         problems=[{"nodes": p.nodes, "severity": p.severity.value, "summary": p.summary,
                    "cause": _finding_rows(list(p.cause)), "symptoms": _finding_rows(list(p.symptoms))}
                   for p in analysis.problems if p.symptoms],
