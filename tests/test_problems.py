@@ -85,5 +85,5 @@ def test_the_html_report_leads_with_one_reason_per_problem():
     assert reasons.count("<li>") == 2
     assert "node005: a competing process (stress-ng, timeout) slows memory (2 benchmarks)" in reasons
     assert 'id="problems"' in html and html.count('class="problem"') == 1
-    section = html.split('id="problems"')[1].split("<nav>")[0]
+    section = html.split('<h2 id="problems"')[1].split('<h2 id="findings"')[0]
     assert section.count("<td>cause</td>") == 2 and section.count("<td>symptom</td>") == 2
