@@ -267,3 +267,12 @@ def test_analyze_judges_a_store_it_may_not_write_and_says_the_findings_were_not_
     assert CliRunner().invoke(app, ["analyze", "--db", str(db)]).exit_code == 0
     with opened(db, read_only=True) as store:
         assert [run[4] for run in store.runs()][-1] == store_module.FINDINGS_SOURCE
+
+
+def test_help_shows_the_check_first_and_the_other_commands_in_panels(tmp_path):
+    out = oddnode("--help", cwd=tmp_path).stdout
+    panels = [line.strip("╭─ ").split(" ─")[0] for line in out.splitlines() if line.startswith("╭─")]
+    assert panels == ["Options", "Commands", "Results and statistics", "Interconnect", "Nodes", "Virtual cluster"]
+    first = out.split("╭─ Commands")[1].split("╰")[0]
+    assert "check" in first and "analyze" in first and "pairs" not in first
+    assert "--install-completion" in out

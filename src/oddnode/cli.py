@@ -21,11 +21,10 @@ app = typer.Typer(
     name="oddnode",
     help="Is the cluster ready for production? If not, which node, link or setting is the odd one out.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
 import_app = typer.Typer(help="Import results that already exist.", no_args_is_help=True)
-app.add_typer(import_app, name="import")
+app.add_typer(import_app, name="import", rich_help_panel='Results and statistics')
 
 
 
@@ -164,7 +163,7 @@ def _register_tool_imports() -> None:
 _register_tool_imports()
 
 
-@app.command("export")
+@app.command("export", rich_help_panel='Results and statistics')
 def export_command(
     fmt: Annotated[ExportFormat, typer.Argument(metavar="FORMAT", help="plot, csv, parquet or json.")],
     out: Annotated[Path, typer.Argument(help="Output directory.")],
@@ -182,7 +181,7 @@ def export_command(
     console.print(f"wrote {len(written)} files to {out}")
 
 
-@app.command("stats")
+@app.command("stats", rich_help_panel='Results and statistics')
 def stats_command(
     benchmarks: Annotated[Optional[list[str]], typer.Argument(
         help="Benchmarks, benchmark:metric, or benchmark:prefix (pingpong.cut:bandwidth); default all.")] = None,
@@ -220,7 +219,7 @@ def _bins(value: str) -> str | int:
         raise typer.BadParameter(f"{value!r}: use auto, whole or a number of bins") from None
 
 
-@app.command("dist")
+@app.command("dist", rich_help_panel='Results and statistics')
 def dist_command(
     benchmark: Annotated[str, typer.Argument(help="Benchmark to look at.")],
     bins: Annotated[str, typer.Option(help="auto (√n bins), whole (one bin per integer) or a number.")] = "auto",
@@ -246,7 +245,7 @@ def dist_command(
             console.print(f"histogram written to {plot}")
 
 
-@app.command("findn")
+@app.command("findn", rich_help_panel='Results and statistics')
 def findn_command(benchmark: Annotated[str, typer.Argument()], db: DbOption = DEFAULT_DB) -> None:
     """Chi-squared fit to the normal over many bin counts, to see how bin choice sways it."""
     from oddnode.report.terminal import findn_table
@@ -257,7 +256,7 @@ def findn_command(benchmark: Annotated[str, typer.Argument()], db: DbOption = DE
         console.print(findn_table(series, findn(series.values)))
 
 
-@app.command("correlate")
+@app.command("correlate", rich_help_panel='Results and statistics')
 def correlate_command(
     x: Annotated[str, typer.Argument(help="First benchmark.")],
     y: Annotated[str, typer.Argument(help="Second benchmark.")],
@@ -281,7 +280,7 @@ def correlate_command(
             console.print(f"scatter plot written to {plot}")
 
 
-@app.command("findc")
+@app.command("findc", rich_help_panel='Results and statistics')
 def findc_command(
     grep: Annotated[Optional[str], typer.Option(help="Only pairs that involve this benchmark.")] = None,
     limit: Annotated[int, typer.Option(help="Rows to print (0: all).")] = 40,
@@ -299,7 +298,7 @@ def findc_command(
     console.print(correlation_table(rows[:limit] if limit else rows, "Correlations between benchmarks"))
 
 
-@app.command("common")
+@app.command("common", rich_help_panel='Results and statistics')
 def common_command(
     failed: Annotated[Optional[list[Path]], typer.Argument(help="failed files (default: failed runs in the store).")] = None,
     db: DbOption = DEFAULT_DB,
@@ -417,7 +416,7 @@ def _sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
-@app.command("pairs")
+@app.command("pairs", rich_help_panel='Interconnect')
 def pairs_command(
     patterns: Annotated[str, typer.Option("--patterns", help="Pair patterns, comma-separated: sort, cut, fold, "
                                                              "shuffle, random, file (with --pairs-file).")] = "sort,cut,fold,shuffle",
@@ -471,7 +470,7 @@ def _print_patterns(dataset) -> None:
         console.print(table)
 
 
-@app.command("bisection")
+@app.command("bisection", rich_help_panel='Interconnect')
 def bisection_command(
     repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Runs of the cut pairs at once, and of each alone.")] = 3,
     message_size: StreamMessageSizeOption = 1 << 20,
@@ -509,7 +508,7 @@ def bisection_command(
                   f"(run {summary.run_id}): demonstrated {figures.demonstrated:.6g} MB/s{full}", highlight=False)
 
 
-@app.command("matrix")
+@app.command("matrix", rich_help_panel='Interconnect')
 def matrix_command(
     sizes: Annotated[Optional[str], typer.Option("--sizes", help="Message sizes in bytes, comma-separated (default 0,1024,65536,1048576: latency at the first, bandwidth at the last).")] = None,
     seconds_per_size: SecondsPerSizeOption = 0.2,
@@ -546,7 +545,7 @@ def matrix_command(
 
 switchbench_app = typer.Typer(help="Switchbench's three switch benchmarks: daisy chain, pairwise streaming, "
                                      "all-to-all.", no_args_is_help=True)
-app.add_typer(switchbench_app, name="switchbench")
+app.add_typer(switchbench_app, name="switchbench", rich_help_panel='Interconnect')
 # Switchbench's servers, relays and ranks listen here by default, beside the pair runner's 29170.
 SWITCHBENCH_PORT = 29171
 # The findings the streaming command prints: who the slow pairs have in common.
@@ -750,7 +749,7 @@ def analyze_command(
         raise typer.Exit(code=1)
 
 
-@app.command("synth")
+@app.command("synth", rich_help_panel='Results and statistics')
 def synth_command(
     out: Annotated[Path, typer.Argument(help="Directory to write the dataset into.")],
     nodes: Annotated[int, typer.Option(help="Number of nodes (≥ 32).")] = 484,
@@ -810,7 +809,7 @@ def _print_unanswered(result) -> None:
         console.print(f"[dim]{fold(nodes)}: {note}[/]", highlight=False)
 
 
-@app.command("inventory")
+@app.command("inventory", rich_help_panel='Nodes')
 def inventory_command(
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
@@ -843,7 +842,7 @@ def inventory_command(
             console.print(f"expectations written to {snapshot}: edit it, then run oddnode diagnose --expect {snapshot}")
 
 
-@app.command("diagnose")
+@app.command("diagnose", rich_help_panel='Nodes')
 def diagnose_command(
     expect: Annotated[Path, typer.Option("--expect", help="Expectations file (YAML).")],
     db: DbOption = DEFAULT_DB,
@@ -1044,7 +1043,7 @@ testbed_app = typer.Typer(help="A virtual cluster on this machine (root): networ
                           no_args_is_help=True)
 fault_app = typer.Typer(help="Inject a fault into one testbed node.", no_args_is_help=True)
 testbed_app.add_typer(fault_app, name="fault")
-app.add_typer(testbed_app, name="testbed")
+app.add_typer(testbed_app, name="testbed", rich_help_panel='Virtual cluster')
 StateDirOption = Annotated[Optional[Path], typer.Option(
     "--state-dir", help="Where the testbed keeps its state (default $ODDNODE_TESTBED_DIR or /run/oddnode/testbed).")]
 
