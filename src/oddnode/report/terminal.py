@@ -185,8 +185,8 @@ def problems_by_nodes(problems: Sequence[Problem]) -> Group:
             for role, findings in (("cause", problem.cause), ("symptom", problem.symptoms)):
                 for f in findings:
                     lines.append(_finding_line(f, f"    {role:<8} " if problem.symptoms else "  "))
-            remedies += [f.remedy for f in problem.cause if f.remedy and f.remedy not in remedies]
-        for remedy in remedies:
+            remedies += [f.remedy for f in problem.cause if f.remedy]
+        for remedy in dict.fromkeys(remedies):  # each once, in order
             lines.append(Text(f"  → {remedy}", style="dim"))
     return Group(*lines)
 
