@@ -10,7 +10,7 @@ SYSTEM_PACKAGES := python3 python3-venv python3-pip openssh-server openssh-clien
 	libopenblas0-pthread hpcc fio netpipe-tcp iperf3 openmpi-bin libopenmpi-dev
 DEMO_DIR := demo
 
-.PHONY: demo test test-fast install system-packages bench clean
+.PHONY: demo test test-fast test-kernels install system-packages bench clean
 
 demo: install
 	@# The staged check on an 8-node virtual cluster (two leaf switches, links
@@ -39,9 +39,13 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q
 
-# Everything but the testbed tests: a couple of minutes, for a quick loop.
+# The unit tier only (tests/unit): under two minutes, for a quick loop.
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not testbed"
+	$(BIN)/python -m pytest -q tests/unit
+
+# The unit and kernel tiers: everything that needs no testbed.
+test-kernels: install
+	$(BIN)/python -m pytest -q tests/unit tests/kernels
 
 bench: install
 	$(BIN)/python bench/analyze_scale.py

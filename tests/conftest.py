@@ -1,12 +1,26 @@
-"""Shared fixtures: a fresh store per test and helpers to write result files."""
+"""Shared fixtures and helpers, and the test tiers.
+
+The suite has three tiers, one directory each, marked by it: ``unit``
+(pure Python, seconds: ``make test-fast``), ``kernels`` (builds and runs
+our C kernels and installed tools on this machine) and ``testbed`` (builds
+a virtual cluster of network namespaces; root, minutes).
+"""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from oddnode.store import open_store
+
+TIERS = ("unit", "kernels", "testbed")
+FIXTURES = Path(__file__).parent / "fixtures"
+# Scripted clusters and sample outputs defined beside the tests of one tier
+# serve the others: every tier's directory is importable from every test.
+sys.path[:0] = [str(Path(__file__).parent / tier) for tier in TIERS]
 
 
 @pytest.fixture
@@ -21,9 +35,19 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+def oddnode(*args, cwd, check=True, env=None) -> subprocess.CompletedProcess:
+    """The command line run as a user runs it: a subprocess, 200 columns wide."""
+    result = subprocess.run([sys.executable, "-m", "oddnode", *map(str, args)], cwd=cwd, capture_output=True,
+                            text=True, env={"COLUMNS": "200", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **(env or {})})
+    if check and result.returncode != 0:
+        raise AssertionError(f"oddnode {' '.join(map(str, args))} exited {result.returncode}:\n"
+                             f"{result.stdout}\n{result.stderr}")
+    return result
+
+
 def pytest_collection_modifyitems(items):
-    """Tests that build a testbed are marked ``testbed``: ``make test-fast``
-    leaves them out (they need root and take most of the suite's time)."""
+    """Mark every test with its tier, the directory it lives in."""
     for item in items:
-        if any("testbed needs root" in str(mark.kwargs.get("reason", "")) for mark in item.iter_markers("skipif")):
-            item.add_marker(pytest.mark.testbed)
+        tier = Path(item.fspath).parent.name
+        if tier in TIERS:
+            item.add_marker(getattr(pytest.mark, tier))

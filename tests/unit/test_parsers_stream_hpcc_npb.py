@@ -11,8 +11,8 @@ import pytest
 from oddnode.model import Direction
 from oddnode.parsers import ParseError, get_parser, parsers
 from oddnode.units import canonical_unit
+from conftest import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def parse(tool: str, relative: str):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import FIXTURES as ALL_FIXTURES
 from oddnode.benchmarks.compute import (
     COMPUTE_STAGE,
     HPCC_OUTPUT,
@@ -40,7 +41,7 @@ from oddnode.transport.local import local_node_name
 
 ORDER = 300
 NTIMES = 3
-FIXTURES = Path(__file__).parent / "fixtures" / "hpcc"
+FIXTURES = ALL_FIXTURES / "hpcc"
 # The kernel's own list of libraries, in its order (ODDNODE_BLAS_CANDIDATES).
 BLAS_CANDIDATES = (
     "libopenblaso.so.0", "libopenblasp.so.0", "libopenblas.so.0", "libmkl_rt.so.2", "libmkl_rt.so",

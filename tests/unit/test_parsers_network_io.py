@@ -9,8 +9,8 @@ import pytest
 
 from oddnode.model import Direction
 from oddnode.parsers import ParsedOutput, ParseError, get_parser, parsers
+from conftest import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
 TOOLS = ("imb", "osu", "fio", "iperf3", "netpipe")
 
 

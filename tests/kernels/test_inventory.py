@@ -28,8 +28,8 @@ from oddnode.inventory import (
 )
 from oddnode.inventory.node_probe import PROBE_VERSION
 from oddnode.transport import NodeResult, NodeStatus
+from conftest import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
 CORE_FACTS = ("cpu_model", "cpu_threads", "memory_total_kb", "kernel", "os", "arch")
 # The oldest Python the probe promises to run on, where this machine has it.
 OLD_PYTHONS = [

@@ -5,12 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write
+from conftest import FIXTURES, write
 from oddnode.io.stab import InputError
 from oddnode.io.tool_import import import_tool_outputs
 from oddnode.parsers import ParseError, UnknownToolError
 
-FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def _runs(tmp_path, names):
