@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,8 +31,9 @@ from oddnode.inventory import InventoryResult, collect
 from oddnode.inventory.expectations import ExpectationReport, check_expectations, load_expectations
 from oddnode.model import Dataset, Finding, LabelKind, Severity
 from oddnode.nodes import NodeNameError, expand
-from oddnode.runner import DEFAULT_REPETITIONS, RunSummary, run_benchmark
+from oddnode.runner import DEFAULT_REPETITIONS, RunSummary
 from oddnode.runner import DEFAULT_TIMEOUT as BENCHMARK_TIMEOUT
+from oddnode.steps import Step, StepContext, StepObserver, make_options
 from oddnode.store import FINDINGS_SOURCE, Store
 from oddnode.transport import Target, get_transport
 from oddnode.transport.local import local_node_name
@@ -128,10 +128,13 @@ def collect_inventory(store: Store, target: Target, timeout: float = DEFAULT_TIM
 @dataclass
 class CheckPlan:
     """What a check runs after diagnostics, stored with it as JSON so that
-    ``resume`` rebuilds the same benchmarks.
+    ``resume`` rebuilds the same steps.
 
-    ``parameters`` gives, per catalog benchmark, the keyword parameters of
-    its builder (``{"memory": {"elements": 20000000}}``).
+    ``parameters`` gives, per step, the options set for it as plain values
+    (``{"memory": {"elements": 20000000}}``; the step's defaults for the
+    rest).  A stage runs its default steps less ``skip``, plus the steps
+    named in ``add`` (those a check runs only when asked, e.g. the matrix).
+    Unknown steps, options and values are refused when the plan is made.
     """
 
     stages: tuple[str, ...] = catalog.STAGES
@@ -139,7 +142,8 @@ class CheckPlan:
     benchmark_timeout: float = BENCHMARK_TIMEOUT
     probe_timeout: float = DEFAULT_TIMEOUT
     parameters: dict[str, dict[str, Any]] = field(default_factory=dict)
-    skip: tuple[str, ...] = ()  # catalog benchmarks left out of their stage
+    skip: tuple[str, ...] = ()
+    add: tuple[str, ...] = ()
     expectations: str | None = None
 
     def __post_init__(self) -> None:
@@ -150,28 +154,44 @@ class CheckPlan:
         self.stages = tuple(stage for stage in catalog.STAGES if stage in self.stages)
         if self.repetitions < 1:
             raise ValueError(f"repetitions must be >= 1, got {self.repetitions}")
-        for benchmark in [*self.parameters, *self.skip]:
-            catalog.stage_of(benchmark)
-        self.skip = tuple(self.skip)
+        self.skip, self.add = tuple(self.skip), tuple(self.add)
+        for name in [*self.skip, *self.add]:
+            catalog.get_step(name)
+        for name in self.add:
+            if catalog.stage_of(name) not in self.stages:
+                raise ValueError(f"{name} belongs to the {catalog.stage_of(name)} stage, which this check does not run")
+        self._options = {name: make_options(catalog.get_step(name), values)
+                         for name, values in self.parameters.items()}
+
+    def options(self, step: str) -> Any:
+        """A step's typed options: its defaults with this plan's values."""
+        return self._options.get(step) or make_options(catalog.get_step(step))
 
     def validate(self) -> None:
-        """Build every benchmark of the plan, so that a bad parameter (a
-        relative disk directory, a negative size) is refused before the check
-        starts, not stages later; raises ValueError or TypeError."""
+        """Check every step's options as it would run them, so that a bad
+        one (a relative disk directory, a negative size) is refused before
+        the check starts, not stages later; raises ValueError or TypeError."""
         for stage in self.stages:
-            for benchmark in self.benchmarks(stage):
-                catalog.build(benchmark, self.parameters.get(benchmark))  # an interconnect step's options too
+            for step in self.steps(stage):
+                step.check(self.options(step.name))
+
+    def steps(self, stage: str) -> list[Step]:
+        """The steps this plan runs in a stage, in the catalog's order."""
+        return [step for step in catalog.STEPS.values() if step.stage == stage
+                and ((step.default and step.name not in self.skip) or step.name in self.add)]
 
     def benchmarks(self, stage: str) -> list[str]:
-        """The benchmarks this plan runs in a stage."""
-        return [name for name in catalog.benchmarks_of(stage) if name not in self.skip]
+        """The names of the steps this plan runs in a stage."""
+        return [step.name for step in self.steps(stage)]
 
     def to_json(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "stages": list(self.stages), "skip": list(self.skip)}
+        return {**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)},
+                "stages": list(self.stages), "skip": list(self.skip), "add": list(self.add)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CheckPlan:
-        return cls(**{**data, "stages": tuple(data["stages"]), "skip": tuple(data.get("skip", ()))})
+        return cls(**{**data, "stages": tuple(data["stages"]), "skip": tuple(data.get("skip", ())),
+                      "add": tuple(data.get("add", ()))})
 
 
 @dataclass
@@ -183,6 +203,12 @@ class StageResult:
     findings: list[Finding]
     runs: dict[str, RunSummary | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    series: tuple[str, ...] = ()  # the families of the series its steps store
+    between_pairs: bool = False  # its results are of pairs of nodes, not of nodes
+
+    def owns(self, benchmark: str) -> bool:
+        """Whether a stored series is one of this stage's."""
+        return any(benchmark == family or benchmark.startswith(family + ".") for family in self.series)
 
     @property
     def blocking(self) -> list[Finding]:
@@ -203,14 +229,10 @@ class CheckResult:
     not_run: tuple[str, ...] = ()  # the stages it did not reach
 
 
-class CheckObserver:
+class CheckObserver(StepObserver):
     """What a check tells its caller as it goes (a progress bar); no-ops here."""
 
     def stage_started(self, stage: str) -> None: ...
-
-    def benchmark_started(self, benchmark: str, done: int, total: int) -> None: ...
-
-    def repetition_done(self, benchmark: str, done: int, total: int) -> None: ...
 
     def stage_judged(self, result: StageResult) -> None: ...
 
@@ -222,13 +244,6 @@ class ResumeError(RuntimeError):
 def describe_target(target: Target, options: dict[str, Any]) -> dict[str, Any]:
     """What a resumed check needs to reach the same nodes the same way."""
     return {"nodes": list(target.nodes), "transport": target.transport.name, **options}
-
-
-def _repetitions_of(observer: CheckObserver, step: str, wanted: int) -> Callable[[int, int], None]:
-    """A step's progress in rounds (bisection: the cut pairs at once, then
-    each pair alone, every repetition) told to the observer as whole
-    repetitions, the unit its bar counts."""
-    return lambda done, total: observer.repetition_done(step, done * wanted // total if total else wanted, wanted)
 
 
 # -- judging a subset of the store ------------------------------------------------------
@@ -250,12 +265,13 @@ def _restricted(dataset: Dataset, nodes: set[str], stages: set[str]) -> Dataset:
             s = dataclasses.replace(s, labels=s.labels[keep], values=s.values[keep], repetitions=s.repetitions[keep],
                                     spread=None if s.spread is None else s.spread[keep])
         series.append(s)
-    benchmark_steps = {name for name, (stage, _) in catalog.BENCHMARKS.items() if stage in stages}
+    benchmark_steps = {step.name for step in catalog.STEPS.values() if step.stage in stages}
     allowed_steps = benchmark_steps | ({INVENTORY_STAGE} if DIAGNOSTICS in stages else set())
 
-    def interconnect_trouble(trouble) -> bool:
-        # Recorded under the series an interconnect step stores (pingpong.sort), not the step's name.
-        return catalog.INTERCONNECT in stages and catalog.series_stage(trouble.stage) == catalog.INTERCONNECT
+    def judged_trouble(trouble) -> bool:
+        # Recorded under a step's name (memory), or under the series a pair
+        # step stores (pingpong.sort).
+        return trouble.stage in allowed_steps or catalog.series_stage(trouble.stage) in stages
 
     return Dataset(
         series=series,
@@ -266,7 +282,7 @@ def _restricted(dataset: Dataset, nodes: set[str], stages: set[str]) -> Dataset:
         topology=dataset.topology,
         benchmarks_with_results={b for b in dataset.benchmarks_with_results if catalog.series_stage(b[0]) in stages},
         node_trouble={node: trouble for node, trouble in dataset.node_trouble.items()
-                      if node in nodes and (trouble.stage in allowed_steps or interconnect_trouble(trouble))},
+                      if node in nodes and judged_trouble(trouble)},
         declared_nodes=[node for node in dataset.declared_nodes if node in nodes] if DIAGNOSTICS in stages else [],
     )
 
@@ -357,89 +373,22 @@ def _diagnostics(store: Store, target: Target, plan: CheckPlan,
 def _run_stage(store: Store, target: Target, plan: CheckPlan, stage: str, steps: dict[str, tuple[int, int, int]],
                check_id: int, command: str, sensitivity: Sensitivity | None,
                observer: CheckObserver) -> StageResult:
-    """Run each benchmark of a stage (what an interrupted run left, when
+    """Run each step of a stage (what an interrupted run left, when
     resuming), then judge the stage's results across the nodes."""
-    if stage == catalog.INTERCONNECT:
-        notes = _run_interconnect(store, target, plan, steps, check_id, command, observer)
-        return StageResult(stage, _judge(store, target.nodes, {stage}, sensitivity).findings, {}, notes)
+    context = StepContext(store, target, plan.repetitions, plan.benchmark_timeout, command, check_id, steps, observer)
     runs: dict[str, RunSummary | None] = {}
     notes = []
-    for benchmark in plan.benchmarks(stage):
-        spec = catalog.build(benchmark, plan.parameters.get(benchmark))
-        run_id, wanted, done = steps.get(benchmark, (None, plan.repetitions, 0))
-        if run_id is not None and done >= wanted:
-            runs[benchmark] = None
+    for step in plan.steps(stage):
+        if len(target.nodes) < step.min_nodes:
+            notes.append(f"{step.name}: not run, it needs {step.min_nodes} nodes or more")
             continue
-        if run_id is None:
-            with store.transaction():
-                run_id = store.new_run(f"{command} [{benchmark}]", source=f"{target.transport.name}:{target.nodeset}",
-                                       nodes=target.nodes)
-                store.add_check_step(check_id, benchmark, run_id, wanted)
-        observer.benchmark_started(benchmark, done, wanted)
-        summary = run_benchmark(
-            store, target, spec, wanted, plan.benchmark_timeout,
-            on_progress=lambda finished, total, name=benchmark: observer.repetition_done(name, finished, total),
-            run_id=run_id, start=done + 1,
-        )
-        runs[benchmark] = summary
-        if summary.unavailable_everywhere:
-            notes.append(f"{benchmark}: not run, no node has its tool ({_first_detail(summary, store)})")
+        outcome = step.run(context, plan.options(step.name))
+        runs.update(outcome.runs)
+        notes += outcome.notes
     analysis = _judge(store, target.nodes, {stage}, sensitivity)
-    return StageResult(stage, analysis.findings, runs, notes)
-
-
-def _run_interconnect(store: Store, target: Target, plan: CheckPlan, steps: dict[str, tuple[int, int, int]],
-                      check_id: int, command: str, observer: CheckObserver) -> list[str]:
-    """Each pair pattern, then bisection, R times; a step is recorded once it
-    has finished, so a resumed check runs again only the one under way (an
-    interrupted pattern's stored repetitions stay, as measurements of the same
-    pairs).  Returns what each step did, in words."""
-    from oddnode.interconnect.bisection import run_bisection
-    from oddnode.interconnect.pairs import run_pairs
-
-    if len(target.nodes) < 2:
-        return ["interconnect: not run, it needs two nodes or more"]
-    notes = []
-    wanted = plan.repetitions
-    names = plan.benchmarks(catalog.INTERCONNECT)
-    pairs = catalog.build("pairs", plan.parameters.get("pairs")) if "pairs" in names else None
-    for pattern in pairs.patterns if pairs else ():
-        step = f"pairs.{pattern}"
-        if step in steps:
-            notes.append(f"{step}: finished by an earlier, interrupted invocation")
-            continue
-        observer.benchmark_started(step, 0, wanted)
-        summary = run_pairs(store, target, pattern, wanted, options=pairs.options, command=f"{command} [{step}]",
-                            on_progress=lambda done, total, name=step: observer.repetition_done(name, done, total))
-        with store.transaction():
-            store.add_check_step(check_id, step, summary.run_id, wanted)
-        good = sum(counts["ok"] > 0 for counts in summary.per_pair.values())
-        notes.append(f"{step}: {wanted} repetitions, {good} of {len(summary.per_pair)} pairs gave valid results")
-        notes += list(dict.fromkeys(summary.notes))
-    if "bisection" in names and "bisection" not in steps:
-        observer.benchmark_started("bisection", 0, wanted)
-        bisection = run_bisection(store, target, wanted, options=catalog.build("bisection", plan.parameters.get("bisection")),
-                                  command=f"{command} [bisection]",
-                                  on_progress=_repetitions_of(observer, "bisection", wanted))
-        with store.transaction():
-            store.add_check_step(check_id, "bisection", bisection.run_id, wanted)
-        figures = bisection.figures
-        if figures.demonstrated is None:
-            notes.append("bisection: no repetition in which every cut pair streamed")
-        else:
-            full = (f", {figures.fraction * 100:.1f}% of full bisection ({figures.full:.4g} MB/s)"
-                    if figures.full else "")
-            notes.append(f"bisection: demonstrated {figures.demonstrated:.4g} MB/s over {figures.pairs} cut pairs{full}")
-    elif "bisection" in names:
-        notes.append("bisection: finished by an earlier, interrupted invocation")
-    return notes
-
-
-def _first_detail(summary: RunSummary, store: Store) -> str:
-    rows = store.con.execute("SELECT detail FROM node_status WHERE run_id = ? AND detail IS NOT NULL LIMIT 1",
-                             [summary.run_id]).fetchall()
-    detail = rows[0][0] if rows else "unavailable"
-    return detail.split(": ", 1)[-1]
+    steps = plan.steps(stage)
+    return StageResult(stage, analysis.findings, runs, notes, series=tuple(f for step in steps for f in step.series),
+                       between_pairs=any(step.min_nodes > 1 for step in steps))
 
 
 def resumable_check(store: Store) -> tuple[int, dict[str, Any], CheckPlan]:

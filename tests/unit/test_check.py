@@ -28,7 +28,7 @@ def test_transport_choice():
     assert make_target(["node01", "node02"], None).transport.name == "ssh"
     with pytest.raises(NodeNameError, match="needs nodes"):
         make_target([], "ssh")
-    with pytest.raises(UnknownTransportError, match="unknown transport 'rsh'"):
+    with pytest.raises(UnknownTransportError, match="no transport named 'rsh'"):
         make_target(["node01"], "rsh")
 
 

@@ -163,7 +163,7 @@ def test_plans_are_checked_and_kept_in_stab_order():
         CheckPlan(stages=("network",))
     with pytest.raises(ValueError, match="repetitions must be >= 1"):
         CheckPlan(repetitions=0)
-    with pytest.raises(KeyError, match="no benchmark named 'stream'"):
+    with pytest.raises(KeyError, match="no step named 'stream'"):
         CheckPlan(parameters={"stream": {}})
     assert CheckPlan.from_json(json.loads(json.dumps(plan().to_json()))) == plan()
 

@@ -65,6 +65,6 @@ def test_bad_inputs_name_the_file_and_write_nothing(store, tmp_path):
         import_tool_outputs(store, "stream", good)
     with pytest.raises(InputError, match="invalid node name"):
         import_tool_outputs(store, "stream", good, label="node;01")
-    with pytest.raises(UnknownToolError, match="no parser for 'linpack'"):
+    with pytest.raises(UnknownToolError, match="no parser named 'linpack'"):
         import_tool_outputs(store, "linpack", good, label="node01")
     assert store.runs() == []

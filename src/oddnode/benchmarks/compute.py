@@ -4,13 +4,14 @@ through HPC Challenge (``hpcc``) on the nodes that have it installed."""
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from oddnode.benchmarks import DETAIL_CHARS, BenchmarkSpec, parse_kernel_run
 from oddnode.kernels import blas_thread_env, dgemm_kernel_argv, parse_dgemm_output, parse_tool_output, tool_argv
 from oddnode.model import Direction
 from oddnode.parsers.base import ParsedOutput, ParseError
 from oddnode.parsers.hpcc import parse_hpcc
+from oddnode.steps import NodeBenchmark, register_step
 from oddnode.units import canonical_unit
 
 COMPUTE_STAGE = "compute"
@@ -67,24 +68,42 @@ def _parse_dgemm_run(text: str, source: str) -> ParsedOutput:
     return parse_kernel_run(text, source, "dgemm", parse_dgemm_output)
 
 
-def dgemm_benchmark(
-    n: int = DEFAULT_DGEMM_ORDER, ntimes: int = DEFAULT_DGEMM_NTIMES, threads: int | None = None,
-    blas: str | None = None,
-) -> BenchmarkSpec:
-    """The DGEMM kernel (GFLOP/s of C = A B, product checked) as a benchmark.
+@dataclass(frozen=True)
+class DgemmOptions:
+    """The DGEMM kernel's options.  ``blas`` names the library to load on
+    every node (a path or soname, or "builtin"); None lets each node's kernel
+    find its own.  ``threads`` None keeps each node's OMP_NUM_THREADS."""
 
-    ``blas`` names the library to load on every node (a path or soname, or
-    "builtin"); None lets each node's kernel find its own.  ``threads`` None
-    keeps each node's OMP_NUM_THREADS (all cores by default).
-    """
-    return BenchmarkSpec(
-        name="dgemm",
-        stage=COMPUTE_STAGE,
-        argv=dgemm_kernel_argv(n, ntimes, threads, blas),
-        parse=_parse_dgemm_run,
-        series=DGEMM_SERIES,
-        synchronized=True,
-    )
+    n: int = DEFAULT_DGEMM_ORDER
+    ntimes: int = DEFAULT_DGEMM_NTIMES
+    threads: int | None = None
+    blas: str | None = None
+
+
+@register_step
+class DgemmStep(NodeBenchmark):
+    """The DGEMM kernel (GFLOP/s of C = A B, product checked) on every node."""
+
+    name = "dgemm"
+    stage = COMPUTE_STAGE
+    options = DgemmOptions
+    series = tuple(name for name, *_ in DGEMM_SERIES)
+    summary = "GFLOP/s of C = A B through each node's BLAS, product checked"
+
+    def spec(self, options: DgemmOptions) -> BenchmarkSpec:
+        return BenchmarkSpec(
+            name=self.name,
+            stage=self.stage,
+            argv=dgemm_kernel_argv(options.n, options.ntimes, options.threads, options.blas),
+            parse=_parse_dgemm_run,
+            series=DGEMM_SERIES,
+            synchronized=True,
+        )
+
+
+def dgemm_benchmark(*args, **options) -> BenchmarkSpec:
+    """The DGEMM kernel as a benchmark, with DgemmOptions' fields."""
+    return DgemmStep().spec(DgemmOptions(*args, **options))
 
 
 def hpcc_input(n: int, nb: int, p: int = 1, q: int = 1) -> str:
@@ -188,26 +207,48 @@ def _parse_hpl_run(text: str, source: str) -> ParsedOutput:
     return ParsedOutput("hpcc", measurements, valid, problems, configuration)
 
 
-def hpl_benchmark(
-    n: int = DEFAULT_HPL_ORDER, nb: int = DEFAULT_HPL_BLOCK, threads: int | None = None,
-    timeout: float = DEFAULT_HPL_TIMEOUT,
-) -> BenchmarkSpec:
-    """HPL through the node's ``hpcc`` as a benchmark.
+@dataclass(frozen=True)
+class HplOptions:
+    """HPL's problem size and block, the BLAS threads (as in
+    blas_thread_env) and the seconds hpcc may run on a node."""
+
+    n: int = DEFAULT_HPL_ORDER
+    nb: int = DEFAULT_HPL_BLOCK
+    threads: int | None = None
+    timeout: float = DEFAULT_HPL_TIMEOUT
+
+
+@register_step
+class HplStep(NodeBenchmark):
+    """HPL through the node's ``hpcc``.
 
     hpcc runs as one MPI process started without mpirun (an MPI singleton,
     grid 1 x 1), the BLAS's own threads using the node's cores: the argv is
     the same on nodes of any core count, no launcher has to be found or
     configured, and Open MPI's mpirun, which refuses to run as root, is not
-    involved.  ``threads`` as in blas_thread_env.
+    involved.
     """
-    return BenchmarkSpec(
-        name="hpl",
-        stage=COMPUTE_STAGE,
-        argv=tool_argv(
-            "hpcc", [], files={HPCC_INPUT: hpcc_input(n, nb)}, collect=[HPCC_OUTPUT],
-            env=blas_thread_env(threads), timeout=timeout,
-        ),
-        parse=_parse_hpl_run,
-        series=HPL_SERIES,
-        synchronized=True,
-    )
+
+    name = "hpl"
+    stage = COMPUTE_STAGE
+    options = HplOptions
+    series = tuple(HPCC_KEPT.values())
+    summary = "HPL (and hpcc's single-process DGEMM and FFT) through the node's hpcc"
+
+    def spec(self, options: HplOptions) -> BenchmarkSpec:
+        return BenchmarkSpec(
+            name=self.name,
+            stage=self.stage,
+            argv=tool_argv(
+                "hpcc", [], files={HPCC_INPUT: hpcc_input(options.n, options.nb)}, collect=[HPCC_OUTPUT],
+                env=blas_thread_env(options.threads), timeout=options.timeout,
+            ),
+            parse=_parse_hpl_run,
+            series=HPL_SERIES,
+            synchronized=True,
+        )
+
+
+def hpl_benchmark(*args, **options) -> BenchmarkSpec:
+    """HPL through hpcc as a benchmark, with HplOptions' fields."""
+    return HplStep().spec(HplOptions(*args, **options))

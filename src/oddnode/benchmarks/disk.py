@@ -18,7 +18,7 @@ import errno
 import json
 import posixpath
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -34,6 +34,7 @@ from oddnode.kernels.output import number, read_kernel_output, whole
 from oddnode.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, json_document
 from oddnode.parsers.fio import parse_fio
+from oddnode.steps import NodeBenchmark, register_step
 from oddnode.transport.base import python_command
 from oddnode.units import canonical_unit
 
@@ -375,14 +376,9 @@ def parse_disk_run(text: str, source: str, directory: str | None = None, engine:
     return ParsedOutput(parsed.tool, measurements, parsed.valid, parsed.problems, configuration)
 
 
-def disk_benchmark(
-    directory: str = DEFAULT_DIRECTORY,
-    size: int = DEFAULT_SIZE,
-    block: int = DEFAULT_BLOCK,
-    engine: str = "auto",
-    timeout: float = DEFAULT_TIMEOUT,
-) -> BenchmarkSpec:
-    """Sequential write and read bandwidth of ``directory`` on every node.
+@dataclass(frozen=True)
+class DiskOptions:
+    """Where and how much the disk benchmark writes.
 
     ``engine``: "fio" runs fio (a node without it is "unavailable"),
     "oddnode" our kernel, "auto" fio on the nodes that have it and our kernel
@@ -391,19 +387,44 @@ def disk_benchmark(
     node and have ``size`` bytes free.  ``timeout``: seconds one run may take
     on a node, after which it is stopped and its file removed.
     """
-    directory = validate_disk_parameters(directory, size, block, engine)
-    if engine == "oddnode":
-        argv = disk_kernel_argv(directory, size, block, timeout=timeout)
-    elif engine == "fio":
-        argv = fio_argv(directory, size, block, timeout=timeout)
-    else:
-        argv = tool_or_kernel_argv(fio_argv(directory, size, block, timeout=timeout),
-                                   disk_kernel_argv(directory, size, block, timeout=timeout))
-    return BenchmarkSpec(
-        name="disk",
-        stage=DISK_STAGE,
-        argv=argv,
-        parse=partial(parse_disk_run, directory=directory, engine=engine),
-        series=tuple((f"disk.{name}", SERIES_METRIC, _UNIT, Direction.HIGHER) for name in PASSES),
-        synchronized=True,
-    )
+
+    directory: str = DEFAULT_DIRECTORY
+    size: int = DEFAULT_SIZE
+    block: int = DEFAULT_BLOCK
+    engine: str = "auto"
+    timeout: float = DEFAULT_TIMEOUT
+
+
+@register_step
+class DiskStep(NodeBenchmark):
+    """Sequential write and read bandwidth of one directory on every node."""
+
+    name = "disk"
+    stage = DISK_STAGE
+    options = DiskOptions
+    series = ("disk",)
+    summary = "sequential write and read bandwidth with O_DIRECT (fio, or oddnode's kernel)"
+
+    def spec(self, options: DiskOptions) -> BenchmarkSpec:
+        size, block, engine, timeout = options.size, options.block, options.engine, options.timeout
+        directory = validate_disk_parameters(options.directory, size, block, engine)
+        if engine == "oddnode":
+            argv = disk_kernel_argv(directory, size, block, timeout=timeout)
+        elif engine == "fio":
+            argv = fio_argv(directory, size, block, timeout=timeout)
+        else:
+            argv = tool_or_kernel_argv(fio_argv(directory, size, block, timeout=timeout),
+                                       disk_kernel_argv(directory, size, block, timeout=timeout))
+        return BenchmarkSpec(
+            name=self.name,
+            stage=self.stage,
+            argv=argv,
+            parse=partial(parse_disk_run, directory=directory, engine=engine),
+            series=tuple((f"disk.{name}", SERIES_METRIC, _UNIT, Direction.HIGHER) for name in PASSES),
+            synchronized=True,
+        )
+
+
+def disk_benchmark(*args, **options) -> BenchmarkSpec:
+    """The disk benchmark, with DiskOptions' fields."""
+    return DiskStep().spec(DiskOptions(*args, **options))

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from oddnode.model import Dataset, Finding
+from oddnode.registry import Registry, UnknownNameError
 from oddnode.stats.robust import ALPHA_RANGE
 
 
@@ -47,31 +48,21 @@ def first_few(items: Sequence[str], limit: int, separator: str = ", ", rest: str
     return shown
 
 
-# name -> rule function, in registration order.
-RULES: dict[str, Rule] = {}
-# name -> the finding kinds the rule can produce.
-RULE_KINDS: dict[str, tuple[str, ...]] = {}
-
-
-class UnknownRuleError(KeyError):
+class UnknownRuleError(UnknownNameError):
     """A rule name that no rule was registered under."""
 
-    def __init__(self, name: str) -> None:
-        known = ", ".join(RULES) or "none"
-        self.message = f"unknown finding rule {name!r} (known: {known})"
-        super().__init__(self.message)
 
-    def __str__(self) -> str:
-        return self.message
+# name -> rule function, in registration order
+RULES: Registry[Rule] = Registry("finding rule", UnknownRuleError)
+# name -> the finding kinds the rule can produce
+RULE_KINDS: dict[str, tuple[str, ...]] = {}
 
 
 def rule(name: str, kinds: Iterable[str] | None = None) -> Callable[[Rule], Rule]:
     """Register a rule ``(dataset, sensitivity) -> list[Finding]`` under ``name``."""
 
     def register(function: Rule) -> Rule:
-        if name in RULES:
-            raise ValueError(f"a finding rule named {name!r} is already registered ({RULES[name].__module__})")
-        RULES[name] = function
+        RULES.add(name, function)
         RULE_KINDS[name] = tuple(kinds) if kinds is not None else (name,)
         return function
 
@@ -79,10 +70,7 @@ def rule(name: str, kinds: Iterable[str] | None = None) -> Callable[[Rule], Rule
 
 
 def get_rule(name: str) -> Rule:
-    try:
-        return RULES[name]
-    except KeyError:
-        raise UnknownRuleError(name) from None
+    return RULES.get(name)
 
 
 # Kinds read first within their severity: a node that left nothing at all
@@ -104,7 +92,7 @@ def find_all(
     dataset: Dataset, sensitivity: Sensitivity = Sensitivity(), rules: list[str] | None = None
 ) -> list[Finding]:
     """Run the named rules (all of them by default) and return their findings, worst first."""
-    selected = [get_rule(name) for name in (rules if rules is not None else list(RULES))]
+    selected = [get_rule(name) for name in (rules if rules is not None else RULES.names())]
     findings: list[Finding] = []
     for function in selected:
         findings.extend(function(dataset, sensitivity))

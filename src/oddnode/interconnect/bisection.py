@@ -37,6 +37,7 @@ from oddnode.interconnect.pingpong import parse_stream_run, pingpong_serve_argv
 from oddnode.model import Direction, LabelKind
 from oddnode.nodes import fold
 from oddnode.runner import DEFAULT_REPETITIONS, new_target_run, prepare
+from oddnode.steps import Step, StepContext, StepOutcome, register_step
 from oddnode.store import ResultBatch, Store
 from oddnode.transport.base import NodeResult, Target
 from oddnode.units import canonical_unit
@@ -167,11 +168,6 @@ def _shifted(on_progress: Callable[[int, int], None] | None, offset: int, total:
     return lambda done, _: on_progress(offset + done, total)
 
 
-def bisection_step(**options) -> StreamOptions:
-    """A check's bisection step from plain parameters (StreamOptions' fields)."""
-    return StreamOptions(**options)
-
-
 def run_bisection(
     store: Store,
     target: Target,
@@ -216,3 +212,36 @@ def run_bisection(
     with store.transaction():
         store.add_results(run_id, batch)
     return summary
+
+
+@register_step
+class BisectionStep(Step):
+    """Bisection bandwidth: the cut pattern's pairs streaming at once, then
+    each alone, R times."""
+
+    name = "bisection"
+    stage = "interconnect"
+    options = StreamOptions
+    series = (BISECTION_BENCHMARK,)
+    min_nodes = 2
+    summary = "bisection bandwidth: the cut pairs streaming at once against each alone"
+
+    def run(self, context: StepContext, options: StreamOptions) -> StepOutcome:
+        if self.name in context.recorded:
+            return StepOutcome(notes=[f"{self.name}: finished by an earlier, interrupted invocation"])
+        wanted = context.repetitions
+        context.observer.benchmark_started(self.name, 0, wanted)
+        # Its progress comes in rounds (the cut pairs at once, then each pair
+        # alone, every repetition); the observer counts whole repetitions.
+        told = context.progress(self.name)
+        bisection = run_bisection(context.store, context.target, wanted, options=options,
+                                  command=context.step_command(self.name),
+                                  on_progress=lambda done, total: told(done * wanted // total if total else wanted,
+                                                                       wanted))
+        context.record(self.name, bisection.run_id)
+        figures = bisection.figures
+        if figures.demonstrated is None:
+            return StepOutcome(notes=[f"{self.name}: no repetition in which every cut pair streamed"])
+        full = f", {figures.fraction * 100:.1f}% of full bisection ({figures.full:.4g} MB/s)" if figures.full else ""
+        return StepOutcome(notes=[f"{self.name}: demonstrated {figures.demonstrated:.4g} MB/s over "
+                                  f"{figures.pairs} cut pairs{full}"])

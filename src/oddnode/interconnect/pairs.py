@@ -43,6 +43,7 @@ from oddnode.kernels import start_option, with_runner_options
 from oddnode.model import Direction, LabelKind
 from oddnode.parsers.base import ParsedOutput, ParseError
 from oddnode.runner import DEFAULT_REPETITIONS, new_target_run, prepare, start_lead
+from oddnode.steps import Step, StepContext, StepOutcome, register_step
 from oddnode.store import ResultBatch, Store
 from oddnode.transport.base import NodeResult, NodeStatus, Target
 from oddnode.units import canonical_unit
@@ -120,26 +121,6 @@ class PairRunSummary:
 # slow pairs together tell a weak node (common to all) from a weak uplink
 # (slow only across groups).
 CHECK_PATTERNS = ("sort", "cut", "fold", "shuffle")
-
-
-@dataclass(frozen=True)
-class PairsStep:
-    """The ping-pong of a check's interconnect stage: its patterns and options."""
-
-    patterns: tuple[str, ...]
-    options: PingPongOptions
-
-
-def pairs_step(patterns: Sequence[str] = CHECK_PATTERNS, **options) -> PairsStep:
-    """A check's pairs step from plain parameters (a stored plan's JSON):
-    the patterns and PingPongOptions' fields."""
-    unknown = [pattern for pattern in patterns if pattern not in PATTERNS]
-    if unknown or not patterns:
-        raise ValueError(f"the check's pair patterns are some of {', '.join(PATTERNS)}, not "
-                         f"{', '.join(unknown) or 'none'}")
-    if "sizes" in options:
-        options["sizes"] = tuple(options["sizes"])
-    return PairsStep(tuple(patterns), PingPongOptions(**options))
 
 
 # How one round records a pair: (batch, client, server, repetition, the
@@ -455,3 +436,48 @@ def run_pairs(
                     port=options.port, connect_wait=options.connect_wait, lead=lead, per_pair=summary.per_pair,
                     on_progress=on_progress)
     return summary
+
+
+@dataclass(frozen=True)
+class PairsOptions(PingPongOptions):
+    """The pairs step's pair patterns, and what each pair measures."""
+
+    patterns: tuple[str, ...] = CHECK_PATTERNS
+
+    def __post_init__(self) -> None:
+        unknown = [pattern for pattern in self.patterns if pattern not in PATTERNS]
+        if unknown or not self.patterns:
+            raise ValueError(f"the check's pair patterns are some of {', '.join(PATTERNS)}, not "
+                             f"{', '.join(unknown) or 'none'}")
+
+
+@register_step
+class PairsStep(Step):
+    """Ping-pong in each of the check's pair patterns, R times; each pattern
+    is recorded with the check once it has finished, so a resumed check runs
+    again only the one under way (an interrupted pattern's stored
+    repetitions stay, as measurements of the same pairs)."""
+
+    name = "pairs"
+    stage = "interconnect"
+    options = PairsOptions
+    series = ("pingpong", MPI_FAMILY)
+    min_nodes = 2
+    summary = "TCP ping-pong latency and bandwidth in STAB's pair patterns (sort, cut, fold, shuffle)"
+
+    def run(self, context: StepContext, options: PairsOptions) -> StepOutcome:
+        notes = []
+        wanted = context.repetitions
+        for pattern in options.patterns:
+            step = f"{self.name}.{pattern}"
+            if step in context.recorded:
+                notes.append(f"{step}: finished by an earlier, interrupted invocation")
+                continue
+            context.observer.benchmark_started(step, 0, wanted)
+            summary = run_pairs(context.store, context.target, pattern, wanted, options=options,
+                                command=context.step_command(step), on_progress=context.progress(step))
+            context.record(step, summary.run_id)
+            good = sum(counts["ok"] > 0 for counts in summary.per_pair.values())
+            notes.append(f"{step}: {wanted} repetitions, {good} of {len(summary.per_pair)} pairs gave valid results")
+            notes += list(dict.fromkeys(summary.notes))
+        return StepOutcome(notes=notes)

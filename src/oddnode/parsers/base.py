@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oddnode.model import DEFAULT_METRIC, Direction
+from oddnode.registry import Registry, UnknownNameError
 
 
 class ParseError(ValueError):
@@ -73,32 +74,23 @@ def json_document(text: str, source: str, tool: str) -> tuple[Any, int] | None:
         raise ParseError(source, line + err.lineno - 1, f"{tool} JSON is malformed or truncated: {err.msg}") from None
     return document, line
 
-_PARSERS: dict[str, Parser] = {}
+
+class UnknownToolError(UnknownNameError):
+    """A tool that no parser was registered for."""
 
 
-class UnknownToolError(KeyError):
-    def __str__(self) -> str:
-        return str(self.args[0])
+# tool name -> the parser of its output
+PARSERS: Registry[Parser] = Registry("parser", UnknownToolError)
 
 
 def register_parser(tool: str) -> Callable[[Parser], Parser]:
     """Register the parser of one tool's output under the tool's name."""
-
-    def register(function: Parser) -> Parser:
-        if tool in _PARSERS:
-            raise ValueError(f"a parser for {tool!r} is already registered")
-        _PARSERS[tool] = function
-        return function
-
-    return register
+    return PARSERS.register(tool)
 
 
 def parsers() -> list[str]:
-    return sorted(_PARSERS)
+    return sorted(PARSERS)
 
 
 def get_parser(tool: str) -> Parser:
-    try:
-        return _PARSERS[tool]
-    except KeyError:
-        raise UnknownToolError(f"no parser for {tool!r} (known: {', '.join(parsers())})") from None
+    return PARSERS.get(tool)

@@ -18,7 +18,6 @@ import numpy as np
 
 from oddnode import __version__
 from oddnode.analysis import Analysis
-from oddnode.benchmarks import catalog
 from oddnode.model import Finding, LabelKind, Series, Severity
 from oddnode.nodes import NodeNameError, expand, fold, label_members
 from oddnode.report import interconnect
@@ -158,8 +157,8 @@ def _stages(analysis: Analysis, check: CheckResult) -> list[dict[str, Any]]:
     sections = []
     for stage in check.stages:
         series = [s for s, _ in analysis.statistics
-                  if stage.name != DIAGNOSTICS and catalog.series_stage(s.benchmark) == stage.name]
-        if stage.name == catalog.INTERCONNECT:
+                  if stage.name != DIAGNOSTICS and stage.owns(s.benchmark)]
+        if stage.between_pairs:
             # Pairs, not nodes: the interconnect section tabulates every size;
             # here the fitted latency and bandwidth and what a finding names.
             series = [s for s in series if s.metric.startswith("fit.") or s.name in flagged]

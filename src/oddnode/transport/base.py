@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from oddnode.nodes import fold
+from oddnode.registry import Registry, UnknownNameError
 
 
 class NodeStatus(str, enum.Enum):
@@ -57,7 +58,6 @@ class Transport(Protocol):
         ...
 
 
-_TRANSPORTS: dict[str, Callable[..., Transport]] = {}
 
 
 @dataclass(frozen=True)
@@ -72,36 +72,26 @@ class Target:
         return fold(self.nodes)
 
 
-class UnknownTransportError(KeyError):
-    def __str__(self) -> str:
-        return str(self.args[0])
+class UnknownTransportError(UnknownNameError):
+    """A transport name that none was registered under."""
+
+
+# name -> the factory of the transport, taking its options
+TRANSPORTS: Registry[Callable[..., Transport]] = Registry("transport", UnknownTransportError)
 
 
 def register_transport(name: str) -> Callable[[Callable[..., Transport]], Callable[..., Transport]]:
     """Class decorator: make a transport available by name."""
-
-    def register(factory: Callable[..., Transport]) -> Callable[..., Transport]:
-        if name in _TRANSPORTS:
-            raise ValueError(f"transport {name!r} registered twice")
-        _TRANSPORTS[name] = factory
-        return factory
-
-    return register
+    return TRANSPORTS.register(name)
 
 
 def transports() -> list[str]:
-    return sorted(_TRANSPORTS)
+    return sorted(TRANSPORTS)
 
 
 def get_transport(name: str, **options: Any) -> Transport:
     """A transport by name, with its options (ssh_config, fanout, ...)."""
-    try:
-        factory = _TRANSPORTS[name]
-    except KeyError:
-        raise UnknownTransportError(
-            f"unknown transport {name!r} (known: {', '.join(transports())})"
-        ) from None
-    return factory(**options)
+    return TRANSPORTS.get(name)(**options)
 
 
 def python_command(script: str, interpreter: str = "python3") -> list[str]:

@@ -1,0 +1,71 @@
+"""Things of one kind registered by name: the steps a check runs, the
+transports that reach nodes, the parsers of tools' outputs, the finding
+rules.  Each kind has one ``Registry``; a module registers its things with
+the registry's decorator when it is imported, and users look them up by
+name, getting an error that lists the known names when there is none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class UnknownNameError(KeyError):
+    """A name that nothing of a registry's kind was registered under."""
+
+    def __init__(self, kind: str, name: str, known: list[str]) -> None:
+        self.kind, self.name, self.known = kind, name, known
+        self.message = f"no {kind} named {name!r} (known: {', '.join(known) or 'none'})"
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class Registry(Generic[T]):
+    """Named things of one kind, in registration order."""
+
+    def __init__(self, kind: str, error: type[UnknownNameError] = UnknownNameError) -> None:
+        self.kind = kind
+        self._error = error
+        self._items: dict[str, T] = {}
+
+    def add(self, name: str, item: T) -> T:
+        """Register ``item`` under ``name``; a name is registered once."""
+        if name in self._items:
+            raise ValueError(f"a {self.kind} named {name!r} is already registered")
+        self._items[name] = item
+        return item
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """A decorator registering what it decorates under ``name``."""
+        return lambda item: self.add(name, item)
+
+    def get(self, name: str) -> T:
+        try:
+            return self._items[name]
+        except KeyError:
+            raise self._error(self.kind, name, list(self._items)) from None
+
+    __getitem__ = get
+
+    def names(self) -> list[str]:
+        return list(self._items)
+
+    def items(self) -> list[tuple[str, T]]:
+        return list(self._items.items())
+
+    def values(self) -> list[T]:
+        return list(self._items.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)

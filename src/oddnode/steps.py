@@ -1,0 +1,277 @@
+"""What every step of a check is: a name, the stage it belongs to, typed
+options, the series it stores, and ``run``.
+
+A step's options are a frozen dataclass whose defaults are the step's
+defaults: a plan, the command line and a plan file all build them through
+``make_options``, which refuses an option the step does not have and turns
+text (``--set memory.threads=1``) into the field's type.  A step registers
+itself with ``@register_step`` in its own module; ``benchmarks.catalog``
+imports those modules, one line each, and ``check`` runs the registered
+steps of each stage in order.
+
+Node benchmarks (one spec run on every node at once, R times) need only
+their spec: ``NodeBenchmark.run`` repeats it, resumes it and records it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from oddnode.benchmarks import BenchmarkSpec
+from oddnode.registry import Registry
+from oddnode.runner import RunSummary, run_benchmark
+from oddnode.store import Store
+from oddnode.transport.base import Target
+
+# The stages of a check after its diagnostics, in STAB's order: memory first
+# (if it is ruled out, later anomalies cannot be blamed on it), then the
+# processor, then the disk, then the interconnect.
+STAGES = ("memory", "compute", "disk", "interconnect")
+
+
+class StepObserver:
+    """What a running step tells its caller (a progress bar); no-ops here."""
+
+    def benchmark_started(self, step: str, done: int, total: int) -> None: ...
+
+    def repetition_done(self, step: str, done: int, total: int) -> None: ...
+
+
+@dataclass
+class StepContext:
+    """What a step runs with: the store, the nodes, how often and how long,
+    and the check it belongs to (``check_id`` None: a step run on its own).
+
+    ``recorded``: the check's steps already recorded by an earlier,
+    interrupted invocation, step -> (run id, repetitions wanted, stored).
+    """
+
+    store: Store
+    target: Target
+    repetitions: int
+    timeout: float  # seconds one repetition may take on a node
+    command: str = "oddnode check"
+    check_id: int | None = None
+    recorded: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
+    observer: StepObserver = field(default_factory=StepObserver)
+
+    def finished(self, step: str) -> bool:
+        """Whether an earlier invocation of the check finished ``step``."""
+        run_id, wanted, done = self.recorded.get(step, (None, self.repetitions, 0))
+        return run_id is not None and done >= wanted
+
+    def step_command(self, step: str) -> str:
+        return f"{self.command} [{step}]"
+
+    def begin(self, step: str) -> int:
+        """A new run of ``step`` over the target, recorded with the check at
+        once (in one transaction): its repetitions are resumed one by one."""
+        with self.store.transaction():
+            run_id = self.store.new_run(self.step_command(step), nodes=self.target.nodes,
+                                        source=f"{self.target.transport.name}:{self.target.nodeset}")
+            if self.check_id is not None:
+                self.store.add_check_step(self.check_id, step, run_id, self.repetitions)
+        return run_id
+
+    def record(self, step: str, run_id: int) -> None:
+        """Record ``step``'s run as part of the check (nothing on its own)."""
+        if self.check_id is not None:
+            with self.store.transaction():
+                self.store.add_check_step(self.check_id, step, run_id, self.repetitions)
+
+    def progress(self, step: str) -> Callable[[int, int], None]:
+        """The ``on_progress(done, total)`` of a step's run, told to the observer."""
+        return lambda done, total: self.observer.repetition_done(step, done, total)
+
+
+@dataclass
+class StepOutcome:
+    """What a step did: its runs' summaries (None where an earlier
+    invocation had finished it), and what it did in words."""
+
+    runs: dict[str, RunSummary | None] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+class Step:
+    """One step of a check.  Subclasses set the class attributes and ``run``."""
+
+    name: ClassVar[str]
+    stage: ClassVar[str]
+    options: ClassVar[type]  # a frozen dataclass; its defaults are the step's
+    series: ClassVar[tuple[str, ...]]  # the families of the series it stores (memory, pingpong.sort)
+    default: ClassVar[bool] = True  # in every check of its stage, or only when asked for
+    min_nodes: ClassVar[int] = 1
+    summary: ClassVar[str] = ""  # one line for help texts
+
+    def run(self, context: StepContext, options: Any) -> StepOutcome:
+        raise NotImplementedError
+
+    def check(self, options: Any) -> None:
+        """Refuse options that would fail the step (ValueError), before any runs."""
+
+
+STEPS: Registry[Step] = Registry("step")
+
+
+def register_step(cls: type[Step]) -> type[Step]:
+    """Class decorator: make a step available to checks by its name."""
+    if cls.stage not in STAGES:
+        raise ValueError(f"step {cls.name!r}: unknown stage {cls.stage!r} (stages: {', '.join(STAGES)})")
+    if not (dataclasses.is_dataclass(cls.options) and cls.options.__dataclass_params__.frozen):
+        raise TypeError(f"step {cls.name!r}: its options must be a frozen dataclass")
+    STEPS.add(cls.name, cls())
+    return cls
+
+
+def steps_of(stage: str, default_only: bool = False) -> list[Step]:
+    """The registered steps of a stage, in registration order."""
+    return [step for step in STEPS.values() if step.stage == stage and (step.default or not default_only)]
+
+
+def series_stage(benchmark: str) -> str | None:
+    """The stage of a stored series: the stage of the step whose family it is
+    (``memory.triad`` is the memory step's ``memory``; ``pingpong.sort``
+    the pairs step's); None for series no step writes (an imported tool's)."""
+    families = {family: step.stage for step in STEPS.values() for family in step.series}
+    parts = benchmark.split(".")
+    for end in range(len(parts), 0, -1):
+        stage = families.get(".".join(parts[:end]))
+        if stage is not None:
+            return stage
+    return None
+
+
+# -- options ------------------------------------------------------------------------
+
+
+def option_names(step: Step) -> list[str]:
+    return [f.name for f in dataclasses.fields(step.options)]
+
+
+def option_defaults(step: Step) -> dict[str, Any]:
+    """A step's options and their defaults (None where the node decides)."""
+    return dataclasses.asdict(step.options())
+
+
+def make_options(step: Step, values: Mapping[str, Any] | None = None) -> Any:
+    """A step's options from plain values (a stored plan's JSON, a plan file,
+    ``--set`` text): an unknown name or a value of the wrong type is a
+    ValueError that names the step, the option and what it takes."""
+    values = dict(values or {})
+    types_of = typing.get_type_hints(step.options)
+    unknown = [name for name in values if name not in types_of]
+    if unknown:
+        raise ValueError(f"{step.name} has no option {', '.join(map(repr, unknown))} "
+                         f"(its options: {', '.join(option_names(step))})")
+    typed = {}
+    for name, value in values.items():
+        try:
+            typed[name] = coerce(value, types_of[name])
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{step.name}.{name}: {err}") from None
+    try:
+        return step.options(**typed)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{step.name}: {err}") from None
+
+
+def coerce(value: Any, kind: Any) -> Any:
+    """``value`` as the annotated type ``kind``: int, float, str, bool,
+    ``X | None``, ``tuple[X, ...]`` (a list, or comma-separated text)."""
+    origin = typing.get_origin(kind)
+    if origin in (typing.Union, types.UnionType):
+        members = [k for k in typing.get_args(kind) if k is not type(None)]
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null")):
+            return None
+        return coerce(value, members[0])
+    if origin is tuple:
+        element = typing.get_args(kind)[0]
+        items = [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)):
+            raise TypeError(f"wants a list, not {value!r}")
+        return tuple(coerce(item, element) for item in items)
+    if kind is bool:
+        return _boolean(value)
+    if kind is int:
+        return _whole(value)
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise TypeError(f"wants a number, not {value!r}")
+        try:
+            return float(value)
+        except ValueError:
+            raise ValueError(f"wants a number, not {value!r}") from None
+    if kind is str:
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise TypeError(f"wants text, not {value!r}")
+        return str(value)
+    raise TypeError(f"options of type {kind} cannot be set")
+
+
+def _whole(value: Any) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"wants a whole number, not {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip().replace("_", ""))
+        except ValueError:
+            pass
+    raise ValueError(f"wants a whole number, not {value!r}")
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise ValueError(f"wants true or false, not {value!r}")
+
+
+# -- node benchmarks ------------------------------------------------------------------
+
+
+class NodeBenchmark(Step):
+    """A step that runs one benchmark spec on every node at once, R times."""
+
+    def spec(self, options: Any) -> BenchmarkSpec:
+        raise NotImplementedError
+
+    def check(self, options: Any) -> None:
+        self.spec(options)
+
+    def run(self, context: StepContext, options: Any) -> StepOutcome:
+        """Run the spec (the repetitions an interrupted run lacks, when
+        resuming), recorded with the check from its first repetition."""
+        if context.finished(self.name):
+            return StepOutcome(runs={self.name: None})
+        store, target = context.store, context.target
+        run_id, wanted, done = context.recorded.get(self.name, (None, context.repetitions, 0))
+        if run_id is None:
+            run_id = context.begin(self.name)
+        context.observer.benchmark_started(self.name, done, wanted)
+        summary = run_benchmark(store, target, self.spec(options), wanted, context.timeout,
+                                on_progress=context.progress(self.name), run_id=run_id, start=done + 1)
+        notes = []
+        if summary.unavailable_everywhere:
+            notes.append(f"{self.name}: not run, no node has its tool ({_first_detail(store, summary.run_id)})")
+        return StepOutcome({self.name: summary}, notes)
+
+
+def _first_detail(store: Store, run_id: int) -> str:
+    rows = store.con.execute("SELECT detail FROM node_status WHERE run_id = ? AND detail IS NOT NULL LIMIT 1",
+                             [run_id]).fetchall()
+    detail = rows[0][0] if rows else "unavailable"
+    return detail.split(": ", 1)[-1]
