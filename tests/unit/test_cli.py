@@ -123,11 +123,11 @@ def test_testbed_without_root_says_so_in_one_line(monkeypatch, tmp_path):
 @pytest.fixture
 def scripted(monkeypatch):
     """Make the commands run on a scripted cluster: returns the setter."""
-    from oddnode import cli
+    from oddnode.cli import interconnect
     from oddnode.transport.base import Target
 
     def use(transport, nodes):
-        monkeypatch.setattr(cli, "_target", lambda *args: Target(list(nodes), transport))
+        monkeypatch.setattr(interconnect, "selected_target", lambda *args: Target(list(nodes), transport))
         return transport
 
     return use

@@ -16,10 +16,10 @@ FAST = ["--message-size", 65536, "--seconds", 0.3, "--port", PORT]
 @pytest.fixture
 def scripted(monkeypatch):
     """Make the commands run on a scripted cluster: returns the setter."""
-    from oddnode import cli
+    from oddnode.cli import interconnect
 
     def use(transport, nodes):
-        monkeypatch.setattr(cli, "_target", lambda *args: Target(list(nodes), transport))
+        monkeypatch.setattr(interconnect, "selected_target", lambda *args: Target(list(nodes), transport))
         return transport
 
     return use

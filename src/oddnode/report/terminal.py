@@ -211,10 +211,11 @@ def verdict(analysis: Analysis) -> Text:
     return Text(f"NOT READY: {summary}.", style="bold red")
 
 
-def print_analysis(console: Console, analysis: Analysis, wide: bool = False) -> None:
+def print_analysis(console: Console, analysis: Analysis, wide: bool = False, brief: bool = False) -> None:
     """The analyze summary, the verdict and the problems first: verdict,
     findings by node set, notes, then the statistics table and the
-    correlations, and the verdict again where the eye ends."""
+    correlations, and the verdict again where the eye ends.  ``brief``: the
+    verdict and the findings only."""
     serious = [f for f in analysis.findings if f.severity.rank >= Severity.WARNING.rank]
     notes = [f for f in analysis.findings if f.severity is Severity.INFO]
     console.print(verdict(analysis))
@@ -227,6 +228,8 @@ def print_analysis(console: Console, analysis: Analysis, wide: bool = False) -> 
         console.print(problems_by_nodes(problems))
     else:
         console.print("No finding of warning severity or above.")
+    if brief:
+        return
     if notes:
         console.print()
         console.print(Text(f"Notes ({len(notes)}, information only)", style="bold underline"))

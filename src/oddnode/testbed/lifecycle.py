@@ -47,6 +47,7 @@ from oddnode.testbed.faults import fault_lines, node_env, undo_faults
 from oddnode.topology import format_topology
 
 DEFAULT_STATE_DIR = Path("/run/oddnode/testbed")
+DEFAULT_NODES = 8  # enough for every pair pattern and two leaf switches
 TOPOLOGY_FILE = "topology"  # in the state directory, when nodes hang from several leaves
 NODE_INIT = Path(__file__).with_name("node_init.py")
 START_WAIT_S = 30.0  # for every node's init and sshd, plus START_WAIT_PER_NODE_S per node
@@ -207,7 +208,7 @@ def _is_blank(state_dir: Path) -> bool:
 
 # -- up ------------------------------------------------------------------------
 
-def up(nodes: int = 8, state_dir: Path = DEFAULT_STATE_DIR, prefix: str = "node", *,
+def up(nodes: int = DEFAULT_NODES, state_dir: Path = DEFAULT_STATE_DIR, prefix: str = "node", *,
        leaves: int = 1, link_rate: int | None = None, on_created: OnCreated | None = None) -> Testbed:
     """Bring up `nodes` virtual nodes (``node01``...) on this machine, each in its
     own network, UTS, mount and PID namespaces with its own sshd; with

@@ -1,0 +1,47 @@
+"""The ``oddnode`` command line: thin wrappers over the library, one module
+per family of commands, assembled here with the options every command takes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from oddnode import __version__
+from oddnode.cli import analysis, check, imports, interconnect, nodes, testbed
+from oddnode.cli.common import Verbosity, console, fail, output
+
+app = typer.Typer(
+    name="oddnode",
+    help="Is the cluster ready for production? If not, which node, link or setting is the odd one out.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+# In this order the help lists the check and the analysis first, then each panel.
+app.add_typer(imports.import_app, name="import", rich_help_panel=analysis.RESULTS_PANEL)
+analysis.register(app)
+interconnect.register(app)
+interconnect.register_switchbench(app)
+nodes.register(app)
+check.register(app)
+testbed.register(app)
+
+QuietOption = Annotated[bool, typer.Option(
+    "-q", "--quiet", help="Only the verdict, the problems and errors: no progress, run notes or statistics tables.")]
+VerboseOption = Annotated[bool, typer.Option(
+    "-v", "--verbose", help="Every run note and step detail too, and where the results are stored.")]
+
+
+@app.callback(invoke_without_command=True)
+def _root(version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
+          quiet: QuietOption = False, verbose: VerboseOption = False) -> None:
+    if version:
+        console.print(f"oddnode {__version__}")
+        raise typer.Exit()
+    if quiet and verbose:
+        raise fail("-q and -v ask for opposite things: give one")
+    output.verbosity = Verbosity.QUIET if quiet else Verbosity.VERBOSE if verbose else Verbosity.NORMAL
+
+
+def main() -> None:
+    app()

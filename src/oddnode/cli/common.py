@@ -1,0 +1,213 @@
+"""What every command family shares: the consoles and how much they say,
+one error handler, the options that pick the nodes and the store, and the
+target and topology those options make."""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+from typing import Annotated, Any, Callable, Iterator, Optional
+
+import typer
+from rich.console import Console
+
+from oddnode.report import WIDE
+from oddnode.store import DEFAULT_PATH
+
+# -- output ------------------------------------------------------------------
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A console fitted to the terminal; written to a file or a pipe, with
+    no COLUMNS to say a width, lines are never wrapped, so that grep finds a
+    whole finding on one line and tables keep every column."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty() or "COLUMNS" in os.environ:
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=WIDE, soft_wrap=True)
+
+
+console = make_console()
+err_console = make_console(stderr=True)
+
+
+class Verbosity(IntEnum):
+    """-q: the verdict, the problems and errors; -v: every note and where results are kept."""
+
+    QUIET = 0
+    NORMAL = 1
+    VERBOSE = 2
+
+
+@dataclass
+class OutputSettings:
+    verbosity: Verbosity = Verbosity.NORMAL
+
+
+output = OutputSettings()
+
+
+def quiet() -> bool:
+    return output.verbosity is Verbosity.QUIET
+
+
+def verbose() -> bool:
+    return output.verbosity is Verbosity.VERBOSE
+
+
+def inform(*objects: Any, out: Console | None = None, **options: Any) -> None:
+    """Print a run summary, a note or a table of statistics: not with -q."""
+    if not quiet():
+        (out or console).print(*objects, **options)
+
+
+def detail(*objects: Any, out: Console | None = None, **options: Any) -> None:
+    """Print what only -v shows: every step's details, where results are kept."""
+    if verbose():
+        (out or console).print(*objects, **options)
+
+
+def progress_run(label: str, run: Callable[[Callable[[int, int], None]], Any]) -> Any:
+    """Run ``run(on_progress)`` under a transient progress bar named ``label`` (none with -q)."""
+    from rich.progress import Progress
+
+    with Progress(console=console, transient=True, disable=quiet()) as progress:
+        task = progress.add_task(label, total=None)
+        return run(lambda done, total: progress.update(task, completed=done, total=total))
+
+
+def json_default(value):
+    """numpy scalars as plain JSON numbers."""
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+# -- errors ------------------------------------------------------------------
+
+
+def fail(message: str) -> typer.Exit:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code=2)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn the library's input and store errors into one clear line."""
+    from oddnode.io.export import ExportError
+    from oddnode.io.stab import InputError
+    from oddnode.nodes import NodeNameError
+    from oddnode.store import StoreError
+    from oddnode.synth import SynthError
+    from oddnode.transport import TransportError
+
+    try:
+        yield
+    except (InputError, StoreError, ExportError, NodeNameError, SynthError, TransportError, KeyError,
+            ValueError) as err:
+        message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
+        raise fail(message) from None
+
+
+@contextmanager
+def testbed_errors() -> Iterator[None]:
+    from oddnode.testbed import TestbedError
+
+    try:
+        yield
+    except TestbedError as err:
+        raise fail(str(err)) from None
+
+
+# -- the store ---------------------------------------------------------------
+
+DEFAULT_DB = Path(DEFAULT_PATH)
+DbOption = Annotated[Path, typer.Option("--db", envvar="ODDNODE_DB", help="Results store (DuckDB file).")]
+WideOption = Annotated[bool, typer.Option(
+    "--wide", help="Every column of the statistics table, however wide the lines get (default: fit the terminal).")]
+
+
+def command_line() -> str:
+    """This oddnode command as typed, stored with the runs it makes."""
+    return " ".join(["oddnode", *sys.argv[1:]])
+
+
+def open_db(db: Path, read_only: bool = True):
+    from oddnode.store import open_store
+
+    return open_store(db, read_only=read_only)
+
+
+# -- the nodes ---------------------------------------------------------------
+
+NodesOption = Annotated[Optional[str], typer.Option("-w", "--nodes", help="Nodes, ClusterShell syntax: node[001-484].")]
+ExcludeOption = Annotated[Optional[str], typer.Option("-x", "--exclude", help="Nodes to leave out.")]
+HostfileOption = Annotated[Optional[Path], typer.Option("--hostfile", help="File of node names, one a line.")]
+TransportOption = Annotated[Optional[str], typer.Option(
+    "--transport", help="local, ssh or slurm (default: local without nodes, ssh with).")]
+SshConfigOption = Annotated[Optional[Path], typer.Option("--ssh-config", help="ssh client configuration file (-F).")]
+FanoutOption = Annotated[Optional[int], typer.Option("--fanout", help="ssh connections at once (default 64).")]
+TimeoutOption = Annotated[float, typer.Option("--timeout", help="Seconds a node may take for a probe.")]
+TestbedOption = Annotated[bool, typer.Option("--testbed", help="Run on the nodes of the running testbed.")]
+TopologyOption = Annotated[Optional[Path], typer.Option(
+    "--topology", help="Topology file, 'GROUP NODESET' a line (leaf switch, chassis): findings can name a group. "
+                       "With --testbed, the testbed's own by default.")]
+
+
+def testbed_state_dir(state_dir: Optional[Path]) -> Path:
+    """--state-dir, else $ODDNODE_TESTBED_DIR, else /run/oddnode/testbed."""
+    from oddnode.testbed import DEFAULT_STATE_DIR
+
+    return state_dir or Path(os.environ.get("ODDNODE_TESTBED_DIR") or DEFAULT_STATE_DIR)
+
+
+def selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed):
+    """The nodes and transport a command runs on, from its options."""
+    from oddnode.check import make_target, select_nodes
+
+    chosen = select_nodes(nodes, exclude, hostfile)
+    if testbed:
+        from oddnode.testbed import Testbed
+
+        bed = Testbed.load(testbed_state_dir(None))
+        chosen = chosen or select_nodes(bed.nodeset, exclude)
+        ssh_config = ssh_config or bed.ssh_config
+        transport = transport or "ssh"
+    return make_target(chosen, transport, ssh_config, fanout)
+
+
+def read_topology(path: Optional[Path], testbed: bool = False) -> tuple[dict[str, str], str] | None:
+    """Node -> group from a topology file (the testbed's when none is given), and the file."""
+    from oddnode.topology import read_topology as read_groups
+
+    if path is None and testbed:
+        from oddnode.testbed import Testbed
+
+        path = Testbed.load(testbed_state_dir(None)).topology
+    return None if path is None else (read_groups(path), str(path))
+
+
+def save_topology(store, topology: tuple[dict[str, str], str] | None) -> None:
+    """Record a topology in the store, so that the weak-group rule reads it;
+    its nodes, in the file's order, are declared nodes of the cluster."""
+    if topology:
+        groups, source = topology
+        with store.transaction():
+            store.set_topology(store.new_run(command_line(), source=f"topology:{source}", nodes=list(groups)), groups)
+
+
+def message_sizes(text: str) -> tuple[int, ...]:
+    """Message sizes in bytes from a comma-separated option."""
+    try:
+        sizes = tuple(int(word) for word in text.split(","))
+    except ValueError:
+        raise typer.BadParameter(f"message sizes are whole numbers of bytes separated by commas, not {text!r}") from None
+    if not sizes or min(sizes) < 0:
+        raise typer.BadParameter(f"message sizes must be bytes >= 0, not {text!r}")
+    return sizes

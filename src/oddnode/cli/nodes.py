@@ -1,0 +1,104 @@
+"""The commands that look at the nodes themselves: their inventory of facts
+and the check of those facts against what is expected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from oddnode.cli.common import (
+    DEFAULT_DB,
+    DbOption,
+    ExcludeOption,
+    FanoutOption,
+    HostfileOption,
+    NodesOption,
+    SshConfigOption,
+    TestbedOption,
+    TimeoutOption,
+    TransportOption,
+    command_line,
+    console,
+    detail,
+    inform,
+    open_db,
+    selected_target,
+    testbed_errors,
+    user_errors,
+)
+from oddnode.report import summaries
+
+NODES_PANEL = "Nodes"
+# oddnode.check.DEFAULT_TIMEOUT, written out here because importing the
+# check (and scipy) would slow every command's start; a unit test keeps
+# them equal.
+PROBE_TIMEOUT = 60.0
+
+
+def print_unanswered(result) -> None:
+    """Nodes that gave no inventory, then what the probe skipped (and where), folded."""
+    for line in summaries.unanswered_lines(result):
+        console.print(line)
+    for line in summaries.skipped_probe_lines(result):
+        inform(line, highlight=False)
+
+
+def inventory_command(
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    timeout: TimeoutOption = PROBE_TIMEOUT, testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+    snapshot: Annotated[Optional[Path], typer.Option(help="Write an expectations file from the majority values.")] = None,
+) -> None:
+    """Collect every node's facts (CPU, memory, BIOS, kernel, NICs, GPUs, disks,
+    libraries, processes) and print every fact whose value differs between nodes."""
+    from oddnode.check import collect_inventory
+    from oddnode.findings import find_all
+    from oddnode.report.terminal import findings_by_nodes
+
+    with user_errors(), testbed_errors():
+        target = selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        with open_db(db, read_only=False) as store:
+            result = collect_inventory(store, target, timeout, command_line())
+            dataset = store.load_dataset()
+        inform(summaries.inventory_line(result, target, db))
+        print_unanswered(result)
+        findings = find_all(dataset, rules=["inconsistent-fact"])
+        if findings:
+            console.print(findings_by_nodes(findings))
+        else:
+            console.print("Every fact has the same value on every node that answered.")
+        if snapshot:
+            from oddnode.inventory.expectations import snapshot as write_snapshot
+
+            snapshot.write_text(write_snapshot(dataset.facts, sorted(result.reports)), encoding="utf-8")
+            inform(f"expectations written to {snapshot}: edit it, then run oddnode diagnose --expect {snapshot}")
+
+
+def diagnose_command(
+    expect: Annotated[Path, typer.Option("--expect", help="Expectations file (YAML).")],
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Check the stored facts against an expectations file; exit 1 on any failure."""
+    from oddnode.inventory.expectations import check_expectations, load_expectations
+    from oddnode.report.terminal import expectation_table
+
+    with user_errors(), open_db(db, read_only=False) as store:
+        facts = store.load_facts()
+        nodes = sorted({node for per_node in facts.values() for node in per_node})
+        report = check_expectations(load_expectations(expect), facts, nodes)
+        store.record_findings(command_line(), report.failures)
+    inform(expectation_table(report))
+    if report.failures:
+        from oddnode.report.terminal import findings_by_nodes
+
+        console.print(findings_by_nodes(report.failures))
+    detail(f"[dim]findings recorded in {db}[/]", highlight=False)
+    if report.failures:
+        raise typer.Exit(code=1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("inventory", rich_help_panel=NODES_PANEL)(inventory_command)
+    app.command("diagnose", rich_help_panel=NODES_PANEL)(diagnose_command)
