@@ -40,6 +40,12 @@ class Registry(Generic[T]):
         self._items[name] = item
         return item
 
+    def remove(self, name: str) -> T:
+        """Unregister ``name`` (a plug-in withdrawn, a test's own step)."""
+        item = self.get(name)
+        del self._items[name]
+        return item
+
     def register(self, name: str) -> Callable[[T], T]:
         """A decorator registering what it decorates under ``name``."""
         return lambda item: self.add(name, item)

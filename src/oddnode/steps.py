@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from oddnode.benchmarks import BenchmarkSpec
+from oddnode.findings.registry import Sensitivity
 from oddnode.registry import Registry
 from oddnode.runner import RunSummary, run_benchmark
 from oddnode.store import Store
@@ -59,6 +60,7 @@ class StepContext:
     check_id: int | None = None
     recorded: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
     observer: StepObserver = field(default_factory=StepObserver)
+    sensitivity: Sensitivity = field(default_factory=Sensitivity)  # for steps that judge as they go (matrix)
 
     def finished(self, step: str) -> bool:
         """Whether an earlier invocation of the check finished ``step``."""
@@ -84,9 +86,20 @@ class StepContext:
             with self.store.transaction():
                 self.store.add_check_step(self.check_id, step, run_id, self.repetitions)
 
-    def progress(self, step: str) -> Callable[[int, int], None]:
-        """The ``on_progress(done, total)`` of a step's run, told to the observer."""
-        return lambda done, total: self.observer.repetition_done(step, done, total)
+    def progress(self, step: str, repetitions: int | None = None) -> Callable[[int, int], None]:
+        """The ``on_progress(done, total)`` of a step's run, told to the
+        observer; a run that counts rounds of its own (bisection: the cut
+        pairs at once, then each alone) is told as ``repetitions`` whole
+        repetitions, the unit the observer counts."""
+        if repetitions is None:
+            return lambda done, total: self.observer.repetition_done(step, done, total)
+        return lambda done, total: self.observer.repetition_done(
+            step, done * repetitions // total if total else repetitions, repetitions)
+
+    def run_once(self, step: str) -> bool:
+        """Whether ``step`` should run: False, with the observer not told,
+        when an earlier invocation of the check finished it."""
+        return step not in self.recorded
 
 
 @dataclass
@@ -111,6 +124,9 @@ class Step:
 
     def run(self, context: StepContext, options: Any) -> StepOutcome:
         raise NotImplementedError
+
+    def already_done(self) -> StepOutcome:
+        return StepOutcome(notes=[f"{self.name}: finished by an earlier, interrupted invocation"])
 
     def check(self, options: Any) -> None:
         """Refuse options that would fail the step (ValueError), before any runs."""

@@ -5,6 +5,8 @@ finished step again."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from oddnode.check import CheckPlan, run_check
@@ -124,3 +126,51 @@ def test_every_step_counts_its_progress_in_repetitions_up_to_those_wanted(store)
         assert all(total == PLAN.repetitions and 0 <= done <= total for done, total in told), (step, told)
         assert told[-1] == (PLAN.repetitions, PLAN.repetitions)
         assert [done for done, _ in told] == sorted(done for done, _ in told)
+
+
+# -- steps a check runs only when asked: the matrix and Switchbench's three --------------
+
+
+class Composite:
+    """The inventory and builds of ScriptedCluster; the pairs, chains and
+    meshes of another scripted cluster."""
+
+    name = "scripted"
+
+    def __init__(self, network):
+        self.inventory, self.network = ScriptedCluster(), network
+
+    def run(self, nodes, argv, *, timeout):
+        return self.inventory.run(nodes, argv, timeout=timeout)
+
+    def run_each(self, commands, *, timeout):
+        return self.network.run_each(commands, timeout=timeout)
+
+
+def test_the_matrix_joins_a_check_and_names_the_bad_link(store):
+    from test_matrix import MatrixCluster
+    from test_pairs_runner import NODES, OPTIONS
+
+    plan = CheckPlan(stages=("interconnect",), skip=("pairs", "bisection"), add=("matrix",),
+                     parameters={"matrix": dataclasses.asdict(OPTIONS)})
+    result = run_check(store, Target(NODES, Composite(MatrixCluster(bad=[("node02", "node05")]))), plan,
+                       keep_going=True)
+    (stage,) = [s for s in result.stages if s.name == "interconnect"]
+    assert stage.notes == ["matrix: 56 ordered pairs measured, 2 slow (2 bad-link)"]
+    (slow,) = [f for f in stage.blocking if f.kind == "slow-link"]
+    assert slow.nodes == "node[02,05]" and "slow alone too" in slow.message
+
+
+def test_switchbench_s_three_join_a_check(store):
+    from test_switchbench_runner import ALLTOALL, CHAIN, NODES, STREAMS, SwitchCluster
+
+    plain = {"chain": CHAIN, "streams": STREAMS, "alltoall": ALLTOALL}
+    plan = CheckPlan(stages=("interconnect",), repetitions=2, skip=("pairs", "bisection"), add=tuple(plain),
+                     parameters={name: dataclasses.asdict(options) for name, options in plain.items()})
+    result = run_check(store, Target(NODES, Composite(SwitchCluster())), plan, keep_going=True)
+    (stage,) = [s for s in result.stages if s.name == "interconnect"]
+    assert [note.split(":")[0] for note in stage.notes] == ["chain", "streams.sort", "streams.shuffle", "alltoall"]
+    assert "8 of" not in stage.notes[0] and "4 of 4 pairs gave valid results" in stage.notes[1]
+    # The scripted switch carries less than its links together: the chain finds where.
+    assert {f.kind for f in stage.blocking} == {"switch-saturation"}
+    assert {"chain", "stream.sort", "stream.shuffle", "alltoall"} <= {s.benchmark for s in store.load_dataset().series}

@@ -16,6 +16,8 @@ from oddnode.benchmarks import compute  # noqa: F401
 from oddnode.benchmarks import disk  # noqa: F401
 from oddnode.interconnect import pairs  # noqa: F401
 from oddnode.interconnect import bisection  # noqa: F401
+from oddnode.interconnect import matrix  # noqa: F401
+from oddnode.interconnect import switchbench  # noqa: F401
 from oddnode.steps import STAGES, STEPS, Step, series_stage, steps_of
 
 __all__ = ["STAGES", "STEPS", "get_step", "series_stage", "stage_of", "steps_of"]

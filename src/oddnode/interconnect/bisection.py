@@ -227,17 +227,13 @@ class BisectionStep(Step):
     summary = "bisection bandwidth: the cut pairs streaming at once against each alone"
 
     def run(self, context: StepContext, options: StreamOptions) -> StepOutcome:
-        if self.name in context.recorded:
-            return StepOutcome(notes=[f"{self.name}: finished by an earlier, interrupted invocation"])
+        if not context.run_once(self.name):
+            return self.already_done()
         wanted = context.repetitions
         context.observer.benchmark_started(self.name, 0, wanted)
-        # Its progress comes in rounds (the cut pairs at once, then each pair
-        # alone, every repetition); the observer counts whole repetitions.
-        told = context.progress(self.name)
         bisection = run_bisection(context.store, context.target, wanted, options=options,
                                   command=context.step_command(self.name),
-                                  on_progress=lambda done, total: told(done * wanted // total if total else wanted,
-                                                                       wanted))
+                                  on_progress=context.progress(self.name, wanted))
         context.record(self.name, bisection.run_id)
         figures = bisection.figures
         if figures.demonstrated is None:

@@ -48,6 +48,7 @@ from oddnode.interconnect.patterns import PairPlan, is_disjoint, ordered_rounds,
 from oddnode.interconnect.pingpong import pingpong_serve_argv
 from oddnode.model import Direction, LabelKind
 from oddnode.runner import new_target_run, prepare
+from oddnode.steps import Step, StepContext, StepOutcome, register_step
 from oddnode.store import ResultBatch, Store
 from oddnode.transport.base import NodeResult, Target
 from oddnode.units import canonical_unit
@@ -224,3 +225,43 @@ def run_matrix(
                 summary.verdicts[label] = BAD_LINK if label in summary.retest_values else NOT_RETESTED
     return summary
 
+
+
+@dataclass(frozen=True)
+class MatrixOptions(PingPongOptions):
+    """What each ordered pair of the matrix measures, and whether slow
+    pairs are retested with halving concurrency."""
+
+    sizes: tuple[int, ...] = MATRIX_SIZES
+    retest: bool = True
+
+
+@register_step
+class MatrixStep(Step):
+    """Every ordered pair of nodes in rounds of disjoint pairs, the slow ones
+    retested at halving concurrency: a bad link told from contention."""
+
+    name = "matrix"
+    stage = "interconnect"
+    options = MatrixOptions
+    series = (MATRIX_BENCHMARK, MATRIX_RETEST_BENCHMARK)
+    default = False
+    min_nodes = 2
+    summary = "ping-pong of every ordered pair, slow pairs retested: bad links against contention"
+
+    def check(self, options: MatrixOptions) -> None:
+        if not any(size > 0 for size in options.sizes):
+            raise ValueError("the matrix needs a message size above 0 bytes to measure bandwidth")
+
+    def run(self, context: StepContext, options: MatrixOptions) -> StepOutcome:
+        if not context.run_once(self.name):
+            return self.already_done()
+        context.observer.benchmark_started(self.name, 0, 1)
+        summary = run_matrix(context.store, context.target, options=options, sensitivity=context.sensitivity,
+                             retest=options.retest, command=context.step_command(self.name),
+                             on_progress=context.progress(self.name, 1))
+        context.record(self.name, summary.run_id)
+        verdicts = ", ".join(f"{len(summary.with_verdict(v))} {v}" for v in (BAD_LINK, CONTENTION, NOT_RETESTED)
+                             if summary.with_verdict(v))
+        return StepOutcome(notes=[f"{self.name}: {len(summary.values)} ordered pairs measured, "
+                                  f"{len(summary.suspects)} slow ({verdicts or 'none'})"])

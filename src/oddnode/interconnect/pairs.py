@@ -470,7 +470,7 @@ class PairsStep(Step):
         wanted = context.repetitions
         for pattern in options.patterns:
             step = f"{self.name}.{pattern}"
-            if step in context.recorded:
+            if not context.run_once(step):
                 notes.append(f"{step}: finished by an earlier, interrupted invocation")
                 continue
             context.observer.benchmark_started(step, 0, wanted)

@@ -77,7 +77,7 @@ from oddnode.interconnect.pairs import (
     transport_trouble,
     why_failed,
 )
-from oddnode.interconnect.patterns import PairPlan, pair_label
+from oddnode.interconnect.patterns import PATTERNS, PairPlan, pair_label
 from oddnode.interconnect.switchbench_analysis import CHAIN_BENCHMARK, CHAIN_METRIC, chain_saturation
 from oddnode.interconnect.pingpong import (
     DEFAULT_CONNECT_WAIT,
@@ -102,6 +102,7 @@ from oddnode.model import Direction, LabelKind
 from oddnode.nodes import fold
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
 from oddnode.runner import DEFAULT_REPETITIONS, new_target_run, prepare, start_lead
+from oddnode.steps import Step, StepContext, StepOutcome, register_step
 from oddnode.store import ResultBatch, Store
 from oddnode.transport.base import NodeResult, NodeStatus, Target
 from oddnode.units import canonical_unit
@@ -871,3 +872,105 @@ def run_alltoall(
         if on_progress is not None:
             on_progress(repetition, repetitions)
     return summary
+
+
+# -- as steps of a check's interconnect stage ------------------------------------------
+
+
+@register_step
+class ChainStep(Step):
+    """Switchbench's daisy chain: where the switch stops scaling."""
+
+    name = "chain"
+    stage = "interconnect"
+    options = ChainOptions
+    series = (CHAIN_BENCHMARK,)
+    default = False
+    min_nodes = 2
+    summary = "Switchbench's daisy chain: aggregate throughput against chain length"
+
+    def run(self, context: StepContext, options: ChainOptions) -> StepOutcome:
+        if not context.run_once(self.name):
+            return self.already_done()
+        wanted = context.repetitions
+        context.observer.benchmark_started(self.name, 0, wanted)
+        summary = run_chain(context.store, context.target, wanted, options=options,
+                            command=context.step_command(self.name), on_progress=context.progress(self.name, wanted))
+        context.record(self.name, summary.run_id)
+        saturation = summary.saturation
+        return StepOutcome(notes=[f"{self.name}: {len(summary.best_aggregate())} chain lengths, "
+                                  + (f"the switch stopped scaling at {saturation} nodes" if saturation
+                                     else "the aggregate kept scaling")])
+
+
+@dataclass(frozen=True)
+class StreamsOptions(StreamOptions):
+    """Switchbench's pairwise streaming: its pair patterns, and the streams."""
+
+    patterns: tuple[str, ...] = ("sort", "shuffle")
+    port: int = DEFAULT_PORT
+
+    def __post_init__(self) -> None:
+        unknown = [pattern for pattern in self.patterns if pattern not in PATTERNS]
+        if unknown or not self.patterns:
+            raise ValueError(f"the streams' pair patterns are some of {', '.join(PATTERNS)}, not "
+                             f"{', '.join(unknown) or 'none'}")
+
+
+@register_step
+class StreamsStep(Step):
+    """Switchbench's pairwise streaming: every pair of a pattern streaming
+    both ways at once."""
+
+    name = "streams"
+    stage = "interconnect"
+    options = StreamsOptions
+    series = ("stream",)
+    default = False
+    min_nodes = 2
+    summary = "Switchbench's pairwise streaming, both ways at once, in pair patterns"
+
+    def run(self, context: StepContext, options: StreamsOptions) -> StepOutcome:
+        notes = []
+        wanted = context.repetitions
+        for pattern in options.patterns:
+            step = f"{self.name}.{pattern}"
+            if not context.run_once(step):
+                notes.append(f"{step}: finished by an earlier, interrupted invocation")
+                continue
+            context.observer.benchmark_started(step, 0, wanted)
+            summary = run_streams(context.store, context.target, pattern, wanted, options=options,
+                                  command=context.step_command(step), on_progress=context.progress(step))
+            context.record(step, summary.run_id)
+            good = sum(counts["ok"] > 0 for counts in summary.per_pair.values())
+            notes.append(f"{step}: {wanted} repetitions, {good} of {len(summary.per_pair)} pairs gave valid results")
+            notes += list(dict.fromkeys(summary.notes))
+        return StepOutcome(notes=notes)
+
+
+@register_step
+class AllToAllStep(Step):
+    """Switchbench's all-to-all: every node exchanging with every other."""
+
+    name = "alltoall"
+    stage = "interconnect"
+    options = AllToAllOptions
+    series = (ALLTOALL_BENCHMARK,)
+    default = False
+    min_nodes = 2
+    summary = "Switchbench's all-to-all exchange over every node"
+
+    def run(self, context: StepContext, options: AllToAllOptions) -> StepOutcome:
+        if not context.run_once(self.name):
+            return self.already_done()
+        wanted = context.repetitions
+        context.observer.benchmark_started(self.name, 0, wanted)
+        summary = run_alltoall(context.store, context.target, wanted, options=options,
+                               command=context.step_command(self.name), on_progress=context.progress(self.name))
+        context.record(self.name, summary.run_id)
+        best = summary.best()
+        if best is None:
+            return StepOutcome(notes=[f"{self.name}: no repetition in which every rank finished"])
+        aggregate = f", aggregate {best.aggregate_bandwidth:.4g} MB/s" if best.aggregate_bandwidth else ""
+        return StepOutcome(notes=[f"{self.name}: best of {wanted} over {len(summary.nodes)} nodes: "
+                                  f"{best.total_seconds:.3g} s{aggregate}"])
