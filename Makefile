@@ -47,6 +47,11 @@ test-fast: install
 test-kernels: install
 	$(BIN)/python -m pytest -q tests/unit tests/kernels
 
+# The man page, written from the command line's own help: run after changing a command.
+.PHONY: man
+man: install
+	$(BIN)/python -m oddnode.cli.manpage docs/oddnode.1
+
 bench: install
 	$(BIN)/python bench/analyze_scale.py
 	$(BIN)/python bench/inventory_fanout.py
