@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from oddnode.benchmarks import BenchmarkSpec
-from oddnode.kernels import PREPARE_OPTION, start_option, start_timing, with_runner_options
+from oddnode.kernels.jobs import PREPARE_OPTION, start_option, start_timing, with_runner_options
 from oddnode.model import DEFAULT_METRIC, Direction, LabelKind
 from oddnode.parsers.base import ParseError, ToolUnavailable
 from oddnode.store import ResultBatch, Store

@@ -16,22 +16,10 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES as ALL_FIXTURES
-from oddnode.benchmarks.compute import (
-    COMPUTE_STAGE,
-    HPCC_OUTPUT,
-    HPL_THRESHOLD,
-    dgemm_benchmark,
-    hpcc_input,
-    hpl_benchmark,
-)
-from oddnode.kernels import (
-    BLAS_THREAD_VARIABLES,
-    RUNNER_VERSION,
-    dgemm_kernel_argv,
-    parse_dgemm_output,
-    parse_runner_output,
-    runner_argv,
-)
+from oddnode.benchmarks.hpl import HPCC_OUTPUT, HPL_THRESHOLD, hpcc_input, hpl_benchmark
+from oddnode.kernels.dgemm import COMPUTE_STAGE, dgemm_benchmark
+from oddnode.kernels.dgemm import BLAS_THREAD_VARIABLES, dgemm_kernel_argv, parse_dgemm_output
+from oddnode.kernels.jobs import RUNNER_VERSION, parse_runner_output, runner_argv
 from oddnode.model import Direction
 from oddnode.parsers.base import ParseError, ToolUnavailable
 from oddnode.runner import run_benchmark

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.benchmarks.disk import (
+from oddnode.kernels.disk import (
     DISK_STAGE,
     disk_benchmark,
     disk_kernel_argv,
@@ -25,7 +25,7 @@ from oddnode.benchmarks.disk import (
     parse_disk_run,
     parse_fio_report,
 )
-from oddnode.kernels import ToolReport, parse_runner_output, runner_argv
+from oddnode.kernels.jobs import ToolReport, parse_runner_output, runner_argv
 from oddnode.model import Direction
 from oddnode.parsers.base import ParseError, ToolUnavailable
 from oddnode.runner import run_benchmark

@@ -15,20 +15,22 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.kernels import (
-    MEMORY_KERNELS,
-    MIN_ELEMENTS,
+from oddnode.kernels.jobs import (
     PREPARE_OPTION,
-    default_elements,
     kernel_source,
-    last_level_cache_bytes,
-    memory_kernel_argv,
-    parse_memory_output,
     parse_runner_output,
     runner_argv,
     start_option,
     start_timing,
     with_runner_options,
+)
+from oddnode.kernels.memory import (
+    MEMORY_KERNELS,
+    MIN_ELEMENTS,
+    default_elements,
+    last_level_cache_bytes,
+    memory_kernel_argv,
+    parse_memory_output,
 )
 from oddnode.model import Direction
 from oddnode.parsers.base import ParseError, get_parser

@@ -14,7 +14,7 @@ import pytest
 
 from oddnode.analysis import analyze
 from oddnode.interconnect.pairs import PingPongOptions, run_pairs
-from oddnode.kernels import PREPARE_OPTION
+from oddnode.kernels.jobs import PREPARE_OPTION
 from oddnode.store import open_store
 from oddnode.transport.base import NodeResult, NodeStatus, Target
 
@@ -25,7 +25,7 @@ from oddnode.interconnect.mpi_pingpong import (
     parse_mpi_pingpong_output,
     parse_mpi_pingpong_run,
 )
-from oddnode.kernels import parse_runner_output
+from oddnode.kernels.jobs import parse_runner_output
 from oddnode.parsers.base import ParseError
 from test_pairs_runner import slowed
 from test_pingpong_kernel import GOOD_PING, run_alone

@@ -30,7 +30,7 @@ from oddnode.interconnect.pingpong import (
     pingpong_serve_argv,
     pingpong_stream_argv,
 )
-from oddnode.kernels import parse_runner_output, runner_argv
+from oddnode.kernels.jobs import parse_runner_output, runner_argv
 from oddnode.model import Direction
 from oddnode.parsers.base import ParseError
 

@@ -34,7 +34,7 @@ from oddnode.interconnect.switchbench import (
     parse_alltoall_output,
     parse_alltoall_run,
 )
-from oddnode.kernels import PREPARE_OPTION, parse_runner_output, runner_argv, with_runner_options
+from oddnode.kernels.jobs import PREPARE_OPTION, parse_runner_output, runner_argv, with_runner_options
 from oddnode.parsers.base import ParseError
 from test_pingpong_kernel import HAS_IPV6, finish, free_port, kernel_env, run_alone, started  # noqa: F401
 

@@ -15,7 +15,7 @@ from oddnode.inventory.node_probe import PROBE_VERSION
 from oddnode.report.html import render_report
 from oddnode.store import open_store
 from oddnode.transport.base import NodeResult, NodeStatus, Target
-from oddnode.kernels import PREPARE_OPTION
+from oddnode.kernels.jobs import PREPARE_OPTION
 from test_runner import KERNEL_STDOUT, prepared_report, runner_report
 
 NODES = [f"node{i:02d}" for i in range(1, 9)]

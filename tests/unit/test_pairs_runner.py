@@ -12,7 +12,7 @@ import pytest
 
 from oddnode.analysis import analyze
 from oddnode.interconnect.pairs import PingPongOptions, run_pairs
-from oddnode.kernels import PREPARE_OPTION
+from oddnode.kernels.jobs import PREPARE_OPTION
 from oddnode.store import open_store
 from oddnode.transport.base import NodeResult, NodeStatus, Target
 from test_pingpong_kernel import GOOD_PING

@@ -4,7 +4,6 @@ deliberately failed runs, and on input that is not theirs."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

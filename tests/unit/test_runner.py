@@ -15,11 +15,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from oddnode.kernels import PREPARE_OPTION, RUNNER_VERSION, parse_tool_output
+from oddnode.kernels.jobs import PREPARE_OPTION, RUNNER_VERSION, parse_tool_output
 from oddnode.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput
 from oddnode.benchmarks import BenchmarkSpec
-from oddnode.benchmarks.memory import MEMORY_STAGE, memory_benchmark
+from oddnode.kernels.memory import MEMORY_STAGE, memory_benchmark
 from oddnode.runner import MIN_LEAD, run_benchmark
 from oddnode.store import SCHEMA_VERSION, open_store
 from oddnode.transport import get_transport

@@ -20,7 +20,7 @@ from oddnode.interconnect.switchbench import (
     run_chain,
     run_streams,
 )
-from oddnode.kernels import PREPARE_OPTION
+from oddnode.kernels.jobs import PREPARE_OPTION
 from oddnode.store import open_store
 from oddnode.transport.base import NodeResult, NodeStatus, Target
 from test_pingpong_kernel import GOOD_STREAM

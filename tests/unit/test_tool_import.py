@@ -1,7 +1,6 @@
 """Importing outputs of the field's tools that a site already has."""
 
 import shutil
-from pathlib import Path
 
 import pytest
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from oddnode.kernels import parse_runner_output
+from oddnode.kernels.jobs import parse_runner_output
 from oddnode.model import Direction
 from oddnode.parsers.base import ParsedOutput, ParseError
 

@@ -11,9 +11,10 @@ Within a stage, steps run in the order of these imports.
 from __future__ import annotations
 
 # Importing a step's module registers it: one line per module, in the order they run.
-from oddnode.benchmarks import memory  # noqa: F401, I001
-from oddnode.benchmarks import compute  # noqa: F401
-from oddnode.benchmarks import disk  # noqa: F401
+from oddnode.kernels import memory  # noqa: F401, I001
+from oddnode.kernels import dgemm  # noqa: F401
+from oddnode.benchmarks import hpl  # noqa: F401
+from oddnode.kernels import disk  # noqa: F401
 from oddnode.interconnect import pairs  # noqa: F401
 from oddnode.interconnect import bisection  # noqa: F401
 from oddnode.interconnect import matrix  # noqa: F401

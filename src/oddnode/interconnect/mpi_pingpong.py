@@ -30,7 +30,7 @@ from oddnode.interconnect.pingpong import (
     parse_ping_output,
     ping_run_seconds,
 )
-from oddnode.kernels import runner_argv
+from oddnode.kernels.jobs import runner_argv
 from oddnode.parsers.base import ParsedOutput
 
 KERNEL = "mpi_pingpong"

@@ -39,7 +39,7 @@ from oddnode.interconnect.pingpong import (
     pingpong_stream_argv,
     stream_run_seconds,
 )
-from oddnode.kernels import start_option, with_runner_options
+from oddnode.kernels.jobs import start_option, with_runner_options
 from oddnode.model import Direction, LabelKind
 from oddnode.parsers.base import ParsedOutput, ParseError
 from oddnode.runner import DEFAULT_REPETITIONS, new_target_run, prepare, start_lead
@@ -427,14 +427,6 @@ def run_pairs(
                     session_seconds=options.run_seconds + (MPI_LAUNCH_SECONDS if mpi else 0.0), record=record,
                     port=options.port, connect_wait=options.connect_wait, lead=lead, per_pair=summary.per_pair,
                     on_progress=on_progress, serve=not mpi)
-    return summary
-    benchmark = pattern_benchmark(pattern)
-    # Both ends run one build of the kernel: building it for the server builds it.
-    lead = prepare(target, pingpong_serve_argv(options.port), PREPARE_TIMEOUT)
-    run_pair_rounds(store, target, run_id, benchmark, rounds, client_argv=ping_client_argv(options),
-                    session_seconds=options.run_seconds, record=ping_recorder(benchmark, sizes),
-                    port=options.port, connect_wait=options.connect_wait, lead=lead, per_pair=summary.per_pair,
-                    on_progress=on_progress)
     return summary
 
 

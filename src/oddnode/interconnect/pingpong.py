@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from oddnode.benchmarks import parse_kernel_run
-from oddnode.kernels import runner_argv
+from oddnode.kernels.jobs import runner_argv
 from oddnode.kernels.output import number, read_kernel_output, whole
 from oddnode.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError

@@ -96,7 +96,7 @@ from oddnode.interconnect.pingpong import (
     pingpong_stream_argv,
     stream_run_seconds,
 )
-from oddnode.kernels import parse_runner_output, runner_argv, start_option, with_runner_options
+from oddnode.kernels.jobs import parse_runner_output, runner_argv, start_option, with_runner_options
 from oddnode.kernels.output import number, read_kernel_output, whole
 from oddnode.model import Direction, LabelKind
 from oddnode.nodes import fold

@@ -23,13 +23,7 @@ from functools import partial
 from typing import Any
 
 from oddnode.benchmarks import BenchmarkSpec, parse_kernel_run
-from oddnode.kernels import (
-    ToolReport,
-    parse_tool_output,
-    runner_argv,
-    runner_source,
-    tool_argv,
-)
+from oddnode.kernels.jobs import ToolReport, parse_tool_output, runner_argv, runner_source, tool_argv
 from oddnode.kernels.output import number, read_kernel_output, whole
 from oddnode.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, json_document

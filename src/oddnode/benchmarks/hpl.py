@@ -1,26 +1,19 @@
-"""The compute stage: our DGEMM kernel through each node's BLAS, and HPL
-through HPC Challenge (``hpcc``) on the nodes that have it installed."""
+"""HPL through HPC Challenge (``hpcc``) on the nodes that have it
+installed: the compute stage's second step, after our DGEMM kernel."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
 
-from oddnode.benchmarks import DETAIL_CHARS, BenchmarkSpec, parse_kernel_run
-from oddnode.kernels import blas_thread_env, dgemm_kernel_argv, parse_dgemm_output, parse_tool_output, tool_argv
+from oddnode.benchmarks import DETAIL_CHARS, BenchmarkSpec
+from oddnode.kernels.dgemm import COMPUTE_STAGE, GFLOPS, blas_thread_env
+from oddnode.kernels.jobs import parse_tool_output, tool_argv
 from oddnode.model import Direction
 from oddnode.parsers.base import ParsedOutput, ParseError
 from oddnode.parsers.hpcc import parse_hpcc
 from oddnode.steps import NodeBenchmark, register_step
-from oddnode.units import canonical_unit
 
-COMPUTE_STAGE = "compute"
-# Matrix order of the DGEMM kernel: 2 * 6000^3 = 4.3e11 operations per call,
-# at least 0.1 s even at 4 TFLOP/s (the timer is never the limit) and enough
-# work per core for the BLAS to reach its steady rate on a few dozen cores;
-# the three matrices take 864 MB, which any compute node has to spare.
-DEFAULT_DGEMM_ORDER = 6000
-DEFAULT_DGEMM_NTIMES = 5
 # HPL's problem size.  It must be one number for all nodes (one argv runs
 # everywhere), so it cannot follow each node's memory; 10000 (800 MB of
 # matrix) keeps HPL's update phase, which runs at DGEMM speed, dominant over
@@ -39,8 +32,6 @@ DEFAULT_HPL_TIMEOUT = 540.0
 HPCC_INPUT = "hpccinf.txt"
 HPCC_OUTPUT = "hpccoutf.txt"
 
-GFLOPS = canonical_unit("GFLOP/s")
-DGEMM_SERIES = (("compute.dgemm", "performance", GFLOPS, Direction.HIGHER),)
 # HPCC's numbers kept from one single-process run, and their names here: HPL,
 # and the two of its tests that are also computation on one process.  DGEMM
 # through the BLAS hpcc is linked with (which may not be the one our kernel
@@ -61,49 +52,6 @@ _HPCC_SIZES = {
 }
 
 _HPL_RESIDUAL = re.compile(r"^\|\|Ax-b\|\|_oo/\(eps\*.*\)=\s*(\S+)\s*\.+\s*(PASSED|FAILED)")
-
-
-def _parse_dgemm_run(text: str, source: str) -> ParsedOutput:
-    """The node runner's JSON report, then the DGEMM kernel's stdout inside it."""
-    return parse_kernel_run(text, source, "dgemm", parse_dgemm_output)
-
-
-@dataclass(frozen=True)
-class DgemmOptions:
-    """The DGEMM kernel's options.  ``blas`` names the library to load on
-    every node (a path or soname, or "builtin"); None lets each node's kernel
-    find its own.  ``threads`` None keeps each node's OMP_NUM_THREADS."""
-
-    n: int = DEFAULT_DGEMM_ORDER
-    ntimes: int = DEFAULT_DGEMM_NTIMES
-    threads: int | None = None
-    blas: str | None = None
-
-
-@register_step
-class DgemmStep(NodeBenchmark):
-    """The DGEMM kernel (GFLOP/s of C = A B, product checked) on every node."""
-
-    name = "dgemm"
-    stage = COMPUTE_STAGE
-    options = DgemmOptions
-    series = tuple(name for name, *_ in DGEMM_SERIES)
-    summary = "GFLOP/s of C = A B through each node's BLAS, product checked"
-
-    def spec(self, options: DgemmOptions) -> BenchmarkSpec:
-        return BenchmarkSpec(
-            name=self.name,
-            stage=self.stage,
-            argv=dgemm_kernel_argv(options.n, options.ntimes, options.threads, options.blas),
-            parse=_parse_dgemm_run,
-            series=DGEMM_SERIES,
-            synchronized=True,
-        )
-
-
-def dgemm_benchmark(*args, **options) -> BenchmarkSpec:
-    """The DGEMM kernel as a benchmark, with DgemmOptions' fields."""
-    return DgemmStep().spec(DgemmOptions(*args, **options))
 
 
 def hpcc_input(n: int, nb: int, p: int = 1, q: int = 1) -> str:
