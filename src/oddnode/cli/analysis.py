@@ -203,7 +203,8 @@ def failures_in_files(paths: list[Path]):
 
 
 def common_command(
-    failed: Annotated[Optional[list[Path]], typer.Argument(help="failed files (default: failed runs in the store).")] = None,
+    failed: Annotated[Optional[list[Path]], typer.Argument(
+        help="failed files (default: failed runs in the store).")] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Nodes common to failed runs, most frequent first (STAB's xcommon)."""
@@ -259,15 +260,20 @@ def compare_with_truth(truth: Path, findings, out) -> None:
 
 
 def analyze_command(
-    paths: Annotated[Optional[list[Path]], typer.Argument(help="Result directories or plot files to import first.")] = None,
-    db: Annotated[Optional[Path], typer.Option("--db", envvar="ODDNODE_DB",
-                                               help="Results store (default oddnode.duckdb; in memory when paths are given).")] = None,
+    paths: Annotated[Optional[list[Path]], typer.Argument(
+        help="Result directories or plot files to import first.")] = None,
+    db: Annotated[Optional[Path], typer.Option(
+        "--db", envvar="ODDNODE_DB",
+        help="Results store (default oddnode.duckdb; in memory when paths are given).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print findings and statistics as JSON.")] = False,
     html: Annotated[Optional[Path], typer.Option(help="Write a self-contained HTML report.")] = None,
-    alpha: Annotated[float, typer.Option(help="False-warning probability per rule and benchmark on a healthy cluster.")] = DEFAULT_ALPHA,
-    min_effect: Annotated[float, typer.Option(help="Smallest deviation from the median worth a warning (fraction).")] = DEFAULT_MIN_EFFECT,
+    alpha: Annotated[float, typer.Option(
+        help="False-warning probability per rule and benchmark on a healthy cluster.")] = DEFAULT_ALPHA,
+    min_effect: Annotated[float, typer.Option(
+        help="Smallest deviation from the median worth a warning (fraction).")] = DEFAULT_MIN_EFFECT,
     fail_on: Annotated[FailOn, typer.Option(help="Exit 1 when a finding reaches this severity.")] = FailOn.never,
-    truth: Annotated[Optional[Path], typer.Option(help="Compare with a synthetic dataset's truth.json; exit 1 on a mismatch.")] = None,
+    truth: Annotated[Optional[Path], typer.Option(
+        help="Compare with a synthetic dataset's truth.json; exit 1 on a mismatch.")] = None,
     topology: TopologyOption = None,
     wide: WideOption = False,
 ) -> None:

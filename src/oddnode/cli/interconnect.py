@@ -117,11 +117,13 @@ def print_patterns(dataset) -> None:
 
 
 def pairs_command(
-    patterns: Annotated[str, typer.Option("--patterns", help="Pair patterns, comma-separated: sort, cut, fold, "
-                                                             "shuffle, random, file (with --pairs-file).")] = DEFAULT_PATTERNS,
+    patterns: Annotated[str, typer.Option(
+        "--patterns", help="Pair patterns, comma-separated: sort, cut, fold, shuffle, random, file (with "
+                           "--pairs-file).")] = DEFAULT_PATTERNS,
     repetitions: PatternRepetitionsOption = NETWORK_REPETITIONS,
     serial: SerialOption = False,
-    sizes: Annotated[Optional[str], typer.Option("--sizes", help="Message sizes in bytes, comma-separated (default 0, 1 B to 4 MiB by powers of two).")] = None,
+    sizes: Annotated[Optional[str], typer.Option(
+        "--sizes", help="Message sizes in bytes, comma-separated (default 0, 1 B to 4 MiB by powers of two).")] = None,
     seconds_per_size: SecondsPerSizeOption = DEFAULT_SECONDS_PER_SIZE,
     port: ServerPortOption = DEFAULT_PORT,
     seed: PatternSeedOption = 0,
@@ -162,10 +164,12 @@ def pairs_command(
 
 
 def bisection_command(
-    repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Runs of the cut pairs at once, and of each alone.")] = NETWORK_REPETITIONS,
+    repetitions: Annotated[int, typer.Option(
+        "-r", "--repetitions", help="Runs of the cut pairs at once, and of each alone.")] = NETWORK_REPETITIONS,
     message_size: StreamMessageSizeOption = DEFAULT_MESSAGE_SIZE,
     seconds: Annotated[float, typer.Option("--seconds", help="Seconds each stream lasts.")] = DEFAULT_STREAM_SECONDS,
-    both: Annotated[bool, typer.Option("--both", help="Stream both ways at once (a pair's bandwidth is their sum).")] = False,
+    both: Annotated[bool, typer.Option(
+        "--both", help="Stream both ways at once (a pair's bandwidth is their sum).")] = False,
     port: ServerPortOption = DEFAULT_PORT,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
@@ -195,10 +199,13 @@ def bisection_command(
 
 
 def matrix_command(
-    sizes: Annotated[Optional[str], typer.Option("--sizes", help="Message sizes in bytes, comma-separated (default 0,1024,65536,1048576: latency at the first, bandwidth at the last).")] = None,
+    sizes: Annotated[Optional[str], typer.Option(
+        "--sizes", help="Message sizes in bytes, comma-separated (default 0,1024,65536,1048576: latency at the "
+                        "first, bandwidth at the last).")] = None,
     seconds_per_size: SecondsPerSizeOption = DEFAULT_SECONDS_PER_SIZE,
     port: ServerPortOption = DEFAULT_PORT,
-    retest: Annotated[bool, typer.Option("--retest/--no-retest", help="Retest slow pairs with fewer pairs at once, down to alone.")] = True,
+    retest: Annotated[bool, typer.Option(
+        "--retest/--no-retest", help="Retest slow pairs with fewer pairs at once, down to alone.")] = True,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
@@ -231,11 +238,15 @@ switchbench_app = typer.Typer(help="Switchbench's three switch benchmarks: daisy
 
 @switchbench_app.command("chain")
 def switchbench_chain_command(
-    repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Runs of every chain length.")] = NETWORK_REPETITIONS,
-    lengths: Annotated[Optional[str], typer.Option("--lengths", help="Chain lengths k, comma-separated (default 2 to N).")] = None,
-    message_size: Annotated[int, typer.Option("--message-size", help="Bytes per write of the stream.")] = DEFAULT_MESSAGE_SIZE,
+    repetitions: Annotated[int, typer.Option(
+        "-r", "--repetitions", help="Runs of every chain length.")] = NETWORK_REPETITIONS,
+    lengths: Annotated[Optional[str], typer.Option(
+        "--lengths", help="Chain lengths k, comma-separated (default 2 to N).")] = None,
+    message_size: Annotated[int, typer.Option(
+        "--message-size", help="Bytes per write of the stream.")] = DEFAULT_MESSAGE_SIZE,
     seconds: Annotated[float, typer.Option("--seconds", help="Seconds each chain streams.")] = DEFAULT_STREAM_SECONDS,
-    port: Annotated[int, typer.Option("--port", help="TCP port every relay and the last node listen on.")] = switchbench.DEFAULT_PORT,
+    port: Annotated[int, typer.Option(
+        "--port", help="TCP port every relay and the last node listen on.")] = switchbench.DEFAULT_PORT,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
@@ -258,8 +269,9 @@ def switchbench_chain_command(
 
 @switchbench_app.command("stream")
 def switchbench_stream_command(
-    patterns: Annotated[str, typer.Option("--patterns", "--pattern", help="Pair patterns, comma-separated: sort, cut, "
-                                                                        "fold, shuffle, random, file (with --pairs-file).")] = DEFAULT_PATTERNS,
+    patterns: Annotated[str, typer.Option(
+        "--patterns", "--pattern", help="Pair patterns, comma-separated: sort, cut, fold, shuffle, random, file "
+                                        "(with --pairs-file).")] = DEFAULT_PATTERNS,
     repetitions: PatternRepetitionsOption = NETWORK_REPETITIONS,
     serial: SerialOption = False,
     message_size: StreamMessageSizeOption = DEFAULT_MESSAGE_SIZE,
@@ -299,9 +311,12 @@ def charged_nodes(store) -> set[str]:
 
 @switchbench_app.command("alltoall")
 def switchbench_alltoall_command(
-    repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Runs of the whole all-to-all.")] = NETWORK_REPETITIONS,
-    message_size: Annotated[int, typer.Option("--message-size", help="Bytes each node sends per phase.")] = switchbench.DEFAULT_ALLTOALL_MESSAGE,
-    warmup_passes: Annotated[int, typer.Option("--warmup-passes", help="Untimed passes through every phase first.")] = switchbench.DEFAULT_WARMUP_PASSES,
+    repetitions: Annotated[int, typer.Option(
+        "-r", "--repetitions", help="Runs of the whole all-to-all.")] = NETWORK_REPETITIONS,
+    message_size: Annotated[int, typer.Option(
+        "--message-size", help="Bytes each node sends per phase.")] = switchbench.DEFAULT_ALLTOALL_MESSAGE,
+    warmup_passes: Annotated[int, typer.Option(
+        "--warmup-passes", help="Untimed passes through every phase first.")] = switchbench.DEFAULT_WARMUP_PASSES,
     port: Annotated[int, typer.Option("--port", help="TCP port every node listens on.")] = switchbench.DEFAULT_PORT,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the data each repetition sends and checks.")] = 0,
     topology: TopologyOption = None,
