@@ -161,7 +161,7 @@ def test_the_report_does_not_load_the_runners():
     code = ("import sys, oddnode.report.html; "
             "print(sorted(m for m in sys.modules if m.startswith('oddnode.interconnect')))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert loaded.strip() == "['oddnode.interconnect', 'oddnode.interconnect.switchbench_analysis']"
+    assert loaded.strip() == "['oddnode.interconnect', 'oddnode.interconnect.series', 'oddnode.interconnect.switchbench_analysis']"
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -12,6 +12,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from oddnode.interconnect.series import MATRIX as MATRIX_BENCHMARK
+from oddnode.interconnect.series import MATRIX_RETEST as MATRIX_RETEST_BENCHMARK
+from oddnode.interconnect.series import PAIR_FAMILIES as POOLED_FAMILIES
+from oddnode.interconnect.series import SHUFFLED as SHUFFLED_BENCHMARKS
+from oddnode.interconnect.series import SORTED as SORTED_BENCHMARK
 from oddnode.findings.population import analyse
 from oddnode.findings.registry import Sensitivity, first_few, rule
 from oddnode.model import Dataset, Finding, LabelKind, Series, Severity
@@ -36,16 +41,10 @@ UPLINK_WITHIN_TOLERANCE = 0.1
 # Kernels whose pattern runs are judged as one population per metric, and
 # the patterns they pool (the patterns of oddnode.interconnect.patterns and a
 # pairs file).
-POOLED_FAMILIES = ("pingpong", "mpi", "stream")
 POOLED_PATTERNS = ("sort", "cut", "fold", "shuffle", "random", "file")
 # How many partners or series a message spells out.
 MESSAGE_ITEMS = 6
 
-# Series the interconnect runners store (oddnode.interconnect.*).
-SORTED_BENCHMARK = "pingpong.sort"
-SHUFFLED_BENCHMARKS = ("pingpong.shuffle", "pingpong.random")
-MATRIX_BENCHMARK = "pingpong.matrix"
-MATRIX_RETEST_BENCHMARK = "pingpong.matrix-retest"
 # The retest's concurrency metric: how many pairs ran at once in a pair's
 # last retest (the best is the least, so a pair retested alone reads 1).
 CONCURRENCY_METRIC = "concurrency"

@@ -24,6 +24,9 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from oddnode.interconnect.series import BISECTION as BISECTION_BENCHMARK
+from oddnode.interconnect.series import BISECTION_ALONE as ALONE_BENCHMARK
+from oddnode.interconnect.series import BISECTION_CUT as CUT_BENCHMARK
 from oddnode.interconnect.pairs import (
     PREPARE_TIMEOUT,
     PairRecorder,
@@ -42,9 +45,6 @@ from oddnode.store import ResultBatch, Store
 from oddnode.transport.base import NodeResult, Target
 from oddnode.units import canonical_unit
 
-BISECTION_BENCHMARK = "bisection"
-CUT_BENCHMARK = "bisection.cut"
-ALONE_BENCHMARK = "bisection.alone"
 BANDWIDTH_METRIC = "bandwidth"
 _MB_PER_S = canonical_unit("MB/s")
 _FRACTION = canonical_unit("")

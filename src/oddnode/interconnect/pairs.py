@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from oddnode.interconnect.series import MPI, PINGPONG, pattern_series
 from oddnode.interconnect.fit import fit_latency_bandwidth
 from oddnode.interconnect.mpi_pingpong import mpi_ping_argv, parse_mpi_pingpong_run
 from oddnode.interconnect.patterns import PATTERNS, PairPlan, pair_label, pattern_pairs
@@ -128,17 +129,16 @@ CHECK_PATTERNS = ("sort", "cut", "fold", "shuffle")
 PairRecorder = Callable[[ResultBatch, str, str, int, dict[str, NodeResult], str], tuple[str, str | None]]
 
 
-# The kernels a pattern run can use, and the family of the MPI one's series
-# (mpi.sort, mpi.cut, ...), beside the TCP one's (pingpong.sort, ...).
+# The kernels a pattern run can use: the TCP one stores pingpong.sort, ...,
+# the MPI one mpi.sort, ...
 PAIR_KERNELS = ("tcp", "mpi")
-MPI_FAMILY = "mpi"
 # mpirun's start of the server's rank over ssh and the library's wire-up,
 # beyond the kernel's own run.
 MPI_LAUNCH_SECONDS = 60.0
 
 
 def pattern_benchmark(pattern: str) -> str:
-    return f"pingpong.{pattern}"
+    return pattern_series(PINGPONG, pattern)
 
 
 def quote_detail(text: str) -> str:
@@ -414,7 +414,7 @@ def run_pairs(
     summary = PairRunSummary(run_id, pattern, plans)
     mpi = kernel == "mpi"
     if mpi:
-        benchmark, client_argv = f"{MPI_FAMILY}.{pattern}", mpi_client_argv(options, rsh_agent)
+        benchmark, client_argv = pattern_series(MPI, pattern), mpi_client_argv(options, rsh_agent)
         # Every node builds the kernel: mpirun starts the server's rank from its build.
         build = client_argv(target.nodes[0], target.nodes[-1])
     else:
@@ -453,7 +453,7 @@ class PairsStep(Step):
     name = "pairs"
     stage = "interconnect"
     options = PairsOptions
-    series = ("pingpong", MPI_FAMILY)
+    series = (PINGPONG, MPI)
     min_nodes = 2
     summary = "TCP ping-pong latency and bandwidth in STAB's pair patterns (sort, cut, fold, shuffle)"
 

@@ -61,6 +61,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from oddnode.interconnect.series import ALLTOALL as ALLTOALL_BENCHMARK
+from oddnode.interconnect.series import STREAM, pattern_series
 from oddnode.benchmarks import parse_kernel_run
 from oddnode.interconnect.pairs import (
     PREPARE_TIMEOUT,
@@ -135,7 +137,6 @@ __all__ = [
     "stream_benchmark",
 ]
 
-ALLTOALL_BENCHMARK = "alltoall"
 ALLTOALL_KERNEL = "alltoall"
 # The TCP port every relay, server and rank listens on: below Linux's
 # ephemeral range (32768-60999), beside the pair runner's 29170.
@@ -160,7 +161,7 @@ _BLAMED_RANK = re.compile(r"\brank (\d+) \(")
 
 
 def stream_benchmark(pattern: str) -> str:
-    return f"stream.{pattern}"
+    return pattern_series(STREAM, pattern)
 
 
 def chain_label(nodes: Sequence[str]) -> str:
@@ -925,7 +926,7 @@ class StreamsStep(Step):
     name = "streams"
     stage = "interconnect"
     options = StreamsOptions
-    series = ("stream",)
+    series = (STREAM,)
     default = False
     min_nodes = 2
     summary = "Switchbench's pairwise streaming, both ways at once, in pair patterns"

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from oddnode.interconnect.series import CHAIN as CHAIN_BENCHMARK
 from oddnode.model import Dataset, LabelKind, Series
 from oddnode.nodes import NodeNameError, fold, label_members
 
@@ -26,7 +27,6 @@ __all__ = [
 
 # The series the daisy-chain runner stores (oddnode.interconnect.switchbench):
 # one label per chain (its nodes), the aggregate throughput it reached.
-CHAIN_BENCHMARK = "chain"
 CHAIN_METRIC = "bandwidth.aggregate"
 
 # A chain stops scaling at the first length whose aggregate gained less than

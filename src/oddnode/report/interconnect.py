@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from oddnode.interconnect.series import BISECTION as BISECTION_BENCHMARK
+from oddnode.interconnect.series import BISECTION_ALONE, BISECTION_CUT, MPI, PINGPONG
 from oddnode.findings.pairs import (
     MATRIX_BENCHMARK,
     MATRIX_RETEST_BENCHMARK,
@@ -27,10 +29,9 @@ from oddnode.nodes import split_pair
 
 # The series of ping-pong pairs: our TCP kernel's (pingpong.sort, the
 # matrix) and our MPI kernel's (mpi.sort, ...).
-PINGPONG_PREFIXES = ("pingpong.", "mpi.")
+PINGPONG_PREFIXES = (f"{PINGPONG}.", f"{MPI}.")
 # The bisection series (oddnode.interconnect.bisection stores them).
-BISECTION_BENCHMARK = "bisection"
-BISECTION_PAIR_BENCHMARKS = ("bisection.cut", "bisection.alone")
+BISECTION_PAIR_BENCHMARKS = (BISECTION_CUT, BISECTION_ALONE)
 # How many of the slowest pairs each pattern lists.
 SLOWEST_PAIRS = 5
 

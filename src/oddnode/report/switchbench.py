@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from oddnode.interconnect.series import ALLTOALL as ALLTOALL_BENCHMARK
+from oddnode.interconnect.series import STREAM
 from oddnode.findings.pairs import SLOW_LINK_FRACTION
 from oddnode.interconnect.switchbench_analysis import MIN_HOP_GAIN, chain_scaling, finite_items, set_members
 from oddnode.model import Dataset, LabelKind, Series
@@ -17,9 +19,8 @@ from oddnode.report.interconnect import InterconnectFigure, interconnect_figures
 from oddnode.report.plots import chain_figure, figure_to_svg, phase_figure, stream_pairs_figure
 
 # The series the Switchbench runners store (oddnode.interconnect.switchbench).
-STREAM_PREFIX = "stream."
+STREAM_PREFIX = f"{STREAM}."
 STREAM_METRICS = ("bandwidth.client_to_server", "bandwidth.server_to_client")
-ALLTOALL_BENCHMARK = "alltoall"
 MIN_PHASE_PREFIX = "bandwidth.min_phase."
 # A streaming pair below this share of the median pair is drawn as slow:
 # the all-pairs matrix's bound for a slow link, whatever the others' spread.

@@ -14,6 +14,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from oddnode.interconnect.series import PINGPONG
 from oddnode.analysis import Analysis
 from oddnode.findings.problems import Problem
 from oddnode.findings.registry import leads
@@ -327,7 +328,7 @@ def pattern_table(dataset: Dataset) -> Table | None:
         if row is None:
             continue
         slowest = f"{t.slowest[0].label} ({t.slowest[0].percent_of_median:.0f}% of median)" if t.slowest else "-"
-        table.add_row(t.benchmark.removeprefix("pingpong."), str(row.size), str(row.n),
+        table.add_row(t.benchmark.removeprefix(f"{PINGPONG}."), str(row.size), str(row.n),
                       *(number(v) for v in row.bandwidth), slowest)
     return table
 

@@ -1,0 +1,32 @@
+"""The series the interconnect's kernels store, named once.
+
+The runners write them, the finding rules and the report read them: this
+module imports nothing, so that the analysis and the report know the names
+without loading the runners.  A pattern run stores ``<family>.<pattern>``
+(``pingpong.sort``, ``mpi.cut``, ``stream.shuffle``), one label per pair.
+"""
+
+from __future__ import annotations
+
+PINGPONG = "pingpong"  # our TCP ping-pong (pingpong.c), per pattern
+MPI = "mpi"  # our MPI ping-pong (mpi_pingpong.c), per pattern
+STREAM = "stream"  # Switchbench's pairwise streaming, per pattern
+# Families whose pattern runs are judged as one population per metric.
+PAIR_FAMILIES = (PINGPONG, MPI, STREAM)
+
+SORTED = f"{PINGPONG}.sort"  # neighbours in the cluster's list: one switch
+SHUFFLED = (f"{PINGPONG}.shuffle", f"{PINGPONG}.random")  # across switches
+MATRIX = f"{PINGPONG}.matrix"  # every ordered pair
+MATRIX_RETEST = f"{PINGPONG}.matrix-retest"  # slow pairs at halving concurrency
+
+BISECTION = "bisection"  # the cut's figures: demonstrated, full, fraction
+BISECTION_CUT = f"{BISECTION}.cut"  # each cut pair while all stream at once
+BISECTION_ALONE = f"{BISECTION}.alone"  # each cut pair streaming alone
+
+CHAIN = "chain"  # Switchbench's daisy chain, one label per chain
+ALLTOALL = "alltoall"  # Switchbench's all-to-all, per node and per phase
+
+
+def pattern_series(family: str, pattern: str) -> str:
+    """The series a pattern run of a family stores: ``pingpong.sort``."""
+    return f"{family}.{pattern}"
