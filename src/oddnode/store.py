@@ -392,13 +392,20 @@ class Store:
         self.con.execute("INSERT INTO check_steps VALUES (?, ?, ?, ?)", [check_id, step, run_id, repetitions])
 
     def add_findings(self, run_id: int, findings: Iterable[Finding]) -> None:
-        rows = [
-            (run_id, f.kind, f.severity.value, f.subject, f.nodes, f.message,
-             json.dumps(f.evidence, sort_keys=True, default=_json_default), f.remedy)
-            for f in findings
-        ]
-        if rows:
-            self.con.executemany("INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        # One scan of columns: executemany costs a statement per finding.
+        found = list(findings)
+        if found:
+            self._insert("findings", {
+                "run_id": np.full(len(found), run_id, dtype=np.int64),
+                "kind": np.array([f.kind for f in found], dtype=object),
+                "severity": np.array([f.severity.value for f in found], dtype=object),
+                "subject": np.array([f.subject for f in found], dtype=object),
+                "nodes": np.array([f.nodes for f in found], dtype=object),
+                "message": np.array([f.message for f in found], dtype=object),
+                "evidence": np.array([json.dumps(f.evidence, sort_keys=True, default=_json_default)
+                                      for f in found], dtype=object),
+                "remedy": np.array([f.remedy for f in found], dtype=object),
+            })
 
     def record_findings(self, command: str, findings: Iterable[Finding]) -> int:
         """An analysis' findings as a run of their own, in one transaction
