@@ -286,27 +286,28 @@ class Store:
         # Left behind after an error (an aborted transaction refuses this),
         # a registration is replaced by the next write.
         self.con.unregister("_incoming")
-        series = self.con.execute(
-            "SELECT DISTINCT benchmark, metric FROM results WHERE run_id = ?", [run_id]).fetchall()
         if whole_series:
-            self._copy_best(run_id, series)
+            self._copy_best(run_id)
         else:
-            self._refresh_best(series)
+            self._refresh_best(self.con.execute(
+                "SELECT DISTINCT benchmark, metric FROM results WHERE run_id = ?", [run_id]).fetchall())
 
-    def _copy_best(self, run_id: int, series: Sequence[tuple[str, str]]) -> None:
+    def _copy_best(self, run_id: int) -> None:
         """The best rows of a run's whole series whose labels have one valid
         row each (see add_results): those rows, one repetition, no spread."""
-        if not series:
-            return
-        self._register_series(series)
-        self.con.execute(
-            "DELETE FROM best WHERE (benchmark, metric) IN (SELECT (benchmark, metric) FROM _touched)")
+        # An empty best table (a new store) has no rows of these series to
+        # replace, and the scan that names the series is saved.
+        ((best_rows,),) = self.con.execute("SELECT count(*) FROM best").fetchall()
+        if best_rows:
+            self.con.execute("""
+                DELETE FROM best WHERE (benchmark, metric) IN
+                    (SELECT DISTINCT (benchmark, metric) FROM results WHERE run_id = ?)
+            """, [run_id])
         self.con.execute("""
             INSERT INTO best
             SELECT run_id, benchmark, metric, unit, direction, label, label_kind, value, 1, NULL
             FROM results WHERE run_id = ? AND valid AND value IS NOT NULL
         """, [run_id])
-        self.con.unregister("_touched")
 
     def _register_series(self, series: Sequence[tuple[str, str]]) -> None:
         self.con.register("_touched", {
