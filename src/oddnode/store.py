@@ -435,21 +435,31 @@ class Store:
         if not meta:
             return []
         # Labels travel as codes into the sorted distinct labels: a million
-        # strings are fetched as the few thousand distinct ones.
+        # strings are fetched as the few thousand distinct ones.  Rows are
+        # put in series and label order here, by one integer key, rather
+        # than by sorting a million rows on their strings in DuckDB.
         names = np.asarray(self.con.execute(
             "SELECT label FROM (SELECT DISTINCT label FROM best) ORDER BY label").fetchnumpy()["label"], dtype=object)
+        self.con.register("_label_codes", {"label": names, "code": np.arange(len(names), dtype=np.int64)})
+        self.con.register("_series_positions", {
+            "benchmark": np.array([m[0] for m in meta], dtype=object),
+            "metric": np.array([m[1] for m in meta], dtype=object),
+            "position": np.arange(len(meta), dtype=np.int64),
+        })
         cols = self.con.execute("""
-            WITH codes AS (SELECT label, (row_number() OVER (ORDER BY label) - 1)::INTEGER AS code
-                           FROM (SELECT DISTINCT label FROM best))
-            SELECT c.code, b.value, b.repetitions, b.spread FROM best b JOIN codes c USING (label)
-            ORDER BY b.benchmark, b.metric, b.label
+            SELECT s.position, c.code, b.value, b.repetitions, b.spread
+            FROM best b JOIN _label_codes c USING (label) JOIN _series_positions s USING (benchmark, metric)
         """).fetchnumpy()
-        codes = np.asarray(cols["code"], dtype=np.intp)
-        values = np.asarray(cols["value"], dtype=np.float64)
-        reps = np.asarray(cols["repetitions"], dtype=np.int64)
+        self.con.unregister("_label_codes")
+        self.con.unregister("_series_positions")
+        # A label is in a series once: the key is unique.
+        order = np.argsort(np.asarray(cols["position"]) * len(names) + np.asarray(cols["code"]), kind="stable")
+        codes = np.asarray(cols["code"], dtype=np.intp)[order]
+        values = np.asarray(cols["value"], dtype=np.float64)[order]
+        reps = np.asarray(cols["repetitions"], dtype=np.int64)[order]
         # NULL spread: the source kept no repetitions (a masked entry here).
-        kept = ~np.ma.getmaskarray(cols["spread"])
-        spread = np.where(kept, np.ma.getdata(cols["spread"]).astype(np.float64), np.nan)
+        kept = ~np.ma.getmaskarray(cols["spread"])[order]
+        spread = np.where(kept, np.ma.getdata(cols["spread"]).astype(np.float64)[order], np.nan)
         series, previous, start = [], 0, 0
         for benchmark, metric, unit, direction, kind, count in meta:
             stop = start + count
@@ -466,13 +476,30 @@ class Store:
             previous, start = start, stop
         return series
 
+    def _latest_runs(self) -> list[tuple[str, str, int]]:
+        """(benchmark, metric, newest run) of every series with results, in order."""
+        return self.con.execute(
+            "SELECT benchmark, metric, max(run_id) FROM results GROUP BY benchmark, metric ORDER BY 1, 2").fetchall()
+
     def load_failures(self) -> list[Failure]:
+        return self._failures_of(self._latest_runs())
+
+    def _failures_of(self, latest: Sequence[tuple[str, str, int]]) -> list[Failure]:
+        """The failed runs of each series' newest run (``latest`` as
+        _latest_runs gives it)."""
+        if not latest:
+            return []
+        self.con.register("_latest", {
+            "benchmark": np.array([b for b, _, _ in latest], dtype=object),
+            "metric": np.array([m for _, m, _ in latest], dtype=object),
+            "run_id": np.array([r for _, _, r in latest], dtype=np.int64),
+        })
         rows = self.con.execute("""
-            WITH latest AS (SELECT benchmark, metric, max(run_id) AS run_id FROM results GROUP BY ALL)
             SELECT r.benchmark, r.label, r.label_kind, r.repetition
-            FROM results r JOIN latest USING (benchmark, metric, run_id)
+            FROM results r JOIN _latest USING (benchmark, metric, run_id)
             WHERE NOT r.valid ORDER BY 1, 2, 4
         """).fetchall()
+        self.con.unregister("_latest")
         failures = []
         for benchmark, label, kind, repetition in rows:
             kind = LabelKind(kind)
@@ -518,13 +545,15 @@ class Store:
         return [node for (node,) in rows]
 
     def load_dataset(self) -> Dataset:
+        # One scan of the results names every series and finds its newest run.
+        latest = self._latest_runs()
         return Dataset(
             series=self.load_series(),
-            failures=self.load_failures(),
+            failures=self._failures_of(latest),
             facts=self.load_facts(),
             topology=self.load_topology(),
             node_trouble=self.load_node_status(),
-            benchmarks_with_results=set(self.series_names()),
+            benchmarks_with_results={(benchmark, metric) for benchmark, metric, _ in latest},
             declared_nodes=self.load_declared_nodes(),
         )
 
