@@ -31,16 +31,15 @@ from oddnode.inventory import InventoryResult, collect
 from oddnode.inventory.expectations import ExpectationReport, check_expectations, load_expectations
 from oddnode.model import Dataset, Finding, LabelKind, Severity
 from oddnode.nodes import NodeNameError, expand
-from oddnode.runner import DEFAULT_REPETITIONS, RunSummary
-from oddnode.runner import DEFAULT_TIMEOUT as BENCHMARK_TIMEOUT
-from oddnode.steps import Step, StepContext, StepObserver, make_options
+from oddnode.plan import PROBE_TIMEOUT, CheckPlan
+from oddnode.runner import RunSummary
+from oddnode.steps import StepContext, StepObserver
 from oddnode.store import FINDINGS_SOURCE, Store
 from oddnode.transport import Target, get_transport
 from oddnode.transport.local import local_node_name
 
 INVENTORY_STAGE = "inventory"  # the diagnostics' one step, as node status and check steps name it
 DIAGNOSTICS = "diagnostics"
-DEFAULT_TIMEOUT = 60.0  # seconds for the inventory probe on one node
 CHECK_SOURCE = "check"  # runs.source of a staged check's own run
 
 
@@ -103,7 +102,7 @@ def make_target(
     return Target(nodes=nodes, transport=chosen)
 
 
-def collect_inventory(store: Store, target: Target, timeout: float = DEFAULT_TIMEOUT,
+def collect_inventory(store: Store, target: Target, timeout: float = PROBE_TIMEOUT,
                       command: str = "oddnode inventory", check_id: int | None = None) -> InventoryResult:
     """Probe every node, then store its facts and how every node fared, in
     one transaction: a node that fails loses nothing the others gave."""
@@ -120,78 +119,6 @@ def collect_inventory(store: Store, target: Target, timeout: float = DEFAULT_TIM
         if check_id is not None:
             store.add_check_step(check_id, INVENTORY_STAGE, run_id, 1)
     return result
-
-
-# -- what a check runs -----------------------------------------------------------
-
-
-@dataclass
-class CheckPlan:
-    """What a check runs after diagnostics, stored with it as JSON so that
-    ``resume`` rebuilds the same steps.
-
-    ``parameters`` gives, per step, the options set for it as plain values
-    (``{"memory": {"elements": 20000000}}``; the step's defaults for the
-    rest).  A stage runs its default steps less ``skip``, plus the steps
-    named in ``add`` (those a check runs only when asked, e.g. the matrix).
-    Unknown steps, options and values are refused when the plan is made.
-    """
-
-    stages: tuple[str, ...] = catalog.STAGES
-    repetitions: int = DEFAULT_REPETITIONS
-    benchmark_timeout: float = BENCHMARK_TIMEOUT
-    probe_timeout: float = DEFAULT_TIMEOUT
-    parameters: dict[str, dict[str, Any]] = field(default_factory=dict)
-    skip: tuple[str, ...] = ()
-    add: tuple[str, ...] = ()
-    expectations: str | None = None
-
-    def __post_init__(self) -> None:
-        unknown = [stage for stage in self.stages if stage not in catalog.STAGES]
-        if unknown:
-            raise ValueError(f"unknown stage {', '.join(unknown)} (stages: {', '.join(catalog.STAGES)})")
-        # Always in STAB's order, whatever order they were named in.
-        self.stages = tuple(stage for stage in catalog.STAGES if stage in self.stages)
-        if self.repetitions < 1:
-            raise ValueError(f"repetitions must be >= 1, got {self.repetitions}")
-        self.skip, self.add = tuple(self.skip), tuple(self.add)
-        for name in [*self.skip, *self.add]:
-            catalog.get_step(name)
-        for name in self.add:
-            if catalog.stage_of(name) not in self.stages:
-                raise ValueError(f"{name} belongs to the {catalog.stage_of(name)} stage, which this check does not run")
-        self._options = {name: make_options(catalog.get_step(name), values)
-                         for name, values in self.parameters.items()}
-
-    def options(self, step: str) -> Any:
-        """A step's typed options: its defaults with this plan's values."""
-        return self._options.get(step) or make_options(catalog.get_step(step))
-
-    def validate(self) -> None:
-        """Check every step's options as it would run them, so that a bad
-        one (a relative disk directory, a negative size) is refused before
-        the check starts, not stages later; raises ValueError or TypeError."""
-        for stage in self.stages:
-            for step in self.steps(stage):
-                step.check(self.options(step.name))
-
-    def steps(self, stage: str) -> list[Step]:
-        """The steps this plan runs in a stage, in the catalog's order."""
-        return [step for step in catalog.STEPS.values() if step.stage == stage
-                and ((step.default and step.name not in self.skip) or step.name in self.add)]
-
-    def benchmarks(self, stage: str) -> list[str]:
-        """The names of the steps this plan runs in a stage."""
-        return [step.name for step in self.steps(stage)]
-
-    def to_json(self) -> dict[str, Any]:
-        return {**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)},
-                "stages": list(self.stages), "skip": list(self.skip), "add": list(self.add)}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> CheckPlan:
-        return cls(**{**data, "stages": tuple(data["stages"]), "skip": tuple(data.get("skip", ())),
-                      "add": tuple(data.get("add", ()))})
 
 
 @dataclass
@@ -375,7 +302,8 @@ def _run_stage(store: Store, target: Target, plan: CheckPlan, stage: str, steps:
                observer: CheckObserver) -> StageResult:
     """Run each step of a stage (what an interrupted run left, when
     resuming), then judge the stage's results across the nodes."""
-    context = StepContext(store, target, plan.repetitions, plan.benchmark_timeout, command, check_id, steps, observer)
+    context = StepContext(store, target, plan.repetitions, plan.benchmark_timeout, command, check_id, steps, observer,
+                          sensitivity)
     runs: dict[str, RunSummary | None] = {}
     notes = []
     for step in plan.steps(stage):

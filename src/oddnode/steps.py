@@ -20,14 +20,16 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from oddnode.benchmarks import BenchmarkSpec
-from oddnode.findings.registry import Sensitivity
 from oddnode.registry import Registry
 from oddnode.runner import RunSummary, run_benchmark
 from oddnode.store import Store
 from oddnode.transport.base import Target
+
+if TYPE_CHECKING:  # the finding rules load scipy: not for every command's start
+    from oddnode.findings.registry import Sensitivity
 
 # The stages of a check after its diagnostics, in STAB's order: memory first
 # (if it is ruled out, later anomalies cannot be blamed on it), then the
@@ -60,7 +62,7 @@ class StepContext:
     check_id: int | None = None
     recorded: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
     observer: StepObserver = field(default_factory=StepObserver)
-    sensitivity: Sensitivity = field(default_factory=Sensitivity)  # for steps that judge as they go (matrix)
+    sensitivity: Sensitivity | None = None  # for steps that judge as they go (matrix); None: the default
 
     def finished(self, step: str) -> bool:
         """Whether an earlier invocation of the check finished ``step``."""

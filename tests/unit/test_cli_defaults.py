@@ -24,9 +24,9 @@ def test_analyze_warns_as_readily_as_the_findings_do_by_default():
 
 
 def test_inventory_waits_for_a_node_as_long_as_the_check_does():
-    from oddnode.check import DEFAULT_TIMEOUT
+    from oddnode.plan import PROBE_TIMEOUT
 
-    assert default("inventory", option="timeout") == DEFAULT_TIMEOUT
+    assert default("inventory", option="timeout") == PROBE_TIMEOUT
 
 
 def test_interconnect_commands_use_the_runners_ports_sizes_and_seconds():

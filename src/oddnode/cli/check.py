@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+import yaml
 from rich.console import Console
 
 from oddnode.cli.common import (
@@ -19,7 +20,6 @@ from oddnode.cli.common import (
     NodesOption,
     SshConfigOption,
     TestbedOption,
-    TimeoutOption,
     TopologyOption,
     TransportOption,
     WideOption,
@@ -38,7 +38,10 @@ from oddnode.cli.common import (
     testbed_errors,
     user_errors,
 )
+from oddnode.benchmarks import catalog
+from oddnode.plan import CheckPlan, PlanError, layered_parameters, make_plan, parse_settings, plan_document, read_plan_file
 from oddnode.cli.nodes import print_unanswered
+from oddnode.steps import option_defaults
 from oddnode.report import summaries
 
 
@@ -80,65 +83,96 @@ class _CheckProgress:
             detail(line, out=self.progress.console, highlight=False)
 
 
-def _names(text: str | None) -> tuple[str, ...]:
-    """A comma-separated option ('' and 'none': nothing)."""
-    if text is None or text.strip() in ("", "none"):
+def _names(text: str | None) -> tuple[str, ...] | None:
+    """A comma-separated option (None: not given; '' and 'none': nothing)."""
+    if text is None:
+        return None
+    if text.strip() in ("", "none"):
         return ()
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
-def _check_plan(stages: str, skip: str | None, repetitions: int, benchmark_timeout: float, probe_timeout: float,
-                expect: Optional[Path], parameters: dict):
-    from oddnode.check import CheckPlan
+def _default(setting: str) -> str:
+    """A step option's default, for a flag's help: "memory.ntimes, default 10"."""
+    step, option = setting.split(".")
+    value = option_defaults(catalog.get_step(step))[option]
+    if isinstance(value, tuple):
+        value = ",".join(map(str, value))
+    return f"{setting}, default {value}" if value is not None else setting
 
-    try:
-        plan = CheckPlan(stages=_names(stages), skip=_names(skip), repetitions=repetitions,
-                         benchmark_timeout=benchmark_timeout,
-                         probe_timeout=probe_timeout, expectations=str(expect) if expect else None,
-                         parameters={name: {k: v for k, v in values.items() if v is not None}
-                                     for name, values in parameters.items()})
-        plan.validate()
-        return plan
-    except (ValueError, KeyError) as err:
-        raise typer.BadParameter(str(err)) from None
+
+def _settings(flags: dict[str, object]) -> dict[str, dict[str, object]]:
+    """The step options the check's own flags set (those given)."""
+    parameters: dict[str, dict[str, object]] = {}
+    for setting, value in flags.items():
+        if value is not None:
+            step, option = setting.split(".")
+            parameters.setdefault(step, {})[option] = value
+    return parameters
+
+
+STEP_NAMES = ", ".join(catalog.STEPS.names())
+OPT_IN = ", ".join(step.name for step in catalog.STEPS.values() if not step.default)
 
 
 def check_command(
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
-    timeout: TimeoutOption = 60.0, testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+    timeout: Annotated[Optional[float], typer.Option(
+        help=f"Seconds the inventory probe may take on a node (default {CheckPlan.probe_timeout:g}).")] = None,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
     expect: Annotated[Optional[Path], typer.Option("--expect", help="Expectations file (YAML).")] = None,
-    stages: Annotated[str, typer.Option(
-        help="Stages after diagnostics, in this order: memory,compute,disk,interconnect; 'none' for diagnostics only."
-    )] = "memory,compute,disk,interconnect",
+    plan_file: Annotated[Optional[Path], typer.Option(
+        "--plan", help="Plan file (YAML): stages, repetitions, skip, add, steps: {STEP: {OPTION: VALUE}}; "
+                       "flags and --set override it. --show-plan writes one.")] = None,
+    settings: Annotated[Optional[list[str]], typer.Option(
+        "--set", help="A step's option, STEP.OPTION=VALUE (e.g. memory.threads=1, pairs.sizes=0,1024); "
+                      "repeatable; --show-plan lists them all.")] = None,
+    show_plan: Annotated[bool, typer.Option(
+        "--show-plan", help="Print the plan, every option of every step, as YAML, and run nothing.")] = False,
+    stages: Annotated[Optional[str], typer.Option(
+        help="Stages after diagnostics, in this order: memory,compute,disk,interconnect (the default); "
+             "'none' for diagnostics only.")] = None,
     skip: Annotated[Optional[str], typer.Option(
-        help="Benchmarks to leave out of their stage: memory, dgemm, hpl, disk, pairs, bisection (comma-separated).")] = None,
-    repetitions: Annotated[int, typer.Option("--repetitions", "-r", help="Runs of each benchmark per node.")] = 5,
+        help=f"Steps to leave out of their stage, comma-separated: {STEP_NAMES}.")] = None,
+    add: Annotated[Optional[str], typer.Option(
+        "--with", help=f"Steps a check runs only when asked, comma-separated: {OPT_IN}.")] = None,
+    repetitions: Annotated[Optional[int], typer.Option(
+        "--repetitions", "-r", help=f"Runs of each benchmark per node (default {CheckPlan.repetitions}).")] = None,
     keep_going: Annotated[bool, typer.Option(
         "--continue", help="Run the next stage even when one has warnings.")] = False,
     resume: Annotated[bool, typer.Option(
         help="Go on with the newest unfinished check in --db (its nodes and plan).")] = False,
-    benchmark_timeout: Annotated[float, typer.Option(help="Seconds one repetition may take on a node.")] = 600.0,
+    benchmark_timeout: Annotated[Optional[float], typer.Option(
+        help=f"Seconds one repetition may take on a node (default {CheckPlan.benchmark_timeout:g}).")] = None,
     memory_elements: Annotated[Optional[int], typer.Option(
-        help="Doubles per array of the memory kernel (default: 4x this machine's last-level cache).")] = None,
-    memory_ntimes: Annotated[int, typer.Option(help="Timed iterations of the memory kernel (first discarded).")] = 10,
-    memory_min_seconds: Annotated[float, typer.Option(
-        help="Repeat each timed memory loop until it lasts about this long (default 0: one pass).")] = 0.0,
-    threads: Annotated[Optional[int], typer.Option(help="OpenMP threads of the kernels (default: the node's).")] = None,
-    dgemm_n: Annotated[Optional[int], typer.Option(help="Matrix order of DGEMM (default 6000).")] = None,
-    hpl_n: Annotated[Optional[int], typer.Option(help="Problem size N of HPL through hpcc (default 10000).")] = None,
+        help="Doubles per array of the memory kernel (memory.elements, default 4x this machine's last-level "
+             "cache).")] = None,
+    memory_ntimes: Annotated[Optional[int], typer.Option(
+        help=f"Timed iterations of the memory kernel, the first discarded ({_default('memory.ntimes')}).")] = None,
+    memory_min_seconds: Annotated[Optional[float], typer.Option(
+        help=f"Repeat each timed memory loop until it lasts about this long, 0: one pass "
+             f"({_default('memory.min_loop_seconds')}).")] = None,
+    threads: Annotated[Optional[int], typer.Option(
+        help="OpenMP threads of the kernels (memory.threads, dgemm.threads, hpl.threads; default the node's).")] = None,
+    dgemm_n: Annotated[Optional[int], typer.Option(help=f"Matrix order of DGEMM ({_default('dgemm.n')}).")] = None,
+    hpl_n: Annotated[Optional[int], typer.Option(
+        help=f"Problem size N of HPL through hpcc ({_default('hpl.n')}).")] = None,
     disk_dir: Annotated[Optional[str], typer.Option(
-        help="Directory on the nodes the disk benchmark writes in (default /var/tmp).")] = None,
-    disk_size: Annotated[Optional[int], typer.Option(help="Bytes the disk benchmark writes (default 4 GiB).")] = None,
+        help=f"Directory on the nodes the disk benchmark writes in ({_default('disk.directory')}).")] = None,
+    disk_size: Annotated[Optional[int], typer.Option(
+        help=f"Bytes the disk benchmark writes ({_default('disk.size')}).")] = None,
     disk_engine: Annotated[Optional[str], typer.Option(
-        help="auto (fio where installed, else oddnode's kernel), fio or oddnode.")] = None,
+        help=f"auto (fio where installed, else oddnode's kernel), fio or oddnode ({_default('disk.engine')}).")] = None,
     html: Annotated[Optional[Path], typer.Option(help="HTML report (default: oddnode-report.html).")] = Path("oddnode-report.html"),
     patterns: Annotated[Optional[str], typer.Option(
-        help="Pair patterns of the interconnect stage (default sort,cut,fold,shuffle).")] = None,
+        help=f"Pair patterns of the interconnect stage ({_default('pairs.patterns')}).")] = None,
     sizes: Annotated[Optional[str], typer.Option(
-        help="Ping-pong message sizes in bytes, comma-separated (default 0 B to 4 MiB).")] = None,
-    seconds_per_size: Annotated[Optional[float], typer.Option(help="Seconds each ping-pong size is timed.")] = None,
-    bisection_seconds: Annotated[Optional[float], typer.Option(help="Seconds each bisection stream lasts.")] = None,
+        help="Ping-pong message sizes in bytes, comma-separated (pairs.sizes, default 0 B to 4 MiB).")] = None,
+    seconds_per_size: Annotated[Optional[float], typer.Option(
+        help=f"Seconds each ping-pong size is timed ({_default('pairs.seconds_per_size')}).")] = None,
+    bisection_seconds: Annotated[Optional[float], typer.Option(
+        help=f"Seconds each bisection stream lasts ({_default('bisection.seconds')}).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
     wide: WideOption = False,
     topology: TopologyOption = None,
@@ -155,6 +189,26 @@ def check_command(
 
     command = command_line()
     out = err_console if json_out else console
+    # Each flag sets these step options; --set sets any of them, a plan file all.
+    flags = _settings({
+        "memory.elements": memory_elements, "memory.ntimes": memory_ntimes,
+        "memory.min_loop_seconds": memory_min_seconds, "memory.threads": threads,
+        "dgemm.n": dgemm_n, "dgemm.threads": threads, "hpl.n": hpl_n, "hpl.threads": threads,
+        "disk.directory": disk_dir, "disk.size": disk_size, "disk.engine": disk_engine,
+        "pairs.patterns": patterns, "pairs.sizes": message_sizes(sizes) if sizes else None,
+        "pairs.seconds_per_size": seconds_per_size, "bisection.seconds": bisection_seconds,
+    })
+    try:
+        plan = make_plan(read_plan_file(plan_file) if plan_file else None,
+                         layered_parameters(flags, parse_settings(settings or ())),
+                         stages=_names(stages), skip=_names(skip), add=_names(add), repetitions=repetitions,
+                         benchmark_timeout=benchmark_timeout, probe_timeout=timeout,
+                         expectations=str(expect) if expect else None)
+    except PlanError as err:
+        raise typer.BadParameter(str(err)) from None
+    if show_plan:
+        typer.echo(yaml.safe_dump(plan_document(plan), sort_keys=False), nl=False)
+        return
     with user_errors(), testbed_errors(), open_db(db, read_only=False) as store:
         save_topology(store, read_topology(topology, testbed))
         resume_id = None
@@ -172,16 +226,6 @@ def check_command(
             inform(f"resuming check {resume_id} on {target.nodeset}", out=out)
         else:
             target = selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
-            plan = _check_plan(stages, skip, repetitions, benchmark_timeout, timeout, expect, {
-                "memory": {"elements": memory_elements, "ntimes": memory_ntimes, "threads": threads,
-                           "min_loop_seconds": memory_min_seconds},
-                "dgemm": {"n": dgemm_n, "threads": threads},
-                "hpl": {"n": hpl_n, "threads": threads},
-                "disk": {"directory": disk_dir, "size": disk_size, "engine": disk_engine},
-                "pairs": {"patterns": list(_names(patterns)) or None, "seconds_per_size": seconds_per_size,
-                          "sizes": list(message_sizes(sizes)) if sizes else None},
-                "bisection": {"seconds": bisection_seconds},
-            })
             options = {"ssh_config": str(target.transport.ssh_config.absolute())
                        if getattr(target.transport, "ssh_config", None)
                        else None, "fanout": fanout}

@@ -28,13 +28,10 @@ from oddnode.cli.common import (
     testbed_errors,
     user_errors,
 )
+from oddnode.plan import PROBE_TIMEOUT
 from oddnode.report import summaries
 
 NODES_PANEL = "Nodes"
-# oddnode.check.DEFAULT_TIMEOUT, written out here because importing the
-# check (and scipy) would slow every command's start; a unit test keeps
-# them equal.
-PROBE_TIMEOUT = 60.0
 
 
 def print_unanswered(result) -> None:

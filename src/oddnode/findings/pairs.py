@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from oddnode.interconnect.series import BAD_LINK, CONCURRENCY_METRIC, CONTENTION, NOT_RETESTED
 from oddnode.interconnect.series import MATRIX as MATRIX_BENCHMARK
 from oddnode.interconnect.series import MATRIX_RETEST as MATRIX_RETEST_BENCHMARK
 from oddnode.interconnect.series import PAIR_FAMILIES as POOLED_FAMILIES
@@ -45,9 +46,6 @@ POOLED_PATTERNS = ("sort", "cut", "fold", "shuffle", "random", "file")
 # How many partners or series a message spells out.
 MESSAGE_ITEMS = 6
 
-# The retest's concurrency metric: how many pairs ran at once in a pair's
-# last retest (the best is the least, so a pair retested alone reads 1).
-CONCURRENCY_METRIC = "concurrency"
 FIT_BANDWIDTH = "fit.bandwidth"
 
 # Oversubscription: a switch with full bisection bandwidth carries shuffled
@@ -665,8 +663,6 @@ def matrix_metric(dataset: Dataset) -> str | None:
     sizes = _bandwidth_sizes(dataset, MATRIX_BENCHMARK)
     return f"bandwidth.{max(sizes)}" if sizes else None
 
-
-BAD_LINK, CONTENTION, NOT_RETESTED = "bad-link", "contention", "not-retested"
 
 
 @dataclass(frozen=True)

@@ -23,19 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from oddnode.findings.pairs import (
-    BAD_LINK,
-    CONCURRENCY_METRIC,
-    CONTENTION,
-    MATRIX_BENCHMARK,
-    MATRIX_RETEST_BENCHMARK,
-    NOT_RETESTED,
-    slow_pair_limit,
-)
-from oddnode.findings.registry import Sensitivity
 from oddnode.interconnect.pairs import (
     PREPARE_TIMEOUT,
     PairRecorder,
@@ -44,6 +35,9 @@ from oddnode.interconnect.pairs import (
     ping_recorder,
     run_pair_rounds,
 )
+from oddnode.interconnect.series import BAD_LINK, CONCURRENCY_METRIC, CONTENTION, NOT_RETESTED
+from oddnode.interconnect.series import MATRIX as MATRIX_BENCHMARK
+from oddnode.interconnect.series import MATRIX_RETEST as MATRIX_RETEST_BENCHMARK
 from oddnode.interconnect.patterns import PairPlan, is_disjoint, ordered_rounds, pair_label
 from oddnode.interconnect.pingpong import pingpong_serve_argv
 from oddnode.model import Direction, LabelKind
@@ -52,6 +46,9 @@ from oddnode.steps import Step, StepContext, StepOutcome, register_step
 from oddnode.store import ResultBatch, Store
 from oddnode.transport.base import NodeResult, Target
 from oddnode.units import canonical_unit
+
+if TYPE_CHECKING:
+    from oddnode.findings.registry import Sensitivity
 
 # Latency from the 1-byte token, bandwidth at 1 MiB (where a link's rate,
 # not its latency, sets the pace), and two sizes between so that the
@@ -158,7 +155,7 @@ def run_matrix(
     target: Target,
     *,
     options: PingPongOptions = DEFAULT_MATRIX_OPTIONS,
-    sensitivity: Sensitivity = Sensitivity(),
+    sensitivity: Sensitivity | None = None,
     retest: bool = True,
     on_progress: Callable[[int, int], None] | None = None,
     command: str = "oddnode matrix",
@@ -192,7 +189,11 @@ def run_matrix(
     summary.values = _stored(store, run_id, MATRIX_BENCHMARK, metric)
     if not summary.values:
         return summary
-    summary.limit = limit = slow_pair_limit(np.array(list(summary.values.values())), sensitivity)
+    # The finding rules load scipy: imported when a matrix runs, not whenever a command starts.
+    from oddnode.findings.pairs import slow_pair_limit
+    from oddnode.findings.registry import Sensitivity
+
+    summary.limit = limit = slow_pair_limit(np.array(list(summary.values.values())), sensitivity or Sensitivity())
     pairs_of = {pair_label(a, b): (a, b) for plan in plans for a, b in plan.pairs}
     suspects = [label for label in pairs_of if summary.values.get(label, np.inf) < limit]
     summary.verdicts = {label: NOT_RETESTED for label in suspects}

@@ -18,6 +18,12 @@ SORTED = f"{PINGPONG}.sort"  # neighbours in the cluster's list: one switch
 SHUFFLED = (f"{PINGPONG}.shuffle", f"{PINGPONG}.random")  # across switches
 MATRIX = f"{PINGPONG}.matrix"  # every ordered pair
 MATRIX_RETEST = f"{PINGPONG}.matrix-retest"  # slow pairs at halving concurrency
+# The retest's concurrency metric: how many pairs ran at once in a pair's
+# last retest (the best is the least, so a pair retested alone reads 1).
+CONCURRENCY_METRIC = "concurrency"
+# What the matrix decides of a slow pair: slow alone too, slow only in
+# company, or never retested.
+BAD_LINK, CONTENTION, NOT_RETESTED = "bad-link", "contention", "not-retested"
 
 BISECTION = "bisection"  # the cut's figures: demonstrated, full, fraction
 BISECTION_CUT = f"{BISECTION}.cut"  # each cut pair while all stream at once
