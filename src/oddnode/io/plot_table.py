@@ -71,10 +71,13 @@ def parse_plot_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], repe
                                   ELSE content END AS content
                 FROM tabs),
             lines AS (SELECT file, string_split(content, chr(10)) AS lines FROM spaces),
-            numbered AS (SELECT file, generate_subscripts(lines, 1) AS line, unnest(lines) AS text FROM lines)
-            SELECT file, line::INTEGER AS line, TRY_CAST(split_part(text, ' ', 1) AS DOUBLE) AS value,
-                   split_part(text, ' ', 2) AS label
-            FROM numbered WHERE text <> '' AND NOT starts_with(text, '#')
+            numbered AS (SELECT file, generate_subscripts(lines, 1) AS line, unnest(lines) AS text FROM lines),
+            -- Split once: split_part is a macro that would split twice.
+            fields AS (SELECT file, line, string_split(text, ' ') AS fields
+                       FROM numbered WHERE text <> '' AND NOT starts_with(text, '#'))
+            SELECT file, line::INTEGER AS line, TRY_CAST(fields[1] AS DOUBLE) AS value,
+                   coalesce(fields[2], '') AS label
+            FROM fields
         """, {"paths": [os.fspath(p) for p in paths], "questionable": _QUESTIONABLE})
     except duckdb.Error:
         # Not text (invalid UTF-8) or unreadable: the line reader says which file and why.
