@@ -309,12 +309,13 @@ def _label_kinds(con: duckdb.DuckDBPyConnection, data: StabInput) -> dict[str, L
     node, a pair or a set); the first bad one, in file and line order, is
     an error there."""
     plot_labels = [label for (label,) in con.execute(f"SELECT DISTINCT label FROM {ROWS_TABLE}").fetchall()]
-    known_nodes = ({node for node, _, _ in data.facts} | set(data.topology) | set(data.nodes)
-                   | {label for label in plot_labels if label_kind(label) is LabelKind.NODE})
+    plot_nodes = {label for label in plot_labels if label_kind(label) is LabelKind.NODE}
+    known_nodes = {node for node, _, _ in data.facts} | set(data.topology) | set(data.nodes) | plot_nodes
     kinds: dict[str, LabelKind] = {}
     problems: dict[str, str] = {}
     for label in dict.fromkeys([*plot_labels, *(f.label for f in data.failures)]):
-        kind = label_kind(label, known_nodes)
+        # A plot label that is a node on its own is a known node: a node still.
+        kind = LabelKind.NODE if label in plot_nodes else label_kind(label, known_nodes)
         try:
             label_members(label, kind)
         except NodeNameError as err:
