@@ -346,20 +346,26 @@ def _result_rows(con: duckdb.DuckDBPyConnection, data: StabInput, units: dict[st
         "benchmark": np.array([p.benchmark for p in data.plots], dtype=object),
         "unit": np.array([units[p.benchmark][0] for p in data.plots], dtype=object),
         "direction": np.array([units[p.benchmark][1].value for p in data.plots], dtype=object),
-    })
-    con.register("_label_kinds", {
-        "label": np.array(list(kinds), dtype=object),
-        "label_kind": np.array([kind.value for kind in kinds.values()], dtype=object),
+        # raw_ref is this prefix and the line number.
+        "ref_prefix": np.array([f"{os.fspath(p.path)}:" for p in data.plots], dtype=object),
     })
     # A repeated label's occurrences, in line order, are its repetitions.
     repetition = ("row_number() OVER (PARTITION BY r.file, r.label ORDER BY r.line)::INTEGER"
                   if repetitions else "NULL::INTEGER")
+    kind_column, join_kinds = "k.label_kind", "JOIN _label_kinds k USING (label)"
+    if len(set(kinds.values())) <= 1:
+        # One kind for every label (the usual: all nodes, or all pairs): no join.
+        kind_column, join_kinds = f"'{next(iter(kinds.values()), LabelKind.NODE).value}'", ""
+    else:
+        con.register("_label_kinds", {
+            "label": np.array(list(kinds), dtype=object),
+            "label_kind": np.array([kind.value for kind in kinds.values()], dtype=object),
+        })
     query = f"""
-        SELECT m.benchmark, '{DEFAULT_METRIC}' AS metric, m.unit, m.direction, r.label, k.label_kind,
+        SELECT m.benchmark, '{DEFAULT_METRIC}' AS metric, m.unit, m.direction, r.label, {kind_column} AS label_kind,
                {repetition} AS repetition, r.value, true AS valid, NULL::VARCHAR AS parameters,
-               f.path || ':' || r.line AS raw_ref
-        FROM {ROWS_TABLE} r JOIN _plot_meta m USING (file) JOIN {FILES_TABLE} f USING (file)
-            JOIN _label_kinds k USING (label)
+               m.ref_prefix || r.line AS raw_ref
+        FROM {ROWS_TABLE} r JOIN _plot_meta m USING (file) {join_kinds}
     """
     if data.failures:
         failed = ResultBatch()
