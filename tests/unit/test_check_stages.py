@@ -11,6 +11,7 @@ import re
 import pytest
 
 from oddnode.check import CheckPlan, ResumeError, resumable_check, run_check
+from oddnode.findings import Sensitivity
 from oddnode.inventory.node_probe import PROBE_VERSION
 from oddnode.report.html import render_report
 from oddnode.store import open_store
@@ -118,6 +119,15 @@ def test_a_slow_node_is_the_memory_stages_only_finding(store):
     memory_section = html.split('id="stage-memory"')[1].split("</section>")[0]
     shown, folded = memory_section.split("<details>") if "<details>" in memory_section else (memory_section, "")
     assert shown.count("<svg") == flagged and folded.count("<svg") == 0
+
+
+def test_the_check_judges_with_the_sensitivity_it_is_given(tmp_path):
+    # node03 20% slow: a warning by default, nothing when only 25% or more is worth one.
+    for min_effect, expected in ((0.01, {"node03"}), (0.25, set())):
+        with open_store(tmp_path / f"{min_effect}.duckdb") as store:
+            result = run_check(store, Target(NODES, ScriptedCluster(speed={"node03": 0.8})), plan(),
+                               sensitivity=Sensitivity(min_effect=min_effect))
+        assert {f.nodes for f in result.stages[1].blocking} == expected, min_effect
 
 
 def test_diagnostics_warnings_stop_the_check_until_resumed_with_continue(store):

@@ -16,11 +16,12 @@ def default(*path: str, option: str):
     return next(p.default for p in command.params if p.name == option)
 
 
-def test_analyze_warns_as_readily_as_the_findings_do_by_default():
+def test_analyze_and_check_warn_as_readily_as_the_findings_do_by_default():
     from oddnode.findings import Sensitivity
 
-    assert default("analyze", option="alpha") == Sensitivity().alpha
-    assert default("analyze", option="min_effect") == Sensitivity().min_effect
+    for command in ("analyze", "check"):
+        assert default(command, option="alpha") == Sensitivity().alpha
+        assert default(command, option="min_effect") == Sensitivity().min_effect
 
 
 def test_inventory_waits_for_a_node_as_long_as_the_check_does():

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from oddnode.benchmarks import catalog
-from oddnode.check import CheckPlan, run_check
+from oddnode.check import run_check
+from oddnode.plan import CheckPlan
 from oddnode.registry import Registry, UnknownNameError
 from oddnode.steps import STAGES, Step, StepOutcome, coerce, make_options, register_step, series_stage
 from oddnode.store import ResultBatch

@@ -174,7 +174,7 @@ def test_import_lines_count_what_was_stored_and_name_what_was_not():
     assert summaries.stab_import_line(stab, "s.duckdb") == (
         "run 1: 2 benchmarks, 40 results, 1 failed runs, 6 facts, 0 nodes in the topology -> s.duckdb")
     assert [shown(line) for line in summaries.ignored_import_lines(stab)] == [
-        "ignored README (not a plot.* file, units.csv, inventory.csv, topology.csv or failed)"]
+        "ignored README (not a plot.* file, units.csv, inventory.csv, topology.csv, nodes or failed)"]
     tool = SimpleNamespace(run_id=2, files=3, labels=2, measurements=9, invalid_runs=("bad.out",))
     assert summaries.tool_import_line(tool, "s.duckdb") == "run 2: 3 files, 2 labels, 9 measurements -> s.duckdb"
     assert [shown(line) for line in summaries.invalid_import_lines(tool)] == ["failed its accuracy check: bad.out"]

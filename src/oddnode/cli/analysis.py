@@ -14,7 +14,11 @@ import typer
 from oddnode.cli.common import (
     DEFAULT_DB,
     DbOption,
-    TopologyOption,
+    AlphaOption,
+    DEFAULT_ALPHA,
+    DEFAULT_MIN_EFFECT,
+    MinEffectOption,
+    StoredTopologyOption,
     WideOption,
     console,
     detail,
@@ -31,11 +35,6 @@ from oddnode.model import Severity
 from oddnode.synth import CASE_STUDY_NODES, DEFAULT_SEED
 
 RESULTS_PANEL = "Results and statistics"
-# The defaults of oddnode.findings.Sensitivity, written out here because
-# importing the findings (and scipy) would slow every command's start;
-# a unit test keeps them equal.
-DEFAULT_ALPHA = 1e-4
-DEFAULT_MIN_EFFECT = 0.01
 # Rows of findc printed by default.
 FINDC_ROWS = 40
 
@@ -267,14 +266,12 @@ def analyze_command(
         help="Results store (default oddnode.duckdb; in memory when paths are given).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print findings and statistics as JSON.")] = False,
     html: Annotated[Optional[Path], typer.Option(help="Write a self-contained HTML report.")] = None,
-    alpha: Annotated[float, typer.Option(
-        help="False-warning probability per rule and benchmark on a healthy cluster.")] = DEFAULT_ALPHA,
-    min_effect: Annotated[float, typer.Option(
-        help="Smallest deviation from the median worth a warning (fraction).")] = DEFAULT_MIN_EFFECT,
+    alpha: AlphaOption = DEFAULT_ALPHA,
+    min_effect: MinEffectOption = DEFAULT_MIN_EFFECT,
     fail_on: Annotated[FailOn, typer.Option(help="Exit 1 when a finding reaches this severity.")] = FailOn.never,
     truth: Annotated[Optional[Path], typer.Option(
         help="Compare with a synthetic dataset's truth.json; exit 1 on a mismatch.")] = None,
-    topology: TopologyOption = None,
+    topology: StoredTopologyOption = None,
     wide: WideOption = False,
 ) -> None:
     """Judge the results: statistics, findings with evidence and remedies, correlations."""

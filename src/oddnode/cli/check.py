@@ -12,7 +12,11 @@ import yaml
 from rich.console import Console
 
 from oddnode.cli.common import (
+    DEFAULT_ALPHA,
     DEFAULT_DB,
+    DEFAULT_MIN_EFFECT,
+    AlphaOption,
+    MinEffectOption,
     DbOption,
     ExcludeOption,
     FanoutOption,
@@ -176,6 +180,8 @@ def check_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
     wide: WideOption = False,
     topology: TopologyOption = None,
+    alpha: AlphaOption = DEFAULT_ALPHA,
+    min_effect: MinEffectOption = DEFAULT_MIN_EFFECT,
 ) -> None:
     """The production-readiness check: diagnostics (inventory, consistency,
     expectations), then memory, compute and disk benchmarks, R runs per node,
@@ -186,6 +192,8 @@ def check_command(
     from oddnode.check import ResumeError, make_target, resumable_check, run_check
     from oddnode.report.html import write_report
     from oddnode.report.terminal import expectation_table, print_analysis
+
+    from oddnode.findings import Sensitivity
 
     command = command_line()
     out = err_console if json_out else console
@@ -204,7 +212,8 @@ def check_command(
                          stages=_names(stages), skip=_names(skip), add=_names(add), repetitions=repetitions,
                          benchmark_timeout=benchmark_timeout, probe_timeout=timeout,
                          expectations=str(expect) if expect else None)
-    except PlanError as err:
+        sensitivity = Sensitivity(alpha=alpha, min_effect=min_effect)
+    except (PlanError, ValueError) as err:
         raise typer.BadParameter(str(err)) from None
     if show_plan:
         typer.echo(yaml.safe_dump(plan_document(plan), sort_keys=False), nl=False)
@@ -232,6 +241,7 @@ def check_command(
         try:
             with _CheckProgress(out) as progress:
                 result = run_check(store, target, plan, keep_going=keep_going, command=command,
+                                   sensitivity=sensitivity,
                                    target_options=options, resume=resume_id, observer=progress)
         except KeyboardInterrupt:
             err_console.print(summaries.interrupted_line(db))

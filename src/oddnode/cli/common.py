@@ -155,9 +155,19 @@ SshConfigOption = Annotated[Optional[Path], typer.Option("--ssh-config", help="s
 FanoutOption = Annotated[Optional[int], typer.Option("--fanout", help="ssh connections at once (default 64).")]
 TimeoutOption = Annotated[float, typer.Option("--timeout", help="Seconds a node may take for a probe.")]
 TestbedOption = Annotated[bool, typer.Option("--testbed", help="Run on the nodes of the running testbed.")]
+TOPOLOGY_HELP = "Topology file, 'GROUP NODESET' a line (leaf switch, chassis): findings can name a group."
 TopologyOption = Annotated[Optional[Path], typer.Option(
-    "--topology", help="Topology file, 'GROUP NODESET' a line (leaf switch, chassis): findings can name a group. "
-                       "With --testbed, the testbed's own by default.")]
+    "--topology", help=f"{TOPOLOGY_HELP} With --testbed, the testbed's own by default.")]
+StoredTopologyOption = Annotated[Optional[Path], typer.Option("--topology", help=TOPOLOGY_HELP)]
+# How readily the finding rules warn (oddnode.findings.Sensitivity's
+# defaults, written out so that the command line starts without scipy; a
+# unit test keeps them equal).
+DEFAULT_ALPHA = 1e-4
+DEFAULT_MIN_EFFECT = 0.01
+AlphaOption = Annotated[float, typer.Option(
+    help="False-warning probability per rule and benchmark on a healthy cluster.")]
+MinEffectOption = Annotated[float, typer.Option(
+    help="Smallest deviation from the median worth a warning (fraction).")]
 
 
 def testbed_state_dir(state_dir: Optional[Path]) -> Path:

@@ -24,7 +24,8 @@ def import_stab_command(
     direction: Annotated[Optional[Direction], typer.Option(help="Which way is better, where units.csv does not say.")] = None,
     repetitions: Annotated[bool, typer.Option("--repetitions", help="Repeated labels are repetitions.")] = False,
 ) -> None:
-    """Import STAB-style plot files or a results directory (plot.*, units.csv, inventory.csv, topology.csv, failed)."""
+    """Import STAB-style plot files or a results directory (plot.*, units.csv, inventory.csv, topology.csv, nodes,
+    failed)."""
     from oddnode.io.stab import import_stab
 
     with user_errors(), open_db(db, read_only=False) as store:

@@ -45,7 +45,7 @@ def stab_import_line(summary, db: Path | str) -> str:
 
 
 def ignored_import_lines(summary) -> list[str]:
-    return [f"[dim]ignored {ignored} (not a plot.* file, units.csv, inventory.csv, topology.csv or failed)[/]"
+    return [f"[dim]ignored {ignored} (not a plot.* file, units.csv, inventory.csv, topology.csv, nodes or failed)[/]"
             for ignored in summary.ignored]
 
 
