@@ -61,9 +61,9 @@ def tool_import_command(tool: str):
 
 
 def register_tool_imports() -> None:
-    from oddnode.parsers import parsers
+    from oddnode.io.tool_import import importable_tools
 
-    for tool in parsers():
+    for tool in importable_tools():
         import_app.command(tool)(tool_import_command(tool))
 
 

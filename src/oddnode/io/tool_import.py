@@ -19,7 +19,8 @@ from pathlib import Path
 
 from oddnode.io.stab import InputError
 from oddnode.nodes import NodeNameError, label_kind, label_members
-from oddnode.parsers import ParsedOutput, get_parser
+from oddnode.kernels import memory  # noqa: F401  (registers our memory kernel's parser, oddnode-memory)
+from oddnode.parsers import ParsedOutput, get_parser, parsers
 from oddnode.store import ResultBatch, Store
 
 
@@ -30,6 +31,11 @@ class ToolImportSummary:
     labels: int
     measurements: int
     invalid_runs: tuple[str, ...]  # files whose run failed its own accuracy check
+
+
+def importable_tools() -> list[str]:
+    """The tools whose outputs import: the field's and our own kernels'."""
+    return parsers()
 
 
 def label_of(path: Path, label: str | None, label_from: str | None) -> str:

@@ -15,7 +15,7 @@ from oddnode.benchmarks import BenchmarkSpec, parse_kernel_run
 from oddnode.kernels.jobs import runner_argv
 from oddnode.kernels.output import RESULT_LINE, VALIDATION_FAILED, VALIDATION_OK, number, read_kernel_output
 from oddnode.model import Direction
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, register_parser
 from oddnode.steps import NodeBenchmark, register_step
 from oddnode.units import canonical_unit
 
@@ -141,6 +141,7 @@ _FLOAT_KEYS = {"scalar", "tolerance", "min_loop_seconds"}
 
 
 
+@register_parser("oddnode-memory")  # its saved outputs import like any tool's
 def parse_memory_output(text: str, source: str) -> ParsedOutput:
     """Parse one run of our memory kernel: four bandwidths, the configuration
     it reports (effective threads, affinity, array bytes, timer), and its

@@ -1,5 +1,7 @@
 """Parsers of the field's benchmark tools' outputs (STREAM, HPCC, NPB, IMB,
-OSU, fio, iperf3, NetPIPE), registered by tool name."""
+OSU, fio, iperf3, NetPIPE), registered by tool name.  Our own kernels'
+parsers register with their kernels (``oddnode-memory`` in
+``oddnode.kernels.memory``); ``oddnode.io.tool_import`` loads both."""
 
 from oddnode.parsers.base import (
     Measurement,
@@ -12,7 +14,7 @@ from oddnode.parsers.base import (
     register_parser,
 )
 from oddnode.parsers import fio, imb, iperf3, netpipe, osu  # noqa: F401  (importing registers them)
-from oddnode.parsers import hpcc, npb, oddnode_memory, stream  # noqa: F401  (importing registers them)
+from oddnode.parsers import hpcc, npb, stream  # noqa: F401  (importing registers them)
 
 __all__ = [
     "Measurement",
