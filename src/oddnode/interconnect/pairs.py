@@ -458,18 +458,27 @@ class PairsStep(Step):
     summary = "TCP ping-pong latency and bandwidth in STAB's pair patterns (sort, cut, fold, shuffle)"
 
     def run(self, context: StepContext, options: PairsOptions) -> StepOutcome:
-        notes = []
-        wanted = context.repetitions
-        for pattern in options.patterns:
-            step = f"{self.name}.{pattern}"
-            if not context.run_once(step):
-                notes.append(f"{step}: finished by an earlier, interrupted invocation")
-                continue
-            context.observer.benchmark_started(step, 0, wanted)
-            summary = run_pairs(context.store, context.target, pattern, wanted, options=options,
-                                command=context.step_command(step), on_progress=context.progress(step))
-            context.record(step, summary.run_id)
-            good = sum(counts["ok"] > 0 for counts in summary.per_pair.values())
-            notes.append(f"{step}: {wanted} repetitions, {good} of {len(summary.per_pair)} pairs gave valid results")
-            notes += list(dict.fromkeys(summary.notes))
-        return StepOutcome(notes=notes)
+        return run_patterns(context, self.name, options.patterns, lambda pattern, step: run_pairs(
+            context.store, context.target, pattern, context.repetitions, options=options,
+            command=context.step_command(step), on_progress=context.progress(step)))
+
+
+def run_patterns(context: StepContext, name: str, patterns: Sequence[str],
+                 run: Callable[[str, str], PairRunSummary]) -> StepOutcome:
+    """A pair step's patterns one after the other, ``run(pattern, step)``
+    each, every one recorded with the check once it has finished (as step
+    ``name.pattern``): a resumed check runs again only the one under way."""
+    notes = []
+    wanted = context.repetitions
+    for pattern in patterns:
+        step = f"{name}.{pattern}"
+        if not context.run_once(step):
+            notes.append(f"{step}: finished by an earlier, interrupted invocation")
+            continue
+        context.observer.benchmark_started(step, 0, wanted)
+        summary = run(pattern, step)
+        context.record(step, summary.run_id)
+        good = sum(counts["ok"] > 0 for counts in summary.per_pair.values())
+        notes.append(f"{step}: {wanted} repetitions, {good} of {len(summary.per_pair)} pairs gave valid results")
+        notes += list(dict.fromkeys(summary.notes))
+    return StepOutcome(notes=notes)

@@ -74,6 +74,7 @@ from oddnode.interconnect.pairs import (
     quote_detail,
     raw_outputs,
     run_pair_rounds,
+    run_patterns,
     store_round,
     stream_client_argv,
     transport_trouble,
@@ -932,21 +933,9 @@ class StreamsStep(Step):
     summary = "Switchbench's pairwise streaming, both ways at once, in pair patterns"
 
     def run(self, context: StepContext, options: StreamsOptions) -> StepOutcome:
-        notes = []
-        wanted = context.repetitions
-        for pattern in options.patterns:
-            step = f"{self.name}.{pattern}"
-            if not context.run_once(step):
-                notes.append(f"{step}: finished by an earlier, interrupted invocation")
-                continue
-            context.observer.benchmark_started(step, 0, wanted)
-            summary = run_streams(context.store, context.target, pattern, wanted, options=options,
-                                  command=context.step_command(step), on_progress=context.progress(step))
-            context.record(step, summary.run_id)
-            good = sum(counts["ok"] > 0 for counts in summary.per_pair.values())
-            notes.append(f"{step}: {wanted} repetitions, {good} of {len(summary.per_pair)} pairs gave valid results")
-            notes += list(dict.fromkeys(summary.notes))
-        return StepOutcome(notes=notes)
+        return run_patterns(context, self.name, options.patterns, lambda pattern, step: run_streams(
+            context.store, context.target, pattern, context.repetitions, options=options,
+            command=context.step_command(step), on_progress=context.progress(step)))
 
 
 @register_step

@@ -150,7 +150,7 @@ def parse_dgemm_output(text: str, source: str) -> ParsedOutput:
         benchmark="compute.dgemm",
         metric="performance",
         value=result[0],
-        unit=canonical_unit("GFLOP/s"),
+        unit=GFLOPS,
         direction=Direction.HIGHER,
         valid=valid,
         parameters=parameters,
