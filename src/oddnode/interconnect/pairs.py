@@ -26,7 +26,7 @@ from pathlib import Path
 from oddnode.interconnect.series import MPI, PINGPONG, pattern_series
 from oddnode.interconnect.fit import fit_latency_bandwidth
 from oddnode.interconnect.mpi_pingpong import mpi_ping_argv, parse_mpi_pingpong_run
-from oddnode.interconnect.patterns import PATTERNS, PairPlan, pair_label, pattern_pairs
+from oddnode.interconnect.patterns import PairPlan, check_patterns, pair_label, pattern_pairs
 from oddnode.interconnect.pingpong import (
     DEFAULT_CONNECT_WAIT,
     DEFAULT_MESSAGE_SIZE,
@@ -437,10 +437,7 @@ class PairsOptions(PingPongOptions):
     patterns: tuple[str, ...] = CHECK_PATTERNS
 
     def __post_init__(self) -> None:
-        unknown = [pattern for pattern in self.patterns if pattern not in PATTERNS]
-        if unknown or not self.patterns:
-            raise ValueError(f"the check's pair patterns are some of {', '.join(PATTERNS)}, not "
-                             f"{', '.join(unknown) or 'none'}")
+        check_patterns(self.patterns, "check's pair patterns")
 
 
 @register_step

@@ -98,6 +98,13 @@ class UnknownPatternError(KeyError):
         return f"no pair pattern named {self.args[0]!r} (known: {', '.join((*PATTERNS, FILE_PATTERN))})"
 
 
+def check_patterns(patterns: Sequence[str], what: str) -> None:
+    """Refuse an empty list of patterns, or a name that is no pattern."""
+    unknown = [pattern for pattern in patterns if pattern not in PATTERNS]
+    if unknown or not patterns:
+        raise ValueError(f"the {what} are some of {', '.join(PATTERNS)}, not {', '.join(unknown) or 'none'}")
+
+
 def pair_label(a: str, b: str) -> str:
     """The label of a pair's results, ``nodeA-nodeB`` (see oddnode.nodes.split_pair)."""
     return f"{a}-{b}"

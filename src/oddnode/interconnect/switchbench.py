@@ -80,7 +80,7 @@ from oddnode.interconnect.pairs import (
     transport_trouble,
     why_failed,
 )
-from oddnode.interconnect.patterns import PATTERNS, PairPlan, pair_label
+from oddnode.interconnect.patterns import PairPlan, check_patterns, pair_label
 from oddnode.interconnect.switchbench_analysis import CHAIN_BENCHMARK, CHAIN_METRIC, chain_saturation
 from oddnode.interconnect.pingpong import (
     DEFAULT_CONNECT_WAIT,
@@ -913,10 +913,7 @@ class StreamsOptions(StreamOptions):
     port: int = DEFAULT_PORT
 
     def __post_init__(self) -> None:
-        unknown = [pattern for pattern in self.patterns if pattern not in PATTERNS]
-        if unknown or not self.patterns:
-            raise ValueError(f"the streams' pair patterns are some of {', '.join(PATTERNS)}, not "
-                             f"{', '.join(unknown) or 'none'}")
+        check_patterns(self.patterns, "streams' pair patterns")
 
 
 @register_step
