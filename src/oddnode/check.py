@@ -168,9 +168,20 @@ class ResumeError(RuntimeError):
     """There is no check to resume, or it cannot be resumed as asked."""
 
 
-def describe_target(target: Target, options: dict[str, Any]) -> dict[str, Any]:
-    """What a resumed check needs to reach the same nodes the same way."""
-    return {"nodes": list(target.nodes), "transport": target.transport.name, **options}
+def describe_target(target: Target) -> dict[str, Any]:
+    """What a resumed check needs to reach the same nodes the same way: the
+    nodes, the transport, and ssh's configuration file and fan-out."""
+    ssh_config = getattr(target.transport, "ssh_config", None)
+    return {"nodes": list(target.nodes), "transport": target.transport.name,
+            "ssh_config": str(Path(ssh_config).absolute()) if ssh_config else None,
+            "fanout": getattr(target.transport, "fanout", None)}
+
+
+def described_target(description: dict[str, Any]) -> Target:
+    """The target a stored description names (describe_target's inverse)."""
+    ssh_config = description.get("ssh_config")
+    return make_target(description["nodes"], description["transport"], Path(ssh_config) if ssh_config else None,
+                       description.get("fanout"))
 
 
 # -- judging a subset of the store ------------------------------------------------------
@@ -230,7 +241,6 @@ def run_check(
     keep_going: bool = False,
     sensitivity: Sensitivity | None = None,
     command: str = "oddnode check",
-    target_options: dict[str, Any] | None = None,
     resume: int | None = None,
     observer: CheckObserver | None = None,
 ) -> CheckResult:
@@ -243,7 +253,7 @@ def run_check(
     if resume is None:
         with store.transaction():
             check_id = store.new_run(command, source=CHECK_SOURCE, nodes=target.nodes)
-            store.start_check(check_id, describe_target(target, target_options or {}), plan.to_json())
+            store.start_check(check_id, describe_target(target), plan.to_json())
     else:
         check_id = resume
         with store.transaction():
@@ -320,7 +330,8 @@ def _run_stage(store: Store, target: Target, plan: CheckPlan, stage: str, steps:
 
 
 def resumable_check(store: Store) -> tuple[int, dict[str, Any], CheckPlan]:
-    """The newest check, if it did not finish: (id, target description, plan)."""
+    """The newest check, if it did not finish: (id, its target's
+    description, see described_target, and its plan)."""
     latest = store.latest_check()
     if latest is None:
         raise ResumeError("no check in this store to resume")

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from conftest import write
@@ -43,3 +45,19 @@ def test_check_judges_the_nodes_checked_not_others_the_store_remembers(tmp_path)
         result = run_check(store, target, CheckPlan(stages=(), probe_timeout=60))
     assert list(result.inventory.reports) == target.nodes
     assert [f for f in result.analysis.findings if f.kind == "inconsistent-fact"] == []
+
+
+def test_a_resumed_check_reaches_the_nodes_the_same_way(tmp_path):
+    from oddnode.check import describe_target, described_target, make_target
+
+    config = write(tmp_path / "ssh_config", "Host *\n  Port 2222\n")
+    target = make_target(["node01", "node02"], "ssh", config, 16)
+    description = describe_target(target)
+    assert description == {"nodes": ["node01", "node02"], "transport": "ssh",
+                           "ssh_config": str(config.absolute()), "fanout": 16}
+    again = described_target(json.loads(json.dumps(description)))  # as stored
+    assert again.nodes == target.nodes and again.transport.name == "ssh"
+    assert again.transport.ssh_config == config.absolute() and again.transport.fanout == 16
+    local = describe_target(make_target([], "local"))
+    assert local["transport"] == "local" and local["ssh_config"] is None
+    assert described_target(local).transport.name == "local"

@@ -189,7 +189,7 @@ def check_command(
     judged across nodes before the next; a stage with warnings
     stops the check unless --continue. Exit 1 when not ready, 130 when
     interrupted (everything finished is kept: --resume goes on)."""
-    from oddnode.check import ResumeError, make_target, resumable_check, run_check
+    from oddnode.check import ResumeError, described_target, resumable_check, run_check
     from oddnode.report.html import write_report
     from oddnode.report.terminal import expectation_table, print_analysis
 
@@ -226,23 +226,17 @@ def check_command(
                 raise typer.BadParameter("--resume goes on with the nodes of the interrupted check: name none")
             try:
                 resume_id, described, plan = resumable_check(store)
+                target = described_target(described)
             except ResumeError as err:
                 raise typer.BadParameter(str(err)) from None
-            target = make_target(described["nodes"], described["transport"],
-                                 Path(described["ssh_config"]) if described.get("ssh_config") else None,
-                                 described.get("fanout"))
-            options = {}
             inform(f"resuming check {resume_id} on {target.nodeset}", out=out)
         else:
             target = selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
-            options = {"ssh_config": str(target.transport.ssh_config.absolute())
-                       if getattr(target.transport, "ssh_config", None)
-                       else None, "fanout": fanout}
         try:
             with _CheckProgress(out) as progress:
                 result = run_check(store, target, plan, keep_going=keep_going, command=command,
                                    sensitivity=sensitivity,
-                                   target_options=options, resume=resume_id, observer=progress)
+                                   resume=resume_id, observer=progress)
         except KeyboardInterrupt:
             err_console.print(summaries.interrupted_line(db))
             raise typer.Exit(code=130) from None
