@@ -119,6 +119,32 @@ STEP_NAMES = ", ".join(catalog.STEPS.names())
 OPT_IN = ", ".join(step.name for step in catalog.STEPS.values() if not step.default)
 
 
+def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide: bool) -> None:
+    """A finished check for people (or as JSON), its HTML report, and its
+    exit status: 1 when the cluster is not ready."""
+    from oddnode.report.html import write_report
+    from oddnode.report.terminal import expectation_table, print_analysis
+
+    out = err_console if json_out else console
+    if json_out:
+        typer.echo(json.dumps(result.analysis.to_json(), indent=2, default=json_default))
+    else:
+        if result.inventory is not None:
+            inform(summaries.diagnostics_line(target, result.inventory))
+            print_unanswered(result.inventory)
+        if result.expectations is not None:
+            inform(expectation_table(result.expectations))
+        print_analysis(console, result.analysis, wide, brief=quiet())
+    if result.stopped_after:
+        out.print(summaries.stopped_line(result.stopped_after, result.not_run, db))
+    if html:
+        write_report(result.analysis, html, result)
+        inform(f"report written to {html}", out=out)
+    detail(f"[dim]check {result.check_id}: results stored in {db}[/]", out=out, highlight=False)
+    if not result.analysis.ready:
+        raise typer.Exit(code=1)
+
+
 def check_command(
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
@@ -190,9 +216,6 @@ def check_command(
     stops the check unless --continue. Exit 1 when not ready, 130 when
     interrupted (everything finished is kept: --resume goes on)."""
     from oddnode.check import ResumeError, described_target, resumable_check, run_check
-    from oddnode.report.html import write_report
-    from oddnode.report.terminal import expectation_table, print_analysis
-
     from oddnode.findings import Sensitivity
 
     command = command_line()
@@ -240,23 +263,7 @@ def check_command(
         except KeyboardInterrupt:
             err_console.print(summaries.interrupted_line(db))
             raise typer.Exit(code=130) from None
-    if json_out:
-        typer.echo(json.dumps(result.analysis.to_json(), indent=2, default=json_default))
-    else:
-        if result.inventory is not None:
-            inform(summaries.diagnostics_line(target, result.inventory))
-            print_unanswered(result.inventory)
-        if result.expectations is not None:
-            inform(expectation_table(result.expectations))
-        print_analysis(console, result.analysis, wide, brief=quiet())
-    if result.stopped_after:
-        out.print(summaries.stopped_line(result.stopped_after, result.not_run, db))
-    if html:
-        write_report(result.analysis, html, result)
-        inform(f"report written to {html}", out=out)
-    detail(f"[dim]check {result.check_id}: results stored in {db}[/]", out=out, highlight=False)
-    if not result.analysis.ready:
-        raise typer.Exit(code=1)
+    _report(result, target, db, html, json_out, wide)
 
 
 def register(app: typer.Typer) -> None:
