@@ -259,6 +259,7 @@ def run_check(
         with store.transaction():
             store.set_check_status(check_id, "running")
     steps = store.check_steps(check_id)
+    store.release()  # the nodes run next: let others read the store meanwhile
 
     observer.stage_started(DIAGNOSTICS)
     inventory = None
@@ -320,6 +321,7 @@ def _run_stage(store: Store, target: Target, plan: CheckPlan, stage: str, steps:
         if len(target.nodes) < step.min_nodes:
             notes.append(f"{step.name}: not run, it needs {step.min_nodes} nodes or more")
             continue
+        store.release()  # the nodes run next: let others read the store meanwhile
         outcome = step.run(context, plan.options(step.name))
         runs.update(outcome.runs)
         notes += outcome.notes

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,6 +39,10 @@ from oddnode.nodes import label_members
 
 SCHEMA_VERSION = 5
 DEFAULT_PATH = "oddnode.duckdb"
+# Seconds to wait for another process's lock on a store file: a check that
+# holds the store only while it writes releases it within a transaction.
+LOCK_WAIT = 30.0
+LOCK_POLL = 0.1  # seconds between tries
 FINDINGS_SOURCE = "findings"  # runs.source of an analysis run, even one that found nothing
 
 _SCHEMA_V1 = """
@@ -210,16 +215,40 @@ class Store:
 
     Every query is read to its end (``fetchall``, never ``fetchone``):
     DuckDB 2 refuses further work on a connection while a result is unread.
+
+    A store opened with ``hold=False`` lets other processes in between its
+    writes: its connection is closed at the end of every transaction and
+    opened again when next used, so that a long check does not keep its
+    store file locked while its nodes run (``oddnode stats`` can read it
+    from another terminal meanwhile).
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: str):
-        self.con = con
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str, *, read_only: bool = False,
+                 hold: bool = True, lock_wait: float = LOCK_WAIT):
+        self._con: duckdb.DuckDBPyConnection | None = con
         self.path = path
+        self.read_only = read_only
+        self.hold = hold
+        self.lock_wait = lock_wait
+        self._transactions = 0
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            self._con = _connection(self.path, self.read_only, self.lock_wait)
+        return self._con
 
     # -- lifecycle -------------------------------------------------------
 
     def close(self) -> None:
-        self.con.close()
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+    def release(self) -> None:
+        """Close the connection until the next use, unless the store holds it."""
+        if not self.hold and self._transactions == 0:
+            self.close()
 
     def __enter__(self) -> "Store":
         return self
@@ -231,12 +260,17 @@ class Store:
     def transaction(self) -> Iterator[None]:
         """All or nothing: a failure inside leaves the store as it was."""
         self.con.execute("BEGIN TRANSACTION")
+        self._transactions += 1
         try:
             yield
         except BaseException:
             self.con.execute("ROLLBACK")
             raise
-        self.con.execute("COMMIT")
+        else:
+            self.con.execute("COMMIT")
+        finally:
+            self._transactions -= 1
+        self.release()
 
     # -- writing ---------------------------------------------------------
 
@@ -586,12 +620,15 @@ class Store:
         ]
 
 
-def open_store(path: str | os.PathLike[str] = DEFAULT_PATH, *, read_only: bool = False) -> Store:
-    """Open (or create) a store, upgrading an older schema in place first."""
+def open_store(path: str | os.PathLike[str] = DEFAULT_PATH, *, read_only: bool = False, hold: bool = True,
+               lock_wait: float = LOCK_WAIT) -> Store:
+    """Open (or create) a store, upgrading an older schema in place first.
+    ``hold=False``: keep the file locked only while writing (see Store);
+    ``lock_wait``: seconds to wait for another process's lock."""
     path = os.fspath(path)
     if read_only and not os.path.exists(path):
         raise StoreError(f"no results store at {path}: import results first (oddnode import ...)")
-    store = _connect(path, read_only)
+    store = _connect(path, read_only, lock_wait)
     try:
         version = _schema_version(store)
         if version is None:
@@ -609,21 +646,36 @@ def open_store(path: str | os.PathLike[str] = DEFAULT_PATH, *, read_only: bool =
         if version < SCHEMA_VERSION:
             if read_only:  # upgrade through a writable connection, then read
                 store.close()
-                _upgrade(_connect(path, False), version).close()
-                store = _connect(path, True)
+                _upgrade(_connect(path, False, lock_wait), version).close()
+                store = _connect(path, True, lock_wait)
             else:
                 _upgrade(store, version)
     except BaseException:
         store.close()
         raise
+    store.hold = hold or path == ":memory:"  # a store in memory lives only in its connection
+    store.release()
     return store
 
 
-def _connect(path: str, read_only: bool) -> Store:
-    try:
-        return Store(duckdb.connect(path, read_only=read_only), path)
-    except duckdb.Error as err:
-        raise StoreError(f"cannot open results store {path}: {err}") from err
+def _connect(path: str, read_only: bool, lock_wait: float) -> Store:
+    return Store(_connection(path, read_only, lock_wait), path, read_only=read_only, lock_wait=lock_wait)
+
+
+def _connection(path: str, read_only: bool, lock_wait: float) -> duckdb.DuckDBPyConnection:
+    """A connection to the store file, waiting up to ``lock_wait`` seconds
+    while another process holds its lock."""
+    deadline = time.monotonic() + lock_wait
+    while True:
+        try:
+            return duckdb.connect(path, read_only=read_only)
+        except duckdb.Error as err:
+            locked = "lock" in str(err).lower()
+            if not locked or time.monotonic() >= deadline:
+                why = (f"another process has it open ({err}); a check lets others in between its writes, "
+                       "other commands hold it until they end" if locked else str(err))
+                raise StoreError(f"cannot open results store {path}: {why}") from err
+        time.sleep(LOCK_POLL)
 
 
 def _schema_version(store: Store) -> int | None:

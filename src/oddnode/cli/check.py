@@ -241,7 +241,7 @@ def check_command(
     if show_plan:
         typer.echo(yaml.safe_dump(plan_document(plan), sort_keys=False), nl=False)
         return
-    with user_errors(), testbed_errors(), open_db(db, read_only=False) as store:
+    with user_errors(), testbed_errors(), open_db(db, read_only=False, hold=False) as store:
         save_topology(store, read_topology(topology, testbed))
         resume_id = None
         if resume:

@@ -138,10 +138,12 @@ def command_line() -> str:
     return " ".join(["oddnode", *sys.argv[1:]])
 
 
-def open_db(db: Path, read_only: bool = True):
+def open_db(db: Path, read_only: bool = True, hold: bool = True):
+    """The results store; ``hold=False`` (the commands that run on nodes
+    for minutes) locks it only while writing, so others can read it."""
     from oddnode.store import open_store
 
-    return open_store(db, read_only=read_only)
+    return open_store(db, read_only=read_only, hold=hold)
 
 
 # -- the nodes ---------------------------------------------------------------

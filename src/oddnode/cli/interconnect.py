@@ -72,7 +72,7 @@ def network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanou
     with user_errors(), testbed_errors():
         target = selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
         groups = read_topology(topology, testbed)
-        with open_db(db, read_only=False) as store:
+        with open_db(db, read_only=False, hold=False) as store:
             save_topology(store, groups)
             yield target, store
 

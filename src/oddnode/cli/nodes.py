@@ -56,7 +56,7 @@ def inventory_command(
 
     with user_errors(), testbed_errors():
         target = selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
-        with open_db(db, read_only=False) as store:
+        with open_db(db, read_only=False, hold=False) as store:
             result = collect_inventory(store, target, timeout, command_line())
             dataset = store.load_dataset()
         inform(summaries.inventory_line(result, target, db))
