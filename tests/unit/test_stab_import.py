@@ -137,6 +137,8 @@ def test_table_export_has_every_table(store, tmp_path, fmt):
     assert n == 10  # 7 values + 3 failed runs
     facts = con.execute(f"SELECT count(*) FROM {reader}('{out / ('facts.' + fmt)}')").fetchone()[0]
     assert facts == 2
+    declared = con.execute(f"SELECT count(*) FROM {reader}('{out / ('run_nodes.' + fmt)}')").fetchone()[0]
+    assert declared == store.con.execute("SELECT count(*) FROM run_nodes").fetchall()[0][0] > 0
     assert json.loads((out / "schema.json").read_text())["schema_version"] == SCHEMA_VERSION
     with pytest.raises(ExportError, match="unknown export format"):
         export_tables(store, out, "xml")

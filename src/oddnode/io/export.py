@@ -16,6 +16,7 @@ TABLE_FORMATS = {"csv": "(FORMAT csv, HEADER true)", "parquet": "(FORMAT parquet
 # The exported tables; the same columns in every format.
 EXPORTED_TABLES = {
     "runs": "SELECT * FROM runs ORDER BY id",
+    "run_nodes": "SELECT * FROM run_nodes ORDER BY run_id, position",
     "results": "SELECT * FROM results ORDER BY run_id, benchmark, metric, label, repetition",
     "best": "SELECT * FROM best ORDER BY benchmark, metric, label",
     "facts": "SELECT * FROM facts ORDER BY run_id, node, key",
