@@ -143,3 +143,14 @@ def test_best_of_widening_matches_simulated_tail():
         exceed_normal += int(np.count_nonzero(top > normal))
     assert exceed_widened / replicates <= 1.5 * alpha / 2
     assert exceed_normal / replicates > 3 * alpha / 2  # the normal threshold alone would cry wolf
+
+
+def test_median_is_numpy_s_to_the_last_bit():
+    from oddnode.stats.robust import median
+
+    rng = np.random.default_rng(11)
+    for n in (1, 2, 3, 10, 11, 1000, 1001):
+        x = rng.lognormal(3, 1, n)
+        assert median(x) == float(np.median(x)), n
+    assert median(np.array([3, 1, 2, 2])) == 2.0 and median(np.array([7])) == 7.0
+    assert np.isnan(median(np.array([]))) and np.isnan(median(np.array([1.0, np.nan, 2.0])))

@@ -13,6 +13,7 @@ from oddnode.findings.registry import Sensitivity, first_few, rule
 from oddnode.model import Dataset, Finding, LabelKind, Series, Severity
 from oddnode.nodes import fold
 from oddnode.stats.distribution import normality
+from oddnode.stats.robust import median
 
 # How many nodes a message spells out before "and N more"; the evidence lists all.
 MESSAGE_NODES = 5
@@ -254,7 +255,7 @@ def shape(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
         # The best of several runs is skewed towards the better side and not
         # normal even on identical nodes (the maximum of R normals); only a
         # tail on the worse side says something then.
-        best_of_runs = np.median(series.repetitions) > 1
+        best_of_runs = median(series.repetitions) > 1
         skew_side = HIGH if result.skewness > 0 else LOW
         if best_of_runs and skew_side != bad_side(series):
             continue

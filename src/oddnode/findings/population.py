@@ -20,6 +20,7 @@ from oddnode.stats.robust import (
     MIN_OUTLIER_SAMPLE,
     RobustScale,
     best_of_widening,
+    median,
     outlier_threshold,
     robust_scale,
 )
@@ -224,7 +225,7 @@ def judge_outliers(
     empty = np.empty(0, dtype=np.intp)
     scale = robust_scale(x)
     threshold = outlier_threshold(n, sensitivity.alpha)
-    repetitions = int(np.median(series.repetitions[indices])) if n else 1
+    repetitions = int(median(series.repetitions[indices])) if n else 1
     better_threshold = threshold * best_of_widening(repetitions, n, sensitivity.alpha)
     if n < MIN_OUTLIER_SAMPLE or not math.isfinite(threshold):
         return JudgedGroup(mode, n, scale, threshold, better_threshold, empty, empty)

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from oddnode.model import Series
+from oddnode.stats.robust import median
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ def describe_values(values: np.ndarray) -> Description:
         high=high,
         variability_pct=variability,
         mean=float(values.mean()),
-        median=float(np.median(values)),
+        median=median(values),
         std=float(values.std(ddof=1)) if n > 1 else 0.0,
     )
 

@@ -11,6 +11,8 @@ import diptest
 import numpy as np
 from scipy import special, stats
 
+from oddnode.stats.robust import median
+
 # A "whole" histogram has one bin per integer; past this many bins the data are
 # counts over a range too wide to draw one bar per value.
 MAX_WHOLE_BINS = 100_000
@@ -265,7 +267,7 @@ def normality(values) -> Normality:
     # Every statistic here is shift-invariant; centring on the median first
     # keeps scipy's moments clear of cancellation when the values are large
     # (e.g. 1e5 MB/s that differ in the last digits).
-    centred = array - np.median(array)
+    centred = array - median(array)
 
     moments = _Moments.of(centred)
     skewness, kurtosis = moments.skewness(), moments.kurtosis()

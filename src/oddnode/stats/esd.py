@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from oddnode.stats.robust import median
 from oddnode.stats.tables import load_table
 
 # The test runs on populations of MIN_N to MAX_N values; above MAX_N the
@@ -120,7 +121,7 @@ def low_outliers(values: np.ndarray, alpha: float) -> EsdResult:
     order = np.argsort(x, kind="stable")
     # Centred on the median, so that large values with a small spread keep
     # their precision in the means and standard deviations.
-    ascending = x[order] - np.median(x)
+    ascending = x[order] - median(x)
     statistics = step_statistics(ascending, steps)
     critical = critical_values(n, nominal_level(n, alpha), steps)
     exceeded = np.flatnonzero(statistics > critical)

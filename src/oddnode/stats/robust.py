@@ -48,17 +48,32 @@ class RobustScale:
     sigma: float  # 1.4826·MAD, or 1.2533·mean absolute deviation when the MAD is 0
 
 
+def median(values: np.ndarray) -> float:
+    """The median of a 1-D array, as ``np.median`` gives it (NaN if any
+    value is NaN), from one partition: several times faster than np.median
+    on arrays of thousands, which asks for two order statistics at once."""
+    x = np.asarray(values, dtype=np.float64)
+    n = x.size
+    if n == 0 or np.isnan(x).any():
+        return float("nan")
+    half = n // 2
+    part = np.partition(x, half)
+    if n % 2:
+        return float(part[half])
+    return float((part[:half].max() + part[half]) / 2)
+
+
 def robust_scale(values: np.ndarray) -> RobustScale:
     """Median, MAD and the σ estimate that modified z-scores divide by."""
     x = np.asarray(values, dtype=np.float64)
     if x.size == 0:
         nan = float("nan")
         return RobustScale(nan, nan, nan)
-    median = float(np.median(x))
-    deviation = np.abs(x - median)
-    mad = float(np.median(deviation))
+    centre = median(x)
+    deviation = np.abs(x - centre)
+    mad = median(deviation)
     sigma = MAD_TO_SIGMA * mad if mad > 0 else MEAN_AD_TO_SIGMA * float(deviation.mean())
-    return RobustScale(median, mad, sigma)
+    return RobustScale(centre, mad, sigma)
 
 
 def modified_z(values: np.ndarray) -> np.ndarray:
