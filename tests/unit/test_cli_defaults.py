@@ -51,3 +51,11 @@ def test_the_store_synth_and_testbed_defaults_are_their_modules():
     assert str(default("stats", option="db")) == DEFAULT_PATH
     assert (default("synth", option="nodes"), default("synth", option="seed")) == (CASE_STUDY_NODES, DEFAULT_SEED)
     assert default("testbed", "up", option="nodes") == DEFAULT_NODES
+
+
+def test_stab_s_names_are_hidden_aliases_of_the_plain_ones():
+    commands = typer.main.get_command(app).commands
+    for stab, plain in (("anal", "stats"), ("dplot", "dist"), ("cplot", "correlate"), ("xcommon", "common")):
+        assert commands[stab].callback.__wrapped__ is commands[plain].callback.__wrapped__, stab
+        assert commands[stab].hidden, stab
+        assert not commands[plain].hidden

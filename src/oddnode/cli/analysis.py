@@ -81,9 +81,10 @@ def stats_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
     wide: WideOption = False,
 ) -> None:
-    """Descriptive statistics per benchmark metric (STAB's anal): n, low, high,
-    %variability, mean, median, std dev; a benchmark with several metrics (a
-    pair pattern's message sizes) gets a row for each."""
+    """Descriptive statistics per benchmark metric (STAB's anal).
+
+    n, low, high, %variability, mean, median, std dev; a benchmark with
+    several metrics (a pair pattern's message sizes) gets a row for each."""
     from oddnode.report.terminal import print_stats
     from oddnode.stats.describe import describe
 
@@ -118,8 +119,10 @@ def dist_command(
     plot: Annotated[Optional[Path], typer.Option(help="Write the histogram to a .png or .svg file.")] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Distribution of one benchmark (STAB's dplot): text histogram, chi-squared
-    fit to the normal, normality, skew and dip tests."""
+    """Distribution of one benchmark (STAB's dplot).
+
+    A text histogram, the chi-squared fit to the normal, normality, skew
+    and dip tests."""
     from oddnode.report.terminal import distribution_table
     from oddnode.report.text_histogram import text_histogram
     from oddnode.stats.distribution import chi_squared_normal, dip_test, normality
@@ -321,6 +324,9 @@ def synth_command(
     inform(f"wrote {out}: {nodes} nodes, {len(truth.findings)} planted faults (ground truth in {out / 'truth.json'})")
 
 
+STAB_ALIASES = {"anal": stats_command, "dplot": dist_command, "cplot": correlate_command, "xcommon": common_command}
+
+
 def register(app: typer.Typer) -> None:
     """The statistics commands in their panel; analyze among the first commands."""
     for name, command in (("export", export_command), ("stats", stats_command), ("dist", dist_command),
@@ -329,3 +335,6 @@ def register(app: typer.Typer) -> None:
         app.command(name, rich_help_panel=RESULTS_PANEL)(command)
     app.command("analyze")(analyze_command)
     app.command("synth", rich_help_panel=RESULTS_PANEL)(synth_command)
+    # STAB's own names, for its users' fingers: hidden from the help.
+    for name, command in STAB_ALIASES.items():
+        app.command(name, hidden=True)(command)

@@ -209,7 +209,9 @@ def check_command(
     alpha: AlphaOption = DEFAULT_ALPHA,
     min_effect: MinEffectOption = DEFAULT_MIN_EFFECT,
 ) -> None:
-    """The production-readiness check: diagnostics (inventory, consistency,
+    """The production-readiness check: diagnostics, then memory, compute, disk and the interconnect.
+
+    Diagnostics (inventory, consistency,
     expectations), then memory, compute and disk benchmarks, R runs per node,
     then the interconnect (ping-pong pair patterns, bisection), each stage
     judged across nodes before the next; a stage with warnings

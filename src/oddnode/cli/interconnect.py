@@ -139,7 +139,9 @@ def pairs_command(
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Ping-pong between pairs of nodes in STAB's patterns; store every pair's
+    """Ping-pong between pairs of nodes in STAB's patterns; the nodes and uplinks behind slow pairs.
+
+    Store every pair's
     latency and bandwidth per message size, then name the node or group
     common to the slow pairs, and oversubscribed uplinks (sorted against
     shuffled)."""
@@ -176,7 +178,9 @@ def bisection_command(
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Bisection bandwidth: the cut pairs (node i with node i+N/2) stream all at
+    """Bisection bandwidth: the cut pairs streaming at once against each alone.
+
+    The cut pairs (node i with node i+N/2) stream all at
     once, then each alone; demonstrated = the sum of the pairs' bandwidths,
     next to N/2 × the median pair alone (full bisection)."""
     from oddnode.interconnect.bisection import run_bisection
@@ -211,7 +215,9 @@ def matrix_command(
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Every ordered pair, in rounds of disjoint pairs: bandwidth and latency per
+    """Every ordered pair's bandwidth and latency; slow pairs retested to tell contention from a bad link.
+
+    Every ordered pair, in rounds of disjoint pairs: bandwidth and latency per
     pair (heatmaps in the HTML report); slow pairs are retested with half as
     many pairs at once, then half again, to tell contention from a bad link."""
     from oddnode.interconnect.matrix import MATRIX_SIZES, run_matrix

@@ -48,8 +48,10 @@ def inventory_command(
     timeout: TimeoutOption = PROBE_TIMEOUT, testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
     snapshot: Annotated[Optional[Path], typer.Option(help="Write an expectations file from the majority values.")] = None,
 ) -> None:
-    """Collect every node's facts (CPU, memory, BIOS, kernel, NICs, GPUs, disks,
-    libraries, processes) and print every fact whose value differs between nodes."""
+    """Collect every node's facts and print those that differ between nodes.
+
+    The facts: CPU, memory, BIOS, kernel, NICs, GPUs, disks, libraries,
+    processes."""
     from oddnode.check import collect_inventory
     from oddnode.findings import find_all
     from oddnode.report.terminal import findings_by_nodes
