@@ -4,10 +4,10 @@ options, the series it stores, and ``run``.
 A step's options are a frozen dataclass whose defaults are the step's
 defaults: a plan, the command line and a plan file all build them through
 ``make_options``, which refuses an option the step does not have and turns
-text (``--set memory.threads=1``) into the field's type.  A step registers
-itself with ``@register_step`` in its own module; ``benchmarks.catalog``
-imports those modules, one line each, and ``check`` runs the registered
-steps of each stage in order.
+text (``--set memory.threads=1``) into the field's type.  A step lives in
+its own module and is registered (``register_step``) by naming its class
+in ``benchmarks.catalog``; ``check`` runs the registered steps of each
+stage in that order.
 
 Node benchmarks (one spec run on every node at once, R times) need only
 their spec: ``NodeBenchmark.run`` repeats it, resumes it and records it.
@@ -138,7 +138,7 @@ STEPS: Registry[Step] = Registry("step")
 
 
 def register_step(cls: type[Step]) -> type[Step]:
-    """Class decorator: make a step available to checks by its name."""
+    """Make a step available to checks by its name."""
     if cls.stage not in STAGES:
         raise ValueError(f"step {cls.name!r}: unknown stage {cls.stage!r} (stages: {', '.join(STAGES)})")
     if not (dataclasses.is_dataclass(cls.options) and cls.options.__dataclass_params__.frozen):

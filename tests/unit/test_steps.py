@@ -156,3 +156,13 @@ def test_a_registered_step_joins_a_check_and_is_judged_with_its_stage(store, lat
     (stage,) = [s for s in result.stages if s.name == "memory"]
     assert stage.notes == ["latency-probe: 8 nodes probed"] and stage.owns("latency-probe.load")
     assert {(f.kind, f.nodes) for f in stage.blocking} == ({("outlier", "node03")} if slow_node else set())
+
+
+def test_steps_run_in_the_catalog_s_order_whatever_was_imported_first():
+    import subprocess
+    import sys
+
+    code = ("import oddnode.interconnect.switchbench, oddnode.kernels.disk; "
+            "from oddnode.benchmarks import catalog; print(','.join(catalog.STEPS.names()))")
+    names = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert names.split(",") == [step.name for step in catalog.CATALOG]

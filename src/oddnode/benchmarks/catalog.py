@@ -3,25 +3,32 @@ it is ruled out, later anomalies cannot be blamed on it), then the
 processor, then the disk, then the interconnect (ping-pong patterns and
 bisection bandwidth, between pairs of nodes rather than on each node).
 
-A step lives in its own module and registers itself there
-(``@register_step``); importing the module is its one registration here.
-Within a stage, steps run in the order of these imports.
+A step lives in its own module; naming its class in ``CATALOG`` is its one
+registration.  Within a stage, steps run in the order named here.
 """
 
 from __future__ import annotations
 
-# Importing a step's module registers it: one line per module, in the order they run.
-from oddnode.kernels import memory  # noqa: F401, I001
-from oddnode.kernels import dgemm  # noqa: F401
-from oddnode.benchmarks import hpl  # noqa: F401
-from oddnode.kernels import disk  # noqa: F401
-from oddnode.interconnect import pairs  # noqa: F401
-from oddnode.interconnect import bisection  # noqa: F401
-from oddnode.interconnect import matrix  # noqa: F401
-from oddnode.interconnect import switchbench  # noqa: F401
-from oddnode.steps import STAGES, STEPS, Step, series_stage, steps_of
+from oddnode.benchmarks.hpl import HplStep
+from oddnode.interconnect.bisection import BisectionStep
+from oddnode.interconnect.matrix import MatrixStep
+from oddnode.interconnect.pairs import PairsStep
+from oddnode.interconnect.switchbench import AllToAllStep, ChainStep, StreamsStep
+from oddnode.kernels.dgemm import DgemmStep
+from oddnode.kernels.disk import DiskStep
+from oddnode.kernels.memory import MemoryStep
+from oddnode.steps import STAGES, STEPS, Step, register_step, series_stage, steps_of
 
-__all__ = ["STAGES", "STEPS", "get_step", "series_stage", "stage_of", "steps_of"]
+__all__ = ["CATALOG", "STAGES", "STEPS", "get_step", "series_stage", "stage_of", "steps_of"]
+
+CATALOG = (
+    MemoryStep,  # memory
+    DgemmStep, HplStep,  # compute
+    DiskStep,  # disk
+    PairsStep, BisectionStep, MatrixStep, ChainStep, StreamsStep, AllToAllStep,  # interconnect
+)
+for _step in CATALOG:
+    register_step(_step)
 
 
 def get_step(name: str) -> Step:

@@ -12,7 +12,7 @@ from oddnode.kernels.jobs import parse_tool_output, tool_argv
 from oddnode.model import Direction
 from oddnode.parsers.base import ParsedOutput, ParseError
 from oddnode.parsers.hpcc import parse_hpcc
-from oddnode.steps import NodeBenchmark, register_step
+from oddnode.steps import NodeBenchmark
 
 # HPL's problem size.  It must be one number for all nodes (one argv runs
 # everywhere), so it cannot follow each node's memory; 10000 (800 MB of
@@ -166,7 +166,6 @@ class HplOptions:
     timeout: float = DEFAULT_HPL_TIMEOUT
 
 
-@register_step
 class HplStep(NodeBenchmark):
     """HPL through the node's ``hpcc``.
 

@@ -40,7 +40,7 @@ from oddnode.interconnect.pingpong import parse_stream_run, pingpong_serve_argv
 from oddnode.model import Direction, LabelKind
 from oddnode.nodes import fold
 from oddnode.runner import DEFAULT_REPETITIONS, new_target_run, prepare
-from oddnode.steps import Step, StepContext, StepOutcome, register_step
+from oddnode.steps import Step, StepContext, StepOutcome
 from oddnode.store import ResultBatch, Store
 from oddnode.transport.base import NodeResult, Target
 from oddnode.units import canonical_unit
@@ -214,7 +214,6 @@ def run_bisection(
     return summary
 
 
-@register_step
 class BisectionStep(Step):
     """Bisection bandwidth: the cut pattern's pairs streaming at once, then
     each alone, R times."""

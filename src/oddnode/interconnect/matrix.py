@@ -42,7 +42,7 @@ from oddnode.interconnect.patterns import PairPlan, is_disjoint, ordered_rounds,
 from oddnode.interconnect.pingpong import pingpong_serve_argv
 from oddnode.model import Direction, LabelKind
 from oddnode.runner import new_target_run, prepare
-from oddnode.steps import Step, StepContext, StepOutcome, register_step
+from oddnode.steps import Step, StepContext, StepOutcome
 from oddnode.store import ResultBatch, Store
 from oddnode.transport.base import NodeResult, Target
 from oddnode.units import canonical_unit
@@ -237,7 +237,6 @@ class MatrixOptions(PingPongOptions):
     retest: bool = True
 
 
-@register_step
 class MatrixStep(Step):
     """Every ordered pair of nodes in rounds of disjoint pairs, the slow ones
     retested at halving concurrency: a bad link told from contention."""

@@ -44,7 +44,7 @@ from oddnode.kernels.jobs import start_option, with_runner_options
 from oddnode.model import Direction, LabelKind
 from oddnode.parsers.base import ParsedOutput, ParseError
 from oddnode.runner import DEFAULT_REPETITIONS, new_target_run, prepare, start_lead
-from oddnode.steps import Step, StepContext, StepOutcome, register_step
+from oddnode.steps import Step, StepContext, StepOutcome
 from oddnode.store import ResultBatch, Store
 from oddnode.transport.base import NodeResult, NodeStatus, Target
 from oddnode.units import canonical_unit
@@ -440,7 +440,6 @@ class PairsOptions(PingPongOptions):
         check_patterns(self.patterns, "check's pair patterns")
 
 
-@register_step
 class PairsStep(Step):
     """Ping-pong in each of the check's pair patterns, R times; each pattern
     is recorded with the check once it has finished, so a resumed check runs

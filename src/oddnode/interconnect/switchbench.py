@@ -105,7 +105,7 @@ from oddnode.model import Direction, LabelKind
 from oddnode.nodes import fold
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
 from oddnode.runner import DEFAULT_REPETITIONS, new_target_run, prepare, start_lead
-from oddnode.steps import Step, StepContext, StepOutcome, register_step
+from oddnode.steps import Step, StepContext, StepOutcome
 from oddnode.store import ResultBatch, Store
 from oddnode.transport.base import NodeResult, NodeStatus, Target
 from oddnode.units import canonical_unit
@@ -879,7 +879,6 @@ def run_alltoall(
 # -- as steps of a check's interconnect stage ------------------------------------------
 
 
-@register_step
 class ChainStep(Step):
     """Switchbench's daisy chain: where the switch stops scaling."""
 
@@ -916,7 +915,6 @@ class StreamsOptions(StreamOptions):
         check_patterns(self.patterns, "streams' pair patterns")
 
 
-@register_step
 class StreamsStep(Step):
     """Switchbench's pairwise streaming: every pair of a pattern streaming
     both ways at once."""
@@ -935,7 +933,6 @@ class StreamsStep(Step):
             command=context.step_command(step), on_progress=context.progress(step)))
 
 
-@register_step
 class AllToAllStep(Step):
     """Switchbench's all-to-all: every node exchanging with every other."""
 

@@ -14,7 +14,7 @@ from oddnode.kernels.jobs import DEFAULT_TIMEOUT, runner_argv
 from oddnode.kernels.output import RESULT_LINE, VALIDATION_FAILED, VALIDATION_OK, number, read_kernel_output
 from oddnode.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
-from oddnode.steps import NodeBenchmark, register_step
+from oddnode.steps import NodeBenchmark
 from oddnode.units import canonical_unit
 
 COMPUTE_STAGE = "compute"
@@ -181,7 +181,6 @@ class DgemmOptions:
     blas: str | None = None
 
 
-@register_step
 class DgemmStep(NodeBenchmark):
     """The DGEMM kernel (GFLOP/s of C = A B, product checked) on every node."""
 

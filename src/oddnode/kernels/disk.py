@@ -28,7 +28,7 @@ from oddnode.kernels.output import number, read_kernel_output, whole
 from oddnode.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, json_document
 from oddnode.parsers.fio import parse_fio
-from oddnode.steps import NodeBenchmark, register_step
+from oddnode.steps import NodeBenchmark
 from oddnode.transport.base import python_command
 from oddnode.units import canonical_unit
 
@@ -389,7 +389,6 @@ class DiskOptions:
     timeout: float = DEFAULT_TIMEOUT
 
 
-@register_step
 class DiskStep(NodeBenchmark):
     """Sequential write and read bandwidth of one directory on every node."""
 

@@ -16,7 +16,7 @@ from oddnode.kernels.jobs import runner_argv
 from oddnode.kernels.output import RESULT_LINE, VALIDATION_FAILED, VALIDATION_OK, number, read_kernel_output
 from oddnode.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, register_parser
-from oddnode.steps import NodeBenchmark, register_step
+from oddnode.steps import NodeBenchmark
 from oddnode.units import canonical_unit
 
 MEMORY_STAGE = "memory"
@@ -243,7 +243,6 @@ class MemoryOptions:
     min_loop_seconds: float = 0.0
 
 
-@register_step
 class MemoryStep(NodeBenchmark):
     """The memory kernel's copy, scale, add and triad bandwidths on every node."""
 
