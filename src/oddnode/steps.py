@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -113,7 +114,7 @@ class StepOutcome:
     notes: list[str] = field(default_factory=list)
 
 
-class Step:
+class Step(ABC):
     """One step of a check.  Subclasses set the class attributes and ``run``."""
 
     name: ClassVar[str]
@@ -124,8 +125,9 @@ class Step:
     min_nodes: ClassVar[int] = 1
     summary: ClassVar[str] = ""  # one line for help texts
 
+    @abstractmethod
     def run(self, context: StepContext, options: Any) -> StepOutcome:
-        raise NotImplementedError
+        """Run the step with its options, recorded through the context."""
 
     def already_done(self) -> StepOutcome:
         return StepOutcome(notes=[f"{self.name}: finished by an earlier, interrupted invocation"])
@@ -264,8 +266,9 @@ def _boolean(value: Any) -> bool:
 class NodeBenchmark(Step):
     """A step that runs one benchmark spec on every node at once, R times."""
 
+    @abstractmethod
     def spec(self, options: Any) -> BenchmarkSpec:
-        raise NotImplementedError
+        """The argv, parser and series of the benchmark these options make."""
 
     def check(self, options: Any) -> None:
         self.spec(options)
