@@ -187,3 +187,26 @@ def test_bulk_parse_reads_what_the_line_reader_reads(store, tmp_path, text):
     rows = store.con.execute("SELECT label, value, raw_ref FROM results ORDER BY label").fetchall()
     assert rows == [("node001", 2077.5, f"{path}:2"), ("node002", 2069.0, f"{path}:4"),
                     ("node003", 1500.0, f"{path}:6")]
+
+
+def test_a_series_of_several_metrics_exports_and_imports_back_as_it_was(store, tmp_path, tmp_path_factory):
+    from oddnode.model import LabelKind
+    from oddnode.store import ResultBatch, open_store
+
+    batch = ResultBatch()
+    for i, (pair, latency) in enumerate((("node01-node02", 6.1), ("node03-node04", 6.4), ("node05-node06", 9.8))):
+        batch.add("pingpong.cut", pair, latency, metric="latency.0", unit="us", direction="lower",
+                  label_kind=LabelKind.PAIR)
+        batch.add("pingpong.cut", pair, 100.0 - i, metric="bandwidth.65536", unit="MB/s", label_kind=LabelKind.PAIR)
+    with store.transaction():
+        store.add_results(store.new_run("oddnode pairs"), batch)
+    out = tmp_path / "exported"
+    export_plot_files(store, out)
+    assert (out / "plot.pingpong.cut:latency.0").is_file()
+    with open_store(tmp_path_factory.mktemp("again") / "s.duckdb") as again:
+        import_stab(again, [out])
+        after = {(s.benchmark, s.metric): (list(s.labels), list(s.values), s.unit, s.direction, s.label_kind)
+                 for s in again.load_series()}
+    before = {(s.benchmark, s.metric): (list(s.labels), list(s.values), s.unit, s.direction, s.label_kind)
+              for s in store.load_series()}
+    assert after == before and ("pingpong.cut", "latency.0") in after

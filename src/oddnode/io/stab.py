@@ -119,6 +119,14 @@ def _data_lines(path: Path) -> Iterator[tuple[int, str]]:
             yield number, line
 
 
+def series_of(name: str) -> tuple[str, str]:
+    """(benchmark, metric) of a plot file's series name: ``c.ppc64`` is the
+    benchmark's one value, ``pingpong.cut:bandwidth.65536`` one metric of
+    it, as ``oddnode export plot`` names a benchmark with several."""
+    benchmark, colon, metric = name.rpartition(":")
+    return (benchmark, metric) if colon and benchmark and metric else (name, DEFAULT_METRIC)
+
+
 def benchmark_from_filename(path: Path) -> str:
     name = path.name
     if not name.startswith(PLOT_PREFIX) or len(name) == len(PLOT_PREFIX):
@@ -343,7 +351,8 @@ def _result_rows(con: duckdb.DuckDBPyConnection, data: StabInput, units: dict[st
     their unit, direction, label kind and ``path:line``) and the failed runs."""
     con.register("_plot_meta", {
         "file": np.arange(len(data.plots), dtype=np.int32),
-        "benchmark": np.array([p.benchmark for p in data.plots], dtype=object),
+        "benchmark": np.array([series_of(p.benchmark)[0] for p in data.plots], dtype=object),
+        "metric": np.array([series_of(p.benchmark)[1] for p in data.plots], dtype=object),
         "unit": np.array([units[p.benchmark][0] for p in data.plots], dtype=object),
         "direction": np.array([units[p.benchmark][1].value for p in data.plots], dtype=object),
         # raw_ref is this prefix and the line number.
@@ -362,7 +371,7 @@ def _result_rows(con: duckdb.DuckDBPyConnection, data: StabInput, units: dict[st
             "label_kind": np.array([kind.value for kind in kinds.values()], dtype=object),
         })
     query = f"""
-        SELECT m.benchmark, '{DEFAULT_METRIC}' AS metric, m.unit, m.direction, r.label, {kind_column} AS label_kind,
+        SELECT m.benchmark, m.metric, m.unit, m.direction, r.label, {kind_column} AS label_kind,
                {repetition} AS repetition, r.value, true AS valid, NULL::VARCHAR AS parameters,
                m.ref_prefix || r.line AS raw_ref
         FROM {ROWS_TABLE} r JOIN _plot_meta m USING (file) {join_kinds}
@@ -372,8 +381,9 @@ def _result_rows(con: duckdb.DuckDBPyConnection, data: StabInput, units: dict[st
         for run in data.failures:
             origin = run.source or FAILED_FILE
             bench_unit, bench_direction = units[run.benchmark]
+            bench, metric = series_of(run.benchmark)
             failed.add(
-                run.benchmark, run.label, None, unit=bench_unit, direction=bench_direction,
+                bench, run.label, None, metric=metric, unit=bench_unit, direction=bench_direction,
                 label_kind=kinds[run.label], repetition=run.run, valid=False,
                 parameters={"arch": run.arch}, raw_ref=f"{origin}:{run.line}",
             )
