@@ -45,6 +45,32 @@ def oddnode(*args, cwd, check=True, env=None) -> subprocess.CompletedProcess:
     return result
 
 
+def invoke(*args):
+    """The command line in this process (typer's runner, 80 columns); the
+    result's ``text`` is its output unwrapped, for matching phrases."""
+    from typer.testing import CliRunner
+
+    from oddnode.cli import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    result.text = " ".join(result.output.split())
+    return result
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    """Make the node commands run on a scripted cluster: returns the setter
+    ``use(transport, nodes)``."""
+    from oddnode.cli import interconnect
+    from oddnode.transport.base import Target
+
+    def use(transport, nodes):
+        monkeypatch.setattr(interconnect, "selected_target", lambda *args: Target(list(nodes), transport))
+        return transport
+
+    return use
+
+
 def pytest_collection_modifyitems(items):
     """Mark every test with its tier, the directory it lives in."""
     for item in items:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import oddnode, write
+from conftest import invoke, oddnode, write
 
 
 @pytest.fixture(scope="module")
@@ -118,29 +118,6 @@ def test_testbed_without_root_says_so_in_one_line(monkeypatch, tmp_path):
 
 
 # -- interconnect commands on scripted clusters -------------------------------
-
-
-@pytest.fixture
-def scripted(monkeypatch):
-    """Make the commands run on a scripted cluster: returns the setter."""
-    from oddnode.cli import interconnect
-    from oddnode.transport.base import Target
-
-    def use(transport, nodes):
-        monkeypatch.setattr(interconnect, "selected_target", lambda *args: Target(list(nodes), transport))
-        return transport
-
-    return use
-
-
-def invoke(*args):
-    from typer.testing import CliRunner
-
-    from oddnode.cli import app
-
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    result.text = " ".join(result.output.split())  # unwrapped from the runner's 80 columns
-    return result
 
 
 def test_matrix_command_names_the_bad_link_and_stores_the_topology(scripted, tmp_path):

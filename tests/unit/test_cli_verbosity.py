@@ -9,18 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner
 
-from conftest import write
-from oddnode.cli import app, common
+from conftest import invoke, write
+from oddnode.cli import common
 from oddnode.runner import RunSummary
-from oddnode.transport.base import Target
-
-
-def invoke(*args):
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    result.text = " ".join(result.output.split())
-    return result
 
 
 @pytest.fixture
@@ -57,17 +49,6 @@ def test_quiet_import_says_nothing(store, tmp_path):
 def test_quiet_and_verbose_together_is_an_error(store):
     result = invoke("-q", "-v", "analyze", "--db", store)
     assert result.exit_code == 2 and "give one" in result.text
-
-
-@pytest.fixture
-def scripted(monkeypatch):
-    from oddnode.cli import interconnect
-
-    def use(transport, nodes):
-        monkeypatch.setattr(interconnect, "selected_target", lambda *args: Target(list(nodes), transport))
-        return transport
-
-    return use
 
 
 def run_pairs(level, tmp_path, down=()):

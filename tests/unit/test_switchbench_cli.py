@@ -6,33 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import invoke
 from oddnode.store import open_store
-from oddnode.transport.base import Target
 from test_switchbench_runner import NODES, PORT, TWELVE, SwitchCluster, option
 
 FAST = ["--message-size", 65536, "--seconds", 0.3, "--port", PORT]
-
-
-@pytest.fixture
-def scripted(monkeypatch):
-    """Make the commands run on a scripted cluster: returns the setter."""
-    from oddnode.cli import interconnect
-
-    def use(transport, nodes):
-        monkeypatch.setattr(interconnect, "selected_target", lambda *args: Target(list(nodes), transport))
-        return transport
-
-    return use
-
-
-def invoke(*args):
-    from typer.testing import CliRunner
-
-    from oddnode.cli import app
-
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    result.text = " ".join(result.output.split())  # unwrapped from the runner's 80 columns
-    return result
 
 
 def stored(db, benchmark):
