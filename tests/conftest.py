@@ -8,6 +8,7 @@ a virtual cluster of network namespaces; root, minutes).
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,20 @@ def oddnode(*args, cwd, check=True, env=None) -> subprocess.CompletedProcess:
         raise AssertionError(f"oddnode {' '.join(map(str, args))} exited {result.returncode}:\n"
                              f"{result.stdout}\n{result.stderr}")
     return result
+
+
+def openmp_problem(tmp: Path) -> str | None:
+    """Why our kernels cannot be built here (the node runner builds with
+    ``cc -fopenmp``), or None when they can."""
+    if shutil.which("cc") is None:
+        return "no 'cc' on PATH"
+    source = tmp / "omp_check.c"
+    source.write_text("#include <omp.h>\nint main(void){return omp_get_max_threads() > 0 ? 0 : 1;}\n")
+    built = subprocess.run(["cc", "-fopenmp", "-o", str(tmp / "omp_check"), str(source)],
+                           capture_output=True, text=True)
+    if built.returncode != 0:
+        return f"'cc -fopenmp' cannot build an OpenMP program: {built.stderr.strip()[:200]}"
+    return None
 
 
 def invoke(*args):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES as ALL_FIXTURES
+from conftest import openmp_problem
 from oddnode.benchmarks.hpl import HPCC_OUTPUT, HPL_THRESHOLD, hpcc_input, hpl_benchmark
 from oddnode.kernels.dgemm import COMPUTE_STAGE, dgemm_benchmark
 from oddnode.kernels.dgemm import BLAS_THREAD_VARIABLES, dgemm_kernel_argv, parse_dgemm_output
@@ -62,19 +63,6 @@ validation ok
 """
 
 
-def _openmp_problem(tmp: Path) -> str | None:
-    """Why the kernel cannot be built here, or None when `cc -fopenmp` works."""
-    if shutil.which("cc") is None:
-        return "no 'cc' on PATH"
-    source = tmp / "omp_check.c"
-    source.write_text("#include <omp.h>\nint main(void){return omp_get_max_threads() > 0 ? 0 : 1;}\n")
-    built = subprocess.run(["cc", "-fopenmp", "-o", str(tmp / "omp_check"), str(source)],
-                           capture_output=True, text=True)
-    if built.returncode != 0:
-        return f"'cc -fopenmp' cannot build an OpenMP program: {built.stderr.strip()[:200]}"
-    return None
-
-
 def _system_blas() -> str | None:
     """The first library of the kernel's list that this machine can load and
     that has dgemm_, found independently of the kernel; None if none."""
@@ -100,7 +88,7 @@ def _clean_env() -> dict[str, str]:
 def kernel_env(tmp_path_factory):
     """An environment whose build cache is private to this module's tests."""
     tmp = tmp_path_factory.mktemp("dgemm_kernel")
-    problem = _openmp_problem(tmp)
+    problem = openmp_problem(tmp)
     if problem:
         pytest.skip(f"the dgemm kernel needs a C compiler with OpenMP: {problem}")
     env = _clean_env()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import openmp_problem
 from oddnode.kernels.disk import (
     DISK_STAGE,
     disk_benchmark,
@@ -40,22 +41,11 @@ SERIES = ["disk.seq_read", "disk.seq_write"]
 needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
 
 
-def _compiler_problem(tmp: Path) -> str | None:
-    """Why the kernel cannot be built here (the runner builds with -fopenmp)."""
-    if shutil.which("cc") is None:
-        return "no 'cc' on PATH"
-    source = tmp / "omp_check.c"
-    source.write_text("#include <omp.h>\nint main(void){return omp_get_max_threads() > 0 ? 0 : 1;}\n")
-    built = subprocess.run(["cc", "-fopenmp", "-o", str(tmp / "omp_check"), str(source)],
-                           capture_output=True, text=True)
-    return None if built.returncode == 0 else f"'cc -fopenmp' fails: {built.stderr.strip()[:200]}"
-
-
 @pytest.fixture(scope="module")
 def node_env(tmp_path_factory):
     """An environment whose kernel build cache is private to this module."""
     tmp = tmp_path_factory.mktemp("disk_kernel")
-    problem = _compiler_problem(tmp)
+    problem = openmp_problem(tmp)
     if problem:
         pytest.skip(f"the disk kernel needs a C compiler: {problem}")
     return {**os.environ, "XDG_CACHE_HOME": str(tmp / "cache")}

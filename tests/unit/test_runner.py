@@ -6,15 +6,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
-import subprocess
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import duckdb
 import pytest
 
+from conftest import openmp_problem
 from oddnode.kernels.jobs import PREPARE_OPTION, RUNNER_VERSION, parse_tool_output
 from oddnode.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput
@@ -276,21 +274,8 @@ def test_store_upgrades_from_schema_2_with_raw_outputs_and_checks(tmp_path):
 # --- against the real kernel, on this machine ---------------------------------------
 
 
-def _openmp_problem(tmp: Path) -> str | None:
-    """Why the kernel cannot be built here, or None when `cc -fopenmp` works."""
-    if shutil.which("cc") is None:
-        return "no 'cc' on PATH"
-    source = tmp / "omp_check.c"
-    source.write_text("#include <omp.h>\nint main(void){return omp_get_max_threads() > 0 ? 0 : 1;}\n")
-    built = subprocess.run(["cc", "-fopenmp", "-o", str(tmp / "omp_check"), str(source)],
-                           capture_output=True, text=True)
-    if built.returncode != 0:
-        return f"'cc -fopenmp' cannot build an OpenMP program: {built.stderr.strip()[:200]}"
-    return None
-
-
 def test_local_node_runs_the_real_kernel_three_times(store, tmp_path, monkeypatch):
-    problem = _openmp_problem(tmp_path)
+    problem = openmp_problem(tmp_path)
     if problem:
         pytest.skip(f"the memory kernel needs a C compiler with OpenMP: {problem}")
     # The local transport inherits this process's environment: a private build cache.
