@@ -88,6 +88,33 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class SetRuns:
+    """Every valid repetition of one series of node sets (of its newest
+    run): the set rules read how sets varied from one repetition to the
+    next, which a set's best value hides.  Arrays aligned, one entry per
+    set and repetition, in label then repetition order."""
+
+    benchmark: str
+    metric: str
+    unit: str
+    direction: Direction
+    labels: np.ndarray  # object array of str: folded node sets
+    repetitions: np.ndarray  # int64; -1 where the source kept none
+    values: np.ndarray  # float64
+
+    @property
+    def name(self) -> str:
+        return self.benchmark if self.metric == DEFAULT_METRIC else f"{self.benchmark}:{self.metric}"
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.direction is Direction.HIGHER
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+@dataclass(frozen=True)
 class NodeStage:
     """A node that did not answer in a stage: unreachable, timeout or failed."""
 
@@ -110,6 +137,8 @@ class Dataset:
     # host file, a topology, a STAB ``nodes`` file), even one that left no
     # trace; in the order first declared.  Empty when none was recorded.
     declared_nodes: list[str] = field(default_factory=list)
+    # Every valid repetition of each series of node sets (label kind set).
+    set_runs: list[SetRuns] = field(default_factory=list)
 
     def by_name(self, name: str) -> Series:
         for s in self.series:

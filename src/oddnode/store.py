@@ -33,6 +33,7 @@ from oddnode.model import (
     LabelKind,
     NodeStage,
     Series,
+    SetRuns,
     Severity,
 )
 from oddnode.nodes import label_members
@@ -540,6 +541,24 @@ class Store:
             failures.append(Failure(benchmark, label, kind, repetition, label_members(label, kind)))
         return failures
 
+    def load_set_runs(self) -> list[SetRuns]:
+        """Every valid repetition of each set series' newest run."""
+        rows = self.con.execute("""
+            WITH latest AS (SELECT benchmark, metric, max(run_id) AS run_id FROM results
+                            WHERE label_kind = 'set' GROUP BY benchmark, metric)
+            SELECT r.benchmark, r.metric, any_value(r.unit), any_value(r.direction),
+                   list(r.label ORDER BY r.label, r.repetition),
+                   list(coalesce(r.repetition, -1) ORDER BY r.label, r.repetition),
+                   list(r.value ORDER BY r.label, r.repetition)
+            FROM results r JOIN latest USING (benchmark, metric, run_id)
+            WHERE r.valid AND r.value IS NOT NULL AND isfinite(r.value)
+            GROUP BY r.benchmark, r.metric ORDER BY 1, 2
+        """).fetchall()
+        return [SetRuns(benchmark=benchmark, metric=metric, unit=unit, direction=Direction(direction),
+                        labels=np.array(labels, dtype=object), repetitions=np.array(repetitions, dtype=np.int64),
+                        values=np.array(values, dtype=np.float64))
+                for benchmark, metric, unit, direction, labels, repetitions, values in rows]
+
     def load_facts(self) -> dict[str, dict[str, str]]:
         """Every node's facts from the latest run that reported it: key -> node -> value.
 
@@ -589,6 +608,7 @@ class Store:
             node_trouble=self.load_node_status(),
             benchmarks_with_results={(benchmark, metric) for benchmark, metric, _ in latest},
             declared_nodes=self.load_declared_nodes(),
+            set_runs=self.load_set_runs(),
         )
 
     def latest_check(self) -> tuple[int, str, dict[str, Any], dict[str, Any]] | None:
