@@ -213,6 +213,7 @@ def _restricted(dataset: Dataset, nodes: set[str], stages: set[str]) -> Dataset:
 
     return Dataset(
         series=series,
+        set_runs=[runs for runs in dataset.set_runs if catalog.series_stage(runs.benchmark) in stages],
         failures=[f for f in dataset.failures
                   if catalog.series_stage(f.benchmark) in stages and set(f.members) & nodes],
         facts=({key: {node: value for node, value in per_node.items() if node in nodes}

@@ -34,8 +34,9 @@ if TYPE_CHECKING:  # the finding rules load scipy: not for every command's start
 
 # The stages of a check after its diagnostics, in STAB's order: memory first
 # (if it is ruled out, later anomalies cannot be blamed on it), then the
-# processor, then the disk, then the interconnect.
-STAGES = ("memory", "compute", "disk", "interconnect")
+# processor, then the disk, then the interconnect between pairs, then
+# parallel benchmarks on sets of nodes (which any of those can slow).
+STAGES = ("memory", "compute", "disk", "interconnect", "sets")
 
 
 class StepObserver:

@@ -1,7 +1,8 @@
 """Every step a check can run, in STAB's order of stages: memory first (if
 it is ruled out, later anomalies cannot be blamed on it), then the
 processor, then the disk, then the interconnect (ping-pong patterns and
-bisection bandwidth, between pairs of nodes rather than on each node).
+bisection bandwidth, between pairs of nodes rather than on each node),
+then parallel benchmarks on sets of nodes and the scaling curve.
 
 A step lives in its own module; naming its class in ``CATALOG`` is its one
 registration.  Within a stage, steps run in the order named here.
@@ -17,6 +18,7 @@ from oddnode.interconnect.switchbench import AllToAllStep, ChainStep, StreamsSte
 from oddnode.kernels.dgemm import DgemmStep
 from oddnode.kernels.disk import DiskStep
 from oddnode.kernels.memory import MemoryStep
+from oddnode.sets.runner import ScaleStep, SetsStep
 from oddnode.steps import STAGES, STEPS, Step, register_step, series_stage, steps_of
 
 __all__ = ["CATALOG", "STAGES", "STEPS", "get_step", "series_stage", "stage_of", "steps_of"]
@@ -26,6 +28,7 @@ CATALOG = (
     DgemmStep, HplStep,  # compute
     DiskStep,  # disk
     PairsStep, BisectionStep, MatrixStep, ChainStep, StreamsStep, AllToAllStep,  # interconnect
+    SetsStep, ScaleStep,  # sets
 )
 for _step in CATALOG:
     register_step(_step)

@@ -24,6 +24,7 @@ from oddnode.findings import (  # noqa: F401
     missing,
     pairs,
     reachability,
+    sets,
     switchbench,
 )
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from oddnode.interconnect.switchbench import AllToAllRepetition, AllToAllRunSummary, ChainRunSummary
     from oddnode.inventory import InventoryResult
     from oddnode.runner import RunSummary
+    from oddnode.sets.runner import SetRunSummary
 
 # How many of a failed all-to-all's problems are quoted.
 ALLTOALL_PROBLEMS_SHOWN = 5
@@ -30,9 +31,11 @@ def dim_lines(notes: Iterable[str], indent: str = "") -> list[str]:
     return [f"{indent}[dim]{note}[/]" for note in notes]
 
 
-def stored_line(db: Path | str, run_id: int | None = None) -> str:
-    """Where a command's results are kept."""
-    return f"[dim]results stored in {db}" + (f" (run {run_id})" if run_id is not None else "") + "[/]"
+def stored_line(db: Path | str, *run_ids: int | None) -> str:
+    """Where a command's results are kept, and under which runs."""
+    ids = [str(run_id) for run_id in run_ids if run_id is not None]
+    runs = f" ({'runs' if len(ids) > 1 else 'run'} {', '.join(ids)})" if ids else ""
+    return f"[dim]results stored in {db}{runs}[/]"
 
 
 # -- imports -----------------------------------------------------------------
@@ -193,6 +196,27 @@ def alltoall_problem_lines(summary: AllToAllRunSummary) -> list[str]:
     """The first distinct problems of the repetitions, dimmed."""
     problems = dict.fromkeys(problem for r in summary.repetitions for problem in r.problems)
     return dim_lines(list(problems)[:ALLTOALL_PROBLEMS_SHOWN])
+
+
+# -- node sets ---------------------------------------------------------------
+
+
+def set_run_line(family: str, summary: SetRunSummary) -> str:
+    """An ordering's set runs: how many, and how many failed or were invalid."""
+    runs = len(summary.outcomes)
+    sets = len({label for _, label in summary.outcomes})
+    repetitions = len({repetition for repetition, _ in summary.outcomes})
+    bad = runs - summary.count("ok")
+    trouble = (f"; [red]{summary.count('failed')} failed, {summary.count('invalid')} invalid[/]" if bad else "")
+    return (f"{family} {summary.ordering}: {runs} set runs ({sets} distinct sets, {repetitions} repetitions), "
+            f"run {summary.run_id}{trouble}")
+
+
+def no_set_findings(kinds: Sequence[str]) -> str:
+    """What a set command says when none of its findings was made."""
+    if "scaling-loss" in kinds:
+        return "No scaling loss: the shuffled curve keeps up with the sorted one."
+    return "No node is common to the slow or failed sets, and shuffled sets vary no more than sorted ones."
 
 
 # -- the check ---------------------------------------------------------------

@@ -1,0 +1,666 @@
+"""Rules on sets of nodes: STAB's parallel runs on every set of K nodes in
+sorted and shuffled order, and SCAB's scaling curves.
+
+- ``weak-set-member``: the node common to the slow or failed sets across
+  reshuffles, far above what chance puts there;
+- ``set-contention``: shuffled sets far more variable than sorted ones
+  (sets within one switch vary little, sets across switches contend for the
+  links between them);
+- ``scaling-loss``: the shuffled curve falls with the node count while the
+  sorted one holds: oversubscribed uplinks, named from a topology.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats
+
+from oddnode.findings.population import analyse
+from oddnode.findings.registry import Sensitivity, first_few, rule
+from oddnode.model import Dataset, Finding, LabelKind, Series, SetRuns, Severity
+from oddnode.nodes import fold
+from oddnode.order import natural_key
+from oddnode.sets.analysis import ScalingCurve, failed_set_runs, runs_by_ordering, scaling_curves, set_members
+from oddnode.sets.series import ORDERINGS, SCALE, SETS, SHUFFLED, SORTED, set_series
+from oddnode.stats.robust import median, robust_scale
+
+# How many sets, nodes or metrics a message spells out.
+MESSAGE_ITEMS = 6
+# How many slow runs and co-members the evidence lists.
+EVIDENCE_ITEMS = 50
+
+# --- weak-set-member ----------------------------------------------------------------
+
+# A node is named only when more than this share of its runs are slow or
+# failed: a weak card, DIMM or a competing process slows every set it is
+# in, while chance puts a node in a few slow sets beside fast ones (as
+# weak-pair-member's MIN_WEAK_SHARE).
+MIN_WEAK_SET_SHARE = 0.5
+# A run is slow, whatever the outlier rule says, when it is this many times
+# worse than the better quartile of its ordering's runs: when a weak node
+# is in a third or half of the runs (24 or 16 nodes in sets of 8), the slow
+# runs form a mode as large as the healthy one and widen the MAD, so the
+# outlier rule no longer sees them (as pairs.py's SLOW_LINK_FRACTION).  The
+# better quartile stays among the healthy runs while under half are slow;
+# 1.5 is far beyond a few per cent of noise, and a set waiting for one node
+# at half speed takes about twice as long.
+SLOW_RUN_FACTOR = 1.5
+
+
+@dataclass(frozen=True)
+class SetRun:
+    """One repetition of one set: its value (NaN when it failed), whether it
+    was slow or failed, and its ordering's median."""
+
+    series: str
+    label: str
+    repetition: int | None
+    value: float
+    median: float
+    failed: bool
+    slow: bool
+
+    @property
+    def bad(self) -> bool:
+        return self.failed or self.slow
+
+    def to_json(self) -> dict:
+        return {"series": self.series, "set": self.label, "repetition": self.repetition,
+                "value": None if self.failed else self.value, "median": self.median, "failed": self.failed}
+
+
+def slow_runs(runs: SetRuns, sensitivity: Sensitivity) -> np.ndarray:
+    """Which runs of one set series are slow: outliers on the worse side (or
+    in the smaller, worse mode) of the population of its runs, at least
+    min_effect from the median; or SLOW_RUN_FACTOR times worse than its
+    better quartile."""
+    values = np.asarray(runs.values, dtype=np.float64)
+    if len(values) == 0:
+        return np.zeros(0, dtype=bool)
+    # Each value is one run, not the best of several: repetitions of 1.
+    population = Series(runs.benchmark, runs.metric, runs.unit, runs.direction, LabelKind.SET, runs.labels,
+                        values, np.ones(len(values), dtype=np.int64))
+    slow = np.zeros(len(values), dtype=bool)
+    slow[analyse(population, sensitivity).bad_labels()] = True
+    centre = median(values)
+    slow &= np.abs(values - centre) >= sensitivity.min_effect * abs(centre)
+    if runs.higher_is_better:
+        slow |= values * SLOW_RUN_FACTOR < np.percentile(values, 75)
+    else:
+        slow |= values > SLOW_RUN_FACTOR * np.percentile(values, 25)
+    return slow
+
+
+def _runs_of(family: str, benchmark: str, metric: str | None, orderings: dict[str, SetRuns],
+             failed: list, sensitivity: Sensitivity) -> list[SetRun]:
+    """Every run of one benchmark metric in both orderings, slow ones marked
+    within their own ordering, and its failed runs (one per set and repetition)."""
+    out: list[SetRun] = []
+    for ordering in ORDERINGS:
+        name = set_series(family, benchmark, ordering)
+        failed_keys = {(f.label, f.repetition) for f in failed if f.benchmark == name}
+        runs = orderings.get(ordering)
+        centre = float("nan")
+        if runs is not None and len(runs):
+            centre = median(runs.values)
+            slow = slow_runs(runs, sensitivity)
+            for label, repetition, value, is_slow in zip(runs.labels.tolist(), runs.repetitions.tolist(),
+                                                         runs.values.tolist(), slow.tolist()):
+                key = (label, repetition if repetition >= 0 else None)
+                is_failed = key in failed_keys
+                failed_keys.discard(key)
+                out.append(SetRun(name, label, key[1], value, centre, is_failed, is_slow))
+        for label, repetition in sorted(failed_keys, key=lambda k: (k[0], k[1] if k[1] is not None else -1)):
+            out.append(SetRun(name, label, repetition, float("nan"), centre, True, False))
+    return out
+
+
+@dataclass
+class WeakSetMember:
+    """A node in far more slow or failed set runs than chance puts there."""
+
+    node: str
+    runs: int  # its runs among those judged when it was named
+    bad_runs: list[SetRun]
+    total_runs: int  # M: every run judged then
+    total_bad: int  # B: the slow or failed ones
+    p: float  # hypergeometric tail, times the nodes judged (Bonferroni)
+    co_members: dict[str, int] = field(default_factory=dict)  # node -> its bad runs shared
+
+
+@dataclass(frozen=True)
+class _Incidence:
+    """Runs and their members as flat arrays: entry e puts node[e] in run[e]."""
+
+    run: np.ndarray
+    node: np.ndarray
+    names: list[str]
+
+
+def _incidence(runs: list[SetRun]) -> _Incidence:
+    names = sorted({node for r in runs for node in set_members(r.label)}, key=natural_key)
+    code = {name: index for index, name in enumerate(names)}
+    run_index, node_index = [], []
+    for index, r in enumerate(runs):
+        for node in set_members(r.label):
+            run_index.append(index)
+            node_index.append(code[node])
+    return _Incidence(np.array(run_index, dtype=np.intp), np.array(node_index, dtype=np.intp), names)
+
+
+def _bad_run_sets(incidence: _Incidence, entries: np.ndarray, nodes: np.ndarray) -> dict[int, frozenset[int]]:
+    """For the given nodes, the set of bad runs (among the entries) each is in."""
+    wanted = np.isin(incidence.node[entries], nodes)
+    found: dict[int, set[int]] = {int(n): set() for n in nodes}
+    for run, node in zip(incidence.run[entries][wanted].tolist(), incidence.node[entries][wanted].tolist()):
+        found[node].add(run)
+    return {node: frozenset(runs) for node, runs in found.items()}
+
+
+def weak_set_members(runs: list[SetRun], alpha: float) -> list[WeakSetMember]:
+    """The nodes in far more slow or failed runs than chance, explained away in turn.
+
+    For each node i in n_i of the M runs, k_i of them among the B bad ones,
+    p_i = P(X >= k_i), X hypergeometric (M, B, n_i): the chance that n_i runs
+    drawn at random hold that many bad ones.  The most significant node with
+    p_i × (nodes judged) < alpha and k_i > MIN_WEAK_SET_SHARE · n_i is named,
+    its runs are set aside and the rest judged again: a partner that shared
+    several sets with it loses the evidence it borrowed, while a second weak
+    node keeps its own.
+
+    Nodes that are in exactly the same bad runs cannot be told apart (the
+    members of one sorted set, together in every repetition): none of them
+    is named from that evidence, and their runs are set aside as explained.
+    """
+    incidence = _incidence(runs)
+    bad = np.array([r.bad for r in runs], dtype=bool)
+    active = np.ones(len(runs), dtype=bool)
+    named: list[WeakSetMember] = []
+    node_count = len(incidence.names)
+    while True:
+        live = active[incidence.run]
+        total, total_bad = int(active.sum()), int((active & bad).sum())
+        if total_bad == 0:
+            break
+        n = np.bincount(incidence.node[live], minlength=node_count)
+        k = np.bincount(incidence.node[live & bad[incidence.run]], minlength=node_count)
+        present = n > 0
+        p = np.ones(node_count)
+        p[present] = stats.hypergeom.sf(k[present] - 1, total, total_bad, n[present])
+        adjusted = np.minimum(1.0, p * int(present.sum()))
+        candidate = present & (adjusted < alpha) & (k > MIN_WEAK_SET_SHARE * n)
+        if not candidate.any():
+            break
+        best = min(np.flatnonzero(candidate), key=lambda i: (adjusted[i], -k[i], natural_key(incidence.names[i])))
+        entries = np.flatnonzero(live & bad[incidence.run])
+        same_k = np.flatnonzero(present & (k == k[best]))
+        bad_sets = _bad_run_sets(incidence, entries, same_k)
+        tied = [int(i) for i in same_k if i != best and bad_sets[int(i)] == bad_sets[int(best)]]
+        in_best = np.zeros(len(runs), dtype=bool)
+        in_best[incidence.run[incidence.node == best]] = True
+        if not tied:
+            shared = Counter(incidence.names[node] for node in incidence.node[entries][
+                np.isin(incidence.run[entries], list(bad_sets[int(best)]))] if node != best)
+            named.append(WeakSetMember(
+                incidence.names[best], int(n[best]), [runs[i] for i in sorted(bad_sets[int(best)])], total,
+                total_bad, float(adjusted[best]), dict(shared.most_common(EVIDENCE_ITEMS))))
+        active &= ~in_best
+    return named
+
+
+def _units(dataset: Dataset) -> dict[tuple[str, str], dict[str | None, dict[str, SetRuns]]]:
+    """(family, benchmark) -> metric -> ordering -> runs, for the sets family;
+    a benchmark with failed runs only is judged on them under metric None."""
+    units: dict[tuple[str, str], dict[str | None, dict[str, SetRuns]]] = defaultdict(dict)
+    for (family, benchmark, metric), orderings in runs_by_ordering(dataset, SETS).items():
+        units[(family, benchmark)][metric] = orderings
+    for (family, benchmark) in failed_set_runs(dataset):
+        if family == SETS and (family, benchmark) not in units:
+            units[(family, benchmark)][None] = {}
+    return units
+
+
+@rule("weak-set-member")
+def weak_set_member(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
+    """The node common to slow or failed sets across reshuffles: a weak node.
+
+    Both orderings of one benchmark metric are judged together: a run is
+    marked slow within its own ordering (shuffled sets may be slower as a
+    whole, from contention, without any weak node), then the runs are
+    pooled, because the shuffled runs separate a weak node from the
+    set-mates a sorted set always gives it, while its sorted runs add to its
+    count.  Each metric is one test at alpha; a node found in several is one
+    finding.  Scale runs are not judged: their node count, not a member,
+    sets their value.  Nothing is named without slow or failed runs, and a
+    run is judged slow only in an ordering of at least 5 runs (the outlier
+    rule's minimum) or by SLOW_RUN_FACTOR.
+    """
+    failed = failed_set_runs(dataset)
+    findings = []
+    for (family, benchmark), metrics in sorted(_units(dataset).items()):
+        found: dict[str, dict[str | None, WeakSetMember]] = defaultdict(dict)
+        for metric, orderings in metrics.items():
+            runs = _runs_of(family, benchmark, metric, orderings, failed.get((family, benchmark), []), sensitivity)
+            for member in weak_set_members(runs, sensitivity.alpha):
+                found[member.node][metric] = member
+        for node in sorted(found, key=natural_key):
+            findings.append(_weak_set_finding(family, benchmark, node, found[node], metrics))
+    return findings
+
+
+def _weak_set_finding(family: str, benchmark: str, node: str, by_metric: dict[str | None, WeakSetMember],
+                      metrics: dict) -> Finding:
+    # The metric with the strongest evidence speaks for the others.
+    metric, member = min(by_metric.items(), key=lambda item: (item[1].p, natural_key(item[0] or "")))
+    orderings = sorted({r.series.rpartition(".")[2] for r in member.bad_runs}, key=ORDERINGS.index)
+    subject = f"{family}.{benchmark}.{'+'.join(orderings)}" + (f":{metric}" if metric else "")
+    failed = sum(r.failed for r in member.bad_runs)
+    slow = len(member.bad_runs) - failed
+    what = " and ".join(part for part in (f"{slow} slow" if slow else "", f"{failed} failed" if failed else "")
+                        if part)
+    partner_most = max(member.co_members.values(), default=0)
+    shown = first_few([f"{r.label} {'failed' if r.failed else f'{r.value:.4g}'}" for r in member.bad_runs],
+                      MESSAGE_ITEMS)
+    return Finding(
+        kind="weak-set-member",
+        severity=Severity.WARNING,
+        subject=subject,
+        nodes=node,
+        message=(
+            f"{node} is in {what} of its {member.runs} set runs ({shown}; median "
+            f"{member.bad_runs[0].median:.4g}), where chance would put it in "
+            f"{member.runs * member.total_bad / member.total_runs:.1f} (p = {member.p:.2g} over all nodes); "
+            f"no other node is in more than {partner_most} of them: {node} is the weak member"
+        ),
+        evidence={
+            "runs": member.runs,
+            "slow_runs": slow,
+            "failed_runs": failed,
+            "p": member.p,
+            "total_runs": member.total_runs,
+            "total_slow_or_failed": member.total_bad,
+            "metric": metric,
+            "metrics": {m: {"runs": w.runs, "slow_or_failed": len(w.bad_runs), "p": w.p}
+                        for m, w in sorted(by_metric.items(), key=lambda item: natural_key(item[0] or ""))},
+            "slow_sets": [r.to_json() for r in member.bad_runs[:EVIDENCE_ITEMS]],
+            "co_members": member.co_members,
+        },
+        remedy=(
+            f"Check {node}: look for processes the other nodes do not run, run its single-node benchmarks "
+            "(memory, DGEMM) and its pairs, check its interconnect card, cable and switch port; then rerun "
+            f"its sets with {node} and without it."
+        ),
+    )
+
+
+# --- one metric per benchmark -------------------------------------------------------
+
+
+def _size(metric: str, prefix: str) -> int | None:
+    size = metric.removeprefix(prefix + ".")
+    return int(size) if metric.startswith(prefix + ".") and size.isdigit() else None
+
+
+def judged_metric(metrics: list[str]) -> str | None:
+    """The one metric a set rule judges per benchmark, so that one cause is
+    one finding, not one per message size: the bandwidth at the largest
+    size (where the links, not latency, set the pace), else ``bandwidth``,
+    ``rate`` (higher is better) or ``time``, else the time at the largest
+    size, else the first metric in natural order."""
+    for prefix in ("bandwidth",):
+        sized = [(s, m) for m in metrics if (s := _size(m, prefix)) is not None]
+        if sized:
+            return max(sized)[1]
+    for name in ("bandwidth", "rate", "time"):
+        if name in metrics:
+            return name
+    sized = [(s, m) for m in metrics if (s := _size(m, "time")) is not None]
+    if sized:
+        return max(sized)[1]
+    return min(metrics, key=natural_key) if metrics else None
+
+
+def _run_nodes(*runs: SetRuns | None) -> str:
+    return fold({node for r in runs if r is not None for label in set(r.labels.tolist())
+                 for node in set_members(label)})
+
+
+# --- set-contention -----------------------------------------------------------------
+
+# Shuffled runs must be more variable than sorted ones in Levene's test
+# (Brown-Forsythe: deviations from each ordering's median, robust to a few
+# slow runs), one-sided, at p < 0.01.  One test per benchmark, on the metric
+# judged_metric picks, so no correction for multiplicity; the effect sizes
+# below keep healthy noise away from it, and 0.01 (rather than alpha) lets
+# 12 to 15 runs per ordering, a few repetitions of a few sets, reach it:
+# at 15 runs, 1% of noise against shuffled runs spread over ±20% gives p of
+# 2e-5, two modes 60% apart 2e-3.
+CONTENTION_ALPHA = 0.01
+# ... and the shuffled runs' robust spread (1.4826·MAD over the median, %)
+# at least twice the sorted runs' and at least 5%: a fabric with full
+# bisection gives both orderings the same spread, and a spread of a few per
+# cent is the noise of any MPI benchmark, not contention worth a warning.
+CONTENTION_RATIO = 2.0
+CONTENTION_FLOOR_PCT = 5.0
+# Fewer runs per ordering say nothing about its spread.
+MIN_CONTENTION_RUNS = 5
+
+
+def robust_spread_pct(values: np.ndarray) -> float:
+    """1.4826·MAD over |median|, in per cent: a coefficient of variation that
+    a few slow runs cannot drag."""
+    scale = robust_scale(values)
+    return float(scale.sigma / abs(scale.median) * 100.0) if scale.median else float("nan")
+
+
+def _variability_pct(values: np.ndarray) -> float:
+    low, high = float(np.min(values)), float(np.max(values))
+    return (high - low) / abs(low) * 100.0 if low else float("nan")
+
+
+@dataclass(frozen=True)
+class OrderingSpread:
+    """Sorted against shuffled runs of one benchmark metric: their spreads and
+    Levene's one-sided p that the shuffled runs vary more."""
+
+    metric: str
+    unit: str
+    sorted_runs: int
+    shuffled_runs: int
+    sorted_spread_pct: float
+    shuffled_spread_pct: float
+    sorted_variability_pct: float  # STAB's (high - low) / low
+    shuffled_variability_pct: float
+    sorted_median: float
+    shuffled_median: float
+    p: float
+
+    @property
+    def contention(self) -> bool:
+        return (self.p < CONTENTION_ALPHA and self.shuffled_spread_pct >= CONTENTION_FLOOR_PCT
+                and self.shuffled_spread_pct >= CONTENTION_RATIO * self.sorted_spread_pct)
+
+    def to_json(self) -> dict:
+        return {"metric": self.metric, "unit": self.unit, "sorted_runs": self.sorted_runs,
+                "shuffled_runs": self.shuffled_runs, "sorted_spread_pct": self.sorted_spread_pct,
+                "shuffled_spread_pct": self.shuffled_spread_pct,
+                "sorted_variability_pct": self.sorted_variability_pct,
+                "shuffled_variability_pct": self.shuffled_variability_pct,
+                "sorted_median": self.sorted_median, "shuffled_median": self.shuffled_median, "p": self.p}
+
+
+def ordering_spread(sorted_runs: SetRuns, shuffled_runs: SetRuns) -> OrderingSpread | None:
+    """The spreads of both orderings and Levene's p; None with fewer than
+    MIN_CONTENTION_RUNS runs in either."""
+    a, b = np.asarray(sorted_runs.values, float), np.asarray(shuffled_runs.values, float)
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    if len(a) < MIN_CONTENTION_RUNS or len(b) < MIN_CONTENTION_RUNS:
+        return None
+    # Levene's statistic with two groups is the square of a t statistic on the
+    # absolute deviations: halve its p when the shuffled deviations are the
+    # larger, else the one-sided p is at least a half.
+    if np.ptp(a) == 0 and np.ptp(b) == 0:
+        p = 1.0
+    else:
+        two_sided = float(stats.levene(a, b, center="median").pvalue)
+        wider = np.mean(np.abs(b - median(b))) > np.mean(np.abs(a - median(a)))
+        p = two_sided / 2 if wider else 1.0 - two_sided / 2
+    return OrderingSpread(
+        sorted_runs.metric, sorted_runs.unit, len(a), len(b), robust_spread_pct(a), robust_spread_pct(b),
+        _variability_pct(a), _variability_pct(b), median(a), median(b), p)
+
+
+def _groups_spanned(runs: SetRuns, topology: dict[str, str]) -> float:
+    """The median number of topology groups a run's set spans."""
+    spans = [len({topology[n] for n in set_members(label) if n in topology}) for label in runs.labels.tolist()]
+    return float(np.median(spans)) if spans else float("nan")
+
+
+@rule("set-contention")
+def set_contention(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
+    """Shuffled sets far more variable than sorted ones: contention for the links between switches."""
+    per_benchmark: dict[str, dict[str, tuple[SetRuns, SetRuns]]] = defaultdict(dict)
+    for (_, benchmark, metric), orderings in runs_by_ordering(dataset, SETS).items():
+        if SORTED in orderings and SHUFFLED in orderings:
+            per_benchmark[benchmark][metric] = (orderings[SORTED], orderings[SHUFFLED])
+    findings = []
+    for benchmark, metrics in sorted(per_benchmark.items()):
+        metric = judged_metric(list(metrics))
+        spreads = {m: s for m, pair in metrics.items() if (s := ordering_spread(*pair)) is not None}
+        judged = spreads.get(metric) if metric is not None else None
+        if judged is None or not judged.contention:
+            continue
+        sorted_runs, shuffled_runs = metrics[metric]
+        findings.append(_contention_finding(benchmark, judged, spreads, sorted_runs, shuffled_runs,
+                                            dataset.topology))
+    return findings
+
+
+def _contention_finding(benchmark: str, s: OrderingSpread, spreads: dict[str, OrderingSpread],
+                        sorted_runs: SetRuns, shuffled_runs: SetRuns, topology: dict[str, str]) -> Finding:
+    evidence = {**s.to_json(), "alpha": CONTENTION_ALPHA, "ratio_threshold": CONTENTION_RATIO,
+                "floor_pct": CONTENTION_FLOOR_PCT,
+                "metrics": {m: spreads[m].to_json() for m in sorted(spreads, key=natural_key)}}
+    spanned = ""
+    if topology:
+        groups = {SORTED: _groups_spanned(sorted_runs, topology), SHUFFLED: _groups_spanned(shuffled_runs, topology)}
+        evidence["groups_spanned"] = groups
+        spanned = f"; sorted sets span a median {groups[SORTED]:g} groups, shuffled ones {groups[SHUFFLED]:g}"
+    return Finding(
+        kind="set-contention",
+        severity=Severity.WARNING,
+        subject=f"{set_series(SETS, benchmark, SHUFFLED)}:{s.metric}",
+        nodes=_run_nodes(shuffled_runs),
+        message=(
+            f"shuffled sets vary by {s.shuffled_spread_pct:.3g}% (robust spread; %variability "
+            f"{s.shuffled_variability_pct:.3g}, median {s.shuffled_median:.4g} {s.unit}) against "
+            f"{s.sorted_spread_pct:.3g}% for sorted sets (%variability {s.sorted_variability_pct:.3g}, median "
+            f"{s.sorted_median:.4g}) ({s.metric}; Levene p = {s.p:.2g}){spanned}: sets of neighbours vary "
+            "little while sets spread over the cluster contend for the links between switches"
+        ),
+        evidence=evidence,
+        remedy=(
+            "Compare each switch's uplink capacity with the nodes behind it and look for oversubscribed or "
+            "degraded uplinks (error counters, trunk members down); run oddnode scale to see the shuffled "
+            "curve fall with the node count, and place jobs so that their nodes share a switch meanwhile."
+        ),
+    )
+
+
+# --- scaling-loss -------------------------------------------------------------------
+
+# The shuffled curve has lost scaling when, at the largest node count both
+# orderings measured, its median is below half the sorted one's (the links
+# between switches carry at least two flows' traffic each: 2:1 or worse,
+# as oversubscription's ratio for pairs) ...
+LOSS_RATIO = 0.5
+# ... and it fell at least that much more than the sorted curve from the
+# smallest common count: fall(o) = median at the largest count over median
+# at the smallest (inverted for time), and fall(shuffled) <= LOSS_RATIO ·
+# fall(sorted), the same as the shuffled/sorted ratio at the largest count
+# being at most half of that at the smallest (so it decreases with the
+# count).  A sorted chain that crosses one slow uplink once falls a little
+# too; the shuffled one, crossing it again and again, falls much more.  A
+# slow application falls in both orderings alike and is not named.
+# Lastly the best shuffled repetition at the largest count must be worse
+# than the sorted median there: the loss repeats, it is not one bad run.
+# With a topology, a group's uplink is named when its estimate (see
+# uplink_estimates) is below this fraction of the median of the other
+# groups' estimates.
+UPLINK_FRACTION = 0.5
+
+
+def _goodness(value: float, higher_is_better: bool) -> float:
+    """A value turned so that higher is better (1/time), for ratios."""
+    return value if higher_is_better else (1.0 / value if value else float("nan"))
+
+
+@dataclass(frozen=True)
+class ScalingComparison:
+    """Sorted against shuffled curve of one scale benchmark metric, between
+    their smallest and largest common node counts."""
+
+    sorted: ScalingCurve
+    shuffled: ScalingCurve
+    smallest: int
+    largest: int
+
+    def ratio(self, count: int) -> float:
+        """Shuffled over sorted median at a count, higher is better."""
+        up = self.sorted.higher_is_better
+        a, b = self.sorted.at(count), self.shuffled.at(count)
+        return _goodness(b.median, up) / _goodness(a.median, up) if a and b else float("nan")
+
+    def fall(self, curve: ScalingCurve) -> float:
+        up = curve.higher_is_better
+        first, last = curve.at(self.smallest), curve.at(self.largest)
+        return _goodness(last.median, up) / _goodness(first.median, up)
+
+    @property
+    def repeats(self) -> bool:
+        """The best shuffled repetition at the largest count is worse than the sorted median there."""
+        up = self.sorted.higher_is_better
+        best = self.shuffled.at(self.largest)
+        best_value = best.high if up else best.low
+        return _goodness(best_value, up) < _goodness(self.sorted.at(self.largest).median, up)
+
+    @property
+    def loss(self) -> bool:
+        return (self.ratio(self.largest) < LOSS_RATIO
+                and self.fall(self.shuffled) <= LOSS_RATIO * self.fall(self.sorted) and self.repeats)
+
+    def to_json(self) -> dict:
+        common = [c for c in self.sorted.counts if self.shuffled.at(c)]
+        return {"metric": self.sorted.metric, "unit": self.sorted.unit, "smallest": self.smallest,
+                "largest": self.largest, "sorted_fall": self.fall(self.sorted),
+                "shuffled_fall": self.fall(self.shuffled), "ratio_threshold": LOSS_RATIO,
+                "ratio": {c: self.ratio(c) for c in common},
+                SORTED: {c: self.sorted.at(c).median for c in self.sorted.counts},
+                SHUFFLED: {c: self.shuffled.at(c).median for c in self.shuffled.counts}}
+
+
+def scaling_comparisons(dataset: Dataset) -> dict[str, list[ScalingComparison]]:
+    """Scale benchmark -> its sorted against shuffled curves, a metric each,
+    judged metric first; curves with fewer than 2 common node counts, or a
+    median that is not positive, are left out."""
+    pairs: dict[tuple[str, str], dict[str, ScalingCurve]] = defaultdict(dict)
+    for curve in scaling_curves(dataset):
+        pairs[(curve.benchmark, curve.metric)][curve.ordering] = curve
+    out: dict[str, list[ScalingComparison]] = defaultdict(list)
+    for (benchmark, _), curves in pairs.items():
+        if SORTED not in curves or SHUFFLED not in curves:
+            continue
+        common = [c for c in curves[SORTED].counts if curves[SHUFFLED].at(c)]
+        medians = [p.median for curve in curves.values() for p in curve.points if p.nodes in common]
+        if len(common) < 2 or min(medians) <= 0:
+            continue
+        out[benchmark].append(ScalingComparison(curves[SORTED], curves[SHUFFLED], min(common), max(common)))
+    for benchmark, comparisons in out.items():
+        first = judged_metric([c.sorted.metric for c in comparisons])
+        comparisons.sort(key=lambda c: (c.sorted.metric != first, natural_key(c.sorted.metric)))
+    return dict(sorted(out.items()))
+
+
+def uplink_estimates(runs: SetRuns, topology: dict[str, str]) -> dict[str, float]:
+    """Each group's uplink throughput as the shuffled runs demonstrate it.
+
+    In a ring over k nodes in random order with m of them in group g, a
+    given flow leaves g with probability m(k - m) / (k(k - 1)), so about
+    c = m(k - m)/(k - 1) of the k flows cross g's uplink each way.  All
+    flows of a chain move at its measured bandwidth, so the uplink carried
+    at least value × c; the estimate is the largest over the runs (a lower
+    bound on what it can carry).  Groups no run crossed are left out.
+    """
+    estimate: dict[str, float] = {}
+    for label, value in zip(runs.labels.tolist(), runs.values.tolist()):
+        members = set_members(label)
+        k = len(members)
+        if k < 2 or not np.isfinite(value):
+            continue
+        for group, m in Counter(topology[n] for n in members if n in topology).items():
+            crossing = m * (k - m) / (k - 1)
+            if crossing > 0:
+                estimate[group] = max(estimate.get(group, 0.0), value * crossing)
+    return dict(sorted(estimate.items(), key=lambda item: natural_key(item[0])))
+
+
+def slow_uplinks(estimates: dict[str, float]) -> list[str]:
+    """Groups whose estimate is below UPLINK_FRACTION of the median of the others'."""
+    return [group for group, value in estimates.items()
+            if len(estimates) > 1
+            and value < UPLINK_FRACTION * float(np.median([v for g, v in estimates.items() if g != group]))]
+
+
+def _bandwidth_runs(dataset: Dataset, benchmark: str, metric: str) -> SetRuns | None:
+    """The shuffled scale runs of the bandwidth metric the uplinks are estimated on."""
+    orderings = {m: o.get(SHUFFLED) for (_, b, m), o in runs_by_ordering(dataset, SCALE).items() if b == benchmark}
+    chosen = metric if metric.startswith("bandwidth") else judged_metric(
+        [m for m in orderings if m.startswith("bandwidth")])
+    runs = orderings.get(chosen) if chosen else None
+    return runs if runs is not None and runs.higher_is_better else None
+
+
+@rule("scaling-loss")
+def scaling_loss(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
+    """The shuffled scaling curve falls with the node count while the sorted one holds: oversubscribed uplinks."""
+    findings = []
+    for benchmark, comparisons in scaling_comparisons(dataset).items():
+        judged = comparisons[0]
+        if not judged.loss:
+            continue
+        estimates: dict[str, float] = {}
+        if dataset.topology:
+            runs = _bandwidth_runs(dataset, benchmark, judged.sorted.metric)
+            estimates = uplink_estimates(runs, dataset.topology) if runs is not None else {}
+        findings.append(_loss_finding(dataset, benchmark, judged, comparisons, estimates))
+    return findings
+
+
+def _loss_finding(dataset: Dataset, benchmark: str, c: ScalingComparison, comparisons: list[ScalingComparison],
+                  estimates: dict[str, float]) -> Finding:
+    unit, small, large = c.sorted.unit, c.smallest, c.largest
+    members = {g: sorted((n for n, group in dataset.topology.items() if group == g), key=natural_key)
+               for g in estimates}
+    slow = slow_uplinks(estimates)
+    where = ""
+    if slow:
+        # A group of one node has no uplink of its own to blame: its node's link carried it.
+        carrier = {g: "its one node's link" if len(members[g]) == 1 else "uplink" for g in slow}
+        parts = [f"{g} ({fold(members[g])}, {carrier[g]} carried at most {estimates[g]:.4g})" for g in slow]
+        others = float(np.median([v for g, v in estimates.items() if g not in slow]))
+        where = f"; slow: {', '.join(parts)} against a median {others:.4g} {unit} for the other groups"
+    runs = [r for (_, b, _), o in runs_by_ordering(dataset, SCALE).items() if b == benchmark for r in o.values()]
+    nodes = fold(n for g in slow for n in members[g]) if slow else _run_nodes(*runs)
+    evidence = {**c.to_json(), "benchmark": benchmark,
+                "metrics": {x.sorted.metric: x.to_json() for x in comparisons}}
+    if estimates:
+        evidence["uplinks"] = {g: {"estimate": v, "nodes": fold(members[g]), "size": len(members[g])}
+                               for g, v in estimates.items()}
+        evidence["slow_uplinks"] = slow
+        evidence["uplink_fraction"] = UPLINK_FRACTION
+    s0, s1 = c.sorted.at(small).median, c.sorted.at(large).median
+    h0, h1 = c.shuffled.at(small).median, c.shuffled.at(large).median
+    return Finding(
+        kind="scaling-loss",
+        severity=Severity.WARNING,
+        subject=f"{set_series(SCALE, benchmark, SHUFFLED)}:{c.sorted.metric}",
+        nodes=nodes,
+        message=(
+            f"shuffled sets go from {h0:.4g} {unit} at {small} nodes to {h1:.4g} at {large}, sorted ones from "
+            f"{s0:.4g} to {s1:.4g} ({c.sorted.metric}; shuffled/sorted {c.ratio(small):.2f} at {small} nodes, "
+            f"{c.ratio(large):.2f} at {large}, below {LOSS_RATIO}){where}: the links between switches do not "
+            "carry the traffic that crosses them"
+        ),
+        evidence=evidence,
+        remedy=(
+            ("Check the uplinks of " + ", ".join(slow) + " (cables, trunk members, error counters, negotiated "
+             "speed) and widen or repair them; " if slow else
+             "Compare each switch's uplink capacity with the nodes behind it and widen or repair the "
+             "oversubscribed uplinks; ")
+            + "meanwhile spread jobs so that their nodes share a switch. Ask vendors and acceptance tests for "
+            "sorted and shuffled benchmarks, since sorted ones alone hide this."
+        ),
+    )

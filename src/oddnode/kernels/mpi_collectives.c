@@ -1,0 +1,577 @@
+/*
+ * oddnode mpi_collectives kernel v1: MPI exchange and collective times over
+ * a set of nodes, one rank per node.
+ *
+ *   mpirun -np K [--host A,B,...] mpi_collectives [-b BENCHMARKS] [-s SIZES] [-T SECONDS_PER_SIZE]
+ *
+ * K >= 2.  Benchmarks (a comma list, default all, run in this order):
+ *
+ *   sendrecv   IMB's Sendrecv: a periodic chain, every rank calls MPI_Sendrecv
+ *              sending SIZE bytes to (rank+1) % K and receiving SIZE bytes from
+ *              (rank-1+K) % K, separate send and receive buffers;
+ *   allreduce  MPI_Allreduce of SIZE bytes of doubles with MPI_SUM; SIZE is
+ *              rounded down to whole doubles, and a rounded size already run
+ *              is run once ("# allreduce_sizes" lists what ran);
+ *   alltoall   MPI_Alltoall with SIZE bytes for every destination (K·SIZE
+ *              bytes sent and received by each rank, itself included);
+ *   barrier    MPI_Barrier: a time only, no sizes.
+ *
+ * Timing, as IMB times a collective, in the batches of the ping-pong kernels
+ * (oddnode_batches.h): per benchmark and size, warm-up batches of one
+ * iteration, then timed batches until the size has run SECONDS_PER_SIZE and
+ * at least MIN_BATCHES batches.  Rank 0 decides every batch's iterations (so
+ * that all ranks make the same calls) and broadcasts them outside the timer;
+ * a barrier precedes each batch.  Every rank times its own batch and divides
+ * by the iterations; the batch's time is the maximum over the ranks (IMB's
+ * t_max, an MPI_Reduce with MPI_MAX); the minimum and the median over the
+ * batches are reported.  Buffers are reused by every iteration of a size,
+ * as IMB does by default (no -off_cache): messages come from the cache.
+ *
+ * Check: before each batch every rank fills what it sends with a pattern of
+ * its rank, the destination, the size and the batch; after it, every rank
+ * compares what the batch's last iteration left in its receive buffer with
+ * what it must be: the left neighbour's message (sendrecv), the exact sum of
+ * all ranks' integer-valued doubles (allreduce: rank r sends a_k + r·b_k, so
+ * that the sum K·a_k + b_k·K(K-1)/2 is known without the others' data and
+ * exact in doubles), and each rank's block for this rank (alltoall).  Rank 0
+ * gathers every rank's account at the end; each failure names the rank that
+ * saw it, its host (MPI_Get_processor_name) and, where one rank's data is at
+ * fault, the sender and its host.  ODDNODE_CORRUPT_RANK=R in the environment
+ * makes rank R spoil what it sends in the first timed batch of every size
+ * (a byte, an element's value; a test of the check itself).
+ *
+ * Output (rank 0's stdout): '#' header lines "# key: value" (with one
+ * "# rank: R HOST" line per rank: the chain's order), then per benchmark and
+ * size
+ *   result <benchmark> <bytes> <iterations> <min_us> <median_us> <batches>
+ * (barrier: bytes 0), then "validation ok" or one line per rank and
+ * benchmark that saw bad data:
+ *   validation failed <benchmark> rank=R host=H [from_rank=J from_host=G] bad=N/M bytes=S batch=B
+ *       offset=K|element=K expected=X got=Y
+ * (bad: batches with bad data of those checked on that rank).
+ *
+ * Exit status: 0 done (even if the check failed: the output says so), 2 bad
+ * arguments, 3 fewer than two MPI ranks.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "oddnode_kernel.h"
+#include "oddnode_batches.h"
+
+#define KERNEL_VERSION 1
+#define EXIT_USAGE 2
+#define EXIT_RANKS 3
+
+#ifndef ODDNODE_CFLAGS
+#define ODDNODE_CFLAGS "unknown"
+#endif
+
+#define MAX_SIZES 64
+#define MAX_SIZE (64L << 20)
+#define TAG_SENDRECV 1
+#define STOP (-1L)
+
+enum benchmark { SENDRECV, ALLREDUCE, ALLTOALL, BARRIER, BENCHMARKS };
+static const char *const NAMES[BENCHMARKS] = {"sendrecv", "allreduce", "alltoall", "barrier"};
+
+/* What one rank saw of one benchmark's data: how many batches it checked and
+ * how many were bad, and the first bad one.  Long longs, so that the table
+ * gathers as one MPI type. */
+enum { BAD, CHECKED, BYTES, BATCH, FROM_RANK, OFFSET, EXPECTED, GOT, FIELDS };
+
+static int rank, ranks;
+
+static void usage(const char *program)
+{
+    if (rank == 0)
+        fprintf(stderr,
+                "usage: mpirun -np K %s [-b BENCHMARKS] [-s SIZES] [-T SECONDS_PER_SIZE]\n"
+                "  -b BENCHMARKS  a comma list of sendrecv, allreduce, alltoall, barrier (default all)\n"
+                "  -s SIZES       message sizes in bytes, a comma list (default 0 and 1 B to 4 MiB in powers "
+                "of two)\n"
+                "  -T SECONDS     time per message size (default 0.2)\n"
+                "  ODDNODE_CORRUPT_RANK=R spoils what rank R sends in the first timed batch of every size\n",
+                program);
+}
+
+static int bad_arguments(const char *program, const char *what, const char *value)
+{
+    if (rank == 0)
+        fprintf(stderr, "%s: %s, got '%s'\n", program, what, value);
+    usage(program);
+    MPI_Finalize();
+    return EXIT_USAGE;
+}
+
+/* -b's comma list into chosen[]; how many, or -1 when it is not one. */
+static int parse_benchmarks(const char *text, int chosen[BENCHMARKS])
+{
+    for (int b = 0; b < BENCHMARKS; b++)
+        chosen[b] = 0;
+    int count = 0;
+    const char *p = text;
+    for (;;) {
+        size_t length = strcspn(p, ",");
+        int found = -1;
+        for (int b = 0; b < BENCHMARKS; b++)
+            if (strlen(NAMES[b]) == length && strncmp(p, NAMES[b], length) == 0)
+                found = b;
+        if (found < 0 || chosen[found])
+            return -1;
+        chosen[found] = 1;
+        count++;
+        if (p[length] == '\0')
+            return count;
+        p += length + 1;
+    }
+}
+
+/* --- the data patterns ----------------------------------------------------------- */
+
+/* The seed of what `from` sends `to` in one batch of one benchmark and size. */
+static uint64_t pattern_seed(int benchmark, long from, long to, long size, long batch)
+{
+    uint64_t seed = mix64(((uint64_t)benchmark << 56) ^ ((uint64_t)size << 20) ^ (uint64_t)batch);
+    return mix64(seed ^ mix64(((uint64_t)from << 32) ^ (uint64_t)to));
+}
+
+/* The pattern's word k: consecutive words look independent (mix64). */
+static inline uint64_t pattern_word(uint64_t seed, long k)
+{
+    return mix64(seed + (uint64_t)k);
+}
+
+static void fill_bytes(unsigned char *buffer, long size, uint64_t seed)
+{
+    long words = size / 8;
+    for (long k = 0; k < words; k++) {
+        uint64_t word = pattern_word(seed, k);
+        memcpy(buffer + 8 * k, &word, 8);
+    }
+    uint64_t last = pattern_word(seed, words);
+    memcpy(buffer + 8 * words, &last, (size_t)(size - 8 * words));
+}
+
+/* The first byte of buffer that is not the pattern, or -1; its expected value in *expected. */
+static long first_bad_byte(const unsigned char *buffer, long size, uint64_t seed, unsigned *expected)
+{
+    unsigned char want[8];
+    for (long k = 0; 8 * k < size; k++) {
+        uint64_t word = pattern_word(seed, k);
+        memcpy(want, &word, 8);
+        long n = size - 8 * k < 8 ? size - 8 * k : 8;
+        if (memcmp(buffer + 8 * k, want, (size_t)n) != 0) {
+            long i = 0;
+            while (buffer[8 * k + i] == want[i])
+                i++;
+            *expected = want[i];
+            return 8 * k + i;
+        }
+    }
+    return -1;
+}
+
+/* Allreduce: rank r sends a_k + r·b_k, whole numbers below 2^20 + r·2^10,
+ * so that the sum over K ranks, K·a_k + b_k·K(K-1)/2, is exact in doubles
+ * (below 2^53) for any K up to millions and known to every rank alone. */
+static inline double term_a(uint64_t seed, long k) { return (double)(pattern_word(seed, k) >> 44); }
+static inline double term_b(uint64_t seed, long k) { return (double)((pattern_word(seed ^ 1, k) >> 54) + 1); }
+
+/* --- one batch ------------------------------------------------------------------- */
+
+struct buffers {
+    unsigned char *send, *receive;
+};
+
+static void record_bad(long long *seen, long size, long batch, long from, long offset, long long expected,
+                       long long got)
+{
+    if (seen[BAD]++ > 0)
+        return;
+    seen[BYTES] = size;
+    seen[BATCH] = batch;
+    seen[FROM_RANK] = from;
+    seen[OFFSET] = offset;
+    seen[EXPECTED] = expected;
+    seen[GOT] = got;
+}
+
+/* Fill what this rank sends in the batch (spoilt when `corrupt`). */
+static void prepare(int benchmark, struct buffers *b, long size, long batch, int corrupt)
+{
+    if (benchmark == SENDRECV) {
+        fill_bytes(b->send, size, pattern_seed(SENDRECV, rank, (rank + 1) % ranks, size, batch));
+        if (corrupt && size > 0)
+            b->send[size / 2] ^= 0x5a;
+    } else if (benchmark == ALLREDUCE) {
+        long count = size / (long)sizeof(double);
+        uint64_t seed = pattern_seed(ALLREDUCE, 0, 0, size, batch);
+        double *values = (double *)b->send;
+        for (long k = 0; k < count; k++)
+            values[k] = term_a(seed, k) + (double)rank * term_b(seed, k);
+        if (corrupt && count > 0)
+            values[count / 2] += 1.0;
+    } else if (benchmark == ALLTOALL) {
+        for (long to = 0; to < ranks; to++) {
+            fill_bytes(b->send + to * size, size, pattern_seed(ALLTOALL, rank, to, size, batch));
+            if (corrupt && size > 0 && to != rank)
+                b->send[to * size + size / 2] ^= 0x5a;
+        }
+    }
+}
+
+/* Compare what the batch left in the receive buffer with what it must be. */
+static void check(int benchmark, const struct buffers *b, long size, long batch, long long *seen)
+{
+    unsigned expected = 0;
+    if (benchmark == SENDRECV) {
+        long left = (rank - 1 + ranks) % ranks;
+        long offset = first_bad_byte(b->receive, size, pattern_seed(SENDRECV, left, rank, size, batch), &expected);
+        if (offset >= 0)
+            record_bad(seen, size, batch, left, offset, expected, b->receive[offset]);
+    } else if (benchmark == ALLREDUCE) {
+        long count = size / (long)sizeof(double);
+        uint64_t seed = pattern_seed(ALLREDUCE, 0, 0, size, batch);
+        const double *sums = (const double *)b->receive, k_ranks = (double)ranks;
+        for (long k = 0; k < count; k++) {
+            double want = k_ranks * term_a(seed, k) + term_b(seed, k) * (k_ranks * (k_ranks - 1.0) / 2.0);
+            if (sums[k] != want) {
+                record_bad(seen, size, batch, -1, k, (long long)want, (long long)sums[k]);
+                break;
+            }
+        }
+    } else if (benchmark == ALLTOALL) {
+        for (long from = 0; from < ranks; from++) {
+            const unsigned char *block = b->receive + from * size;
+            long offset = first_bad_byte(block, size, pattern_seed(ALLTOALL, from, rank, size, batch), &expected);
+            if (offset >= 0) {
+                record_bad(seen, size, batch, from, offset, expected, block[offset]);
+                break;
+            }
+        }
+    } else {
+        return;  /* a barrier carries no data */
+    }
+    seen[CHECKED]++;
+}
+
+/* Every rank: `iterations` calls of the benchmark; this rank's seconds per call. */
+static double timed_calls(int benchmark, const struct buffers *b, long size, long iterations)
+{
+    const int count = (int)size;
+    const int right = (rank + 1) % ranks, left = (rank - 1 + ranks) % ranks;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double started = now_seconds();
+    switch (benchmark) {
+    case SENDRECV:
+        for (long i = 0; i < iterations; i++)
+            MPI_Sendrecv(b->send, count, MPI_BYTE, right, TAG_SENDRECV, b->receive, count, MPI_BYTE, left,
+                         TAG_SENDRECV, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        break;
+    case ALLREDUCE:
+        for (long i = 0; i < iterations; i++)
+            MPI_Allreduce(b->send, b->receive, count / (int)sizeof(double), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        break;
+    case ALLTOALL:
+        for (long i = 0; i < iterations; i++)
+            MPI_Alltoall(b->send, count, MPI_BYTE, b->receive, count, MPI_BYTE, MPI_COMM_WORLD);
+        break;
+    default:
+        for (long i = 0; i < iterations; i++)
+            MPI_Barrier(MPI_COMM_WORLD);
+    }
+    return (now_seconds() - started) / (double)iterations;
+}
+
+/* What rank 0 tells every rank before a batch (outside the timer). */
+enum { ITERATIONS, BATCH_NUMBER, SPOIL, ORDERS };
+
+/* Every rank: one batch as rank 0 orders it; on rank 0 the slowest rank's
+ * seconds per call (t_max), elsewhere 0.  Returns 0 when rank 0 said stop. */
+static int batch(int benchmark, struct buffers *b, long size, int corrupt_rank, long long *seen,
+                 long orders[ORDERS], double *slowest)
+{
+    MPI_Bcast(orders, ORDERS, MPI_LONG, 0, MPI_COMM_WORLD);
+    if (orders[ITERATIONS] == STOP)
+        return 0;
+    prepare(benchmark, b, size, orders[BATCH_NUMBER], orders[SPOIL] && rank == corrupt_rank);
+    double mine = timed_calls(benchmark, b, size, orders[ITERATIONS]);
+    check(benchmark, b, size, orders[BATCH_NUMBER], seen);
+    *slowest = 0.0;
+    MPI_Reduce(&mine, slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    return 1;
+}
+
+/* Every rank: one benchmark at one size; rank 0 orders the batches, keeps
+ * their times and prints the result line. */
+static void run_size(int benchmark, struct buffers *b, long size, double seconds_per_size, double target,
+                     int corrupt_rank, long long *seen, FILE *out)
+{
+    long orders[ORDERS] = {0};
+    double slowest;
+    if (rank != 0) {
+        while (batch(benchmark, b, size, corrupt_rank, seen, orders, &slowest))
+            ;
+        return;
+    }
+    long number = 0;
+    double fastest = 1.0e30;
+    const double warmup_started = now_seconds();
+    for (int w = 0; w < MAX_WARMUP_ROUNDS; w++) {
+        if (w >= MIN_WARMUP_ROUNDS && now_seconds() - warmup_started > 0.25 * seconds_per_size)
+            break;
+        orders[ITERATIONS] = 1;
+        orders[BATCH_NUMBER] = number++;
+        orders[SPOIL] = 0;
+        batch(benchmark, b, size, corrupt_rank, seen, orders, &slowest);
+        if (slowest < fastest)
+            fastest = slowest;
+    }
+    long iterations = first_batch_rounds(target, fastest, MAX_BATCH_ROUNDS);
+
+    size_t capacity = 1024, samples = 0;
+    double *sample = malloc(capacity * sizeof *sample);
+    long total = 0;
+    const double started = now_seconds();
+    while (sample != NULL && (samples < MIN_BATCHES || now_seconds() - started < seconds_per_size)) {
+        orders[ITERATIONS] = iterations;
+        orders[BATCH_NUMBER] = number++;
+        orders[SPOIL] = samples == 0;
+        batch(benchmark, b, size, corrupt_rank, seen, orders, &slowest);
+        if (samples == capacity) {
+            capacity *= 2;
+            double *grown = realloc(sample, capacity * sizeof *sample);
+            if (grown == NULL)
+                free(sample);
+            sample = grown;
+            if (sample == NULL)
+                break;
+        }
+        sample[samples++] = slowest;
+        total += iterations;
+        /* A short batch is kept (dropping fast ones would bias the minimum
+         * up); the next ones get more iterations. */
+        if (slowest * (double)iterations < target && iterations < MAX_BATCH_ROUNDS)
+            iterations = iterations * 2 < MAX_BATCH_ROUNDS ? iterations * 2 : MAX_BATCH_ROUNDS;
+    }
+    orders[ITERATIONS] = STOP;
+    MPI_Bcast(orders, ORDERS, MPI_LONG, 0, MPI_COMM_WORLD);
+    if (sample == NULL) {
+        fprintf(stderr, "mpi_collectives: cannot allocate the sample table\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    qsort(sample, samples, sizeof *sample, compare_doubles);
+    fprintf(out, "result %s %ld %ld %.3f %.3f %zu\n", NAMES[benchmark], size, total, 1.0e6 * sample[0],
+            1.0e6 * sorted_median(sample, samples), samples);
+    fflush(out);
+    free(sample);
+}
+
+/* Buffers for the largest of `sizes`: K blocks each for alltoall. */
+static void allocate(struct buffers *b, long largest, long blocks)
+{
+    size_t bytes = (size_t)(largest > 0 ? largest : 1) * (size_t)blocks;
+    b->send = malloc(bytes);
+    b->receive = malloc(bytes);
+    if (b->send == NULL || b->receive == NULL) {
+        fprintf(stderr, "mpi_collectives: rank %d cannot allocate two buffers of %zu bytes\n", rank, bytes);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    /* Touched once, so that no first-touch page fault lands in a timed call. */
+    memset(b->send, 0, bytes);
+    memset(b->receive, 0, bytes);
+}
+
+static void release(struct buffers *b)
+{
+    free(b->send);
+    free(b->receive);
+}
+
+static void print_list(const char *key, const long long *values, int count)
+{
+    printf("# %s:", key);
+    for (int i = 0; i < count; i++)
+        printf("%s%lld", i ? "," : " ", values[i]);
+    printf("\n");
+}
+
+/* Rank 0: one line per rank and benchmark that saw bad data; 1 if any did. */
+static int report_failures(const long long *all, const char *hosts, const int chosen[BENCHMARKS])
+{
+    int failed = 0;
+    for (int b = 0; b < BENCHMARKS; b++) {
+        if (!chosen[b])
+            continue;
+        for (int r = 0; r < ranks; r++) {
+            const long long *seen = all + ((size_t)r * BENCHMARKS + (size_t)b) * FIELDS;
+            if (seen[BAD] == 0)
+                continue;
+            failed = 1;
+            printf("validation failed %s rank=%d host=%s", NAMES[b], r, hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME);
+            if (seen[FROM_RANK] >= 0)
+                printf(" from_rank=%lld from_host=%s", seen[FROM_RANK],
+                       hosts + (size_t)seen[FROM_RANK] * MPI_MAX_PROCESSOR_NAME);
+            printf(" bad=%lld/%lld bytes=%lld batch=%lld %s=%lld expected=%lld got=%lld\n", seen[BAD],
+                   seen[CHECKED], seen[BYTES], seen[BATCH], b == ALLREDUCE ? "element" : "offset", seen[OFFSET],
+                   seen[EXPECTED], seen[GOT]);
+        }
+    }
+    return failed;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    const char *program = argv[0];
+
+    int chosen[BENCHMARKS] = {1, 1, 1, 1};
+    long long sizes[MAX_SIZES];
+    int count = 0;
+    sizes[count++] = 0;
+    for (long long s = 1; s <= (4LL << 20); s *= 2)
+        sizes[count++] = s;
+    double seconds_per_size = 0.2;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-b") == 0 && i + 1 < argc) {
+            if (parse_benchmarks(argv[++i], chosen) < 0)
+                return bad_arguments(program,
+                                     "-b wants a comma list of distinct benchmarks: sendrecv, allreduce, alltoall, "
+                                     "barrier",
+                                     argv[i]);
+        } else if (strcmp(argv[i], "-s") == 0 && i + 1 < argc) {
+            count = parse_count_list(argv[++i], MAX_SIZE, sizes, MAX_SIZES);
+            if (count < 0)
+                return bad_arguments(program, "-s wants a comma list of distinct sizes in bytes, 0-67108864 each",
+                                     argv[i]);
+        } else if (strcmp(argv[i], "-T") == 0 && i + 1 < argc) {
+            seconds_per_size = parse_seconds(argv[++i], 1.0e-6, 3600.0);
+            if (seconds_per_size < 0.0)
+                return bad_arguments(program, "-T wants seconds per size, > 0 and <= 3600", argv[i]);
+        } else {
+            return bad_arguments(program, "unknown option or missing value", argv[i]);
+        }
+    }
+    const char *corrupt_text = getenv("ODDNODE_CORRUPT_RANK");
+    int corrupt_rank = -1;
+    if (corrupt_text != NULL && *corrupt_text != '\0') {
+        long long value = parse_count(corrupt_text, 0, INT_MAX);
+        if (value < 0)
+            return bad_arguments(program, "ODDNODE_CORRUPT_RANK wants a rank number", corrupt_text);
+        corrupt_rank = (int)value;
+    }
+    if (ranks < 2) {
+        if (rank == 0)
+            fprintf(stderr, "%s: run as two or more MPI ranks (mpirun -np K, K >= 2), not %d\n", program, ranks);
+        MPI_Finalize();
+        return EXIT_RANKS;
+    }
+
+    /* Allreduce's sizes: whole doubles, each rounded size once. */
+    long long reduced[MAX_SIZES];
+    int reduced_count = 0;
+    for (int i = 0; i < count; i++) {
+        long long whole = sizes[i] - sizes[i] % (long long)sizeof(double);
+        int seen_before = 0;
+        for (int j = 0; j < reduced_count; j++)
+            seen_before |= reduced[j] == whole;
+        if (!seen_before)
+            reduced[reduced_count++] = whole;
+    }
+    long largest = 1;
+    for (int i = 0; i < count; i++)
+        if (sizes[i] > largest)
+            largest = sizes[i];
+
+    char host[MPI_MAX_PROCESSOR_NAME] = "";
+    int length;
+    MPI_Get_processor_name(host, &length);
+    char *hosts = rank == 0 ? calloc((size_t)ranks, MPI_MAX_PROCESSOR_NAME) : NULL;
+    if (rank == 0 && hosts == NULL) {
+        fprintf(stderr, "mpi_collectives: cannot allocate the host table\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Gather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD);
+
+    const long long granularity = timer_granularity_ns();
+    const double target = min_batch_seconds(granularity);
+    if (rank == 0) {
+        char library[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+        MPI_Get_library_version(library, &length);
+        library[strcspn(library, "\n,")] = '\0';
+        printf("# oddnode mpi_collectives kernel v%d\n", KERNEL_VERSION);
+        printf("# compiler: %s\n", compiler_name());
+        printf("# cflags: %s\n", ODDNODE_CFLAGS);
+        printf("# mpi_library: %s\n", library);
+        printf("# processes: %d\n", ranks);
+        for (int r = 0; r < ranks; r++)
+            printf("# rank: %d %s\n", r, hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME);
+        printf("# benchmarks:");
+        for (int b = 0, first = 1; b < BENCHMARKS; b++)
+            if (chosen[b]) {
+                printf("%s%s", first ? " " : ",", NAMES[b]);
+                first = 0;
+            }
+        printf("\n");
+        print_list("sizes", sizes, count);
+        print_list("allreduce_sizes", reduced, reduced_count);
+        printf("# allreduce_datatype: MPI_DOUBLE, MPI_SUM; sizes rounded down to whole 8-byte elements\n");
+        printf("# timer: clock_gettime(CLOCK_MONOTONIC)\n");
+        printf("# timer_granularity_ns: %lld\n", granularity);
+        printf("# seconds_per_size: %g\n", seconds_per_size);
+        printf("# min_batches: %d\n", MIN_BATCHES);
+        printf("# min_batch_ns: %.0f\n", 1.0e9 * target);
+        printf("# time: per call = a rank's batch time / iterations; the maximum over ranks per batch (t_max); "
+               "min and median over batches\n");
+        printf("# buffers: reused by every call of a size (cache-warm, as IMB without -off_cache)\n");
+        printf("# check: the last call's received data of every batch, on every rank\n");
+        if (corrupt_rank >= 0)
+            printf("# corrupt_rank: %d\n", corrupt_rank);
+        fflush(stdout);
+    }
+
+    long long seen[BENCHMARKS][FIELDS];
+    memset(seen, 0, sizeof seen);
+    struct buffers b;
+    if (chosen[SENDRECV]) {
+        allocate(&b, largest, 1);
+        for (int i = 0; i < count; i++)
+            run_size(SENDRECV, &b, sizes[i], seconds_per_size, target, corrupt_rank, seen[SENDRECV], stdout);
+        release(&b);
+    }
+    if (chosen[ALLREDUCE]) {
+        allocate(&b, largest, 1);
+        for (int i = 0; i < reduced_count; i++)
+            run_size(ALLREDUCE, &b, reduced[i], seconds_per_size, target, corrupt_rank, seen[ALLREDUCE], stdout);
+        release(&b);
+    }
+    if (chosen[ALLTOALL]) {
+        allocate(&b, largest, ranks);
+        for (int i = 0; i < count; i++)
+            run_size(ALLTOALL, &b, sizes[i], seconds_per_size, target, corrupt_rank, seen[ALLTOALL], stdout);
+        release(&b);
+    }
+    if (chosen[BARRIER])
+        run_size(BARRIER, NULL, 0, seconds_per_size, target, corrupt_rank, seen[BARRIER], stdout);
+
+    long long *all = rank == 0 ? malloc((size_t)ranks * sizeof seen) : NULL;
+    if (rank == 0 && all == NULL) {
+        fprintf(stderr, "mpi_collectives: cannot allocate the validation table\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Gather(seen, BENCHMARKS * FIELDS, MPI_LONG_LONG, all, BENCHMARKS * FIELDS, MPI_LONG_LONG, 0,
+               MPI_COMM_WORLD);
+    if (rank == 0) {
+        if (!report_failures(all, hosts, chosen))
+            printf("validation ok\n");
+        free(all);
+        free(hosts);
+    }
+    MPI_Finalize();
+    return 0;
+}

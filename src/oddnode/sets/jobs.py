@@ -1,0 +1,162 @@
+"""What runs on a set of nodes: our MPI collectives kernel, or an installed
+MPI application (NPB, HPL through hpcc, a site's own) from a command
+template.
+
+A job is started on the set's first node and launches one rank on every
+member in the set's order; that node's output is the set's result.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from oddnode.benchmarks import DETAIL_CHARS
+from oddnode.kernels import mpi_collectives as collectives
+from oddnode.kernels.jobs import parse_tool_output, tool_argv
+from oddnode.model import DEFAULT_METRIC, Direction
+from oddnode.parsers.base import ParsedOutput, ParseError, get_parser
+from oddnode.transport.base import Target
+from oddnode.units import canonical_unit
+
+# The benchmark our collectives kernel's job is stored under in run records
+# (its measurements keep their own names: sendrecv, allreduce, …).
+COLLECTIVES = "collectives"
+# Seconds an application's run may take on a set, unless told.
+DEFAULT_COMMAND_TIMEOUT = 600.0
+# The words a command template may hold, each replaced per set.
+TEMPLATE_FIELDS = ("hosts", "ranks", "first", "hostfile")
+# The hostfile a template's {hostfile} names: written into the run's private
+# directory on the first node, one member a line with one slot.
+HOSTFILE = "hostfile"
+# Open MPI refuses to run as root unless told it may; nothing changes for
+# other users.
+MPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+@dataclass(frozen=True)
+class SetJob:
+    """What runs on a set: ``argv(members)`` on the first member, launching
+    every member's rank in the given order; ``parse`` reads that node's
+    output; ``expected`` are the (benchmark, metric, unit, direction) rows
+    a failed set is recorded under; ``build`` prepares the job on every
+    node (None: nothing to build); ``run_seconds`` bounds one run of the
+    largest set."""
+
+    name: str
+    argv: Callable[[Sequence[str]], list[str]]
+    parse: Callable[[str, str], ParsedOutput]
+    expected: tuple[tuple[str, str, str, Direction], ...]
+    run_seconds: float
+    build: list[str] | None = None
+
+
+def mpi_rsh_agent(target: Target) -> str | None:
+    """The command mpirun reaches the other members with: ssh with the
+    transport's own configuration file when it has one (the testbed's),
+    else mpirun's default (ssh with the user's configuration)."""
+    config = getattr(target.transport, "ssh_config", None)
+    return f"ssh -F {shlex.quote(str(config))}" if config is not None else None
+
+
+def collectives_job(target: Target, benchmarks: Sequence[str] = collectives.BENCHMARKS,
+                    sizes: Sequence[int] = collectives.DEFAULT_SIZES,
+                    seconds_per_size: float = collectives.DEFAULT_SECONDS_PER_SIZE, *,
+                    largest_set: int, rsh_agent: str | None = None) -> SetJob:
+    """Our collectives kernel on sets of at most ``largest_set`` of the target's nodes."""
+    benchmarks = collectives.check_benchmarks(benchmarks)
+    sizes = collectives.check_sizes(sizes)
+    collectives.check_seconds_per_size(seconds_per_size)
+    rsh_agent = rsh_agent if rsh_agent is not None else mpi_rsh_agent(target)
+    expected = []
+    for benchmark in benchmarks:
+        for size in collectives.benchmark_sizes(benchmark, sizes):
+            us, mbps = canonical_unit("us"), canonical_unit("MB/s")
+            expected.append((benchmark, "time" if benchmark == "barrier" else f"time.{size}", us, Direction.LOWER))
+            if benchmark != "barrier" and size > 0:
+                expected.append((benchmark, f"bandwidth.{size}", mbps, Direction.HIGHER))
+
+    def argv(members: Sequence[str]) -> list[str]:
+        return collectives.collectives_argv(members, benchmarks, sizes, seconds_per_size, rsh_agent=rsh_agent)
+
+    # Every node builds the kernel: mpirun starts each member's rank from its build.
+    nodes = target.nodes
+    build = argv([nodes[0], nodes[-1]]) if len(nodes) >= 2 else None
+    seconds = collectives.run_seconds(benchmarks, sizes, seconds_per_size, ranks=largest_set)
+    return SetJob(COLLECTIVES, argv, collectives.parse_collectives_run, tuple(expected), seconds, build)
+
+
+def check_template(template: str) -> list[str]:
+    """A command template's words; ValueError for an empty one, one that
+    does not start with a program, or an unknown ``{field}``."""
+    try:
+        words = shlex.split(template)
+    except ValueError as error:
+        raise ValueError(f"command template {template!r}: {error}") from None
+    if not words:
+        raise ValueError("the command template is empty")
+    if "{" in words[0]:
+        raise ValueError(f"the command template must start with a program, not {words[0]!r}")
+    for word in words:
+        try:
+            word.format(**dict.fromkeys(TEMPLATE_FIELDS, ""))
+        except (KeyError, IndexError, ValueError) as error:
+            raise ValueError(f"command template word {word!r}: unknown or malformed field {error} (fields: "
+                             + ", ".join("{" + f + "}" for f in TEMPLATE_FIELDS) + ")") from None
+    return words
+
+
+def template_argv(words: Sequence[str], members: Sequence[str]) -> list[str]:
+    """The template's words for one set: {hosts} the members comma-separated,
+    {ranks} their number, {first} the first, {hostfile} a hostfile of them."""
+    fields = {"hosts": ",".join(members), "ranks": str(len(members)), "first": members[0], "hostfile": HOSTFILE}
+    return [word.format(**fields) for word in words]
+
+
+def _application_parser(tool: str, parser: str) -> Callable[[str, str], ParsedOutput]:
+    """The node runner's report of an application's run, its stdout read by
+    the registered ``parser``: a failed verification is an invalid result
+    (the parser's), a non-zero exit status too."""
+    parse_output = get_parser(parser)
+
+    def parse(text: str, source: str) -> ParsedOutput:
+        report = parse_tool_output(source, text)
+        said = (report.stderr.strip() or report.stdout.strip())[:DETAIL_CHARS]
+        try:
+            parsed = parse_output(report.stdout, source)
+        except ParseError as problem:
+            if report.returncode != 0:
+                raise ParseError(source, None, f"{tool} exited with status {report.returncode}: "
+                                               f"{said or problem.detail}") from None
+            raise
+        if report.returncode == 0:
+            return parsed
+        problems = [*parsed.problems, f"{tool} exited with status {report.returncode}: {said or 'no message'}"]
+        return ParsedOutput(parsed.tool, [replace(m, valid=False) for m in parsed.measurements], False, problems,
+                            parsed.configuration)
+
+    return parse
+
+
+def command_job(template: str, parser: str, *, name: str | None = None,
+                timeout: float = DEFAULT_COMMAND_TIMEOUT) -> SetJob:
+    """An installed application on every set from a command template
+    (``mpirun -np {ranks} --host {hosts} bt.B.x``), its output read by one
+    of oddnode's parsers (``npb``, ``hpcc``, ``imb``, …).  A set whose run
+    gives nothing is recorded under ``name`` (default the parser's)."""
+    words = check_template(template)
+    get_parser(parser)  # an unknown parser is refused before any run
+    if not 0 < timeout <= collectives.MAX_SECONDS_PER_SIZE:
+        raise ValueError(f"the command timeout must be > 0 and <= {collectives.MAX_SECONDS_PER_SIZE:g} s, "
+                         f"got {timeout!r}")
+    name = name or parser
+
+    def argv(members: Sequence[str]) -> list[str]:
+        argv_words = template_argv(words, members)
+        hostfile = "".join(f"{node} slots=1\n" for node in members)
+        return tool_argv(argv_words[0], argv_words[1:], files={HOSTFILE: hostfile}, env=MPI_ROOT_ENV,
+                         timeout=timeout)
+
+    return SetJob(name, argv, _application_parser(words[0], parser),
+                  ((name, DEFAULT_METRIC, "", Direction.HIGHER),), timeout)
