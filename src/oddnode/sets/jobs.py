@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from oddnode.benchmarks import DETAIL_CHARS
 from oddnode.kernels import mpi_collectives as collectives
@@ -114,17 +115,43 @@ def template_argv(words: Sequence[str], members: Sequence[str]) -> list[str]:
     return [word.format(**fields) for word in words]
 
 
-def _application_parser(tool: str, parser: str) -> Callable[[str, str], ParsedOutput]:
-    """The node runner's report of an application's run, its stdout read by
-    the registered ``parser``: a failed verification is an invalid result
-    (the parser's), a non-zero exit status too."""
+def read_input_files(specs: Sequence[str]) -> dict[str, str]:
+    """``NAME=PATH`` pairs as the files a command's run directory gets: the
+    text of PATH (read here, on the machine that runs oddnode) under NAME."""
+    files = {}
+    for spec in specs:
+        name, equals, path = spec.partition("=")
+        name, path = name.strip(), path.strip()
+        if not (equals and name and path) or "/" in name or name in (".", ".."):
+            raise ValueError(f"an input file is NAME=PATH with a plain file NAME (hpccinf.txt=./hpl/hpccinf.txt), "
+                             f"not {spec!r}")
+        if name == HOSTFILE:
+            raise ValueError(f"{HOSTFILE!r} is the hostfile oddnode writes for {{hostfile}}: name the file otherwise")
+        try:
+            files[name] = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ValueError(f"input file {name}: cannot read {path}: {error}") from None
+    return files
+
+
+def _application_parser(tool: str, parser: str, output: str | None) -> Callable[[str, str], ParsedOutput]:
+    """The node runner's report of an application's run, its stdout (or the
+    file ``output`` it wrote) read by the registered ``parser``: a failed
+    verification is an invalid result (the parser's), a non-zero exit
+    status too."""
     parse_output = get_parser(parser)
 
     def parse(text: str, source: str) -> ParsedOutput:
         report = parse_tool_output(source, text)
         said = (report.stderr.strip() or report.stdout.strip())[:DETAIL_CHARS]
+        written = report.stdout if output is None else report.collected.get(output)
+        if written is None or not written.strip():
+            what = "printed nothing" if output is None else f"wrote no {output}"
+            raise ParseError(source, None, f"{tool} exited with status {report.returncode} and {what}: "
+                                           f"{said or 'no message'}")
+        where = source if output is None else f"{source}:{output}"
         try:
-            parsed = parse_output(report.stdout, source)
+            parsed = parse_output(written, where)
         except ParseError as problem:
             if report.returncode != 0:
                 raise ParseError(source, None, f"{tool} exited with status {report.returncode}: "
@@ -139,24 +166,31 @@ def _application_parser(tool: str, parser: str) -> Callable[[str, str], ParsedOu
     return parse
 
 
-def command_job(template: str, parser: str, *, name: str | None = None,
-                timeout: float = DEFAULT_COMMAND_TIMEOUT) -> SetJob:
+def command_job(template: str, parser: str, *, name: str | None = None, timeout: float = DEFAULT_COMMAND_TIMEOUT,
+                files: Sequence[str] = (), output: str | None = None) -> SetJob:
     """An installed application on every set from a command template
     (``mpirun -np {ranks} --host {hosts} bt.B.x``), its output read by one
-    of oddnode's parsers (``npb``, ``hpcc``, ``imb``, …).  A set whose run
-    gives nothing is recorded under ``name`` (default the parser's)."""
+    of oddnode's parsers (``npb``, ``hpcc``, ``imb``, …).  ``files``
+    (``NAME=PATH``) go into the run's directory on the first node (hpcc's
+    ``hpccinf.txt``); ``output`` names the file the application writes its
+    results to (hpcc's ``hpccoutf.txt``) when not its standard output.  A
+    set whose run gives nothing is recorded under ``name`` (default the
+    parser's)."""
     words = check_template(template)
     get_parser(parser)  # an unknown parser is refused before any run
     if not 0 < timeout <= collectives.MAX_SECONDS_PER_SIZE:
         raise ValueError(f"the command timeout must be > 0 and <= {collectives.MAX_SECONDS_PER_SIZE:g} s, "
                          f"got {timeout!r}")
+    inputs = read_input_files(files)
+    if output is not None and ("/" in output or not output.strip() or output == HOSTFILE):
+        raise ValueError(f"the output file is a plain file name in the run's directory, not {output!r}")
     name = name or parser
 
     def argv(members: Sequence[str]) -> list[str]:
         argv_words = template_argv(words, members)
         hostfile = "".join(f"{node} slots=1\n" for node in members)
-        return tool_argv(argv_words[0], argv_words[1:], files={HOSTFILE: hostfile}, env=MPI_ROOT_ENV,
-                         timeout=timeout)
+        return tool_argv(argv_words[0], argv_words[1:], files={**inputs, HOSTFILE: hostfile},
+                         collect=[output] if output else [], env=MPI_ROOT_ENV, timeout=timeout)
 
-    return SetJob(name, argv, _application_parser(words[0], parser),
+    return SetJob(name, argv, _application_parser(words[0], parser, output),
                   ((name, DEFAULT_METRIC, "", Direction.HIGHER),), timeout)

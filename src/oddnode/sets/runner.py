@@ -199,6 +199,8 @@ class SetBenchmarkOptions:
     parser: str | None = None
     name: str | None = None  # what a command's failed runs are stored under (default: the parser's name)
     command_timeout: float = DEFAULT_COMMAND_TIMEOUT
+    files: tuple[str, ...] = ()  # NAME=PATH: input files of the command's run directory
+    output: str | None = None  # the file the command writes its results to, when not its stdout
 
     def __post_init__(self) -> None:
         for ordering in self.orderings:
@@ -212,7 +214,8 @@ class SetBenchmarkOptions:
         """The job these options run on sets of up to ``largest_set`` of the
         target's nodes (``rsh_agent``: how mpirun reaches the members)."""
         if self.command is not None:
-            return command_job(self.command, self.parser, name=self.name, timeout=self.command_timeout)
+            return command_job(self.command, self.parser, name=self.name, timeout=self.command_timeout,
+                               files=self.files, output=self.output)
         return collectives_job(target, self.benchmarks, self.sizes, self.seconds_per_size, largest_set=largest_set,
                                rsh_agent=rsh_agent)
 
@@ -284,7 +287,8 @@ class SetsStep(Step):
 
     def check(self, options: SetsOptions) -> None:
         if options.command is not None:
-            command_job(options.command, options.parser, name=options.name, timeout=options.command_timeout)
+            command_job(options.command, options.parser, name=options.name, timeout=options.command_timeout,
+                        files=options.files, output=options.output)
         else:
             collectives.kernel_args(options.benchmarks, options.sizes, options.seconds_per_size)
 
