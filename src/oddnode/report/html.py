@@ -1,8 +1,9 @@
 """One self-contained HTML report: verdict, findings, statistics, histograms,
 the interconnect (pair patterns, bisection, all-pairs heatmaps, Switchbench's
-chain, streaming and all-to-all plots), correlations, failed runs and
-inventory.  Figures are inline SVG, so the file can be mailed or attached to
-a ticket as it is."""
+chain, streaming and all-to-all plots), node sets (sorted against shuffled,
+weak members, scaling curves), correlations, failed runs and inventory.
+Figures are inline SVG, so the file can be mailed or attached to a ticket
+as it is."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from oddnode.nodes import NodeNameError, expand, fold, label_members
 from oddnode.report import interconnect
 from oddnode.report import switchbench as _switchbench  # noqa: F401  (registers the Switchbench figures)
 from oddnode.report.plots import figure_to_svg, heatmap_figure, histogram_figure, scatter_figure
+from oddnode.report.sets import sets_section
 from oddnode.report.terminal import number, probability
 from oddnode.stats.common import common_nodes
 from oddnode.stats.correlation import CORRELATION_CAVEAT
@@ -287,6 +289,7 @@ def render_report(analysis: Analysis, check: CheckResult | None = None) -> str:
         common=common_nodes(analysis.dataset.failures),
         inventory=_inventory(analysis),
         interconnect=_interconnect(analysis),
+        node_sets=sets_section(analysis),
     )
 
 

@@ -1,6 +1,7 @@
 """Figures for reports: STAB's ``dplot`` histogram with its normal overlay,
-``cplot`` scatter, the heatmap of an all-pairs matrix and Switchbench's
-three plots (chain scaling, streaming pairs, all-to-all phases).  Figures
+``cplot`` scatter, the heatmap of an all-pairs matrix, Switchbench's
+three plots (chain scaling, streaming pairs, all-to-all phases), and the
+set runs' two (SCAB's scaling curves, sorted against shuffled spread).  Figures
 are built on ``matplotlib.figure.Figure`` directly, so nothing is registered
 with pyplot and nothing leaks between reports."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -321,5 +323,89 @@ def phase_figure(curves: dict[str, dict[int, float]], title: str, unit: str = "M
     # Headroom above the best phase for the legend.
     axes.set_ylim(0, 1.25 * max(max(c.values()) for c in curves.values() if c))
     axes.legend(loc="upper left", fontsize=7, frameon=False, ncols=min(len(curves), 3))
+    axes.set_title(title, fontsize=9)
+    return figure
+
+
+# The two orderings of set runs, in the same colours in every figure.
+ORDERING_COLOURS = {"sorted": "tab:blue", "shuffled": "tab:orange"}
+# Beyond this many runs an ordering's points are a fixed sample (its lowest
+# and highest always among them): the box still summarizes every run, and
+# an SVG of tens of thousands of dots is slow to open.
+MAX_SPREAD_POINTS = 2000
+
+
+def _ordering_colour(name: str, index: int) -> str:
+    return ORDERING_COLOURS.get(name, _ROLE_CYCLE[index % len(_ROLE_CYCLE)])
+
+
+def scaling_figure(curves: Mapping[str, Sequence[tuple[int, float, float, float]]], title: str, metric: str,
+                   unit: str) -> Figure:
+    """SCAB's scaling curves: one metric against the set's node count, a
+    line of medians per ordering (sorted, shuffled) over the band from its
+    lowest to its highest repetition; node counts on a log2 axis.  Each
+    curve is (nodes, median, min, max) points."""
+    order = sorted(curves, key=lambda name: list(ORDERING_COLOURS).index(name) if name in ORDERING_COLOURS
+                   else len(ORDERING_COLOURS))
+    drawn = {name: sorted(curves[name]) for name in order if curves[name]}
+    if not drawn:
+        raise ValueError("a scaling figure needs at least one node count")
+    figure, axes = _new_figure()
+    counts: set[int] = set()
+    for index, (name, points) in enumerate(drawn.items()):
+        nodes, medians, lows, highs = (list(column) for column in zip(*points))
+        colour = _ordering_colour(name, index)
+        axes.fill_between(nodes, lows, highs, color=colour, alpha=0.2, linewidth=0)
+        axes.plot(nodes, medians, color=colour, marker="o", markersize=4, linewidth=1.4,
+                  label=f"{name}: median, min-max band")
+        counts.update(nodes)
+    axes.set_xscale("log", base=2)
+    ticks = sorted(counts)
+    axes.xaxis.set_major_locator(ticker.FixedLocator(ticks))
+    axes.xaxis.set_major_formatter(ticker.FixedFormatter([str(count) for count in ticks]))
+    axes.xaxis.set_minor_locator(ticker.NullLocator())
+    if len(ticks) == 1:  # one count: a little room either side
+        axes.set_xlim(ticks[0] / 1.5, ticks[0] * 1.5)
+    axes.set_xlabel("nodes in the set (log2 scale)")
+    axes.set_ylabel(f"{metric} [{unit}]" if unit else metric)
+    axes.set_ylim(bottom=0)
+    axes.legend(loc="best", fontsize=7, frameon=False)
+    axes.set_title(title, fontsize=9)
+    return figure
+
+
+def ordering_spread_figure(values: Mapping[str, np.ndarray], title: str, metric: str, unit: str) -> Figure:
+    """Sorted against shuffled sets: every run of one metric (every
+    repetition of every set) per ordering, as a box of its quartiles and its
+    points beside it, the runs and %variability under each."""
+    # Sorted first, then shuffled, then any other, whatever order they come in.
+    order = sorted(values, key=lambda name: list(ORDERING_COLOURS).index(name) if name in ORDERING_COLOURS
+                   else len(ORDERING_COLOURS))
+    drawn = {name: np.asarray(values[name], dtype=np.float64) for name in order}
+    drawn = {name: v[np.isfinite(v)] for name, v in drawn.items()}
+    drawn = {name: v for name, v in drawn.items() if v.size}
+    if not drawn:
+        raise ValueError("a spread figure needs at least one run")
+    figure, axes = _new_figure()
+    positions = np.arange(1, len(drawn) + 1)
+    axes.boxplot(list(drawn.values()), positions=positions, widths=0.5, showfliers=False,
+                 medianprops={"color": "black"})
+    rng = np.random.default_rng(0)  # a fixed jitter: the same figure from the same runs
+    labels = []
+    for index, (position, (name, v)) in enumerate(zip(positions, drawn.items())):
+        points = v
+        if v.size > MAX_SPREAD_POINTS:
+            keep = rng.choice(v.size, MAX_SPREAD_POINTS - 2, replace=False)
+            points = np.concatenate([v[keep], [v.min(), v.max()]])
+        # The points in a strip right of the box (which spans ±0.25).
+        beside = 0.33 + rng.uniform(-0.06, 0.06, points.size)
+        axes.scatter(position + beside, points, s=7, alpha=0.55, color=_ordering_colour(name, index),
+                     edgecolors="none")
+        summary = describe_values(v)
+        sample = f", {MAX_SPREAD_POINTS} drawn" if v.size > MAX_SPREAD_POINTS else ""
+        labels.append(f"{name}\n{summary.n} runs{sample}, %var {summary.variability_pct:.3g}")
+    axes.set_xticks(positions, labels, fontsize=8)
+    axes.set_xlim(0.5, len(drawn) + 0.9)
+    axes.set_ylabel(f"{metric} [{unit}]" if unit else metric)
     axes.set_title(title, fontsize=9)
     return figure

@@ -239,6 +239,11 @@ def print_analysis(console: Console, analysis: Analysis, wide: bool = False, bri
     if analysis.statistics:
         console.print()
         print_stats(console, analysis.statistics, wide)
+    from oddnode.report.sets import has_set_results, print_sets
+
+    if has_set_results(analysis.dataset):
+        console.print()
+        print_sets(console, analysis.dataset, wide)
     strong = [c for c in analysis.correlations if c.pearson_p < analysis.sensitivity.alpha and abs(c.pearson_r) >= 0.5]
     if strong:
         console.print()
