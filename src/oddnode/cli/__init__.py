@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from oddnode import __version__
-from oddnode.cli import analysis, check, imports, interconnect, nodes, testbed
+from oddnode.cli import analysis, check, imports, interconnect, nodes, sets, testbed
 from oddnode.cli.common import Verbosity, console, fail, output
 
 app = typer.Typer(
@@ -22,6 +22,7 @@ app.add_typer(imports.import_app, name="import", rich_help_panel=analysis.RESULT
 analysis.register(app)
 interconnect.register(app)
 interconnect.register_switchbench(app)
+sets.register(app)
 nodes.register(app)
 check.register(app)
 testbed.register(app)

@@ -24,6 +24,7 @@ from oddnode.cli.common import (
     detail,
     err_console,
     inform,
+    analysis_document,
     json_default,
     open_db,
     quiet,
@@ -291,7 +292,7 @@ def analyze_command(
     if not_recorded:
         err_console.print(f"[yellow]{not_recorded}[/]", highlight=False)
     if json_out:
-        typer.echo(json.dumps(result.to_json(), indent=2, default=json_default))
+        typer.echo(json.dumps(analysis_document(result), indent=2, default=json_default))
     else:
         from oddnode.report.terminal import print_analysis
 

@@ -32,6 +32,7 @@ from oddnode.cli.common import (
     detail,
     err_console,
     inform,
+    analysis_document,
     json_default,
     message_sizes,
     open_db,
@@ -127,7 +128,7 @@ def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide
 
     out = err_console if json_out else console
     if json_out:
-        typer.echo(json.dumps(result.analysis.to_json(), indent=2, default=json_default))
+        typer.echo(json.dumps(analysis_document(result.analysis), indent=2, default=json_default))
     else:
         if result.inventory is not None:
             inform(summaries.diagnostics_line(target, result.inventory))

@@ -80,6 +80,17 @@ def progress_run(label: str, run: Callable[[Callable[[int, int], None]], Any]) -
         return run(lambda done, total: progress.update(task, completed=done, total=total))
 
 
+def analysis_document(analysis) -> dict:
+    """An analysis as JSON data: its own document, and the set tables when
+    the store holds set runs."""
+    from oddnode.report.sets import has_set_results, sets_json
+
+    document = analysis.to_json()
+    if has_set_results(analysis.dataset):
+        document["sets"] = sets_json(analysis.dataset)
+    return document
+
+
 def json_default(value):
     """numpy scalars as plain JSON numbers."""
     import numpy as np
