@@ -59,6 +59,9 @@ SerialOption = Annotated[bool, typer.Option(
 PatternSeedOption = Annotated[int, typer.Option("--seed", help="Seed of the shuffle and random patterns.")]
 PairsFileOption = Annotated[Optional[Path], typer.Option(
     "--pairs-file", help="Pairs to run, one 'nodeA nodeB' per line (pattern 'file').")]
+MpiYieldOption = Annotated[Optional[bool], typer.Option(
+    "--mpi-yield/--no-mpi-yield", help="Idle MPI ranks yield their CPU (Open MPI's mpi_yield_when_idle): for nodes "
+                                       "whose CPUs are capped or shared; default on with --testbed only.")]
 SecondsPerSizeOption = Annotated[float, typer.Option("--seconds-per-size", help="Seconds each message size is timed.")]
 StreamMessageSizeOption = Annotated[int, typer.Option("--message-size", help="Bytes per write of each stream.")]
 ServerPortOption = Annotated[int, typer.Option("--port", help="TCP port the servers listen on.")]
@@ -134,6 +137,7 @@ def pairs_command(
     mpi_rsh_agent: Annotated[Optional[str], typer.Option(
         "--mpi-rsh-agent", help="With --kernel mpi: the command mpirun reaches the second node with (default ssh; "
                                 "with --testbed, ssh with the testbed's configuration).")] = None,
+    mpi_yield: MpiYieldOption = None,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
@@ -158,7 +162,7 @@ def pairs_command(
             summary = progress_run(f"pairs {pattern}", lambda progress: run_pairs(
                 store, target, pattern, repetitions, options=options, seed=seed, serial=serial,
                 pairs_file=pairs_file, on_progress=progress, command=command_line(), kernel=kernel,
-                rsh_agent=mpi_rsh_agent))
+                rsh_agent=mpi_rsh_agent, mpi_yield=testbed if mpi_yield is None else mpi_yield))
             print_pattern_run(pattern, summary, repetitions, db)
         dataset = store.load_dataset()
         print_patterns(dataset)

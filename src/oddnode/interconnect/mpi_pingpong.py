@@ -31,6 +31,7 @@ from oddnode.interconnect.pingpong import (
     ping_run_seconds,
 )
 from oddnode.kernels.jobs import runner_argv
+from oddnode.kernels.mpirun import mpirun_options
 from oddnode.parsers.base import ParsedOutput
 
 KERNEL = "mpi_pingpong"
@@ -40,16 +41,17 @@ MPI_PINGPONG_BENCHMARK = "mpi.pingpong"
 _LAUNCH_SLACK = 60.0
 
 
-def mpirun_launcher(first: str, second: str, rsh_agent: str | None = None) -> list[str]:
+def mpirun_launcher(first: str, second: str, rsh_agent: str | None = None,
+                    yield_when_idle: bool = False) -> list[str]:
     """Open MPI's mpirun for one rank on each of two nodes.  ``rsh_agent``
     is the command it reaches the second node with (``ssh -F FILE`` for a
-    cluster's own ssh configuration); by default its own (ssh)."""
+    cluster's own ssh configuration); by default its own (ssh).
+    ``yield_when_idle`` for nodes whose CPUs are capped or shared, as the
+    testbed's (see oddnode.kernels.mpirun.mpirun_options)."""
     check_host(first)
     check_host(second)
-    launcher = ["mpirun", "-np", "2", "--host", f"{first},{second}", "--map-by", "node"]
-    if rsh_agent:
-        launcher += ["--mca", "plm_rsh_agent", rsh_agent]
-    return launcher
+    return (["mpirun", "-np", "2", "--host", f"{first},{second}", "--map-by", "node"]
+            + mpirun_options(rsh_agent, yield_when_idle))
 
 
 def mpi_ping_argv(
@@ -59,6 +61,7 @@ def mpi_ping_argv(
     seconds_per_size: float = DEFAULT_SECONDS_PER_SIZE,
     *,
     rsh_agent: str | None = None,
+    yield_when_idle: bool = False,
     launcher: Sequence[str] | None = None,
     timeout: float | None = None,
     interpreter: str = "python3",
@@ -66,7 +69,8 @@ def mpi_ping_argv(
     """The argv, run on ``first``, that measures the one-way time per
     message size between a rank there and one on ``second``
     (``launcher`` replaces mpirun_launcher's, for another MPI's launcher or
-    a test's).  Open MPI refuses to run as root unless its environment
+    a test's; ``yield_when_idle`` on capped or shared CPUs, as the
+    testbed's).  Open MPI refuses to run as root unless its environment
     allows it, which changes nothing for other users."""
     sizes = check_sizes(sizes)
     check_seconds("seconds_per_size", seconds_per_size, 0.0, 3600.0, inclusive=False)
@@ -75,7 +79,8 @@ def mpi_ping_argv(
     env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     return runner_argv(KERNEL, ["-s", ",".join(str(s) for s in sizes), "-T", f"{seconds_per_size:g}"],
                        env=env, timeout=timeout, interpreter=interpreter, compiler="mpicc",
-                       launcher=launcher if launcher is not None else mpirun_launcher(first, second, rsh_agent))
+                       launcher=launcher if launcher is not None
+                       else mpirun_launcher(first, second, rsh_agent, yield_when_idle))
 
 
 def parse_mpi_pingpong_output(text: str, source: str) -> ParsedOutput:

@@ -373,11 +373,13 @@ def ping_client_argv(options: PingPongOptions) -> Callable[[str, str], list[str]
                                                 options.connect_wait)
 
 
-def mpi_client_argv(options: PingPongOptions, rsh_agent: str | None = None) -> Callable[[str, str], list[str]]:
+def mpi_client_argv(options: PingPongOptions, rsh_agent: str | None = None,
+                    mpi_yield: bool = False) -> Callable[[str, str], list[str]]:
     """The argv, on the client, of the MPI kernel's two ranks: one there, one
-    on the server (started by mpirun over ``rsh_agent``, ssh by default)."""
+    on the server (started by mpirun over ``rsh_agent``, ssh by default;
+    ``mpi_yield``: idle ranks yield their CPU, for capped or shared CPUs)."""
     return lambda client, server: mpi_ping_argv(client, server, list(options.sizes), options.seconds_per_size,
-                                                rsh_agent=rsh_agent)
+                                                rsh_agent=rsh_agent, yield_when_idle=mpi_yield)
 
 
 def stream_client_argv(options: StreamOptions) -> Callable[[str, str], list[str]]:
@@ -400,13 +402,15 @@ def run_pairs(
     command: str = "oddnode pairs",
     kernel: str = "tcp",
     rsh_agent: str | None = None,
+    mpi_yield: bool = False,
 ) -> PairRunSummary:
     """Run ``pattern`` over the target's nodes ``repetitions`` times and store
     every pair's results, raw outputs and node troubles, one transaction
     per round of pairs; ``on_progress(done, total)`` after each round.
     ``kernel``: ``tcp``, our TCP ping-pong (series pingpong.<pattern>), or
     ``mpi``, our MPI one started by mpirun on the client (mpi.<pattern>;
-    mpirun reaches the server over ``rsh_agent``)."""
+    mpirun reaches the server over ``rsh_agent``; ``mpi_yield``: its idle
+    ranks yield their CPU, for nodes whose CPUs are capped or shared)."""
     if kernel not in PAIR_KERNELS:
         raise ValueError(f"the pair kernel is {' or '.join(PAIR_KERNELS)}, not {kernel!r}")
     plans, rounds = pattern_rounds(pattern, target, repetitions, seed, serial, pairs_file)
@@ -414,7 +418,7 @@ def run_pairs(
     summary = PairRunSummary(run_id, pattern, plans)
     mpi = kernel == "mpi"
     if mpi:
-        benchmark, client_argv = pattern_series(MPI, pattern), mpi_client_argv(options, rsh_agent)
+        benchmark, client_argv = pattern_series(MPI, pattern), mpi_client_argv(options, rsh_agent, mpi_yield)
         # Every node builds the kernel: mpirun starts the server's rank from its build.
         build = client_argv(target.nodes[0], target.nodes[-1])
     else:
