@@ -127,28 +127,35 @@ class WeakSetMember:
     bad_runs: list[SetRun]
     total_runs: int  # M: every run judged then
     total_bad: int  # B: the slow or failed ones
-    p: float  # hypergeometric tail, times the nodes judged (Bonferroni)
+    p: float  # tail of its count under the null (see weak_set_members), times the nodes judged (Bonferroni)
     co_members: dict[str, int] = field(default_factory=dict)  # node -> its bad runs shared
+    expected: float = float("nan")  # the bad runs chance puts it in: sum over its rounds of its runs' bad share
 
 
 @dataclass(frozen=True)
 class _Incidence:
-    """Runs and their members as flat arrays: entry e puts node[e] in run[e]."""
+    """Runs and their members as flat arrays: entry e puts node[e] in run[e];
+    each run belongs to one round (a series' repetition: sets that ran at once)."""
 
     run: np.ndarray
     node: np.ndarray
     names: list[str]
+    round_of: np.ndarray  # per run: its round's index
+    rounds: int
 
 
 def _incidence(runs: list[SetRun]) -> _Incidence:
     names = sorted({node for r in runs for node in set_members(r.label)}, key=natural_key)
     code = {name: index for index, name in enumerate(names)}
-    run_index, node_index = [], []
+    round_code: dict[tuple[str, int | None], int] = {}
+    run_index, node_index, round_of = [], [], []
     for index, r in enumerate(runs):
+        round_of.append(round_code.setdefault((r.series, r.repetition), len(round_code)))
         for node in set_members(r.label):
             run_index.append(index)
             node_index.append(code[node])
-    return _Incidence(np.array(run_index, dtype=np.intp), np.array(node_index, dtype=np.intp), names)
+    return _Incidence(np.array(run_index, dtype=np.intp), np.array(node_index, dtype=np.intp), names,
+                      np.array(round_of, dtype=np.intp), len(round_code))
 
 
 def _bad_run_sets(incidence: _Incidence, entries: np.ndarray, nodes: np.ndarray) -> dict[int, frozenset[int]]:
@@ -160,16 +167,57 @@ def _bad_run_sets(incidence: _Incidence, entries: np.ndarray, nodes: np.ndarray)
     return {node: frozenset(runs) for node, runs in found.items()}
 
 
+def round_tails(runs_per_round: np.ndarray, bad_per_round: np.ndarray, node_runs: np.ndarray,
+                node_bad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """P(K_i >= k_i) for every node i, and E[K_i], when each round's bad runs
+    fall on its runs at random, independently from round to round.
+
+    Round r held s_r runs, b_r of them bad; node i was in c_ir of them
+    (``node_runs``, nodes × rounds), so its bad count there is hypergeometric
+    (s_r, b_r, c_ir): a Bernoulli of b_r / s_r when it was in one, as in
+    every round of ``oddnode sets``, where a repetition's sets are disjoint.
+    K_i is the sum over its rounds, and its distribution their convolution.
+    Pooling all runs into one hypergeometric instead would let a node be in
+    several runs of one round: its tail is then too thin (at 12 nodes in
+    sets of 4, a node in the slow set of each of 6 repetitions gets 1/18564
+    rather than 1/729).
+    """
+    nodes, rounds = node_runs.shape
+    most = int(node_runs.sum(axis=1).max(initial=0))
+    pmf = np.zeros((nodes, most + 1))
+    pmf[:, 0] = 1.0
+    share = np.divide(bad_per_round, runs_per_round, out=np.zeros(rounds), where=runs_per_round > 0)
+    for r in range(rounds):
+        q = share[r]
+        if q == 0.0:
+            continue
+        ones = node_runs[:, r] == 1
+        if ones.any():
+            shifted = np.zeros_like(pmf[ones])
+            shifted[:, 1:] = pmf[ones, :-1]
+            pmf[ones] = pmf[ones] * (1.0 - q) + shifted * q
+        for i in np.flatnonzero(node_runs[:, r] > 1).tolist():
+            c = int(node_runs[i, r])
+            step = stats.hypergeom.pmf(np.arange(c + 1), int(runs_per_round[r]), int(bad_per_round[r]), c)
+            pmf[i] = np.convolve(pmf[i], step)[: most + 1]
+    # The tail summed from the top: no cancellation, so tiny p values stay exact.
+    tails = np.cumsum(pmf[:, ::-1], axis=1)[:, ::-1]
+    k = np.clip(node_bad, 0, most)
+    tail = np.minimum(1.0, tails[np.arange(nodes), k])
+    return tail, node_runs @ share
+
+
 def weak_set_members(runs: list[SetRun], alpha: float) -> list[WeakSetMember]:
     """The nodes in far more slow or failed runs than chance, explained away in turn.
 
-    For each node i in n_i of the M runs, k_i of them among the B bad ones,
-    p_i = P(X >= k_i), X hypergeometric (M, B, n_i): the chance that n_i runs
-    drawn at random hold that many bad ones.  The most significant node with
-    p_i × (nodes judged) < alpha and k_i > MIN_WEAK_SET_SHARE · n_i is named,
-    its runs are set aside and the rest judged again: a partner that shared
-    several sets with it loses the evidence it borrowed, while a second weak
-    node keeps its own.
+    Node i is in n_i of the M runs judged, k_i of them among the B bad ones.
+    Its p_i is the chance of k_i or more bad runs when each round's (each
+    repetition of each ordering: sets that ran at once) bad runs fall on
+    its runs at random (round_tails).  The most significant node with
+    p_i × (nodes judged) < alpha and k_i > MIN_WEAK_SET_SHARE · n_i is
+    named, its runs are set aside and the rest judged again: a partner that
+    shared several sets with it loses the evidence it borrowed, while a
+    second weak node keeps its own.
 
     Nodes that are in exactly the same bad runs cannot be told apart (the
     members of one sorted set, together in every repetition): none of them
@@ -188,8 +236,11 @@ def weak_set_members(runs: list[SetRun], alpha: float) -> list[WeakSetMember]:
         n = np.bincount(incidence.node[live], minlength=node_count)
         k = np.bincount(incidence.node[live & bad[incidence.run]], minlength=node_count)
         present = n > 0
-        p = np.ones(node_count)
-        p[present] = stats.hypergeom.sf(k[present] - 1, total, total_bad, n[present])
+        node_runs = np.zeros((node_count, incidence.rounds), dtype=np.int64)
+        np.add.at(node_runs, (incidence.node[live], incidence.round_of[incidence.run[live]]), 1)
+        runs_per_round = np.bincount(incidence.round_of[active], minlength=incidence.rounds)
+        bad_per_round = np.bincount(incidence.round_of[active & bad], minlength=incidence.rounds)
+        p, expected = round_tails(runs_per_round, bad_per_round, node_runs, k)
         adjusted = np.minimum(1.0, p * int(present.sum()))
         candidate = present & (adjusted < alpha) & (k > MIN_WEAK_SET_SHARE * n)
         if not candidate.any():
@@ -206,7 +257,8 @@ def weak_set_members(runs: list[SetRun], alpha: float) -> list[WeakSetMember]:
                 np.isin(incidence.run[entries], list(bad_sets[int(best)]))] if node != best)
             named.append(WeakSetMember(
                 incidence.names[best], int(n[best]), [runs[i] for i in sorted(bad_sets[int(best)])], total,
-                total_bad, float(adjusted[best]), dict(shared.most_common(EVIDENCE_ITEMS))))
+                total_bad, float(adjusted[best]), dict(shared.most_common(EVIDENCE_ITEMS)),
+                float(expected[best])))
         active &= ~in_best
     return named
 
@@ -237,6 +289,13 @@ def weak_set_member(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]
     sets their value.  Nothing is named without slow or failed runs, and a
     run is judged slow only in an ordering of at least 5 runs (the outlier
     rule's minimum) or by SLOW_RUN_FACTOR.
+
+    With s sets a repetition, chance puts a node in the one slow set of a
+    repetition once in s, so a weak node needs about log(N / alpha) / log(s)
+    runs (both orderings together) to be named among N nodes: at the
+    default alpha, 12 nodes in sets of 4 need 6 repetitions of each
+    ordering, 24 nodes in sets of 4 need 4, in sets of 8 need 6, 100 nodes
+    3 or 4.  Two weak nodes make two slow sets a repetition, and need more.
     """
     failed = failed_set_runs(dataset)
     findings = []
@@ -264,15 +323,18 @@ def _weak_set_finding(family: str, benchmark: str, node: str, by_metric: dict[st
     partner_most = max(member.co_members.values(), default=0)
     shown = first_few([f"{r.label} {'failed' if r.failed else f'{r.value:.4g}'}" for r in member.bad_runs],
                       MESSAGE_ITEMS)
+    # The median of the ordering whose runs are shown first (an ordering with
+    # failed runs only has none).
+    medians = [r.median for r in member.bad_runs if np.isfinite(r.median)]
+    median_text = f"; median {medians[0]:.4g}" if medians else ""
     return Finding(
         kind="weak-set-member",
         severity=Severity.WARNING,
         subject=subject,
         nodes=node,
         message=(
-            f"{node} is in {what} of its {member.runs} set runs ({shown}; median "
-            f"{member.bad_runs[0].median:.4g}), where chance would put it in "
-            f"{member.runs * member.total_bad / member.total_runs:.1f} (p = {member.p:.2g} over all nodes); "
+            f"{node} is in {what} of its {member.runs} set runs ({shown}{median_text}), where chance would "
+            f"put it in {member.expected:.1f} (p = {member.p:.2g} over all nodes); "
             f"no other node is in more than {partner_most} of them: {node} is the weak member"
         ),
         evidence={
@@ -280,6 +342,7 @@ def _weak_set_finding(family: str, benchmark: str, node: str, by_metric: dict[st
             "slow_runs": slow,
             "failed_runs": failed,
             "p": member.p,
+            "expected": member.expected,
             "total_runs": member.total_runs,
             "total_slow_or_failed": member.total_bad,
             "metric": metric,
@@ -399,14 +462,19 @@ def ordering_spread(sorted_runs: SetRuns, shuffled_runs: SetRuns) -> OrderingSpr
     a, b = a[np.isfinite(a)], b[np.isfinite(b)]
     if len(a) < MIN_CONTENTION_RUNS or len(b) < MIN_CONTENTION_RUNS:
         return None
+    # Variability is relative (a %variability, a spread over the median):
+    # positive values are compared on their logarithms, so that shuffled runs
+    # at half the sorted bandwidth with twice their relative spread count as
+    # more variable, and slower times, larger in the same proportion, do not.
+    x, y = (np.log(a), np.log(b)) if a.min() > 0 and b.min() > 0 else (a, b)
     # Levene's statistic with two groups is the square of a t statistic on the
     # absolute deviations: halve its p when the shuffled deviations are the
     # larger, else the one-sided p is at least a half.
-    if np.ptp(a) == 0 and np.ptp(b) == 0:
+    if np.ptp(x) == 0 and np.ptp(y) == 0:
         p = 1.0
     else:
-        two_sided = float(stats.levene(a, b, center="median").pvalue)
-        wider = np.mean(np.abs(b - median(b))) > np.mean(np.abs(a - median(a)))
+        two_sided = float(stats.levene(x, y, center="median").pvalue)
+        wider = np.mean(np.abs(y - median(y))) > np.mean(np.abs(x - median(x)))
         p = two_sided / 2 if wider else 1.0 - two_sided / 2
     return OrderingSpread(
         sorted_runs.metric, sorted_runs.unit, len(a), len(b), robust_spread_pct(a), robust_spread_pct(b),
@@ -477,19 +545,21 @@ def _contention_finding(benchmark: str, s: OrderingSpread, spreads: dict[str, Or
 # between switches carry at least two flows' traffic each: 2:1 or worse,
 # as oversubscription's ratio for pairs) ...
 LOSS_RATIO = 0.5
-# ... and it fell at least that much more than the sorted curve from the
-# smallest common count: fall(o) = median at the largest count over median
-# at the smallest (inverted for time), and fall(shuffled) <= LOSS_RATIO ·
-# fall(sorted), the same as the shuffled/sorted ratio at the largest count
-# being at most half of that at the smallest (so it decreases with the
-# count).  A sorted chain that crosses one slow uplink once falls a little
-# too; the shuffled one, crossing it again and again, falls much more.  A
-# slow application falls in both orderings alike and is not named.
-# Lastly the best shuffled repetition at the largest count must be worse
-# than the sorted median there: the loss repeats, it is not one bad run.
-# With a topology, a group's uplink is named when its estimate (see
-# uplink_estimates) is below this fraction of the median of the other
-# groups' estimates.
+# ... when it lost at least that much from its smallest common count to its
+# largest: fall(o) = median at the largest count over median at the
+# smallest (inverted for time), fall(shuffled) <= LOSS_RATIO.  A slow
+# application falls in both orderings alike (its ratio stays near 1) and is
+# not named; shuffled sets that are slower by the same factor at every count
+# have not lost scaling.  The ratio at the smallest count is not asked for:
+# with one poor uplink, about half of the shuffled pairs cross it, so the
+# median there is the uplink's or a link's rate by the luck of the draw.
+# Lastly at least LOSS_REPEATS shuffled repetitions at the largest count,
+# and more than half of them, are below LOSS_RATIO of the sorted median
+# there: the loss repeats, it is not one bad run.
+LOSS_REPEATS = 2
+# With a topology the group whose uplink explains the loss is named (see
+# slow_uplinks); among groups the slow runs cannot tell apart, one whose
+# best crossing run reached less than this fraction of each other's.
 UPLINK_FRACTION = 0.5
 
 
@@ -515,28 +585,34 @@ class ScalingComparison:
         return _goodness(b.median, up) / _goodness(a.median, up) if a and b else float("nan")
 
     def fall(self, curve: ScalingCurve) -> float:
+        """Median at the largest count over median at the smallest, higher is better."""
         up = curve.higher_is_better
         first, last = curve.at(self.smallest), curve.at(self.largest)
         return _goodness(last.median, up) / _goodness(first.median, up)
 
     @property
-    def repeats(self) -> bool:
-        """The best shuffled repetition at the largest count is worse than the sorted median there."""
+    def slow_repeats(self) -> int:
+        """Shuffled repetitions at the largest count below LOSS_RATIO of the sorted median there."""
         up = self.sorted.higher_is_better
-        best = self.shuffled.at(self.largest)
-        best_value = best.high if up else best.low
-        return _goodness(best_value, up) < _goodness(self.sorted.at(self.largest).median, up)
+        limit = LOSS_RATIO * _goodness(self.sorted.at(self.largest).median, up)
+        return sum(1 for v in self.shuffled.at(self.largest).values if _goodness(v, up) < limit)
+
+    @property
+    def repeats(self) -> bool:
+        """At least LOSS_REPEATS shuffled repetitions at the largest count, and more than half, show the loss."""
+        slow, runs = self.slow_repeats, self.shuffled.at(self.largest).n
+        return slow >= LOSS_REPEATS and 2 * slow > runs
 
     @property
     def loss(self) -> bool:
-        return (self.ratio(self.largest) < LOSS_RATIO
-                and self.fall(self.shuffled) <= LOSS_RATIO * self.fall(self.sorted) and self.repeats)
+        return self.ratio(self.largest) < LOSS_RATIO and self.fall(self.shuffled) <= LOSS_RATIO and self.repeats
 
     def to_json(self) -> dict:
         common = [c for c in self.sorted.counts if self.shuffled.at(c)]
         return {"metric": self.sorted.metric, "unit": self.sorted.unit, "smallest": self.smallest,
                 "largest": self.largest, "sorted_fall": self.fall(self.sorted),
                 "shuffled_fall": self.fall(self.shuffled), "ratio_threshold": LOSS_RATIO,
+                "slow_repeats": self.slow_repeats, "repeats_at_largest": self.shuffled.at(self.largest).n,
                 "ratio": {c: self.ratio(c) for c in common},
                 SORTED: {c: self.sorted.at(c).median for c in self.sorted.counts},
                 SHUFFLED: {c: self.shuffled.at(c).median for c in self.shuffled.counts}}
@@ -564,43 +640,94 @@ def scaling_comparisons(dataset: Dataset) -> dict[str, list[ScalingComparison]]:
     return dict(sorted(out.items()))
 
 
+def crossed_groups(label: str, topology: dict[str, str]) -> frozenset[str]:
+    """The groups whose uplink a set's traffic crosses: those holding some of
+    its members but not all (a member outside the topology is outside every
+    group)."""
+    members = set_members(label)
+    counts = Counter(topology[n] for n in members if n in topology)
+    return frozenset(group for group, m in counts.items() if m < len(members))
+
+
 def uplink_estimates(runs: SetRuns, topology: dict[str, str]) -> dict[str, float]:
-    """Each group's uplink throughput as the shuffled runs demonstrate it.
+    """Each group's best crossing run: the best value (highest bandwidth,
+    lowest time) of the runs whose sets cross its uplink.
 
-    In a ring over k nodes in random order with m of them in group g, a
-    given flow leaves g with probability m(k - m) / (k(k - 1)), so about
-    c = m(k - m)/(k - 1) of the k flows cross g's uplink each way.  All
-    flows of a chain move at its measured bandwidth, so the uplink carried
-    at least value × c; the estimate is the largest over the runs (a lower
-    bound on what it can carry).  Groups no run crossed are left out.
-    """
-    estimate: dict[str, float] = {}
+    A chain that crosses an uplink sends at least one of its flows through
+    it, each way, and every flow of the chain moves at least at its measured
+    rate: the uplink carried that much (a lower bound on what it can
+    carry, whatever the ranks' order, which the label does not keep).  For
+    the group whose uplink limits the chain, the pairs that cross it reach
+    its rate.  Groups no run crossed are left out."""
+    up = runs.higher_is_better
+    best: dict[str, float] = {}
     for label, value in zip(runs.labels.tolist(), runs.values.tolist()):
-        members = set_members(label)
-        k = len(members)
-        if k < 2 or not np.isfinite(value):
+        if not np.isfinite(value):
             continue
-        for group, m in Counter(topology[n] for n in members if n in topology).items():
-            crossing = m * (k - m) / (k - 1)
-            if crossing > 0:
-                estimate[group] = max(estimate.get(group, 0.0), value * crossing)
-    return dict(sorted(estimate.items(), key=lambda item: natural_key(item[0])))
+        for group in crossed_groups(label, topology):
+            if group not in best or _goodness(value, up) > _goodness(best[group], up):
+                best[group] = value
+    return dict(sorted(best.items(), key=lambda item: natural_key(item[0])))
 
 
-def slow_uplinks(estimates: dict[str, float]) -> list[str]:
-    """Groups whose estimate is below UPLINK_FRACTION of the median of the others'."""
-    return [group for group, value in estimates.items()
-            if len(estimates) > 1
-            and value < UPLINK_FRACTION * float(np.median([v for g, v in estimates.items() if g != group]))]
+@dataclass(frozen=True)
+class UplinkReading:
+    """Which group's uplink explains the slow shuffled runs of a scale benchmark."""
+
+    slow_runs: list[str]  # labels of the shuffled runs below LOSS_RATIO of the sorted median at their count
+    judged_runs: int  # shuffled runs at counts the sorted curve measured
+    candidates: list[str]  # groups every slow run crosses
+    slow: list[str]  # the groups named
+    estimates: dict[str, float]  # group -> its best crossing run (uplink_estimates)
+
+    def to_json(self) -> dict:
+        return {"slow_runs": len(self.slow_runs), "judged_runs": self.judged_runs,
+                "candidates": self.candidates, "estimates": self.estimates}
 
 
-def _bandwidth_runs(dataset: Dataset, benchmark: str, metric: str) -> SetRuns | None:
-    """The shuffled scale runs of the bandwidth metric the uplinks are estimated on."""
-    orderings = {m: o.get(SHUFFLED) for (_, b, m), o in runs_by_ordering(dataset, SCALE).items() if b == benchmark}
-    chosen = metric if metric.startswith("bandwidth") else judged_metric(
-        [m for m in orderings if m.startswith("bandwidth")])
-    runs = orderings.get(chosen) if chosen else None
-    return runs if runs is not None and runs.higher_is_better else None
+def slow_uplinks(sorted_runs: SetRuns, shuffled_runs: SetRuns, topology: dict[str, str]) -> UplinkReading:
+    """The group whose uplink the slow shuffled runs have in common.
+
+    A shuffled run is slow when it is below LOSS_RATIO of the sorted median
+    at its node count.  A poor uplink slows the runs that cross it, and only
+    those: the candidates are the groups that every slow run crosses (at
+    least LOSS_REPEATS slow runs).  One candidate is named.  Several are
+    told apart by what their crossing runs reached: a group is named when
+    its best crossing run (uplink_estimates) is below UPLINK_FRACTION of
+    each other candidate's, whose uplinks thereby carried twice as much.
+    Otherwise none is named: the runs crossed those uplinks together, or
+    every uplink is short (a fabric oversubscribed as a whole)."""
+    up = sorted_runs.higher_is_better
+    by_count: dict[int, list[float]] = defaultdict(list)
+    for label, value in zip(sorted_runs.labels.tolist(), sorted_runs.values.tolist()):
+        by_count[len(set_members(label))].append(value)
+    reference = {count: _goodness(median(np.array(v)), up) for count, v in by_count.items()}
+    judged, slow_labels, slow_crossed = 0, [], []
+    for label, value in zip(shuffled_runs.labels.tolist(), shuffled_runs.values.tolist()):
+        count = len(set_members(label))
+        if count not in reference or not np.isfinite(value):
+            continue
+        judged += 1
+        if _goodness(value, up) < LOSS_RATIO * reference[count]:
+            slow_labels.append(label)
+            slow_crossed.append(crossed_groups(label, topology))
+    estimates = uplink_estimates(shuffled_runs, topology)
+    groups = sorted(set(topology.values()), key=natural_key)
+    candidates = [g for g in groups if len(slow_crossed) >= LOSS_REPEATS and all(g in c for c in slow_crossed)]
+    if len(candidates) == 1:
+        slow = candidates
+    else:
+        slow = [g for g in candidates
+                if all(h in estimates and g in estimates
+                       and _goodness(estimates[g], up) < UPLINK_FRACTION * _goodness(estimates[h], up)
+                       for h in candidates if h != g)]
+    return UplinkReading(slow_labels, judged, candidates, slow, estimates)
+
+
+def _scale_runs(dataset: Dataset, benchmark: str, metric: str) -> tuple[SetRuns | None, SetRuns | None]:
+    """The sorted and the shuffled scale runs of one benchmark metric."""
+    orderings = runs_by_ordering(dataset, SCALE).get((SCALE, benchmark, metric), {})
+    return orderings.get(SORTED), orderings.get(SHUFFLED)
 
 
 @rule("scaling-loss")
@@ -611,36 +738,58 @@ def scaling_loss(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
         judged = comparisons[0]
         if not judged.loss:
             continue
-        estimates: dict[str, float] = {}
+        reading = None
         if dataset.topology:
-            runs = _bandwidth_runs(dataset, benchmark, judged.sorted.metric)
-            estimates = uplink_estimates(runs, dataset.topology) if runs is not None else {}
-        findings.append(_loss_finding(dataset, benchmark, judged, comparisons, estimates))
+            sorted_runs, shuffled_runs = _scale_runs(dataset, benchmark, judged.sorted.metric)
+            if sorted_runs is not None and shuffled_runs is not None:
+                reading = slow_uplinks(sorted_runs, shuffled_runs, dataset.topology)
+        findings.append(_loss_finding(dataset, benchmark, judged, comparisons, reading))
     return findings
 
 
 def _loss_finding(dataset: Dataset, benchmark: str, c: ScalingComparison, comparisons: list[ScalingComparison],
-                  estimates: dict[str, float]) -> Finding:
+                  reading: UplinkReading | None) -> Finding:
     unit, small, large = c.sorted.unit, c.smallest, c.largest
+    up = c.sorted.higher_is_better
+    estimates = reading.estimates if reading is not None else {}
+    slow = reading.slow if reading is not None else []
     members = {g: sorted((n for n, group in dataset.topology.items() if group == g), key=natural_key)
-               for g in estimates}
-    slow = slow_uplinks(estimates)
+               for g in set(estimates) | set(slow)}
+    # What one link carries: the sorted chain of the fewest nodes, neighbours
+    # on one switch.  Against it, a named group's nodes over its best crossing
+    # run: how oversubscribed its uplink showed itself (for bandwidths).
+    link = c.sorted.at(small).median
+    ratios = {g: len(members[g]) * link / estimates[g] for g in slow
+              if up and g in estimates and estimates[g] > 0 and np.isfinite(link)}
     where = ""
     if slow:
         # A group of one node has no uplink of its own to blame: its node's link carried it.
-        carrier = {g: "its one node's link" if len(members[g]) == 1 else "uplink" for g in slow}
-        parts = [f"{g} ({fold(members[g])}, {carrier[g]} carried at most {estimates[g]:.4g})" for g in slow]
-        others = float(np.median([v for g, v in estimates.items() if g not in slow]))
-        where = f"; slow: {', '.join(parts)} against a median {others:.4g} {unit} for the other groups"
+        carrier = {g: "its one node's link" if len(members[g]) == 1 else "its uplink" for g in slow}
+        parts = []
+        for g in slow:
+            text = f"{g} ({fold(members[g])}: {carrier[g]} carried at best {estimates[g]:.4g} {unit}"
+            if g in ratios:
+                text += f", about {ratios[g]:.2g}:1 for {len(members[g])} nodes at {link:.4g}"
+            parts.append(text + ")")
+        others = [v for g, v in estimates.items() if g not in slow]
+        against = (f" against {min(others, key=lambda v: _goodness(v, up)):.4g} or better for the other groups"
+                   if others else "")
+        where = (f"; every slow shuffled run crosses {', '.join(parts)}{against}")
     runs = [r for (_, b, _), o in runs_by_ordering(dataset, SCALE).items() if b == benchmark for r in o.values()]
     nodes = fold(n for g in slow for n in members[g]) if slow else _run_nodes(*runs)
     evidence = {**c.to_json(), "benchmark": benchmark,
                 "metrics": {x.sorted.metric: x.to_json() for x in comparisons}}
-    if estimates:
-        evidence["uplinks"] = {g: {"estimate": v, "nodes": fold(members[g]), "size": len(members[g])}
+    if reading is not None:
+        evidence["uplinks"] = {g: {"best_crossing_run": v, "nodes": fold(members[g]), "size": len(members[g])}
                                for g, v in estimates.items()}
+        evidence["uplink_candidates"] = reading.candidates
         evidence["slow_uplinks"] = slow
+        evidence["slow_shuffled_runs"] = len(reading.slow_runs)
+        evidence["judged_shuffled_runs"] = reading.judged_runs
         evidence["uplink_fraction"] = UPLINK_FRACTION
+        if ratios:
+            evidence["link"] = link
+            evidence["oversubscription"] = ratios
     s0, s1 = c.sorted.at(small).median, c.sorted.at(large).median
     h0, h1 = c.shuffled.at(small).median, c.shuffled.at(large).median
     return Finding(

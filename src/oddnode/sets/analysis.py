@@ -236,6 +236,7 @@ class CurvePoint:
     low: float
     high: float
     n: int
+    values: tuple[float, ...] = ()  # the repetitions themselves, in stored order
 
     def to_json(self) -> dict[str, Any]:
         return {"nodes": self.nodes, "median": self.median, "min": self.low, "max": self.high, "n": self.n}
@@ -277,7 +278,7 @@ def curve_of(runs: SetRuns, ordering: str, benchmark: str) -> ScalingCurve:
         if count and np.isfinite(value):
             by_count[count].append(value)
     points = tuple(
-        CurvePoint(count, float(np.median(v)), float(min(v)), float(max(v)), len(v))
+        CurvePoint(count, float(np.median(v)), float(min(v)), float(max(v)), len(v), tuple(v))
         for count, v in sorted(by_count.items()))
     return ScalingCurve(benchmark, runs.metric, runs.unit, runs.direction, ordering, points)
 
