@@ -199,9 +199,14 @@ def check_command(
     patterns: Annotated[Optional[str], typer.Option(
         help=f"Pair patterns of the interconnect stage ({_default('pairs.patterns')}).")] = None,
     sizes: Annotated[Optional[str], typer.Option(
-        help="Ping-pong message sizes in bytes, comma-separated (pairs.sizes, default 0 B to 4 MiB).")] = None,
+        help="Message sizes in bytes of the ping-pong and of the set benchmarks, comma-separated (pairs.sizes, "
+             "sets.sizes, scale.sizes; default 0 B to 4 MiB).")] = None,
     seconds_per_size: Annotated[Optional[float], typer.Option(
-        help=f"Seconds each ping-pong size is timed ({_default('pairs.seconds_per_size')}).")] = None,
+        help=f"Seconds each message size is timed ({_default('pairs.seconds_per_size')}; sets.seconds_per_size, "
+             f"scale.seconds_per_size).")] = None,
+    set_size: Annotated[Optional[int], typer.Option(
+        help=f"Nodes per set of the sets stage ({_default('sets.size')}, smaller when the cluster holds fewer than "
+             "two sets).")] = None,
     bisection_seconds: Annotated[Optional[float], typer.Option(
         help=f"Seconds each bisection stream lasts ({_default('bisection.seconds')}).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
@@ -231,9 +236,18 @@ def check_command(
         "disk.directory": disk_dir, "disk.size": disk_size, "disk.engine": disk_engine,
         "pairs.patterns": patterns, "pairs.sizes": message_sizes(sizes) if sizes else None,
         "pairs.seconds_per_size": seconds_per_size, "bisection.seconds": bisection_seconds,
+        "sets.size": set_size, **{f"{step}.{option}": value for step in ("sets", "scale") for option, value in (
+            ("sizes", message_sizes(sizes) if sizes else None), ("seconds_per_size", seconds_per_size))},
     })
     try:
-        plan = make_plan(read_plan_file(plan_file) if plan_file else None,
+        file = read_plan_file(plan_file) if plan_file else {}
+        if testbed:
+            # The testbed's nodes share capped CPUs: MPI ranks yield when idle
+            # (see kernels/mpirun.py), unless the plan file says otherwise.
+            steps = file["steps"] = dict(file.get("steps") or {})
+            for step in ("sets", "scale"):
+                steps[step] = {"mpi_yield": True, **(steps.get(step) or {})}
+        plan = make_plan(file,
                          layered_parameters(flags, parse_settings(settings or ())),
                          stages=_names(stages), skip=_names(skip), add=_names(add), repetitions=repetitions,
                          benchmark_timeout=benchmark_timeout, probe_timeout=timeout,

@@ -33,7 +33,7 @@ from oddnode.cli.common import (
     quiet,
     user_errors,
 )
-from oddnode.cli.interconnect import NETWORK_REPETITIONS, network_run
+from oddnode.cli.interconnect import NETWORK_REPETITIONS, MpiYieldOption, network_run
 from oddnode.report import summaries
 
 SETS_PANEL = "Node sets"
@@ -150,6 +150,7 @@ def sets_command(
     file: FileOption = None,
     output_file: OutputFileOption = None,
     mpi_rsh_agent: RshAgentOption = None,
+    mpi_yield: MpiYieldOption = None,
     json_out: JsonOption = False,
     wide: WideOption = False,
     topology: TopologyOption = None,
@@ -166,8 +167,8 @@ def sets_command(
     from oddnode.sets.runner import SetsOptions, run_sets
 
     with user_errors():
-        options = SetsOptions(size=size, **_job_settings(order, seed, benchmarks, sizes, seconds_per_size, command,
-                                                          parser, command_timeout, file, output_file))
+        options = SetsOptions(size=size, mpi_yield=testbed if mpi_yield is None else mpi_yield, **_job_settings(
+            order, seed, benchmarks, sizes, seconds_per_size, command, parser, command_timeout, file, output_file))
     with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
         with user_errors():
             job = options.job(target, size, rsh_agent=mpi_rsh_agent)
@@ -199,6 +200,7 @@ def scale_command(
     file: FileOption = None,
     output_file: OutputFileOption = None,
     mpi_rsh_agent: RshAgentOption = None,
+    mpi_yield: MpiYieldOption = None,
     json_out: JsonOption = False,
     wide: WideOption = False,
     topology: TopologyOption = None,
@@ -216,8 +218,9 @@ def scale_command(
     from oddnode.sets.runner import ScaleOptions, run_scale
 
     with user_errors():
-        options = ScaleOptions(counts=_counts(counts), **_job_settings(
-            order, seed, benchmarks, sizes, seconds_per_size, command, parser, command_timeout, file, output_file))
+        options = ScaleOptions(counts=_counts(counts), mpi_yield=testbed if mpi_yield is None else mpi_yield,
+                               **_job_settings(order, seed, benchmarks, sizes, seconds_per_size, command, parser,
+                                               command_timeout, file, output_file))
     with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
         with user_errors():
             chosen = scale_counts(len(target.nodes), options.counts)

@@ -64,8 +64,10 @@ def mpi_rsh_agent(target: Target) -> str | None:
 def collectives_job(target: Target, benchmarks: Sequence[str] = collectives.BENCHMARKS,
                     sizes: Sequence[int] = collectives.DEFAULT_SIZES,
                     seconds_per_size: float = collectives.DEFAULT_SECONDS_PER_SIZE, *,
-                    largest_set: int, rsh_agent: str | None = None) -> SetJob:
-    """Our collectives kernel on sets of at most ``largest_set`` of the target's nodes."""
+                    largest_set: int, rsh_agent: str | None = None, mpi_yield: bool = False) -> SetJob:
+    """Our collectives kernel on sets of at most ``largest_set`` of the
+    target's nodes (``mpi_yield``: idle ranks yield their CPU, see
+    kernels/mpirun.py)."""
     benchmarks = collectives.check_benchmarks(benchmarks)
     sizes = collectives.check_sizes(sizes)
     collectives.check_seconds_per_size(seconds_per_size)
@@ -79,7 +81,8 @@ def collectives_job(target: Target, benchmarks: Sequence[str] = collectives.BENC
                 expected.append((benchmark, f"bandwidth.{size}", mbps, Direction.HIGHER))
 
     def argv(members: Sequence[str]) -> list[str]:
-        return collectives.collectives_argv(members, benchmarks, sizes, seconds_per_size, rsh_agent=rsh_agent)
+        return collectives.collectives_argv(members, benchmarks, sizes, seconds_per_size, rsh_agent=rsh_agent,
+                                            yield_when_idle=mpi_yield)
 
     # Every node builds the kernel: mpirun starts each member's rank from its build.
     nodes = target.nodes

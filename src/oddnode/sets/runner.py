@@ -201,6 +201,7 @@ class SetBenchmarkOptions:
     command_timeout: float = DEFAULT_COMMAND_TIMEOUT
     files: tuple[str, ...] = ()  # NAME=PATH: input files of the command's run directory
     output: str | None = None  # the file the command writes its results to, when not its stdout
+    mpi_yield: bool = False  # idle ranks yield their CPU: for capped or shared CPUs (the testbed's)
 
     def __post_init__(self) -> None:
         for ordering in self.orderings:
@@ -217,7 +218,7 @@ class SetBenchmarkOptions:
             return command_job(self.command, self.parser, name=self.name, timeout=self.command_timeout,
                                files=self.files, output=self.output)
         return collectives_job(target, self.benchmarks, self.sizes, self.seconds_per_size, largest_set=largest_set,
-                               rsh_agent=rsh_agent)
+                               rsh_agent=rsh_agent, mpi_yield=self.mpi_yield)
 
 
 @dataclass(frozen=True)
