@@ -16,16 +16,19 @@
  *              bytes sent and received by each rank, itself included);
  *   barrier    MPI_Barrier: a time only, no sizes.
  *
- * Timing, as IMB times a collective, in the batches of the ping-pong kernels
- * (oddnode_batches.h): per benchmark and size, warm-up batches of one
+ * Timing, in the batches of the ping-pong kernels (oddnode_batches.h), but
+ * of at least 10 ms: per benchmark and size, warm-up batches of one
  * iteration, then timed batches until the size has run SECONDS_PER_SIZE and
  * at least MIN_BATCHES batches.  Rank 0 decides every batch's iterations (so
  * that all ranks make the same calls) and broadcasts them outside the timer;
- * a barrier precedes each batch.  Every rank times its own batch and divides
- * by the iterations; the batch's time is the maximum over the ranks (IMB's
- * t_max, an MPI_Reduce with MPI_MAX); the minimum and the median over the
- * batches are reported.  Buffers are reused by every iteration of a size,
- * as IMB does by default (no -off_cache): messages come from the cache.
+ * one untimed call and a barrier precede each batch, whose calls follow each
+ * other back to back (as IMB times Sendrecv; IMB puts a barrier between
+ * collective calls and times each alone).  Every rank times its own batch
+ * and divides by the iterations; the batch's time is the maximum over the
+ * ranks (IMB's t_max, an MPI_Reduce with MPI_MAX): a batch is what one IMB
+ * loop is.  The minimum and the median over the batches are reported.
+ * Buffers are reused by every iteration of a size, as IMB does by default
+ * (no -off_cache): messages come from the cache.
  *
  * Check: before each batch every rank fills what it sends with a pattern of
  * its rank, the destination, the size and the batch; after it, every rank
@@ -48,7 +51,9 @@
  * benchmark that saw bad data:
  *   validation failed <benchmark> rank=R host=H [from_rank=J from_host=G] bad=N/M bytes=S batch=B
  *       offset=K|element=K expected=X got=Y
- * (bad: batches with bad data of those checked on that rank).
+ * (bad: batches with bad data of those checked on that rank; offset: the
+ * first bad byte and its values; element: allreduce's first wrong sum, the
+ * sum expected and the one received, as numbers).
  *
  * Exit status: 0 done (even if the check failed: the output says so), 2 bad
  * arguments, 3 fewer than two MPI ranks.
@@ -59,6 +64,17 @@
 #include <string.h>
 
 #include "oddnode_kernel.h"
+
+/* Timed batches of at least 10 ms, not the ping-pong kernels' 1 ms.  Before
+ * each batch every rank rewrites what it sends and has read what it
+ * received, and the first calls after that run slower than a loop's: on 2
+ * ranks over shared memory (Open MPI 4.1) the median batch of 1 ms, 3 calls
+ * at 4 MiB, took 1.5-1.6 times IMB's time per call (Sendrecv; Allreduce up
+ * to 2.7 times, also at 1 MiB); batches of 10 ms, about 20 calls, took 0.9
+ * to 1.1 times (bench/mpi_kernels.py; see timed_calls for the rest). */
+#ifndef ODDNODE_MIN_BATCH_SECONDS
+#define ODDNODE_MIN_BATCH_SECONDS 1.0e-2
+#endif
 #include "oddnode_batches.h"
 
 #define KERNEL_VERSION 1
@@ -180,6 +196,22 @@ static long first_bad_byte(const unsigned char *buffer, long size, uint64_t seed
 static inline double term_a(uint64_t seed, long k) { return (double)(pattern_word(seed, k) >> 44); }
 static inline double term_b(uint64_t seed, long k) { return (double)((pattern_word(seed ^ 1, k) >> 54) + 1); }
 
+/* A double carried in the long long table of what a rank saw (a wrong sum
+ * may be anything, NaN included: no conversion to an integer). */
+static long long double_bits(double value)
+{
+    long long bits;
+    memcpy(&bits, &value, sizeof bits);
+    return bits;
+}
+
+static double bits_double(long long bits)
+{
+    double value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
 /* --- one batch ------------------------------------------------------------------- */
 
 struct buffers {
@@ -239,7 +271,7 @@ static void check(int benchmark, const struct buffers *b, long size, long batch,
         for (long k = 0; k < count; k++) {
             double want = k_ranks * term_a(seed, k) + term_b(seed, k) * (k_ranks * (k_ranks - 1.0) / 2.0);
             if (sums[k] != want) {
-                record_bad(seen, size, batch, -1, k, (long long)want, (long long)sums[k]);
+                record_bad(seen, size, batch, -1, k, double_bits(want), double_bits(sums[k]));
                 break;
             }
         }
@@ -258,13 +290,11 @@ static void check(int benchmark, const struct buffers *b, long size, long batch,
     seen[CHECKED]++;
 }
 
-/* Every rank: `iterations` calls of the benchmark; this rank's seconds per call. */
-static double timed_calls(int benchmark, const struct buffers *b, long size, long iterations)
+/* Every rank: `iterations` calls of the benchmark, back to back. */
+static void calls(int benchmark, const struct buffers *b, long size, long iterations)
 {
     const int count = (int)size;
     const int right = (rank + 1) % ranks, left = (rank - 1 + ranks) % ranks;
-    MPI_Barrier(MPI_COMM_WORLD);
-    double started = now_seconds();
     switch (benchmark) {
     case SENDRECV:
         for (long i = 0; i < iterations; i++)
@@ -283,6 +313,20 @@ static double timed_calls(int benchmark, const struct buffers *b, long size, lon
         for (long i = 0; i < iterations; i++)
             MPI_Barrier(MPI_COMM_WORLD);
     }
+}
+
+/* Every rank: one untimed call, then `iterations` timed; this rank's
+ * seconds per call.  The untimed call takes the cost of the batch's
+ * preparation (messages just rewritten, the last batch's received data just
+ * read) that its first call would pay, as IMB's timed loop follows its
+ * warm-up calls: at 4 MiB over shared memory a 25-call batch without it ran
+ * 7-20% slower than the same calls after a warm-up, with it 0-12%. */
+static double timed_calls(int benchmark, const struct buffers *b, long size, long iterations)
+{
+    calls(benchmark, b, size, 1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double started = now_seconds();
+    calls(benchmark, b, size, iterations);
     return (now_seconds() - started) / (double)iterations;
 }
 
@@ -415,9 +459,12 @@ static int report_failures(const long long *all, const char *hosts, const int ch
             if (seen[FROM_RANK] >= 0)
                 printf(" from_rank=%lld from_host=%s", seen[FROM_RANK],
                        hosts + (size_t)seen[FROM_RANK] * MPI_MAX_PROCESSOR_NAME);
-            printf(" bad=%lld/%lld bytes=%lld batch=%lld %s=%lld expected=%lld got=%lld\n", seen[BAD],
-                   seen[CHECKED], seen[BYTES], seen[BATCH], b == ALLREDUCE ? "element" : "offset", seen[OFFSET],
-                   seen[EXPECTED], seen[GOT]);
+            printf(" bad=%lld/%lld bytes=%lld batch=%lld", seen[BAD], seen[CHECKED], seen[BYTES], seen[BATCH]);
+            if (b == ALLREDUCE)
+                printf(" element=%lld expected=%.17g got=%.17g\n", seen[OFFSET], bits_double(seen[EXPECTED]),
+                       bits_double(seen[GOT]));
+            else
+                printf(" offset=%lld expected=%lld got=%lld\n", seen[OFFSET], seen[EXPECTED], seen[GOT]);
         }
     }
     return failed;
@@ -457,19 +504,20 @@ int main(int argc, char **argv)
             return bad_arguments(program, "unknown option or missing value", argv[i]);
         }
     }
-    const char *corrupt_text = getenv("ODDNODE_CORRUPT_RANK");
-    int corrupt_rank = -1;
-    if (corrupt_text != NULL && *corrupt_text != '\0') {
-        long long value = parse_count(corrupt_text, 0, INT_MAX);
-        if (value < 0)
-            return bad_arguments(program, "ODDNODE_CORRUPT_RANK wants a rank number", corrupt_text);
-        corrupt_rank = (int)value;
-    }
     if (ranks < 2) {
         if (rank == 0)
             fprintf(stderr, "%s: run as two or more MPI ranks (mpirun -np K, K >= 2), not %d\n", program, ranks);
         MPI_Finalize();
         return EXIT_RANKS;
+    }
+    const char *corrupt_text = getenv("ODDNODE_CORRUPT_RANK");
+    int corrupt_rank = -1;
+    if (corrupt_text != NULL && *corrupt_text != '\0') {
+        long long value = parse_count(corrupt_text, 0, ranks - 1);
+        if (value < 0)
+            return bad_arguments(program, "ODDNODE_CORRUPT_RANK wants a rank number below the ranks' count",
+                                 corrupt_text);
+        corrupt_rank = (int)value;
     }
 
     /* Allreduce's sizes: whole doubles, each rounded size once. */

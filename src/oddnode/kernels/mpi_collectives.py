@@ -3,15 +3,17 @@ set of nodes, one rank on each: the argv that builds it with ``mpicc`` and
 starts its ranks with Open MPI's ``mpirun`` from the first node, and the
 parser of what comes back.
 
-The kernel times, as the Intel MPI Benchmarks do, IMB's Sendrecv chain
-(every rank sends to the next and receives from the previous, periodically),
-MPI_Allreduce (doubles, MPI_SUM), MPI_Alltoall and MPI_Barrier: per size,
-warm-up, then timed batches of at least 1 ms (the ping-pong kernels'
-batches), each batch's time per call the slowest rank's (IMB's t_max), and
-the minimum and median over the batches.  Every batch's received data is
-checked on every rank; a failure names the rank that saw it and its node,
-and the sender and its node where one rank's data was at fault.  The rank
-order, which decides who sends to whom in the chain, is in the header.
+The kernel times IMB's Sendrecv chain (every rank sends to the next and
+receives from the previous, periodically), MPI_Allreduce (doubles,
+MPI_SUM), MPI_Alltoall and MPI_Barrier: per size, warm-up, then timed
+batches of back-to-back calls, at least 10 ms each and after one untimed
+call (so that the check's work between batches does not slow their first
+calls), each batch's time per call the slowest rank's (IMB's t_max, so
+that a batch is what one IMB loop is), and the minimum and median over the
+batches.  Every batch's received data is checked on every rank; a failure
+names the rank that saw it and its node, and the sender and its node where
+one rank's data was at fault.  The rank order, which decides who sends to
+whom in the chain, is in the header.
 
 Measurements, one benchmark per kernel benchmark (``sendrecv``,
 ``allreduce``, ``alltoall``, ``barrier``): ``time.<bytes>``, the minimum
@@ -39,6 +41,7 @@ from typing import Any
 
 from oddnode.benchmarks import parse_kernel_run
 from oddnode.kernels.jobs import runner_argv
+from oddnode.kernels.mpirun import mpirun_options
 from oddnode.kernels.output import number, read_kernel_output, whole
 from oddnode.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, register_parser
@@ -64,11 +67,15 @@ CORRUPT_RANK_VARIABLE = "ODDNODE_CORRUPT_RANK"
 # Run-time bounds for the runner's timeout (see run_seconds).  Per size the
 # kernel runs its seconds plus warm-up (at most a quarter of them), and at
 # least MIN_BATCHES batches after up to MAX_WARMUP_ROUNDS one-call warm-up
-# batches.  A call of S bytes takes at most its bytes on the wire over
-# SLOWEST_LINK_BYTES_PER_S (100 Mbit/s Ethernet); every batch also fills and
-# checks its buffers, at no less than _PATTERN_BYTES_PER_S.
+# batches.  A timed batch lasts at least _MIN_BATCH_SECONDS and, as its
+# calls are counted from the warm-up's fastest with a margin of 1.5 and
+# doubled while too short, rarely beyond three times that.  A call of S
+# bytes takes at most its bytes on the wire over SLOWEST_LINK_BYTES_PER_S
+# (100 Mbit/s Ethernet); every batch also fills and checks its buffers, at
+# no less than _PATTERN_BYTES_PER_S.
 _MIN_BATCHES = 10
 _MAX_WARMUP_ROUNDS = 16
+_MIN_BATCH_SECONDS = 0.01
 SLOWEST_LINK_BYTES_PER_S = 1e7
 _PATTERN_BYTES_PER_S = 1e8
 _SLACK_PER_SIZE = 1.0
@@ -154,21 +161,20 @@ def benchmark_sizes(benchmark: str, sizes: Sequence[int]) -> list[int]:
     return [0] if benchmark == "barrier" else list(sizes)
 
 
-def collectives_launcher(nodes: Sequence[str], rsh_agent: str | None = None, hostfile: bool = False) -> list[str]:
+def collectives_launcher(nodes: Sequence[str], rsh_agent: str | None = None, hostfile: bool = False,
+                         yield_when_idle: bool = False) -> list[str]:
     """Open MPI's mpirun for one rank on each node, in the nodes' order.
     ``rsh_agent`` is the command it reaches the other nodes with (``ssh -F
     FILE``); by default its own (ssh).  ``hostfile``: name no hosts and let
     mpirun take them from its allocation (Slurm, PBS) or its default
     hostfile, one rank per node all the same; the kernel's header records
-    the order it chose."""
+    the order it chose.  ``yield_when_idle`` for nodes whose CPUs are
+    capped or shared, as the testbed's (see kernels/mpirun.py)."""
     nodes = check_nodes(nodes)
     launcher = ["mpirun", "-np", str(len(nodes))]
     if not hostfile:
         launcher += ["--host", ",".join(nodes)]
-    launcher += ["--map-by", "node"]
-    if rsh_agent:
-        launcher += ["--mca", "plm_rsh_agent", rsh_agent]
-    return launcher
+    return launcher + ["--map-by", "node"] + mpirun_options(rsh_agent, yield_when_idle)
 
 
 def kernel_args(benchmarks: Sequence[str] = BENCHMARKS, sizes: Sequence[int] = DEFAULT_SIZES,
@@ -184,9 +190,11 @@ def run_seconds(benchmarks: Sequence[str] = BENCHMARKS, sizes: Sequence[int] = D
                 seconds_per_size: float = DEFAULT_SECONDS_PER_SIZE, *, ranks: int = 2) -> float:
     """An upper bound of the kernel's seconds on ``ranks`` nodes linked no
     slower than SLOWEST_LINK_BYTES_PER_S: per benchmark and size, its
-    seconds and warm-up, the fewest batches' calls at that rate and their
-    buffers' fill and check."""
+    seconds and warm-up or the length of its fewest batches, whichever is
+    longer, the fewest batches' calls at that rate and their buffers' fill
+    and check."""
     batches = _MIN_BATCHES + _MAX_WARMUP_ROUNDS
+    fewest_batches = 3 * _MIN_BATCH_SECONDS * _MIN_BATCHES
     total = 0.0
     for benchmark in check_benchmarks(benchmarks):
         for size in benchmark_sizes(benchmark, check_sizes(sizes)):
@@ -194,7 +202,7 @@ def run_seconds(benchmarks: Sequence[str] = BENCHMARKS, sizes: Sequence[int] = D
             # every rank), on the wire and through the pattern check.
             moved = {"sendrecv": 2 * size, "allreduce": 2 * size, "alltoall": 2 * ranks * size}.get(benchmark, 0)
             per_batch = max(moved, 1) / SLOWEST_LINK_BYTES_PER_S + moved / _PATTERN_BYTES_PER_S
-            total += 1.25 * seconds_per_size + batches * per_batch + _SLACK_PER_SIZE
+            total += max(1.25 * seconds_per_size, fewest_batches) + batches * per_batch + _SLACK_PER_SIZE
     return total
 
 
@@ -205,6 +213,7 @@ def collectives_argv(
     seconds_per_size: float = DEFAULT_SECONDS_PER_SIZE,
     *,
     rsh_agent: str | None = None,
+    yield_when_idle: bool = False,
     launcher: Sequence[str] | None = None,
     hostfile: bool = False,
     timeout: float | None = None,
@@ -223,7 +232,7 @@ def collectives_argv(
     env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     return runner_argv(KERNEL, args, env=env, timeout=timeout, interpreter=interpreter, compiler="mpicc",
                        launcher=launcher if launcher is not None
-                       else collectives_launcher(nodes, rsh_agent, hostfile))
+                       else collectives_launcher(nodes, rsh_agent, hostfile, yield_when_idle))
 
 
 # --- what comes back ----------------------------------------------------------------
@@ -257,22 +266,49 @@ def _rank_hosts(text: str, source: str, kernel: str) -> list[tuple[int, int, str
     return found
 
 
-def _failure_problem(benchmark: str, evidence: dict[str, str]) -> str:
-    """One validation failure in words, naming the rank's node and, where one
-    rank's data was at fault, the sender's."""
-    rank, host = evidence.get("rank", "?"), evidence.get("host", "?")
-    bad, _, checked = evidence.get("bad", "?").partition("/")
-    of = f" of {checked}" if checked else ""
-    first = f"the first at {evidence.get('bytes', '?')} bytes, batch {evidence.get('batch', '?')}"
-    found = f"expected {evidence.get('expected', '?')}, got {evidence.get('got', '?')}"
+def _failure(benchmark: str, line: str, hosts: list[str], source: str, lineno: int) -> dict[str, Any]:
+    """One ``validation failed`` line's evidence, its numbers read and its
+    ranks' hosts checked against the header's rank lines."""
+    evidence: dict[str, Any] = dict(_KEY_VALUE.findall(line))
+    position = "element" if benchmark == "allreduce" else "offset"
+    # Allreduce's sum mixes every rank's data: no one sender is named.
+    ranked = (("rank", "host"),) if benchmark == "allreduce" else (("rank", "host"), ("from_rank", "from_host"))
+    wanted = [key for pair in ranked for key in pair] + ["bad", "bytes", "batch", position, "expected", "got"]
+    missing = [key for key in wanted if key not in evidence]
+    if missing or set(evidence) - set(wanted):
+        raise ParseError(source, lineno, f"a {benchmark} validation failure has the fields {', '.join(wanted)}, "
+                                         f"found {line[:120]!r}")
+    bad, slash, checked = evidence["bad"].partition("/")
+    if not slash:
+        raise ParseError(source, lineno, f"bad= is BAD/CHECKED batches, found {evidence['bad']!r}")
+    evidence["bad"], evidence["checked"] = whole(bad, source, lineno, 1), whole(checked, source, lineno, 1)
+    # expected= and got= stay words: bytes, or (allreduce) sums that a
+    # corrupted reduction may have made anything, NaN included.
+    for key in ("bytes", "batch", position):
+        evidence[key] = whole(evidence[key], source, lineno)
+    for rank_key, host_key in ranked:
+        rank = evidence[rank_key] = whole(evidence[rank_key], source, lineno)
+        if rank >= len(hosts) or hosts[rank] != evidence[host_key]:
+            raise ParseError(source, lineno, f"{rank_key}={rank} {host_key}={evidence[host_key]} is not a rank of "
+                                             f"the header's: {line[:120]!r}")
+    return {"benchmark": benchmark, **evidence}
+
+
+def _failure_problem(failure: dict[str, Any]) -> str:
+    """One validation failure in words, naming the rank that saw it and its
+    node and, where one rank's data was at fault, the sender and its node."""
+    benchmark, rank, host = failure["benchmark"], failure["rank"], failure["host"]
+    batches = f"in {failure['bad']} of {failure['checked']} batches"
+    first = f"first with {failure['bytes']}-byte messages, batch {failure['batch']}"
+    found = f"expected {failure['expected']}, got {failure['got']}"
     if benchmark == "allreduce":
-        return (f"allreduce: rank {rank} on {host} got a wrong sum in {bad}{of} batches; {first}, element "
-                f"{evidence.get('element', '?')}: {found} (a rank's contribution or the reduction was corrupted)")
-    sender, sender_host = evidence.get("from_rank", "?"), evidence.get("from_host", "?")
-    what = "data from its left neighbour" if benchmark == "sendrecv" else "a block"
-    return (f"{benchmark}: rank {rank} on {host} received bad {what}, rank {sender} on {sender_host}, in "
-            f"{bad}{of} batches; {first}, byte offset {evidence.get('offset', '?')}: {found} (data corrupted "
-            f"between {sender_host} and {host}, or on one of them)")
+        return (f"allreduce: rank {rank} on {host} got a wrong sum {batches}; {first}, element {failure['element']}: "
+                f"{found} (a rank's contribution or the reduction was corrupted)")
+    sender, sender_host = failure["from_rank"], failure["from_host"]
+    what = (f"bad data from its left neighbour, rank {sender} on {sender_host}," if benchmark == "sendrecv"
+            else f"a bad block from rank {sender} on {sender_host}")
+    return (f"{benchmark}: rank {rank} on {host} received {what} {batches}; {first}, byte offset "
+            f"{failure['offset']}: {found} (data corrupted between {sender_host} and {host}, or on one of them)")
 
 
 @register_parser(TOOL)  # its saved outputs import like any tool's
@@ -293,9 +329,13 @@ def parse_collectives_output(text: str, source: str) -> ParsedOutput:
         configuration[key] = [whole(item, source, lineno) for item in str(configuration[key]).split(",")]
     benchmarks = str(configuration["benchmarks"]).split(",")
     unknown = [name for name in benchmarks if name not in BENCHMARKS]
-    if unknown:
-        raise ParseError(source, output.header_lines["benchmarks"], f"unknown benchmark {unknown[0]!r}")
+    if unknown or len(set(benchmarks)) != len(benchmarks):
+        raise ParseError(source, output.header_lines["benchmarks"],
+                         f"benchmarks must be distinct names of {', '.join(BENCHMARKS)}, found {benchmarks}")
     configuration["benchmarks"] = benchmarks
+    if configuration["allreduce_sizes"] != allreduce_sizes(configuration["sizes"]):
+        raise ParseError(source, output.header_lines["allreduce_sizes"],
+                         f"allreduce sizes {configuration['allreduce_sizes']} are not the sizes' whole doubles")
 
     # The ranks' nodes, in rank order: who sends to whom in the chain.
     hosts = _rank_hosts(text, source, KERNEL)
@@ -308,11 +348,14 @@ def parse_collectives_output(text: str, source: str) -> ParsedOutput:
     configuration["ranks"] = [host for _, _, host in hosts]
 
     results: dict[tuple[str, int], tuple[int, float, float, int]] = {}
-    problems: list[str] = []
-    failures: list[dict[str, str]] = []
+    failures: list[dict[str, Any]] = []
     validated_ok = False
     for lineno, line in output.lines:
         words = line.split()
+        # The check's verdict comes last: anything after "validation ok", or
+        # a result after a failure, is a second run's output pasted on.
+        if validated_ok or (failures and words[0] == "result"):
+            raise ParseError(source, lineno, f"a line after the validation verdict: {line[:80]!r}")
         if words[0] == "result":
             if len(words) != 7:
                 raise ParseError(source, lineno, f"a result line has 7 fields, found {len(words)}: {line[:80]!r}")
@@ -322,25 +365,25 @@ def parse_collectives_output(text: str, source: str) -> ParsedOutput:
             size, iterations, batches = (whole(words[i], source, lineno) for i in (2, 3, 6))
             min_us, median_us = (number(words[i], source, lineno) for i in (4, 5))
             if size not in benchmark_sizes(benchmark, configuration["sizes"]):
-                raise ParseError(source, lineno, f"a {benchmark} result for {size} bytes, a size it does not run")
+                raise ParseError(source, lineno, f"a result of {benchmark} at {size} bytes, a size it does not run")
             if (benchmark, size) in results:
-                raise ParseError(source, lineno, f"a second {benchmark} result for {size} bytes")
+                raise ParseError(source, lineno, f"a second result of {benchmark} at {size} bytes")
             # A call of no data may take less than the printed 0.001 us; one
             # carrying data never does.
             if iterations < 1 or batches < 1 or not 0 <= min_us <= median_us or (size > 0 and min_us == 0):
                 raise ParseError(source, lineno, f"implausible result: {line!r}")
             results[benchmark, size] = (iterations, min_us, median_us, batches)
         elif line == "validation ok":
+            if failures:
+                raise ParseError(source, lineno, "both 'validation ok' and validation failures: not one run's output")
             validated_ok = True
         elif words[:2] == ["validation", "failed"]:
-            if len(words) < 3 or words[2] not in benchmarks:
-                raise ParseError(source, lineno, f"a validation failure of no benchmark run: {line[:80]!r}")
-            evidence = dict(_KEY_VALUE.findall(line))
-            for key in ("rank", "host"):
-                if key not in evidence:
-                    raise ParseError(source, lineno, f"a validation failure without its {key}: {line[:80]!r}")
-            failures.append({"benchmark": words[2], **evidence})
-            problems.append(_failure_problem(words[2], evidence))
+            if len(words) < 3 or words[2] not in benchmarks or words[2] == "barrier":
+                raise ParseError(source, lineno, f"a validation failure of no benchmark run with data: {line[:80]!r}")
+            failure = _failure(words[2], line, configuration["ranks"], source, lineno)
+            if any((seen["benchmark"], seen["rank"]) == (words[2], failure["rank"]) for seen in failures):
+                raise ParseError(source, lineno, f"a second {words[2]} failure of rank {failure['rank']}")
+            failures.append(failure)
         else:
             raise ParseError(source, lineno, f"unexpected line in mpi_collectives kernel output: {line[:80]!r}")
 
@@ -351,8 +394,7 @@ def parse_collectives_output(text: str, source: str) -> ParsedOutput:
                                                     + ", ".join(missing))
     if not validated_ok and not failures:
         raise ParseError(source, output.line_count, "truncated mpi_collectives kernel output: no validation line")
-    if validated_ok and failures:
-        raise ParseError(source, None, "both 'validation ok' and validation failures: not one run's output")
+    problems = [_failure_problem(failure) for failure in failures]
     if failures:
         configuration["validation_failures"] = failures
         named = {failure[key] for failure in failures for key in ("host", "from_host") if key in failure}
