@@ -57,6 +57,7 @@ bench: install
 	$(BIN)/python bench/inventory_fanout.py
 	$(BIN)/python bench/memory_kernel.py
 	$(BIN)/python bench/pingpong.py
+	$(BIN)/python bench/mpi_kernels.py
 
 install: $(STAMPS)/venv
 
