@@ -162,7 +162,7 @@ def check_command(
     show_plan: Annotated[bool, typer.Option(
         "--show-plan", help="Print the plan, every option of every step, as YAML, and run nothing.")] = False,
     stages: Annotated[Optional[str], typer.Option(
-        help="Stages after diagnostics, in this order: memory,compute,disk,interconnect (the default); "
+        help="Stages after diagnostics, in this order: memory,compute,disk,interconnect,sets (the default); "
              "'none' for diagnostics only.")] = None,
     skip: Annotated[Optional[str], typer.Option(
         help=f"Steps to leave out of their stage, comma-separated: {STEP_NAMES}.")] = None,

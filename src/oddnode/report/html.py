@@ -26,6 +26,7 @@ from oddnode.report import switchbench as _switchbench  # noqa: F401  (registers
 from oddnode.report.plots import figure_to_svg, heatmap_figure, histogram_figure, scatter_figure
 from oddnode.report.sets import sets_section
 from oddnode.report.terminal import number, probability
+from oddnode.sets.series import SCALE, split_set_series
 from oddnode.stats.common import common_nodes
 from oddnode.stats.correlation import CORRELATION_CAVEAT
 
@@ -86,9 +87,17 @@ def _highlight(series: Series, flagged: dict[str, dict[str, str]]) -> dict[str, 
     return marks
 
 
+def _histogram_worthy(series) -> bool:
+    """Whether a series' values are one population of like things: not a
+    scaling curve's, whose sets differ by their node count (its own plot
+    draws it against the count)."""
+    parts = split_set_series(series.benchmark)
+    return parts is None or parts[0] != SCALE
+
+
 def _histograms(analysis: Analysis) -> tuple[list[dict[str, str]], str]:
     flagged = _flagged_labels(analysis)
-    series = [s for s, _ in analysis.statistics]
+    series = [s for s, _ in analysis.statistics if _histogram_worthy(s)]
     note = ""
     if len(series) > MAX_HISTOGRAMS:
         series = [s for s in series if s.name in flagged or s.benchmark in flagged]
@@ -159,7 +168,7 @@ def _stages(analysis: Analysis, check: CheckResult) -> list[dict[str, Any]]:
     sections = []
     for stage in check.stages:
         series = [s for s, _ in analysis.statistics
-                  if stage.name != DIAGNOSTICS and stage.owns(s.benchmark)]
+                  if stage.name != DIAGNOSTICS and stage.owns(s.benchmark) and _histogram_worthy(s)]
         if stage.between_pairs:
             # Pairs, not nodes: the interconnect section tabulates every size;
             # here the fitted latency and bandwidth and what a finding names.
