@@ -320,3 +320,15 @@ def test_the_check_types_the_sets_stage_options():
     options = plan.options("sets")
     assert options.size == 4 and options.orderings == ("shuffled",)
     assert catalog.stage_of("scale") == "sets" and not catalog.get_step("scale").default
+
+
+@pytest.mark.parametrize("step", ["sets", "scale"])
+def test_a_check_refuses_a_set_job_it_could_not_run_before_any_run(step):
+    from oddnode.benchmarks import catalog
+    from oddnode.steps import make_options
+
+    checked = catalog.get_step(step)
+    with pytest.raises(Exception, match="no parser named 'nope'"):
+        checked.check(make_options(checked, {"command": "mpirun bt.B.x", "parser": "nope"}))
+    with pytest.raises(ValueError, match="message size"):
+        checked.check(make_options(checked, {"sizes": [-1]}))

@@ -211,6 +211,15 @@ class SetBenchmarkOptions:
         if (self.command is None) != (self.parser is None):
             raise ValueError("a command template needs a parser of its output, and a parser a command")
 
+    def check_job(self) -> None:
+        """Refuse a command, parser, input file or kernel argument the job
+        could not run with (ValueError), before any run."""
+        if self.command is not None:
+            command_job(self.command, self.parser, name=self.name, timeout=self.command_timeout,
+                        files=self.files, output=self.output)
+        else:
+            collectives.kernel_args(self.benchmarks, self.sizes, self.seconds_per_size)
+
     def job(self, target: Target, largest_set: int, rsh_agent: str | None = None) -> SetJob:
         """The job these options run on sets of up to ``largest_set`` of the
         target's nodes (``rsh_agent``: how mpirun reaches the members)."""
@@ -287,11 +296,7 @@ class SetsStep(Step):
     summary = "MPI Sendrecv chain, Allreduce, Alltoall, Barrier on every set of K nodes, sorted and shuffled"
 
     def check(self, options: SetsOptions) -> None:
-        if options.command is not None:
-            command_job(options.command, options.parser, name=options.name, timeout=options.command_timeout,
-                        files=options.files, output=options.output)
-        else:
-            collectives.kernel_args(options.benchmarks, options.sizes, options.seconds_per_size)
+        options.check_job()
 
     def run(self, context: StepContext, options: SetsOptions) -> StepOutcome:
         size, note = check_set_size_for(len(context.target.nodes), options.size)
@@ -316,7 +321,7 @@ class ScaleStep(Step):
     summary = "SCAB's scaling curve: one set per node count 2, 4, 8, …, N, sorted and shuffled"
 
     def check(self, options: ScaleOptions) -> None:
-        SetsStep.check(self, options)  # type: ignore[arg-type]
+        options.check_job()
 
     def run(self, context: StepContext, options: ScaleOptions) -> StepOutcome:
         counts = scale_counts(len(context.target.nodes), options.counts)
