@@ -95,6 +95,28 @@ def test_hog_argv_is_named_and_bounded():
         tb.hog_argv(seconds=config.MAX_FAULT_SECONDS + 1)
 
 
+def test_daemon_argv_is_named_and_bounded():
+    argv = tb.daemon_argv(seconds=5, period_ms=20)
+    assert argv[0] == "oddnode-daemon"
+    assert argv[-3:-1] == ["20", "5"]
+    assert json.loads(argv[-1])[0][0] == "basename"
+    for bad in (dict(period_ms=0.5), dict(period_ms=70_000), dict(seconds=0), dict(commands=[])):
+        with pytest.raises(ValueError):
+            tb.daemon_argv(**bad)
+
+
+def test_the_daemon_spawns_every_period_and_never_in_a_burst(tmp_path):
+    """Run here, without a testbed: each round appends a line; a round never
+    starts before its deadline, so 0.6 s at 50 ms give at most 12 rounds, and
+    the daemon ends by its own bound."""
+    log = tmp_path / "rounds"
+    argv = tb.daemon_argv(seconds=0.6, period_ms=50, commands=[["sh", "-c", f"echo x >> {log}"]])
+    done = subprocess.run([sys.executable, *argv[1:]], timeout=30)
+    assert done.returncode == 0
+    rounds = len(log.read_text().splitlines())
+    assert 1 <= rounds <= 12
+
+
 def test_every_entry_point_needs_root(monkeypatch, tmp_path):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     calls = [
@@ -104,6 +126,7 @@ def test_every_entry_point_needs_root(monkeypatch, tmp_path):
         lambda: tb.Testbed.load(tmp_path),
         lambda: tb.fault_file(tmp_path, "node01", "/proc/meminfo", "x"),
         lambda: tb.fault_process(tmp_path, "node01", ["true"], 1),
+        lambda: tb.fault_daemon(tmp_path, "node01", 20, 1),
         lambda: tb.stop_sshd(tmp_path, "node01"),
         lambda: tb.start_sshd(tmp_path, "node01"),
         lambda: tb.clear_faults(tmp_path),
@@ -234,6 +257,27 @@ def test_fault_process_runs_in_that_node_only_and_ends(bed):
     tb.clear_faults(bed.state_dir)
     assert hogs("node05") == 0  # every worker: the whole process group is killed
     assert read_proc(long) is None or read_proc(long).state == "Z"
+
+
+@needs_root
+def test_the_daemon_spawns_its_commands_in_its_node_only(bed):
+    """Fork after fork inside node04: its PIDs climb by hundreds a second
+    while node03's stand still."""
+    def last_pid(node: str) -> int:
+        return int(ssh(bed, node, "sh -c 'echo $$'").stdout.strip())
+
+    tb.fault_daemon(bed.state_dir, "node04", period_ms=10, seconds=30)
+    try:
+        before = {node: last_pid(node) for node in ("node03", "node04")}
+        time.sleep(2)
+        after = {node: last_pid(node) for node in ("node03", "node04")}
+        assert "oddnode-daemon" in ssh(bed, "node04", "ps -e -o comm=").stdout.split()
+        # Each ssh session forks a handful of processes; the daemon three per round.
+        assert after["node04"] - before["node04"] > 100
+        assert after["node03"] - before["node03"] < 50
+    finally:
+        tb.clear_faults(bed.state_dir)
+    assert "oddnode-daemon" not in ssh(bed, "node04", "ps -e -o comm=").stdout.split()
 
 
 @needs_root

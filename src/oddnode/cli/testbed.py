@@ -133,6 +133,20 @@ def fault_hog(node: str, seconds: Annotated[int, typer.Option(help="How long it 
     inform(f"{node}: competing process {pid} for {seconds} s")
 
 
+@fault_app.command("daemon")
+def fault_spawning_daemon(
+        node: str,
+        period_ms: Annotated[float, typer.Option("--period-ms", help="Milliseconds between two rounds of commands.")] = 20.0,
+        seconds: Annotated[int, typer.Option(help="How long it runs.")] = 600,
+        state_dir: StateDirOption = None) -> None:
+    """Start a daemon inside one node that spawns short-lived commands (basename, sed, sh) every period."""
+    from oddnode.testbed import fault_daemon
+
+    with testbed_errors():
+        pid = fault_daemon(testbed_state_dir(state_dir), node, period_ms, seconds)
+    inform(f"{node}: spawning daemon {pid} every {period_ms:g} ms for {seconds} s")
+
+
 RateOption = Annotated[Optional[str], typer.Option("--rate", help="The shaped rate, e.g. 10mbit.")]
 SlowerOption = Annotated[Optional[float], typer.Option(
     "--slower", help="Divide the link's rate by this (10: a tenth of the others).")]

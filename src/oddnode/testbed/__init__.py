@@ -40,7 +40,7 @@ Switches: ``up(nodes, leaves=L)`` hangs the nodes from L leaf bridges
 file ``STATE/topology``; ``link_rate`` shapes every node's link as a NIC's
 speed would (see oddnode.testbed.network).
 
-Faults (`fault_file`, `fault_process`, `stop_sshd`, `fault_link`,
+Faults (`fault_file`, `fault_process`, `fault_daemon`, `stop_sshd`, `fault_link`,
 `fault_delay`) change one node only, `fault_uplink` one leaf's uplink; all
 are recorded, so that `clear_faults` and `down` undo them.
 
@@ -56,6 +56,7 @@ from oddnode.testbed.config import (
     MAX_NODES,
     OBJECT_PREFIX,
     SUBNET,
+    daemon_argv,
     hog_argv,
     meminfo_with_total,
     node_address,
@@ -64,6 +65,7 @@ from oddnode.testbed.config import (
 )
 from oddnode.testbed.faults import (
     clear_faults,
+    fault_daemon,
     fault_delay,
     fault_file,
     fault_hang,
@@ -90,12 +92,14 @@ __all__ = [
     "TestbedStatus",
     "clear_faults",
     "down",
+    "fault_daemon",
     "fault_delay",
     "fault_file",
     "fault_hang",
     "fault_link",
     "fault_process",
     "fault_uplink",
+    "daemon_argv",
     "format_rate",
     "hog_argv",
     "meminfo_with_total",

@@ -7,6 +7,7 @@ address is in 10.77.0.0/24: the bridge has 10.77.0.1, nodes 10.77.0.11 up.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -291,6 +292,15 @@ HOG_NAME = "oddnode-hog"
 MAX_FAULT_SECONDS = 24 * 3600
 MAX_HOG_WORKERS = 256
 
+DAEMON_NAME = "oddnode-daemon"
+# The commands the daemon spawns every period, as a monitoring subsystem's
+# scripts do (seaborg's control workstation ran spget, lssrc, odmget,
+# basename, ksh, sed): each a fork and an exec of a short-lived program.
+DAEMON_COMMANDS = (("basename", "/etc/hostname"), ("sed", "-n", "1p", "/etc/hostname"),
+                   ("sh", "-c", ":"))
+# Periods from 1 ms (about the cost of one spawn) to a minute.
+DAEMON_PERIOD_MS = (1.0, 60_000.0)
+
 
 def hog_argv(seconds: float = 3600.0, megabytes: int = 64, workers: int = 0) -> list[str]:
     """argv of a CPU and memory-bandwidth hog for `fault_process`: `workers`
@@ -308,6 +318,48 @@ def hog_argv(seconds: float = 3600.0, megabytes: int = 64, workers: int = 0) -> 
     if not 0 <= workers <= MAX_HOG_WORKERS:
         raise ValueError(f"a hog runs 0 (one per CPU) to {MAX_HOG_WORKERS} workers, not {workers}")
     return [HOG_NAME, "-I", "-S", "-c", hog_script(), str(megabytes), f"{seconds:g}", str(workers)]
+
+
+def daemon_script() -> str:
+    """Python source of the spawning daemon: every period, on deadlines fixed
+    from its start (so that the period does not drift by the time the
+    commands take), it runs each command (argv as JSON) and waits for it.  A
+    round that overruns its period skips the deadlines it missed rather than
+    spawning in a burst.  Bounded by a deadline and a round count."""
+    return (
+        "import json,subprocess,sys,time\n"
+        "period=float(sys.argv[1])/1000.0\n"
+        "start=time.monotonic()\n"
+        "deadline=start+float(sys.argv[2])\n"
+        "commands=json.loads(sys.argv[3])\n"
+        "tick=0\n"
+        "while tick<10**8:\n"
+        "    for argv in commands:\n"
+        "        subprocess.run(argv,stdin=subprocess.DEVNULL,stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL)\n"
+        "    now=time.monotonic()\n"
+        "    tick=max(tick+1,int((now-start)/period)+1)\n"
+        "    wake=start+tick*period\n"
+        "    if wake>=deadline:\n"
+        "        break\n"
+        "    time.sleep(max(0.0,wake-now))\n"
+    )
+
+
+def daemon_argv(seconds: float = 600.0, period_ms: float = 20.0,
+                commands: Sequence[Sequence[str]] = DAEMON_COMMANDS) -> list[str]:
+    """argv of a daemon for `fault_process` that spawns `commands` every
+    `period_ms`: frequent short interruptions (OS noise) and a process
+    accounting fingerprint on one node.  Python's stdlib only, run by the
+    testbed's ``oddnode-daemon`` link to the interpreter (its comm)."""
+    if not 0 < seconds <= MAX_FAULT_SECONDS:
+        raise ValueError(f"a daemon runs 0 to {MAX_FAULT_SECONDS} s, not {seconds}")
+    low, high = DAEMON_PERIOD_MS
+    if not low <= period_ms <= high:
+        raise ValueError(f"a daemon's period is {low:g} to {high:g} ms, not {period_ms:g}")
+    if not commands or not all(commands):
+        raise ValueError("a daemon needs at least one command, none empty")
+    return [DAEMON_NAME, "-I", "-S", "-c", daemon_script(), f"{period_ms:g}", f"{seconds:g}",
+            json.dumps([list(argv) for argv in commands])]
 
 
 def describe_argv(argv: Sequence[str]) -> str:

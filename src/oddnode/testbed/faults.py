@@ -158,6 +158,17 @@ def fault_process(state_dir: Path, node: str, argv: Sequence[str], seconds: floa
         return rec["pid"]
 
 
+def fault_daemon(state_dir: Path, node: str, period_ms: float = 20.0, seconds: float = 600.0) -> int:
+    """Start, inside `node`, a daemon that spawns short-lived commands
+    (`config.DAEMON_COMMANDS`) every `period_ms` for `seconds`, like a
+    monitoring subsystem's scripts; return its PID as the host numbers it."""
+    try:
+        argv = config.daemon_argv(seconds, period_ms)
+    except ValueError as err:
+        raise TestbedError(str(err)) from None
+    return fault_process(state_dir, node, argv, seconds)
+
+
 def stop_sshd(state_dir: Path, node: str) -> None:
     """Make `node` refuse ssh connections: its sshd (by recorded PID) is stopped."""
     require_root()

@@ -358,9 +358,9 @@ def _write_files(state_dir: Path, nodes: dict[str, dict[str, Any]]) -> None:
     bin_dir = state_dir / "bin"
     bin_dir.mkdir()
     # Links to the interpreter: a process started through one has that name (comm)
-    # in a node's process list: oddnode-init as PID 1, oddnode-hog as a fault.
+    # in a node's process list: oddnode-init as PID 1, oddnode-hog and oddnode-daemon as faults.
     interpreter = os.path.realpath(sys.executable)
-    for name in ("oddnode-init", config.HOG_NAME):
+    for name in ("oddnode-init", config.HOG_NAME, config.DAEMON_NAME):
         (bin_dir / name).symlink_to(interpreter)
 
     identity = state_dir / "id_ed25519"
