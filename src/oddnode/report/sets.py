@@ -24,8 +24,8 @@ from rich.text import Text
 
 from oddnode.findings.sets import LOSS_RATIO, judged_metric
 from oddnode.model import Dataset, Direction, Finding
-from oddnode.report import WIDE
-from oddnode.report.terminal import number, probability, table_width
+from oddnode.report.terminal import (WIDE_NOTE, fit_columns, fixed_table, natural_width, number, print_views, probability,
+                                     table_width)
 from oddnode.sets.analysis import (
     FailedSetMembers,
     OrderingRow,
@@ -64,7 +64,6 @@ _NAME = "benchmark"
 _INDENT = "  "  # a metric's row under its benchmark's line
 _VALUES = ("runs", "median", "low", "high", "%var")
 _RATIO = "var ratio"
-WIDE_NOTE = "--wide shows them all."
 _RATIO_NOTE = "var ratio: shuffled %var over sorted %var; %var = (high - low) / low × 100"
 # The stacked layout (one row per ordering) leaves these out first, least wanted first.
 LEFT_OUT_FIRST = ("high", "low", "runs", "unit")
@@ -154,54 +153,9 @@ def _ratio_cell(row: OrderingRow) -> str:
 # --- fitting a table to the terminal -------------------------------------------------------
 
 
-def _natural(column: str, rows: Sequence[Mapping[str, str]], wrap_header: bool) -> int:
-    """A column's width with every cell whole; its header whole, or wrapped at its spaces."""
-    header = max(len(word) for word in column.split()) if wrap_header else len(column)
-    return max([header, *(len(row[column]) for row in rows)])
-
-
-def _fit(columns: Sequence[str], rows: Sequence[Mapping[str, str]], width: int | None,
-         left_out_first: Sequence[str] = ()) -> tuple[list[str], dict[str, int], list[str]]:
-    """The columns shown, their widths and those left out, for ``width``
-    characters (None: everything at full width).  Headers wrap at their
-    spaces before any column is left out; then the columns of
-    ``left_out_first`` go, in that order, until the table fits; the first
-    column (names) folds last, never below its header."""
-    shown = list(columns)
-    if width is None:
-        return shown, {c: _natural(c, rows, False) for c in shown}, []
-    for wrap in (False, True):
-        widths = {c: _natural(c, rows, wrap) for c in shown}
-        if table_width(list(widths.values())) <= width:
-            return shown, widths, []
-    left_out: list[str] = []
-    for column in left_out_first:
-        if column not in shown:
-            continue
-        shown.remove(column)
-        left_out.append(column)
-        if table_width([_natural(c, rows, True) for c in shown]) <= width:
-            break
-    widths = {c: _natural(c, rows, True) for c in shown}
-    name = shown[0]
-    room = width - table_width([widths[c] for c in shown[1:]]) - 3
-    widths[name] = max(min(widths[name], room), len(name))
-    return shown, widths, left_out
-
-
 def _table(title: str, caption: str | None, shown: Sequence[str], widths: Mapping[str, int],
            rows: Sequence[Mapping[str, Any]], styles: Sequence[str | None] = ()) -> Table:
-    """A table of fixed column widths: numbers right, names left and folded, headers wrapped at spaces."""
-    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
-    for column in shown:
-        # min_width holds a column whole where the table is wider than the
-        # console (--wide); max_width wraps its header at the spaces.
-        table.add_column(column, justify="left" if column in _LEFT else "right", min_width=widths[column],
-                         max_width=widths[column], overflow="fold")
-    for index, row in enumerate(rows):
-        style = styles[index] if index < len(styles) else None
-        table.add_row(*(row[column] for column in shown), style=style)
-    return table
+    return fixed_table(title, caption, shown, widths, rows, _LEFT, styles)
 
 
 def _caption(parts: Sequence[str]) -> str | None:
@@ -272,11 +226,11 @@ def ordering_table_view(dataset: Dataset, width: int | None = None, wide: bool =
                      "at the largest).")
     title = "Node sets: every run of every set, sorted against shuffled"
     side = _side_rows(rows, metrics)
-    if wide or width is None or table_width([_natural(c, side, True) for c in side[0]]) <= width:
-        shown, widths, _ = _fit(list(side[0]), side, None if wide else width)
+    if wide or width is None or table_width([natural_width(c, side, True) for c in side[0]]) <= width:
+        shown, widths, _ = fit_columns(list(side[0]), side, None if wide else width)
         return _table(title, _caption([*notes, WIDE_NOTE if hidden else ""]), shown, widths, side, _styles(side))
     stacked = _stacked_rows(rows, metrics)
-    shown, widths, left_out = _fit(list(stacked[0]), stacked, width, LEFT_OUT_FIRST)
+    shown, widths, left_out = fit_columns(list(stacked[0]), stacked, width, LEFT_OUT_FIRST)
     if left_out:
         notes.append(f"{', '.join(c for c in stacked[0] if c in left_out)} left out to fit {width} columns.")
     if hidden or left_out:
@@ -325,13 +279,13 @@ def failed_members_view(dataset: Dataset, width: int | None = None,
             rows.append({"node": f"{_INDENT}{len(f.counts) - limit} more nodes", "failed runs": "", "share": ""})
             styles.append("dim")
     # The benchmarks' lines wrap in the node column before any header does.
-    others = {c: _natural(c, rows, False) for c in columns[1:]}
+    others = {c: natural_width(c, rows, False) for c in columns[1:]}
     names = max(len(row["node"]) for row, style in zip(rows, styles) if style != "bold")
     room = None if width is None else width - table_width(list(others.values())) - 3
     if room is not None and names <= room:
-        shown, widths = list(columns), {"node": min(_natural("node", rows, False), room), **others}
+        shown, widths = list(columns), {"node": min(natural_width("node", rows, False), room), **others}
     else:
-        shown, widths, _ = _fit(columns, rows, width)
+        shown, widths, _ = fit_columns(columns, rows, width)
     caption = "share: of the benchmark's failed set runs, those the node was in."
     return _table("Nodes common to failed set runs", caption, shown, widths, rows, styles)
 
@@ -398,7 +352,7 @@ def scaling_view(dataset: Dataset, width: int | None = None) -> Group | None:
         rows = [{"nodes": str(p["nodes"]), SORTED: number(p[SORTED]) if p[SORTED] is not None else "-",
                  SHUFFLED: number(p[SHUFFLED]) if p[SHUFFLED] is not None else "-",
                  "shuffled/sorted": f"{p['ratio']:.2f}" if p["ratio"] is not None else "-"} for p in points]
-        shown, widths, _ = _fit(columns, rows, width)
+        shown, widths, _ = fit_columns(columns, rows, width)
         runs = max((pt.n for curve in curves.values() for pt in curve.points), default=0)
         title = (f"{_family_name(SCALE, benchmark)}: {first.metric} ({first.unit or '-'}, "
                  f"{_better(first.direction)}), median of up to {runs} repetitions")
@@ -426,15 +380,7 @@ def set_views(dataset: Dataset, width: int | None = None, wide: bool = False) ->
 def print_sets(console: Console, dataset: Dataset, wide: bool = False) -> bool:
     """Print the set views fitted to the console (``wide``: everything,
     however wide); whether there was anything to print."""
-    views = set_views(dataset, console.width, wide)
-    for index, view in enumerate(views):
-        if index:
-            console.print()
-        if wide:
-            console.print(view, width=WIDE, crop=False)
-        else:
-            console.print(view)
-    return bool(views)
+    return print_views(console, set_views(dataset, console.width, wide), wide)
 
 
 # --- JSON ------------------------------------------------------------------------------

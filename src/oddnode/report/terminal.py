@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.table import Table
@@ -82,11 +82,79 @@ def _by_benchmark(statistics: Sequence[tuple[Series, Description]]) -> list[dict
     return rows
 
 
+WIDE_NOTE = "--wide shows them all."  # the caption of a table that left something out
+
+
 def table_width(column_widths: Sequence[int]) -> int:
     """Characters a rich table of these column widths takes with the default
     box: one space of padding on each side of every cell, a rule before every
     column and after the last."""
     return sum(width + 3 for width in column_widths) + 1
+
+
+def natural_width(column: str, rows: Sequence[Mapping[str, str]], wrap_header: bool) -> int:
+    """A column's width with every cell whole; its header whole, or wrapped at its spaces."""
+    header = max(len(word) for word in column.split()) if wrap_header else len(column)
+    return max([header, *(len(row[column]) for row in rows)])
+
+
+def fit_columns(columns: Sequence[str], rows: Sequence[Mapping[str, str]], width: int | None,
+                left_out_first: Sequence[str] = ()) -> tuple[list[str], dict[str, int], list[str]]:
+    """The columns shown, their widths and those left out, for ``width``
+    characters (None: everything at full width).  Headers wrap at their
+    spaces before any column is left out; then the columns of
+    ``left_out_first`` go, in that order, until the table fits; the first
+    column (names) folds last, never below its header."""
+    shown = list(columns)
+    if width is None:
+        return shown, {c: natural_width(c, rows, False) for c in shown}, []
+    for wrap in (False, True):
+        widths = {c: natural_width(c, rows, wrap) for c in shown}
+        if table_width(list(widths.values())) <= width:
+            return shown, widths, []
+    left_out: list[str] = []
+    for column in left_out_first:
+        if column not in shown:
+            continue
+        shown.remove(column)
+        left_out.append(column)
+        if table_width([natural_width(c, rows, True) for c in shown]) <= width:
+            break
+    widths = {c: natural_width(c, rows, True) for c in shown}
+    name = shown[0]
+    room = width - table_width([widths[c] for c in shown[1:]]) - 3
+    widths[name] = max(min(widths[name], room), len(name))
+    return shown, widths, left_out
+
+
+def fixed_table(title: str, caption: str | None, shown: Sequence[str], widths: Mapping[str, int],
+                rows: Sequence[Mapping[str, Any]], left: Collection[str],
+                styles: Sequence[str | None] = ()) -> Table:
+    """A table of the widths ``fit_columns`` chose: the ``left`` columns
+    (names) left-aligned and folded, numbers right, headers wrapped at spaces."""
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
+    for column in shown:
+        # min_width holds a column whole where the table is wider than the
+        # console (--wide); max_width wraps its header at the spaces.
+        table.add_column(column, justify="left" if column in left else "right", min_width=widths[column],
+                         max_width=widths[column], overflow="fold")
+    for index, row in enumerate(rows):
+        style = styles[index] if index < len(styles) else None
+        table.add_row(*(row[column] for column in shown), style=style)
+    return table
+
+
+def print_views(console: Console, views: Sequence[Any], wide: bool = False) -> bool:
+    """Print tables one after another, a blank line between (``wide``: at
+    full width, however wide the console); whether there was anything."""
+    for index, view in enumerate(views):
+        if index:
+            console.print()
+        if wide:
+            console.print(view, width=WIDE, crop=False)
+        else:
+            console.print(view)
+    return bool(views)
 
 
 def stats_table(statistics: Sequence[tuple[Series, Description]], width: int | None = None) -> Table:
