@@ -142,11 +142,6 @@ struct record {
 /* The message size shares CMD_RUN's second word with the protocol version. */
 #define RUN_SIZE_BITS 48
 
-struct rank_address {
-    char host[NI_MAXHOST];
-    int port;
-};
-
 /* The run, as every rank must agree on it. */
 static struct {
     int rank, ranks;
@@ -186,78 +181,6 @@ static void usage(const char *program)
             ODDNODE_DEFAULT_WARMUP_PASSES, ODDNODE_DEFAULT_CONNECT_WAIT, ODDNODE_DEFAULT_IO_TIMEOUT);
 }
 
-/* One HOST:PORT or [IPV6]:PORT; 0, or -1 when it is not one. */
-static int parse_address(const char *text, size_t length, struct rank_address *out)
-{
-    const char *colon;
-    const char *host = text;
-    size_t host_length;
-    if (length > 0 && text[0] == '[') {
-        const char *close_bracket = memchr(text, ']', length);
-        if (close_bracket == NULL || close_bracket + 1 >= text + length || close_bracket[1] != ':')
-            return -1;
-        host = text + 1;
-        host_length = (size_t)(close_bracket - host);
-        colon = close_bracket + 1;
-    } else {
-        colon = memchr(text, ':', length);
-        if (colon == NULL || memchr(colon + 1, ':', length - (size_t)(colon + 1 - text)) != NULL)
-            return -1; /* none, or an IPv6 address without brackets */
-        host_length = (size_t)(colon - text);
-    }
-    size_t port_length = length - (size_t)(colon + 1 - text);
-    char port_text[8];
-    if (host_length == 0 || host_length >= sizeof out->host || port_length == 0 || port_length >= sizeof port_text)
-        return -1;
-    memcpy(out->host, host, host_length);
-    out->host[host_length] = '\0';
-    memcpy(port_text, colon + 1, port_length);
-    port_text[port_length] = '\0';
-    long long port = parse_count(port_text, 1, 65535);
-    if (port < 0)
-        return -1;
-    out->port = (int)port;
-    return 0;
-}
-
-/* The comma list of -R; the rank count, or -1 at the first bad entry (its index in *bad). */
-static int parse_addresses(const char *text, struct rank_address **out, int *bad)
-{
-    int capacity = 16, count = 0;
-    struct rank_address *list = malloc((size_t)capacity * sizeof *list);
-    if (list == NULL)
-        return -1;
-    const char *p = text;
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        size_t length = comma ? (size_t)(comma - p) : strlen(p);
-        if (count == MAX_RANKS) {
-            *bad = count;
-            free(list);
-            return -1;
-        }
-        if (count == capacity) {
-            capacity *= 2;
-            struct rank_address *grown = realloc(list, (size_t)capacity * sizeof *list);
-            if (grown == NULL) {
-                free(list);
-                return -1;
-            }
-            list = grown;
-        }
-        if (parse_address(p, length, &list[count]) != 0) {
-            *bad = count;
-            free(list);
-            return -1;
-        }
-        count++;
-        if (!comma)
-            break;
-        p = comma + 1;
-    }
-    *out = list;
-    return count;
-}
 
 /* --- the wire ------------------------------------------------------------------ */
 
@@ -787,7 +710,7 @@ int main(int argc, char **argv)
     if (rank < 0)
         return bad_arguments(program, "-r RANK is required");
     int bad = 0;
-    int ranks = parse_addresses(list, &run.address, &bad);
+    int ranks = parse_rank_addresses(list, MAX_RANKS, &run.address, &bad);
     if (ranks < 0)
         return bad_arguments(program, "-R entry %d is not HOST:PORT or [IPV6]:PORT, or there are more than %d "
                                       "ranks", bad + 1, MAX_RANKS);
