@@ -28,7 +28,7 @@ demo: install
 	$(BIN)/oddnode testbed fault hog node05 --seconds 1800; \
 	$(BIN)/oddnode testbed fault link node02 --slower 10; \
 	$(BIN)/oddnode check --testbed --continue -r 3 --memory-elements 8000000 --memory-ntimes 3 \
-		--threads 1 --memory-min-seconds 0.5 \
+		--threads 1 --memory-min-seconds 0.5 --noise-seconds 5 \
 		--dgemm-n 1000 --hpl-n 1000 --disk-size 67108864 \
 		--sizes 0,1024,65536,262144 --seconds-per-size 0.05 --bisection-seconds 1 \
 		--set sets.benchmarks=sendrecv,allreduce \
@@ -61,6 +61,7 @@ bench: install
 	$(BIN)/python bench/memory_kernel.py
 	$(BIN)/python bench/pingpong.py
 	$(BIN)/python bench/mpi_kernels.py
+	$(BIN)/python bench/noise_kernel.py
 
 install: $(STAMPS)/venv
 

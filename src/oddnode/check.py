@@ -3,7 +3,7 @@ nodes, keep everything in the store, and judge it.
 
 Diagnostics come first: the inventory of every node, compared across nodes
 and against an expectations file.  Then the benchmark stages, in STAB's
-order -- memory, compute, disk -- each run R times on every node at once and
+order -- memory, noise, compute, disk -- each run R times on every node at once and
 judged across nodes before the next begins; then the interconnect: ping-pong
 in STAB's four pair patterns and bisection bandwidth, judged on the pairs.  A stage whose findings are
 warnings or worse stops the check (benchmarks are inconsistent until what
@@ -223,6 +223,8 @@ def _restricted(dataset: Dataset, nodes: set[str], stages: set[str]) -> Dataset:
         node_trouble={node: trouble for node, trouble in dataset.node_trouble.items()
                       if node in nodes and judged_trouble(trouble)},
         declared_nodes=[node for node in dataset.declared_nodes if node in nodes] if DIAGNOSTICS in stages else [],
+        details={name: {label: reps for label, reps in per_label.items() if label in nodes}
+                 for name, per_label in dataset.details.items() if catalog.series_stage(name) in stages},
     )
 
 

@@ -123,6 +123,34 @@ class NodeStage:
     detail: str
 
 
+@dataclass(frozen=True)
+class CommandCount:
+    """One command's processes on one node over an accounting interval."""
+
+    executions: int  # processes that ran it (accounting: that ended in the interval)
+    cpu_seconds: float  # their user + system CPU time
+    elapsed_seconds: float  # their wall-clock lifetimes added up (0 where /proc was sampled)
+    bursts: int  # distinct 5-second periods of the clock in which one started: a burst counts once
+
+
+@dataclass(frozen=True)
+class NodeProcesses:
+    """One node's process accounting over an interval (``oddnode processes``)."""
+
+    node: str
+    seconds: float  # length of the interval
+    method: str  # acct (our accounting), pacct (the site's file), proc (/proc sampled)
+    commands: dict[str, CommandCount]
+    source: str = ""  # the accounting file read, acct(2), or /proc
+    notes: tuple[str, ...] = ()
+    start: float = 0.0  # the interval's start, seconds since the epoch
+
+
+# Node series whose rules read more of each repetition than its value: the
+# store loads their parameters into Dataset.details.
+DETAILED_SERIES = ("noise.lost_fraction",)
+
+
 @dataclass
 class Dataset:
     """Everything the findings read, loaded from the store in one go."""
@@ -139,6 +167,12 @@ class Dataset:
     declared_nodes: list[str] = field(default_factory=list)
     # Every valid repetition of each series of node sets (label kind set).
     set_runs: list[SetRuns] = field(default_factory=list)
+    # Node -> its process accounting, from the latest ``oddnode processes`` run.
+    processes: dict[str, NodeProcesses] = field(default_factory=dict)
+    # The parameters of every valid repetition of the series in
+    # DETAILED_SERIES, from each one's newest run: series name -> label ->
+    # one dict per repetition (the noise step's period and detours).
+    details: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
 
     def by_name(self, name: str) -> Series:
         for s in self.series:

@@ -34,9 +34,10 @@ if TYPE_CHECKING:  # the finding rules load scipy: not for every command's start
 
 # The stages of a check after its diagnostics, in STAB's order: memory first
 # (if it is ruled out, later anomalies cannot be blamed on it), then the
-# processor, then the disk, then the interconnect between pairs, then
-# parallel benchmarks on sets of nodes (which any of those can slow).
-STAGES = ("memory", "compute", "disk", "interconnect", "sets")
+# operating system's noise (what takes the CPUs from every later stage),
+# then the processor, then the disk, then the interconnect between pairs,
+# then parallel benchmarks on sets of nodes (which any of those can slow).
+STAGES = ("memory", "noise", "compute", "disk", "interconnect", "sets")
 
 
 class StepObserver:

@@ -26,11 +26,14 @@ import numpy as np
 from oddnode import __version__
 from oddnode.model import (
     DEFAULT_METRIC,
+    DETAILED_SERIES,
+    CommandCount,
     Dataset,
     Direction,
     Failure,
     Finding,
     LabelKind,
+    NodeProcesses,
     NodeStage,
     Series,
     SetRuns,
@@ -38,7 +41,7 @@ from oddnode.model import (
 )
 from oddnode.nodes import label_members
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 DEFAULT_PATH = "oddnode.duckdb"
 # Seconds to wait for another process's lock on a store file: a check that
 # holds the store only while it writes releases it within a transaction.
@@ -147,6 +150,28 @@ _MIGRATIONS: list[str] = [
         node VARCHAR NOT NULL
     );
     ALTER TABLE best ADD COLUMN spread DOUBLE;
+    """,
+    # 6: process accounting (oddnode processes): per node the interval and
+    # how it was accounted, per node and command what its processes did.
+    """
+    CREATE TABLE process_nodes (
+        run_id BIGINT NOT NULL,
+        node VARCHAR NOT NULL,
+        method VARCHAR NOT NULL,
+        start DOUBLE NOT NULL,
+        seconds DOUBLE NOT NULL,
+        source VARCHAR,
+        notes VARCHAR
+    );
+    CREATE TABLE process_counts (
+        run_id BIGINT NOT NULL,
+        node VARCHAR NOT NULL,
+        command VARCHAR NOT NULL,
+        executions BIGINT NOT NULL,
+        cpu_seconds DOUBLE NOT NULL,
+        elapsed_seconds DOUBLE NOT NULL,
+        bursts INTEGER NOT NULL
+    );
     """,
 ]
 
@@ -415,6 +440,32 @@ class Store:
             "INSERT INTO raw_outputs VALUES (?, ?, ?, ?, ?, ?)", [run_id, stage, label, repetition, stdout, stderr]
         )
 
+    def add_process_counts(self, run_id: int, nodes: Iterable[NodeProcesses]) -> None:
+        """Each node's process accounting: its interval, then a row per command."""
+        reports = list(nodes)
+        if not reports:
+            return
+        self._insert("process_nodes", {
+            "run_id": np.full(len(reports), run_id, dtype=np.int64),
+            "node": np.array([r.node for r in reports], dtype=object),
+            "method": np.array([r.method for r in reports], dtype=object),
+            "start": np.array([r.start for r in reports], dtype=np.float64),
+            "seconds": np.array([r.seconds for r in reports], dtype=np.float64),
+            "source": np.array([r.source for r in reports], dtype=object),
+            "notes": np.array([json.dumps(list(r.notes)) for r in reports], dtype=object),
+        })
+        rows = [(r.node, command, c) for r in reports for command, c in sorted(r.commands.items())]
+        if rows:
+            self._insert("process_counts", {
+                "run_id": np.full(len(rows), run_id, dtype=np.int64),
+                "node": np.array([node for node, _, _ in rows], dtype=object),
+                "command": np.array([command for _, command, _ in rows], dtype=object),
+                "executions": np.array([c.executions for _, _, c in rows], dtype=np.int64),
+                "cpu_seconds": np.array([c.cpu_seconds for _, _, c in rows], dtype=np.float64),
+                "elapsed_seconds": np.array([c.elapsed_seconds for _, _, c in rows], dtype=np.float64),
+                "bursts": np.array([c.bursts for _, _, c in rows], dtype=np.int32),
+            })
+
     def start_check(self, check_id: int, target: dict[str, Any], plan: dict[str, Any]) -> None:
         """Record a staged check (its id is its run's) as running."""
         self.con.execute("INSERT INTO checks VALUES (?, ?, ?, 'running')",
@@ -580,6 +631,25 @@ class Store:
         """).fetchall()
         return dict(rows)
 
+    def load_processes(self, run_id: int | None = None) -> dict[str, NodeProcesses]:
+        """Node -> its process accounting in one run (default: the latest that has any)."""
+        if run_id is None:
+            ((run_id,),) = self.con.execute("SELECT max(run_id) FROM process_nodes").fetchall()
+            if run_id is None:
+                return {}
+        nodes = self.con.execute(
+            "SELECT node, method, start, seconds, source, notes FROM process_nodes WHERE run_id = ? ORDER BY node",
+            [run_id]).fetchall()
+        commands: dict[str, dict[str, CommandCount]] = {node: {} for node, *_ in nodes}
+        for node, command, executions, cpu, elapsed, active in self.con.execute("""
+                SELECT node, command, executions, cpu_seconds, elapsed_seconds, bursts
+                FROM process_counts WHERE run_id = ? ORDER BY node, command""", [run_id]).fetchall():
+            commands.setdefault(node, {})[command] = CommandCount(int(executions), float(cpu), float(elapsed),
+                                                                  int(active))
+        return {node: NodeProcesses(node=node, seconds=float(seconds), method=method, commands=commands[node],
+                                    source=source or "", notes=tuple(json.loads(notes or "[]")), start=float(start))
+                for node, method, start, seconds, source, notes in nodes}
+
     def load_node_status(self) -> dict[str, NodeStage]:
         """Nodes that did not answer in the latest run of each stage."""
         rows = self.con.execute("""
@@ -588,6 +658,24 @@ class Store:
             WHERE s.status <> 'ok' ORDER BY s.node, s.stage
         """).fetchall()
         return {node: NodeStage(stage, status, detail or "") for node, stage, status, detail in rows}
+
+    def load_details(self, names: Sequence[str] = DETAILED_SERIES) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        """The parameters of every valid repetition of the named node series
+        (benchmark names, metric ``value``) in each one's newest run:
+        series -> label -> one dict per repetition, in repetition order."""
+        if not names:
+            return {}
+        rows = self.con.execute("""
+            WITH latest AS (SELECT benchmark, max(run_id) AS run_id FROM results
+                            WHERE benchmark IN (SELECT unnest(?)) AND metric = ? AND label_kind = 'node'
+                            GROUP BY benchmark)
+            SELECT r.benchmark, r.label, r.parameters FROM results r JOIN latest USING (benchmark, run_id)
+            WHERE r.metric = ? AND r.valid AND r.parameters IS NOT NULL ORDER BY 1, 2, r.repetition
+        """, [list(names), DEFAULT_METRIC, DEFAULT_METRIC]).fetchall()
+        details: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        for benchmark, label, parameters in rows:
+            details.setdefault(benchmark, {}).setdefault(label, []).append(json.loads(parameters))
+        return details
 
     def load_declared_nodes(self) -> list[str]:
         """The union of the node lists every run and import was given, each
@@ -609,6 +697,8 @@ class Store:
             benchmarks_with_results={(benchmark, metric) for benchmark, metric, _ in latest},
             declared_nodes=self.load_declared_nodes(),
             set_runs=self.load_set_runs(),
+            processes=self.load_processes(),
+            details=self.load_details(),
         )
 
     def latest_check(self) -> tuple[int, str, dict[str, Any], dict[str, Any]] | None:

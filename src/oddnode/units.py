@@ -26,6 +26,8 @@ _UNITS: dict[str, tuple[tuple[str, ...], Direction]] = {
     "GUP/s": (("gup/s", "gups"), Direction.HIGHER),
     "IOPS": (("iops",), Direction.HIGHER),
     "msg/s": (("msg/s", "messages/s"), Direction.HIGHER),
+    # Events per second (OS-noise detours, interrupts): fewer is better.
+    "1/s": (("/s", "per second", "events/s"), Direction.LOWER),
     "ns": (("ns", "nsec"), Direction.LOWER),
     "us": (("us", "usec", "µs", "μs", "microseconds"), Direction.LOWER),
     "ms": (("ms", "msec", "milliseconds"), Direction.LOWER),

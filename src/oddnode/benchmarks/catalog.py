@@ -1,6 +1,6 @@
 """Every step a check can run, in STAB's order of stages: memory first (if
 it is ruled out, later anomalies cannot be blamed on it), then the
-processor, then the disk, then the interconnect (ping-pong patterns and
+operating system's noise, then the processor, then the disk, then the interconnect (ping-pong patterns and
 bisection bandwidth, between pairs of nodes rather than on each node),
 then parallel benchmarks on sets of nodes and the scaling curve.
 
@@ -18,17 +18,20 @@ from oddnode.interconnect.switchbench import AllToAllStep, ChainStep, StreamsSte
 from oddnode.kernels.dgemm import DgemmStep
 from oddnode.kernels.disk import DiskStep
 from oddnode.kernels.memory import MemoryStep
+from oddnode.kernels.noise import NoiseStep
 from oddnode.sets.runner import ScaleStep, SetsStep
 from oddnode.steps import STAGES, STEPS, Step, register_step, series_stage, steps_of
+from oddnode.sync.runner import SyncStep
 
 __all__ = ["CATALOG", "STAGES", "STEPS", "get_step", "series_stage", "stage_of", "steps_of"]
 
 CATALOG = (
     MemoryStep,  # memory
+    NoiseStep,  # noise
     DgemmStep, HplStep,  # compute
     DiskStep,  # disk
     PairsStep, BisectionStep, MatrixStep, ChainStep, StreamsStep, AllToAllStep,  # interconnect
-    SetsStep, ScaleStep,  # sets
+    SetsStep, ScaleStep, SyncStep,  # sets
 )
 for _step in CATALOG:
     register_step(_step)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from oddnode import __version__
-from oddnode.cli import analysis, check, imports, interconnect, nodes, sets, testbed
+from oddnode.cli import analysis, check, compare, imports, interconnect, nodes, processes, sets, sync, testbed
 from oddnode.cli.common import Verbosity, console, fail, output
 
 app = typer.Typer(
@@ -20,10 +20,13 @@ app = typer.Typer(
 # In this order the help lists the check and the analysis first, then each panel.
 app.add_typer(imports.import_app, name="import", rich_help_panel=analysis.RESULTS_PANEL)
 analysis.register(app)
+compare.register(app)
 interconnect.register(app)
 interconnect.register_switchbench(app)
 sets.register(app)
+sync.register(app)
 nodes.register(app)
+processes.register(app)
 check.register(app)
 testbed.register(app)
 

@@ -41,9 +41,11 @@ from oddnode.cli.common import (
     save_topology,
     selected_target,
     testbed_errors,
+    testbed_state_dir,
     user_errors,
 )
 from oddnode.benchmarks import catalog
+from oddnode.kernels.noise import capped_noise_options
 from oddnode.plan import CheckPlan, PlanError, layered_parameters, make_plan, parse_settings, plan_document, read_plan_file
 from oddnode.cli.nodes import print_unanswered
 from oddnode.steps import option_defaults
@@ -146,6 +148,20 @@ def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide
         raise typer.Exit(code=1)
 
 
+def _testbed_noise() -> dict[str, object]:
+    """The noise kernel's options on the testbed: within each node's CPU
+    quota (the testbed's default size when none is up yet)."""
+    from oddnode.testbed import Testbed, TestbedError, cgroups
+    from oddnode.testbed.lifecycle import DEFAULT_NODES
+
+    try:
+        nodes = len(Testbed.load(testbed_state_dir(None)).nodes)
+    except TestbedError:
+        nodes = DEFAULT_NODES
+    cpus = cgroups.available_cpus()
+    return capped_noise_options(cgroups.node_quota_us(cpus, nodes) / cgroups.PERIOD_US, cpus)
+
+
 def check_command(
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
@@ -162,7 +178,7 @@ def check_command(
     show_plan: Annotated[bool, typer.Option(
         "--show-plan", help="Print the plan, every option of every step, as YAML, and run nothing.")] = False,
     stages: Annotated[Optional[str], typer.Option(
-        help="Stages after diagnostics, in this order: memory,compute,disk,interconnect,sets (the default); "
+        help="Stages after diagnostics, in this order: memory,noise,compute,disk,interconnect,sets (the default); "
              "'none' for diagnostics only.")] = None,
     skip: Annotated[Optional[str], typer.Option(
         help=f"Steps to leave out of their stage, comma-separated: {STEP_NAMES}.")] = None,
@@ -184,6 +200,9 @@ def check_command(
     memory_min_seconds: Annotated[Optional[float], typer.Option(
         help=f"Repeat each timed memory loop until it lasts about this long, 0: one pass "
              f"({_default('memory.min_loop_seconds')}).")] = None,
+    noise_seconds: Annotated[Optional[float], typer.Option(
+        help=f"Seconds the noise kernel measures, on every CPU of every node at once "
+             f"({_default('noise.seconds')}).")] = None,
     threads: Annotated[Optional[int], typer.Option(
         help="OpenMP threads of the kernels (memory.threads, dgemm.threads, hpl.threads; default the node's).")] = None,
     dgemm_n: Annotated[Optional[int], typer.Option(help=f"Matrix order of DGEMM ({_default('dgemm.n')}).")] = None,
@@ -215,10 +234,10 @@ def check_command(
     alpha: AlphaOption = DEFAULT_ALPHA,
     min_effect: MinEffectOption = DEFAULT_MIN_EFFECT,
 ) -> None:
-    """The production-readiness check: diagnostics, then memory, compute, disk and the interconnect.
+    """The production-readiness check: diagnostics, then memory, noise, compute, disk and the interconnect.
 
     Diagnostics (inventory, consistency,
-    expectations), then memory, compute and disk benchmarks, R runs per node,
+    expectations), then memory, OS noise, compute and disk benchmarks, R runs per node,
     then the interconnect (ping-pong pair patterns, bisection), each stage
     judged across nodes before the next; a stage with warnings
     stops the check unless --continue. Exit 1 when not ready, 130 when
@@ -232,6 +251,7 @@ def check_command(
     flags = _settings({
         "memory.elements": memory_elements, "memory.ntimes": memory_ntimes,
         "memory.min_loop_seconds": memory_min_seconds, "memory.threads": threads,
+        "noise.seconds": noise_seconds,
         "dgemm.n": dgemm_n, "dgemm.threads": threads, "hpl.n": hpl_n, "hpl.threads": threads,
         "disk.directory": disk_dir, "disk.size": disk_size, "disk.engine": disk_engine,
         "pairs.patterns": patterns, "pairs.sizes": message_sizes(sizes) if sizes else None,
@@ -245,8 +265,10 @@ def check_command(
             # The testbed's nodes share capped CPUs: MPI ranks yield when idle
             # (see kernels/mpirun.py), unless the plan file says otherwise.
             steps = file["steps"] = dict(file.get("steps") or {})
-            for step in ("sets", "scale"):
+            for step in ("sets", "scale", "sync"):
                 steps[step] = {"mpi_yield": True, **(steps.get(step) or {})}
+            # ... and the noise kernel keeps within each node's quota (kernels/noise.py).
+            steps["noise"] = {**_testbed_noise(), **(steps.get("noise") or {})}
         plan = make_plan(file,
                          layered_parameters(flags, parse_settings(settings or ())),
                          stages=_names(stages), skip=_names(skip), add=_names(add), repetitions=repetitions,

@@ -22,10 +22,13 @@ from oddnode.findings import (  # noqa: F401
     facts,
     failures,
     missing,
+    noise,
     pairs,
+    process_asymmetry,
     reachability,
     sets,
     switchbench,
+    sync,
 )
 
 __all__ = [

@@ -3,10 +3,13 @@ symptoms, as an administrator would say it ("node05: a competing process
 (oddnode-hog) slows memory (4 benchmarks), compute.dgemm, its pairs").
 
 The links are those the related-findings step made (related.py): a slowed
-finding whose evidence names a competing process on its nodes is a symptom
-of the process findings of those nodes.  Findings a process finding and its
-symptoms share a node with join one problem; every other finding is a
-problem of its own.  The findings themselves are kept inside, unchanged.
+finding whose evidence names a competing process on its nodes, or the
+fingerprint of a process-asymmetry finding there, is a symptom of the
+process findings of those nodes.  Findings a process finding and its
+symptoms share a node with join one problem.  A noisy-node finding explains
+the outlier and bimodal findings on the noise series of its nodes, which
+say the same: they join its problem, or the process problem it is in.
+Every other finding is a problem of its own.  The findings themselves are kept inside, unchanged.
 """
 
 from __future__ import annotations
@@ -14,11 +17,15 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from oddnode.findings.noise import KIND as NOISY_KIND
+from oddnode.findings.noise import is_noise_series
 from oddnode.findings.processes import PROCESS_PREFIX, RUNNING, is_process_key
-from oddnode.findings.related import competing_commands
+from oddnode.findings.process_asymmetry import KIND as ASYMMETRY_KIND
+from oddnode.findings.process_asymmetry import fingerprint_commands
+from oddnode.findings.related import competing_commands, frequent_commands
 from oddnode.findings.registry import leads, sort_findings
 from oddnode.model import Finding, Severity
-from oddnode.nodes import fold
+from oddnode.nodes import NodeNameError, expand, fold
 from oddnode.order import natural_key
 
 # How a symptom of each kind is said in a problem's summary.
@@ -46,8 +53,7 @@ class Problem:
         if not self.symptoms:
             (finding,) = self.cause
             return f"{finding.kind} [{finding.subject}]"
-        commands = ", ".join(f.subject.removeprefix(PROCESS_PREFIX) for f in self.cause)
-        return (f"a competing process ({commands}) slows {symptom_summary(self.symptoms)}: "
+        return (f"{cause_summary(self.cause)} {symptom_summary(self.symptoms)}: "
                 f"{len(self.symptoms)} finding{'s' if len(self.symptoms) > 1 else ''} it explains")
 
     def to_json(self) -> dict[str, object]:
@@ -58,6 +64,27 @@ class Problem:
             "cause": [f.to_json() for f in self.cause],
             "symptoms": [f.to_json() for f in self.symptoms],
         }
+
+
+# How many commands of a fingerprint a problem's summary names.
+SHOWN_FINGERPRINT = 4
+
+
+def cause_summary(cause: tuple[Finding, ...]) -> str:
+    """The cause and its verb: "a competing process (stress-ng) slows",
+    "frequent short processes (basename, sed, sh) slow", or both; "OS
+    noise (every 20 ms, 1.2 ms detours) shows in" for a noisy node."""
+    if all(f.kind == NOISY_KIND for f in cause):
+        return f"OS noise ({'; '.join(dict.fromkeys(f.evidence.get('pattern', '') for f in cause))}) shows in"
+    running = [f.subject.removeprefix(PROCESS_PREFIX) for f in cause if f.kind != ASYMMETRY_KIND]
+    spawned = list(dict.fromkeys(c for f in cause if f.kind == ASYMMETRY_KIND for c in fingerprint_commands(f)))
+    parts = []
+    if running:
+        parts.append(f"a competing process ({', '.join(running)})")
+    if spawned:
+        shown = ", ".join(spawned[:SHOWN_FINGERPRINT]) + (", …" if len(spawned) > SHOWN_FINGERPRINT else "")
+        parts.append(f"frequent short processes ({shown})")
+    return " and ".join(parts) + (" slows" if running and not spawned else " slow")
 
 
 def symptom_summary(symptoms: tuple[Finding, ...]) -> str:
@@ -78,10 +105,11 @@ def symptom_summary(symptoms: tuple[Finding, ...]) -> str:
 
 def group_problems(findings: list[Finding], minimum: Severity = Severity.WARNING) -> list[Problem]:
     """The findings at or above ``minimum`` as problems, worst first: each
-    competing process with the slowed findings of its nodes, every other
-    finding alone."""
+    competing process (or process-asymmetry fingerprint) with the slowed
+    findings of its nodes, every other finding alone."""
     serious = [f for f in sort_findings(findings) if f.severity.rank >= minimum.rank]
     running = competing_commands(serious)
+    frequent = frequent_commands(serious)
     causes: dict[str, list[Finding]] = defaultdict(list)  # node -> its process findings
     for finding in serious:
         if finding.kind == "inconsistent-fact" and is_process_key(finding.subject):
@@ -89,12 +117,17 @@ def group_problems(findings: list[Finding], minimum: Severity = Severity.WARNING
             for node, commands in running.items():
                 if finding.subject.removeprefix(PROCESS_PREFIX) in commands and minority:
                     causes[node].append(finding)
+        elif finding.kind == ASYMMETRY_KIND:
+            for node in frequent:
+                if node in _members(finding):
+                    causes[node].append(finding)
     # A problem per distinct set of process findings, its symptoms the
     # findings whose competing processes run on its nodes.
     problems: dict[tuple[int, ...], tuple[list[Finding], list[Finding], set[str]]] = {}
     explained: set[int] = set()
     for finding in serious:
-        nodes = set(finding.evidence.get("competing_processes", {}))
+        nodes = set(finding.evidence.get("competing_processes", {})) | set(
+            finding.evidence.get("frequent_processes", {}))
         if not nodes:
             continue
         # Each process finding once (one may name several of the nodes).
@@ -107,6 +140,7 @@ def group_problems(findings: list[Finding], minimum: Severity = Severity.WARNING
         entry[2].update(nodes)
         explained.add(id(finding))
         explained.update(id(f) for f in cause)
+    _add_noise_echoes(serious, problems, explained)
     grouped = [Problem(fold(nodes), max((f.severity for f in cause + symptoms), key=lambda s: s.rank),
                        tuple(cause), tuple(symptoms))
                for cause, symptoms, nodes in problems.values()]
@@ -115,3 +149,43 @@ def group_problems(findings: list[Finding], minimum: Severity = Severity.WARNING
     # problems that explain the most findings, then by nodes.
     return sorted(grouped + alone, key=lambda p: (-p.severity.rank, not any(leads(f) for f in p.findings),
                                                   -len(p.findings), natural_key(p.nodes)))
+
+
+def _members(finding: Finding) -> set[str]:
+    """The nodes a finding names; none for text that is not a node set."""
+    try:
+        return set(expand(finding.nodes))
+    except NodeNameError:
+        return set()
+
+
+def _noise_echo(finding: Finding, members: set[str]) -> bool:
+    """A finding of the generic rules on a noise series, on the worse side,
+    about some of ``members``: what a noisy-node finding already says."""
+    if finding.kind not in ("outlier", "bimodal") or not is_noise_series(finding.subject):
+        return False
+    if finding.kind == "outlier" and not finding.evidence.get("worse"):
+        return False
+    named = _members(finding)
+    return bool(named) and named <= members
+
+
+def _add_noise_echoes(serious: list[Finding], problems: dict[tuple[int, ...], tuple[list[Finding], list[Finding],
+                      set[str]]], explained: set[int]) -> None:
+    """Each noisy-node finding explains the generic findings on the noise
+    series of its nodes (the outlier rule names the same node on
+    noise.lost_fraction): they join its problem, or the process problem
+    that explains it; otherwise it becomes a cause of its own."""
+    for noisy in serious:
+        if noisy.kind != NOISY_KIND:
+            continue
+        members = _members(noisy)
+        echoes = [f for f in serious if id(f) not in explained and f is not noisy and _noise_echo(f, members)]
+        if not echoes:
+            continue
+        home = next((entry for entry in problems.values() if any(f is noisy for f in entry[0] + entry[1])), None)
+        if home is None:
+            home = problems.setdefault((id(noisy),), ([noisy], [], set(members)))
+            explained.add(id(noisy))
+        home[1].extend(echoes)
+        explained.update(id(f) for f in echoes)

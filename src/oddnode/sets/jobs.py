@@ -43,7 +43,9 @@ class SetJob:
     output; ``expected`` are the (benchmark, metric, unit, direction) rows
     a failed set is recorded under; ``build`` prepares the job on every
     node (None: nothing to build); ``run_seconds`` bounds one run of the
-    largest set."""
+    largest set.  ``rank_argvs``, for a job with no launcher of its own
+    (our TCP kernels): member -> the argv of its rank, every member started
+    at once by the transport; the first member's output is still the set's."""
 
     name: str
     argv: Callable[[Sequence[str]], list[str]]
@@ -51,6 +53,13 @@ class SetJob:
     expected: tuple[tuple[str, str, str, Direction], ...]
     run_seconds: float
     build: list[str] | None = None
+    rank_argvs: Callable[[Sequence[str]], dict[str, list[str]]] | None = None
+
+    def commands(self, members: Sequence[str]) -> dict[str, list[str]]:
+        """Node -> argv of one run on a set: its first member's, or every member's rank."""
+        if self.rank_argvs is not None:
+            return self.rank_argvs(members)
+        return {members[0]: self.argv(members)}
 
 
 def mpi_rsh_agent(target: Target) -> str | None:

@@ -116,8 +116,8 @@ def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, famil
     timeout = job.run_seconds + LAUNCH_SLACK
     for done, (repetition, sets) in enumerate(rounds, start=1):
         sent = time.time()
-        commands = {members[0]: with_runner_options(job.argv(members), start_option(sent + lead))
-                    for members in sets}
+        commands = {node: with_runner_options(argv, start_option(sent + lead))
+                    for members in sets for node, argv in job.commands(members).items()}
         results = target.transport.run_each(commands, timeout=timeout + lead)
         lead = start_lead(results, sent)
         batch = ResultBatch()
