@@ -100,6 +100,7 @@
 
 #include "oddnode_kernel.h"
 #include "oddnode_net.h"
+#include "oddnode_ranks.h"
 
 /* 1 MiB per flow and phase: each phase then lasts about a millisecond on a
  * 10 Gbit/s link, long against a barrier, and the per-call cost is small. */

@@ -55,6 +55,7 @@
 
 #include "oddnode_kernel.h"
 #include "oddnode_net.h"
+#include "oddnode_ranks.h"
 #include "oddnode_sync.h"
 
 #define PROTOCOL_VERSION 1

@@ -92,12 +92,23 @@ def _quote(arg: str) -> str:
     return "'" + arg.replace("'", "'\"'\"'").replace("%", "%''") + "'"
 
 
+# sshd hands the command line to the user's shell as one argument (sh -c
+# LINE), and Linux refuses any one argument of 32 pages or more
+# (MAX_ARG_STRLEN, 131072 bytes with its NUL): ssh then exits 255, unexplained.
+MAX_REMOTE_COMMAND = 131072 - 1
+
+
 def remote_command(argv: Sequence[str]) -> str:
-    """The command line the remote shell runs: argv quoted, word by word."""
+    """The command line the remote shell runs: argv quoted, word by word;
+    a TransportError when it is longer than a remote shell takes."""
     if not argv:
         raise TransportError("nothing to run: empty argv")
     command = " ".join(_quote(arg) for arg in argv)
     assert not any(placeholder in command for placeholder in _HOSTS_PLACEHOLDERS)
+    size = len(command.encode("utf-8"))
+    if size > MAX_REMOTE_COMMAND:
+        raise TransportError(f"the command for the nodes is {size} bytes quoted ({argv[0]} ...); a remote shell "
+                             f"takes one of at most {MAX_REMOTE_COMMAND} (Linux's MAX_ARG_STRLEN)")
     return command
 
 
