@@ -8,11 +8,14 @@
 #ifndef ODDNODE_RANKS_H
 #define ODDNODE_RANKS_H
 
+#include <errno.h>
 #include <netdb.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* parse_count comes from oddnode_kernel.h, included before this. */
+/* parse_count comes from oddnode_kernel.h and PEER_CLOSED from oddnode_net.h,
+ * included before this. */
 
 /* Where a rank of a TCP kernel listens. */
 struct rank_address {
@@ -92,6 +95,30 @@ static inline int parse_rank_addresses(const char *text, int max_ranks, struct r
     }
     *out = list;
     return count;
+}
+
+/* "rank 3 (node04:29172)", for messages (a static buffer: one at a time). */
+static inline const char *rank_address_text(const struct rank_address *a, int rank)
+{
+    static char text[NI_MAXHOST + 48];
+    snprintf(text, sizeof text, strchr(a->host, ':') ? "rank %d ([%s]:%d)" : "rank %d (%s:%d)", rank, a->host,
+             a->port);
+    return text;
+}
+
+/* Why an I/O call with another rank failed, in words; io_timeout is the -i limit. */
+static inline const char *rank_io_error_text(int error, int io_timeout)
+{
+    static char text[160];
+    if (error == PEER_CLOSED)
+        return "the connection was closed: that rank stopped or failed";
+    if (error == ETIMEDOUT) {
+        snprintf(text, sizeof text, "nothing for %d s (the -i limit): that rank stopped", io_timeout);
+        return text;
+    }
+    if (error == ECONNRESET || error == EPIPE)
+        return "the connection was reset: that rank stopped or failed";
+    return strerror(error);
 }
 
 #endif

@@ -121,28 +121,14 @@ static void usage(const char *program)
 
 /* --- records ------------------------------------------------------------------------ */
 
-/* "rank 3 (node04:29172)", for messages. */
 static const char *rank_text(int rank)
 {
-    static char text[NI_MAXHOST + 48];
-    const struct rank_address *a = &tree.address[rank];
-    snprintf(text, sizeof text, strchr(a->host, ':') ? "rank %d ([%s]:%d)" : "rank %d (%s:%d)", rank, a->host,
-             a->port);
-    return text;
+    return rank_address_text(&tree.address[rank], rank);
 }
 
 static const char *io_error_text(int error)
 {
-    static char text[160];
-    if (error == PEER_CLOSED)
-        return "the connection was closed: that rank stopped or failed";
-    if (error == ETIMEDOUT) {
-        snprintf(text, sizeof text, "nothing for %d s (the -i limit): that rank stopped", tree.io_timeout);
-        return text;
-    }
-    if (error == ECONNRESET || error == EPIPE)
-        return "the connection was reset: that rank stopped or failed";
-    return strerror(error);
+    return rank_io_error_text(error, tree.io_timeout);
 }
 
 /* Records of up to this many payload words leave in one send(), header and
