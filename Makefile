@@ -39,12 +39,17 @@ demo: install
 	@echo "Reports: $(abspath $(DEMO_DIR)/check-report.html) (the check of the testbed)"
 	@echo "         $(abspath $(DEMO_DIR)/report.html) (analysis of the synthetic cluster)"
 
+# The unit tier runs on every CPU at once (pytest-xdist); the kernel and
+# testbed tiers one test at a time, as their timings and the one testbed a
+# machine can hold need.  Both parts run even when the first fails.
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto tests/unit; unit=$$?; \
+	$(BIN)/python -m pytest -q tests/kernels tests/testbed; rest=$$?; \
+	[ $$unit -eq 0 ] && [ $$rest -eq 0 ]
 
 # The unit tier only (tests/unit): under two minutes, for a quick loop.
 test-fast: install
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q -n auto tests/unit
 
 # The unit and kernel tiers: everything that needs no testbed.
 test-kernels: install

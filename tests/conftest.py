@@ -8,6 +8,7 @@ a virtual cluster of network namespaces; root, minutes).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,12 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # Scripted clusters and sample outputs defined beside the tests of one tier
 # serve the others: every tier's directory is importable from every test.
 sys.path[:0] = [str(Path(__file__).parent / tier) for tier in TIERS]
+# pytest-xdist's workers start with COLUMNS=80 and LINES=24 in their
+# environment, and the command line wraps its output to a COLUMNS it is
+# given: a worker sees the environment a run in one process sees.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ testbed's ssh, ranks that sleep while they wait) and TCP (every rank
 started by the ssh transport).  A daemon on one node that spawns short
 commands every 20 ms (seaborg's management subsystem) makes it the
 sync-laggard, under both kernels; a healthy cluster has none; and
-``oddnode compare`` of a run with the daemon against one after it stopped
+``oddnode compare`` of the run with the daemon against the run without it
 says the cluster got faster (seaborg's before/after)."""
 
 from __future__ import annotations
@@ -58,37 +58,49 @@ def sync_run(bed, store, kernel: str) -> int:
     return summary.run_id
 
 
-def laggards(bed, tmp_path, kernel: str) -> set[str]:
-    """The sync-laggard nodes of one sync run."""
-    with open_store(tmp_path / f"sync-{kernel}.duckdb") as store:
-        sync_run(bed, store, kernel)
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Every sync run of the module, one store per kernel: (kernel, state)
+    -> its run id, state "healthy" or "daemon".  The compare test reads the
+    tcp kernel's two runs from the tests that made them (and makes them
+    itself when run alone)."""
+    return {"dir": tmp_path_factory.mktemp("sync-runs")}
+
+
+def measure(bed, runs, kernel: str, state: str) -> set[str]:
+    """One sync run of ``kernel`` (the daemon planted when ``state`` says
+    so) into the kernel's store; the sync-laggard nodes of that run (every
+    reading takes each series' newest run)."""
+    if state == "daemon":
+        tb.fault_daemon(bed.state_dir, DAEMON_NODE, period_ms=20.0, seconds=180.0)
+    with open_store(runs["dir"] / f"{kernel}.duckdb") as store:
+        runs[kernel, state] = sync_run(bed, store, kernel)
         findings = analyze(store.load_dataset(), correlations=False).findings
     return {f.nodes for f in findings if f.kind == "sync-laggard"}
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-def test_a_healthy_cluster_has_no_sync_laggard(clean, tmp_path, kernel):
+def test_a_healthy_cluster_has_no_sync_laggard(clean, runs, kernel):
     needs(kernel)
-    assert laggards(clean, tmp_path, kernel) == set()
+    assert measure(clean, runs, kernel, "healthy") == set()
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-def test_a_daemon_spawning_short_commands_makes_its_node_the_sync_laggard(clean, tmp_path, kernel):
+def test_a_daemon_spawning_short_commands_makes_its_node_the_sync_laggard(clean, runs, kernel):
     needs(kernel)
-    tb.fault_daemon(clean.state_dir, DAEMON_NODE, period_ms=20.0, seconds=180.0)
-    assert laggards(clean, tmp_path, kernel) == {DAEMON_NODE}
+    assert measure(clean, runs, kernel, "daemon") == {DAEMON_NODE}
 
 
-def test_compare_says_the_cluster_got_faster_once_the_daemon_stopped(clean, tmp_path):
+def test_compare_says_the_cluster_got_faster_without_the_daemon(clean, runs):
     from oddnode.compare import compare_runs
     from oddnode.compare.judge import Verdict
 
-    with open_store(tmp_path / "before-after.duckdb") as store:
-        tb.fault_daemon(clean.state_dir, DAEMON_NODE, period_ms=20.0, seconds=180.0)
-        before = sync_run(clean, store, "tcp")
-        tb.clear_faults(clean.state_dir)
-        after = sync_run(clean, store, "tcp")
-        comparison = compare_runs(store, str(before), str(after))
+    for state in ("daemon", "healthy"):
+        if ("tcp", state) not in runs:
+            measure(clean, runs, "tcp", state)
+            tb.clear_faults(clean.state_dir)
+    with open_store(runs["dir"] / "tcp.duckdb") as store:
+        comparison = compare_runs(store, str(runs["tcp", "daemon"]), str(runs["tcp", "healthy"]))
     verdicts = {(s.benchmark, s.metric): s.overall.verdict for s in comparison.series}
     assert not comparison.regressed and comparison.exit_status == 0, verdicts
     assert Verdict.IMPROVED in verdicts.values(), verdicts
