@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMPS := .make
 SYSTEM_PACKAGES := python3 python3-venv python3-pip openssh-server openssh-client iproute2 util-linux procps gcc libgomp1 chromium \
-	libopenblas0-pthread hpcc fio netpipe-tcp iperf3 openmpi-bin libopenmpi-dev
+	libopenblas0-pthread hpcc fio netpipe-tcp iperf3 openmpi-bin libopenmpi-dev hwloc
 DEMO_DIR := demo
 
 .PHONY: demo test test-fast test-kernels install system-packages bench clean
@@ -67,6 +67,7 @@ bench: install
 	$(BIN)/python bench/pingpong.py
 	$(BIN)/python bench/mpi_kernels.py
 	$(BIN)/python bench/noise_kernel.py
+	$(BIN)/python bench/numa_kernel.py
 
 install: $(STAMPS)/venv
 

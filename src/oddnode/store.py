@@ -41,13 +41,14 @@ from oddnode.model import (
 )
 from oddnode.nodes import label_members
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 DEFAULT_PATH = "oddnode.duckdb"
 # Seconds to wait for another process's lock on a store file: a check that
 # holds the store only while it writes releases it within a transaction.
 LOCK_WAIT = 30.0
 LOCK_POLL = 0.1  # seconds between tries
 FINDINGS_SOURCE = "findings"  # runs.source of an analysis run, even one that found nothing
+SWEEP_SOURCE = "sweep"  # runs.source of a parameter sweep's own run
 
 _SCHEMA_V1 = """
 CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
@@ -171,6 +172,27 @@ _MIGRATIONS: list[str] = [
         cpu_seconds DOUBLE NOT NULL,
         elapsed_seconds DOUBLE NOT NULL,
         bursts INTEGER NOT NULL
+    );
+    """,
+    # 7: parameter sweeps (oddnode sweep): the step and grid of each (its id
+    # is its own run's), and every run it made with the setting it ran
+    # under, the round and its place in that round's order.  (IF NOT EXISTS:
+    # a store whose version was set back by hand keeps its sweeps.)
+    """
+    CREATE TABLE IF NOT EXISTS sweeps (
+        sweep_id BIGINT NOT NULL,
+        step VARCHAR NOT NULL,
+        grid VARCHAR NOT NULL,
+        repetitions INTEGER NOT NULL,
+        seed BIGINT NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS sweep_runs (
+        sweep_id BIGINT NOT NULL,
+        run_id BIGINT NOT NULL,
+        setting INTEGER NOT NULL,
+        round INTEGER NOT NULL,
+        position INTEGER NOT NULL,
+        parameters VARCHAR NOT NULL
     );
     """,
 ]
@@ -502,6 +524,19 @@ class Store:
             self.add_findings(run_id, findings)
         return run_id
 
+    def start_sweep(self, sweep_id: int, step: str, grid: dict[str, Any], repetitions: int, seed: int) -> None:
+        """Record a parameter sweep (its id is its run's): the step it runs and its grid (JSON)."""
+        self.con.execute("INSERT INTO sweeps VALUES (?, ?, ?, ?, ?)",
+                         [sweep_id, step, json.dumps(grid, sort_keys=True), repetitions, seed])
+
+    def add_sweep_runs(self, sweep_id: int, rows: Iterable[tuple[int, int, int, int, dict[str, Any]]]) -> None:
+        """The runs one setting of a sweep made in one round: (run id, setting
+        index, round, position in the round's order, the setting's parameters)."""
+        values = [(sweep_id, run_id, setting, round_, position, json.dumps(parameters, sort_keys=True))
+                  for run_id, setting, round_, position, parameters in rows]
+        if values:
+            self.con.executemany("INSERT INTO sweep_runs VALUES (?, ?, ?, ?, ?, ?)", values)
+
     # -- reading ---------------------------------------------------------
 
     def runs(self) -> list[tuple[Any, ...]]:
@@ -718,6 +753,39 @@ class Store:
             FROM check_steps s WHERE s.check_id = ?
         """, [check_id]).fetchall()
         return {step: (int(run_id), int(wanted), int(done)) for step, run_id, wanted, done in rows}
+
+    def sweeps(self) -> list[tuple[int, datetime, str, str, int, int]]:
+        """Every sweep: (id, started, command, step, repetitions, runs stored), oldest first."""
+        rows = self.con.execute("""
+            SELECT s.sweep_id, r.started, r.command, s.step, s.repetitions,
+                   (SELECT count(*) FROM sweep_runs w WHERE w.sweep_id = s.sweep_id)
+            FROM sweeps s JOIN runs r ON r.id = s.sweep_id ORDER BY s.sweep_id
+        """).fetchall()
+        return [(int(i), started, command, step, int(reps), int(runs)) for i, started, command, step, reps, runs in rows]
+
+    def load_sweep(self, sweep_id: int | None = None) -> tuple[int, str, dict[str, Any], int, int, list[tuple[Any, ...]]]:
+        """A sweep (default: the newest) and every result of its runs: (id,
+        step, grid, repetitions, seed, rows of (setting, round, run id,
+        benchmark, metric, unit, direction, label, label kind, value,
+        valid)); StoreError when the store holds no such sweep."""
+        if sweep_id is None:
+            ((sweep_id,),) = self.con.execute("SELECT max(sweep_id) FROM sweeps").fetchall()
+            if sweep_id is None:
+                raise StoreError(f"no sweep in {self.path}: run oddnode sweep first")
+        found = self.con.execute("SELECT step, grid, repetitions, seed FROM sweeps WHERE sweep_id = ?",
+                                 [sweep_id]).fetchall()
+        if not found:
+            known = [str(row[0]) for row in self.sweeps()]
+            raise StoreError(f"no sweep {sweep_id} in {self.path}"
+                             + (f" (its sweeps: {', '.join(known)})" if known else ": it holds none"))
+        ((step, grid, repetitions, seed),) = found
+        rows = self.con.execute("""
+            SELECT w.setting, w.round, w.run_id, r.benchmark, r.metric, r.unit, r.direction, r.label, r.label_kind,
+                   r.value, r.valid
+            FROM sweep_runs w JOIN results r USING (run_id)
+            WHERE w.sweep_id = ? ORDER BY w.round, w.position, r.benchmark, r.metric, r.label
+        """, [sweep_id]).fetchall()
+        return int(sweep_id), step, json.loads(grid), int(repetitions), int(seed), rows
 
     def latest_findings(self) -> list[Finding]:
         rows = self.con.execute("""

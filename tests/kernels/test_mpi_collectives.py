@@ -7,7 +7,6 @@ asserted beyond what any run must satisfy."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.kernels.jobs import parse_runner_output
+from oddnode.kernels.jobs import decode_job, encode_job, parse_runner_output
 from oddnode.kernels.mpi_collectives import (
     BENCHMARKS,
     CORRUPT_RANK_VARIABLE,
@@ -64,7 +63,7 @@ def local_argv(ranks: int, sizes=SIZES, nodes: list[str] | None = None) -> list[
 
 
 def job_spec(argv: list[str]) -> dict:
-    return json.loads(base64.b64decode(argv[-1]))
+    return decode_job(argv[-1])
 
 
 def result_lines(text: str) -> dict[tuple[str, int], list[str]]:
@@ -153,7 +152,7 @@ def test_the_kernel_refuses_what_it_cannot_run(mpi_env, ranks, env, args, status
     spec = job_spec(local_argv(2))
     spec["launcher"] = local_launcher(ranks)
     spec["args"] = args or spec["args"]
-    argv = local_argv(2)[:-1] + [base64.b64encode(json.dumps(spec).encode()).decode()]
+    argv = local_argv(2)[:-1] + [encode_job(spec)]
     stdout = run_alone(argv, dict(mpi_env, **env))
     report = parse_runner_output("refused", stdout)
     assert report.returncode == status, report.stderr

@@ -4,8 +4,6 @@ its parser on real output; pattern runs with it on a scripted cluster."""
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import shutil
 import subprocess
@@ -14,7 +12,7 @@ import pytest
 
 from oddnode.analysis import analyze
 from oddnode.interconnect.pairs import PingPongOptions, run_pairs
-from oddnode.kernels.jobs import PREPARE_OPTION
+from oddnode.kernels.jobs import PREPARE_OPTION, decode_job
 from oddnode.store import open_store
 from oddnode.transport.base import NodeResult, NodeStatus, Target
 
@@ -139,7 +137,7 @@ PAIR_OPTIONS = PingPongOptions(sizes=(0, 1, 1024, 65536, 1 << 20), seconds_per_s
 
 
 def job_spec(argv: list[str]) -> dict:
-    return json.loads(base64.b64decode(argv[-1]))
+    return decode_job(argv[-1])
 
 
 class MpiPairCluster:

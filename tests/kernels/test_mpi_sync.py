@@ -9,8 +9,6 @@ satisfy."""
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import shutil
 import subprocess
@@ -18,7 +16,7 @@ from contextlib import ExitStack
 
 import pytest
 
-from oddnode.kernels.jobs import parse_runner_output, runner_argv
+from oddnode.kernels.jobs import decode_job, encode_job, parse_runner_output, runner_argv
 from oddnode.kernels.mpi_sync import (
     CAPPED_TEST_INTERVAL_US,
     CORRUPT_RANK_VARIABLE,
@@ -41,7 +39,7 @@ ITERATIONS = 120
 
 
 def job_spec(argv: list[str]) -> dict:
-    return json.loads(base64.b64decode(argv[-1]))
+    return decode_job(argv[-1])
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +129,7 @@ def test_the_mpi_kernel_refuses_what_it_cannot_run(mpi_env, ranks, env, args, st
     spec["launcher"] = local_launcher(ranks)
     if args is not None:
         spec["args"] = args
-    argv = mpi_argv(2)[:-1] + [base64.b64encode(json.dumps(spec).encode()).decode()]
+    argv = mpi_argv(2)[:-1] + [encode_job(spec)]
     stdout = run_alone(argv, dict(mpi_env, **env))
     report = parse_runner_output("refused", stdout)
     assert report.returncode == status, report.stderr

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import base64
-import json
 
+from oddnode.kernels.jobs import decode_job
 from oddnode.interconnect.mpi_pingpong import mpi_ping_argv, mpirun_launcher
 from oddnode.kernels.mpirun import mpirun_options
 
@@ -23,4 +22,4 @@ def test_the_ping_pong_launcher_passes_them_on():
     assert launcher[7:] == mpirun_options("ssh -F cfg", True)
     # The runner's job (its last argument) carries the launcher.
     argv = mpi_ping_argv("node01", "node02", [0], 0.1, yield_when_idle=True)
-    assert json.loads(base64.b64decode(argv[-1]))["launcher"][7:] == ["--mca", "mpi_yield_when_idle", "1"]
+    assert decode_job(argv[-1])["launcher"][7:] == ["--mca", "mpi_yield_when_idle", "1"]

@@ -30,7 +30,7 @@ from oddnode.interconnect.pingpong import (
     pingpong_serve_argv,
     pingpong_stream_argv,
 )
-from oddnode.kernels.jobs import parse_runner_output, runner_argv
+from oddnode.kernels.jobs import decode_job, parse_runner_output, runner_argv
 from oddnode.model import Direction
 from oddnode.parsers.base import ParseError
 
@@ -316,7 +316,7 @@ def test_runner_timeouts_cover_the_whole_run():
     import json
 
     def job(argv: list[str]) -> dict:
-        return json.loads(base64.b64decode(argv[-1]))
+        return decode_job(argv[-1])
 
     ping = job(pingpong_ping_argv("n1", 5000, wait=30, io_timeout=30))
     assert ping["kernel"] == "pingpong" and ping["ldlibs"] == ["-lpthread"]

@@ -8,7 +8,6 @@ output.  No timing is asserted."""
 
 from __future__ import annotations
 
-import base64
 import json
 from contextlib import ExitStack
 
@@ -34,7 +33,7 @@ from oddnode.interconnect.switchbench import (
     parse_alltoall_output,
     parse_alltoall_run,
 )
-from oddnode.kernels.jobs import PREPARE_OPTION, parse_runner_output, runner_argv, with_runner_options
+from oddnode.kernels.jobs import PREPARE_OPTION, decode_job, parse_runner_output, runner_argv, with_runner_options
 from oddnode.parsers.base import ParseError
 from test_pingpong_kernel import HAS_IPV6, finish, free_port, kernel_env, run_alone, started  # noqa: F401
 
@@ -43,7 +42,7 @@ STREAM_SECONDS = 0.3
 
 
 def job(argv: list[str]) -> dict:
-    return json.loads(base64.b64decode(argv[-1]))
+    return decode_job(argv[-1])
 
 
 def run_all(argvs: list[list[str]], env: dict[str, str]) -> list[str]:

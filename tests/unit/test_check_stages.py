@@ -4,7 +4,6 @@ and a report with a section per stage."""
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 
@@ -16,7 +15,7 @@ from oddnode.inventory.node_probe import PROBE_VERSION
 from oddnode.report.html import render_report
 from oddnode.store import open_store
 from oddnode.transport.base import NodeResult, NodeStatus, Target
-from oddnode.kernels.jobs import PREPARE_OPTION
+from oddnode.kernels.jobs import PREPARE_OPTION, decode_job
 from test_runner import KERNEL_STDOUT, prepared_report, runner_report
 
 NODES = [f"node{i:02d}" for i in range(1, 9)]
@@ -62,7 +61,7 @@ class ScriptedCluster:
     @staticmethod
     def _job(argv):
         try:
-            return json.loads(base64.b64decode(argv[-1]))
+            return decode_job(argv[-1])
         except ValueError:
             return None
 

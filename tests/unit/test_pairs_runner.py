@@ -4,15 +4,13 @@ node the analysis then names."""
 
 from __future__ import annotations
 
-import base64
-import json
 import re
 
 import pytest
 
 from oddnode.analysis import analyze
 from oddnode.interconnect.pairs import PingPongOptions, run_pairs
-from oddnode.kernels.jobs import PREPARE_OPTION
+from oddnode.kernels.jobs import PREPARE_OPTION, decode_job
 from oddnode.store import open_store
 from oddnode.transport.base import NodeResult, NodeStatus, Target
 from test_pingpong_kernel import GOOD_PING
@@ -27,7 +25,7 @@ OPTIONS = PingPongOptions(sizes=SIZES, seconds_per_size=0.02, port=6211)
 
 
 def job_args(argv):
-    return json.loads(base64.b64decode(argv[-1]))["args"]
+    return decode_job(argv[-1])["args"]
 
 
 def slowed(factor: float, jitter: float, output: str = GOOD_PING, large: int = 4096) -> str:

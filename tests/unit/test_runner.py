@@ -254,15 +254,16 @@ def test_store_upgrades_from_schema_2_with_raw_outputs_and_checks(tmp_path):
     path = tmp_path / "v2.duckdb"
     open_store(path).close()
     con = duckdb.connect(str(path))
-    for table in ("raw_outputs", "checks", "check_steps", "run_nodes", "process_nodes", "process_counts"):
-        # what schemas 3 to 6 added
+    for table in ("raw_outputs", "checks", "check_steps", "run_nodes", "process_nodes", "process_counts",
+                  "sweeps", "sweep_runs"):
+        # what schemas 3 to 7 added
         con.execute(f"DROP TABLE {table}")
     con.execute("ALTER TABLE best DROP COLUMN spread")
     con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     con.close()
     with open_store(path) as store:
         version = store.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
-        assert version == str(SCHEMA_VERSION) == "6"
+        assert version == str(SCHEMA_VERSION) == "7"
         with store.transaction():
             store.add_raw_output(1, "memory", "n1", 1, "out", "err")
             store.start_check(7, {"nodes": ["n1"]}, {"stages": ["memory"]})

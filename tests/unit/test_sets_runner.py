@@ -4,7 +4,6 @@ check's sets stage, and the ``sets`` and ``scale`` commands."""
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from oddnode.analysis import analyze
-from oddnode.kernels.jobs import PREPARE_OPTION
+from oddnode.kernels.jobs import PREPARE_OPTION, decode_job
 from oddnode.nodes import fold
 from oddnode.sets.analysis import failed_set_members, scaling_curves
 from oddnode.sets.jobs import HOSTFILE, check_template, command_job, template_argv
@@ -30,7 +29,7 @@ TWELVE = [f"node{i:02d}" for i in range(1, 13)]
 
 
 def job_spec(argv: list[str]) -> dict:
-    return json.loads(base64.b64decode(argv[-1]))
+    return decode_job(argv[-1])
 
 
 def set_output(members: list[str], factor: float, validation: str = "validation ok") -> str:

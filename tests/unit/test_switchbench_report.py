@@ -16,7 +16,7 @@ from oddnode.interconnect.switchbench_analysis import chain_scaling
 from oddnode.model import Dataset
 from oddnode.report import switchbench as report
 from oddnode.report.html import render_report
-from oddnode.report.interconnect import FIGURE_SOURCES, figure_sources
+from oddnode.report.interconnect import FIGURE_SOURCES, SWITCH_BENCHMARKS, figure_sources
 from oddnode.report.plots import chain_figure, phase_figure, stream_pairs_figure
 from oddnode.store import open_store
 from oddnode.transport.base import Target
@@ -76,9 +76,14 @@ def test_a_later_smaller_alltoall_hides_the_phases_of_an_earlier_one(tmp_path):
     assert phases.nodes == "node[01-03]" and phases.min_bandwidth == {1: 200.0, 2: 200.0}
 
 
+def switch_figures(dataset):
+    """The figures of the report's Switch benchmarks heading."""
+    return [f for section, figures in figure_sources(dataset) if section == SWITCH_BENCHMARKS for f in figures]
+
+
 def test_every_figure_with_its_data(switched):
     dataset, *_ = switched
-    figures = figure_sources(dataset)
+    figures = switch_figures(dataset)
     assert [f.title for f in figures] == list(TITLES)
     chain, stream, alltoall = figures
     assert "stops scaling at k = 6" in chain.caption and chain.svg.startswith("<svg")
@@ -104,8 +109,8 @@ def test_each_figure_is_absent_without_its_own_data(tmp_path):
     with open_store(tmp_path / "c.duckdb") as store:
         run_chain(store, Target(NODES[:4], SwitchCluster()), 1, options=CHAIN)
         only_chain = store.load_dataset()
-    assert [f.title for f in figure_sources(only_chain)] == [TITLES[0]]
-    assert "grew with every node added, up to k = 4" in figure_sources(only_chain)[0].caption
+    assert [f.title for f in switch_figures(only_chain)] == [TITLES[0]]
+    assert "grew with every node added, up to k = 4" in switch_figures(only_chain)[0].caption
     with open_store(tmp_path / "d.duckdb") as store:  # every chain failed: nothing to plot
         run_chain(store, Target(NODES[:3], SwitchCluster(down={"node01"})), 1, options=CHAIN)
         assert figure_sources(store.load_dataset()) == []

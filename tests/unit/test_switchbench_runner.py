@@ -4,7 +4,6 @@ what a dead node leaves, and the summaries the report plots."""
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 
@@ -20,7 +19,7 @@ from oddnode.interconnect.switchbench import (
     run_chain,
     run_streams,
 )
-from oddnode.kernels.jobs import PREPARE_OPTION
+from oddnode.kernels.jobs import PREPARE_OPTION, decode_job
 from oddnode.store import open_store
 from oddnode.transport.base import NodeResult, NodeStatus, Target
 from test_pingpong_kernel import GOOD_STREAM
@@ -41,7 +40,7 @@ ONE_WAY_STREAM = GOOD_STREAM.replace(
 
 
 def job_args(argv):
-    return json.loads(base64.b64decode(argv[-1]))["args"]
+    return decode_job(argv[-1])["args"]
 
 
 def option(args, flag):

@@ -6,7 +6,6 @@ tables, JSON and findings."""
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 from pathlib import Path
@@ -15,7 +14,7 @@ import numpy as np
 import pytest
 
 from oddnode.benchmarks.catalog import get_step
-from oddnode.kernels.jobs import PREPARE_OPTION
+from oddnode.kernels.jobs import PREPARE_OPTION, decode_job
 from oddnode.kernels.mpi_sync import CAPPED_TEST_INTERVAL_US, KERNEL, TCP_KERNEL
 from oddnode.nodes import fold
 from oddnode.steps import StepContext, make_options
@@ -33,7 +32,7 @@ ITERATIONS = 400
 
 
 def spec_of(argv: list[str]) -> dict:
-    return json.loads(base64.b64decode(argv[-1]))
+    return decode_job(argv[-1])
 
 
 def kernel_output(kernel: str, members: list[str], slow: set[str], rng: np.random.Generator) -> str:

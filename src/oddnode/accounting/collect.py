@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from importlib import resources
+from dataclasses import dataclass
 
 from oddnode.accounting.node_collector import COLLECTOR_VERSION, DEFAULT_SECONDS, METHODS
 from oddnode.model import CommandCount, NodeProcesses
-from oddnode.transport.base import NodeResult, NodeStatus, Target, Transport, python_command
+from oddnode.transport.base import NodeResult, Target, Transport, python_command
+from oddnode.transport.scripts import NodeOutputError, ScriptResults, module_bundle, sort_results
 
 __all__ = [
     "AccountingOutputError",
@@ -36,53 +36,24 @@ PROCESSES_STAGE = "processes"
 DEFAULT_MARGIN = 60.0
 # How much of a bad output an error message quotes.
 QUOTED_CHARS = 80
-COMMAND_NOT_FOUND = 127  # a shell's exit when there is no python3
 # The modules that travel, in the order they are loaded (each imports only those before it).
-_MODULES = ("pacct", "proc_sampler", "node_collector")
-_PACKAGE = "oddnode.accounting"
+_MODULES = tuple(("oddnode.accounting", name) for name in ("pacct", "proc_sampler", "node_collector"))
 
-_BOOTSTRAP = '''
-import sys, types
-for _name in ("oddnode", "oddnode.accounting"):
-    if _name not in sys.modules:
-        _package = types.ModuleType(_name)
-        _package.__path__ = []
-        sys.modules[_name] = _package
-for _name, _source in _SOURCES:
-    _module = types.ModuleType("oddnode.accounting." + _name)
-    _module.__file__ = "<oddnode accounting " + _name + ">"
-    sys.modules[_module.__name__] = _module
-    setattr(sys.modules["oddnode.accounting"], _name, _module)
-    exec(compile(_source, _module.__file__, "exec"), _module.__dict__)
-sys.exit(sys.modules["oddnode.accounting.node_collector"].main(sys.argv[1:]))
-'''
-
-
-class AccountingOutputError(ValueError):
+class AccountingOutputError(NodeOutputError):
     """The collector's output on one node cannot be used; names the node and why."""
-
-    def __init__(self, node: str, problem: str) -> None:
-        self.node = node
-        self.problem = problem
-        super().__init__(f"{node}: {problem}")
 
 
 @dataclass
-class AccountingResult:
-    """What the nodes that answered accounted, and why the others did not."""
+class AccountingResult(ScriptResults[NodeProcesses]):
+    """What the nodes that answered accounted, and why the others did not;
+    the run that stored it."""
 
-    reports: dict[str, NodeProcesses] = field(default_factory=dict)
-    unreachable: dict[str, NodeResult] = field(default_factory=dict)
-    failed: dict[str, NodeResult] = field(default_factory=dict)
-    reasons: dict[str, str] = field(default_factory=dict)
     run_id: int | None = None
 
 
 def collector_script() -> str:
     """The collector and the modules it imports, as one script."""
-    files = resources.files(_PACKAGE)
-    sources = [(name, files.joinpath(f"{name}.py").read_text(encoding="utf-8")) for name in _MODULES]
-    return f"_SOURCES = {sources!r}\n{_BOOTSTRAP}"
+    return module_bundle(_MODULES)
 
 
 def collector_argv(seconds: float = DEFAULT_SECONDS, pacct: str | None = None, method: str = "auto",
@@ -152,38 +123,10 @@ def parse_collector_output(node: str, stdout: str) -> NodeProcesses:
                          start=_number(node, data.get("start", 0.0), "start"))
 
 
-def _failure_reason(result: NodeResult, timeout: float) -> str:
-    stderr = result.stderr.strip().splitlines()
-    last = stderr[-1].removeprefix("oddnode accounting: ") if stderr else ""
-    if result.status is NodeStatus.UNREACHABLE:
-        return f"unreachable: {last}" if last else "unreachable"
-    if result.status is NodeStatus.TIMEOUT:
-        return f"the collector was cut after {timeout:g} s"
-    if result.exit_code == COMMAND_NOT_FOUND:
-        return f"no python3 on the node (exit {COMMAND_NOT_FOUND})"
-    return last or f"the collector exited {result.exit_code}"
-
-
 def classify(results: dict[str, NodeResult], nodes: Iterable[str], timeout: float) -> AccountingResult:
-    """Sort a transport's results into reports, unreachable and failed nodes;
-    a node the transport gave no result for counts as unreachable."""
-    out = AccountingResult()
-    for node in nodes:
-        result = results.get(node) or NodeResult(node, NodeStatus.UNREACHABLE, "",
-                                                 "the transport returned no result", None, 0.0)
-        if result.status is NodeStatus.UNREACHABLE:
-            out.unreachable[node] = result
-            out.reasons[node] = _failure_reason(result, timeout)
-        elif not result.ok:
-            out.failed[node] = result
-            out.reasons[node] = _failure_reason(result, timeout)
-        else:
-            try:
-                out.reports[node] = parse_collector_output(node, result.stdout)
-            except AccountingOutputError as err:
-                out.failed[node] = result
-                out.reasons[node] = err.problem
-    return out
+    """Sort a transport's results into reports, unreachable and failed nodes."""
+    return sort_results(AccountingResult(), results, nodes, timeout, parse_collector_output, "collector",
+                        prefix="oddnode accounting: ")
 
 
 def collect_processes(transport: Transport, nodes: Sequence[str], seconds: float = DEFAULT_SECONDS,

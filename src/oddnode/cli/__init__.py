@@ -8,7 +8,10 @@ from typing import Annotated
 import typer
 
 from oddnode import __version__
-from oddnode.cli import analysis, check, compare, imports, interconnect, nodes, processes, sets, sync, testbed
+from oddnode.cli import analysis, check, compare, imports, interconnect, nodes, processes, sets, sweep, sync, testbed
+from oddnode.cli import affinity
+from oddnode.cli import numa as numa_cli
+from oddnode.cli import fit as fit_cli
 from oddnode.cli.common import Verbosity, console, fail, output
 
 app = typer.Typer(
@@ -20,13 +23,17 @@ app = typer.Typer(
 # In this order the help lists the check and the analysis first, then each panel.
 app.add_typer(imports.import_app, name="import", rich_help_panel=analysis.RESULTS_PANEL)
 analysis.register(app)
+fit_cli.register(app)
 compare.register(app)
 interconnect.register(app)
 interconnect.register_switchbench(app)
 sets.register(app)
 sync.register(app)
+sweep.register(app)
 nodes.register(app)
 processes.register(app)
+affinity.register(app)
+numa_cli.register(app)
 check.register(app)
 testbed.register(app)
 

@@ -210,6 +210,9 @@ def check_command(
         help=f"Problem size N of HPL through hpcc ({_default('hpl.n')}).")] = None,
     disk_dir: Annotated[Optional[str], typer.Option(
         help=f"Directory on the nodes the disk benchmark writes in ({_default('disk.directory')}).")] = None,
+    disk_dirs: Annotated[Optional[str], typer.Option(
+        help="Several directories the disk benchmark writes in, one after the other, comma-separated "
+             "(/tmp,/scratch: local against shared); each is compared across nodes on its own (disk.dirs).")] = None,
     disk_size: Annotated[Optional[int], typer.Option(
         help=f"Bytes the disk benchmark writes ({_default('disk.size')}).")] = None,
     disk_engine: Annotated[Optional[str], typer.Option(
@@ -253,7 +256,7 @@ def check_command(
         "memory.min_loop_seconds": memory_min_seconds, "memory.threads": threads,
         "noise.seconds": noise_seconds,
         "dgemm.n": dgemm_n, "dgemm.threads": threads, "hpl.n": hpl_n, "hpl.threads": threads,
-        "disk.directory": disk_dir, "disk.size": disk_size, "disk.engine": disk_engine,
+        "disk.directory": disk_dir, "disk.dirs": disk_dirs, "disk.size": disk_size, "disk.engine": disk_engine,
         "pairs.patterns": patterns, "pairs.sizes": message_sizes(sizes) if sizes else None,
         "pairs.seconds_per_size": seconds_per_size, "bisection.seconds": bisection_seconds,
         "sets.size": set_size, **{f"{step}.{option}": value for step in ("sets", "scale") for option, value in (

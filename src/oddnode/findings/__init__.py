@@ -18,11 +18,13 @@ from oddnode.findings.registry import (
 )
 # Importing the rule modules registers their rules.
 from oddnode.findings import (  # noqa: F401
+    affinity,
     distribution_rules,
     facts,
     failures,
     missing,
     noise,
+    numa,
     pairs,
     process_asymmetry,
     reachability,

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 
 from oddnode.inventory.node_probe import PROBE_VERSION, parse_dmidecode_memory
-from oddnode.transport.base import NodeResult, NodeStatus, Transport, python_command
+from oddnode.transport.base import NodeResult, Transport, python_command
+from oddnode.transport.scripts import NodeOutputError, ScriptResults, sort_results
 
 __all__ = [
     "InventoryResult",
@@ -34,17 +35,11 @@ KB_PER_GIB = 1024 * 1024
 # How much of a bad output an error message quotes.
 QUOTED_CHARS = 80
 # Exit status of a shell that did not find the command (no python3 on the node).
-COMMAND_NOT_FOUND = 127
 _GPU_KEY = re.compile(r"^gpu\.(\d+)\.")
 
 
-class ProbeOutputError(ValueError):
+class ProbeOutputError(NodeOutputError):
     """The probe's output on one node cannot be used; names the node and why."""
-
-    def __init__(self, node: str, problem: str) -> None:
-        self.node = node
-        self.problem = problem
-        super().__init__(f"{node}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -59,18 +54,12 @@ class ProbeReport:
     hostname: str = ""
 
 
-@dataclass
-class InventoryResult:
+class InventoryResult(ScriptResults[ProbeReport]):
     """Reports of the nodes that answered, and the others with their results.
 
     ``reasons`` says, for every node in ``unreachable`` or ``failed``, why in
     one line: nothing a node did is lost, and one bad node costs only itself.
     """
-
-    reports: dict[str, ProbeReport] = field(default_factory=dict)
-    unreachable: dict[str, NodeResult] = field(default_factory=dict)
-    failed: dict[str, NodeResult] = field(default_factory=dict)
-    reasons: dict[str, str] = field(default_factory=dict)
 
     def facts(self) -> dict[str, dict[str, str]]:
         """key -> node -> value, the shape the findings and expectations read."""
@@ -169,42 +158,9 @@ def derive_facts(facts: dict[str, str]) -> dict[str, str]:
     return {key: derived[key] for key in sorted(derived)}
 
 
-def _failure_reason(result: NodeResult, timeout: float) -> str:
-    stderr = result.stderr.strip().splitlines()
-    last = stderr[-1] if stderr else ""
-    if result.status is NodeStatus.UNREACHABLE:
-        return f"unreachable: {last}" if last else "unreachable"
-    if result.status is NodeStatus.TIMEOUT:
-        return f"the probe was cut after {timeout:g} s"
-    if result.exit_code == COMMAND_NOT_FOUND:
-        return f"no python3 on the node (exit {COMMAND_NOT_FOUND}){': ' + last if last else ''}"
-    return f"the probe exited {result.exit_code}{': ' + last if last else ''}"
-
-
 def classify(results: dict[str, NodeResult], nodes: Iterable[str], timeout: float) -> InventoryResult:
-    """Sort a transport's results into reports, unreachable and failed nodes.
-
-    A requested node the transport did not answer for counts as unreachable
-    rather than vanishing from the inventory.
-    """
-    inventory = InventoryResult()
-    for node in nodes:
-        result = results.get(node)
-        if result is None:
-            result = NodeResult(node, NodeStatus.UNREACHABLE, "", "the transport returned no result", None, 0.0)
-        if result.status is NodeStatus.UNREACHABLE:
-            inventory.unreachable[node] = result
-            inventory.reasons[node] = _failure_reason(result, timeout)
-        elif not result.ok:
-            inventory.failed[node] = result
-            inventory.reasons[node] = _failure_reason(result, timeout)
-        else:
-            try:
-                inventory.reports[node] = parse_probe_output(node, result.stdout)
-            except ProbeOutputError as err:
-                inventory.failed[node] = result
-                inventory.reasons[node] = err.problem
-    return inventory
+    """Sort a transport's results into reports, unreachable and failed nodes."""
+    return sort_results(InventoryResult(), results, nodes, timeout, parse_probe_output, "probe")
 
 
 def collect(transport: Transport, nodes: Sequence[str], timeout: float = 60.0) -> InventoryResult:

@@ -209,7 +209,9 @@ def probe_cpu(facts, notes):
 # ---------------------------------------------------------------- memory
 
 
-def _meminfo(path):
+def read_meminfo(path):
+    """{field: first word} of a meminfo file (/proc/meminfo or a NUMA node's, whose
+    lines start "Node 0"); empty when absent."""
     values = {}
     for line in (read_text(path) or "").splitlines():
         name, sep, rest = line.partition(":")
@@ -280,7 +282,7 @@ def _number(value):
 
 
 def probe_memory(facts, notes):
-    meminfo = _meminfo("/proc/meminfo")
+    meminfo = read_meminfo("/proc/meminfo")
     if "MemTotal" in meminfo:
         facts["memory_total_kb"] = meminfo["MemTotal"]
     if "HugePages_Total" in meminfo:
@@ -342,6 +344,13 @@ def probe_system(facts, notes):
     notes.append("no PRETTY_NAME in /etc/os-release: os not reported")
 
 
+# The per-NUMA-node facts (the affinity report and its findings read
+# the same keys from a topology).
+NUMA_CPUS_KEY = "numa.%s.cpus"
+NUMA_MEMORY_KEY = "numa.%s.memory_kb"
+NUMA_DISTANCES_KEY = "numa.%s.distances"
+
+
 def probe_numa(facts, notes):
     nodes = glob.glob("/sys/devices/system/node/node[0-9]*")
     if not nodes:
@@ -352,10 +361,16 @@ def probe_numa(facts, notes):
         index = os.path.basename(path)[len("node"):]
         cpus = read_text(os.path.join(path, "cpulist"))
         if cpus is not None:
-            facts["numa.%s.cpus" % index] = cpus
-        meminfo = _meminfo(os.path.join(path, "meminfo"))
+            facts[NUMA_CPUS_KEY % index] = cpus
+        meminfo = read_meminfo(os.path.join(path, "meminfo"))
         if "MemTotal" in meminfo:
-            facts["numa.%s.memory_kb" % index] = meminfo["MemTotal"]
+            facts[NUMA_MEMORY_KEY % index] = meminfo["MemTotal"]
+        # The firmware's distance row (ACPI SLIT: 10 local, 21 a socket
+        # away): it changes with the BIOS's NUMA modes (sub-NUMA clustering,
+        # NPS, node interleaving), which nodes meant to be identical share.
+        distances = read_text(os.path.join(path, "distance"))
+        if distances:
+            facts[NUMA_DISTANCES_KEY % index] = " ".join(distances.split())
 
 
 # ---------------------------------------------------------------- network
@@ -585,18 +600,27 @@ SAMPLE_SECONDS = 2.0
 PF_KTHREAD = 0x00200000
 
 
-def parse_stat(text):
-    """(comm, ppid, flags, CPU ticks, start tick) from a /proc/<pid>/stat
-    line, or None when it is not one.  The comm, in parentheses, may hold
-    spaces and parentheses itself: the fields start after the last ')'."""
+def stat_fields(text):
+    """(comm, [field 3, field 4, ...]) of a /proc/<pid>/stat line, or None
+    when it is not one.  The comm, in parentheses, may hold spaces and
+    parentheses itself: the fields start after the last ')'.  Field n of
+    proc(5), counted from 1 with pid and comm, is fields[n - 3]."""
     opening, closing = text.find("("), text.rfind(")")
     if opening < 0 or closing < opening:
         return None
-    fields = text[closing + 2:].split()
+    return text[opening + 1:closing], text[closing + 2:].split()
+
+
+def parse_stat(text):
+    """(comm, ppid, flags, CPU ticks, start tick) from a /proc/<pid>/stat
+    line, or None when it is not one."""
+    parsed = stat_fields(text)
+    if parsed is None:
+        return None
+    comm, fields = parsed
     try:
-        # Fields 4, 9, 14 + 15 (utime + stime) and 22 of proc(5), counted from 1 with pid and comm.
-        return text[opening + 1:closing], int(fields[1]), int(fields[6]), int(fields[11]) + int(fields[12]), \
-            int(fields[19])
+        # Fields 4, 9, 14 + 15 (utime + stime) and 22 of proc(5).
+        return comm, int(fields[1]), int(fields[6]), int(fields[11]) + int(fields[12]), int(fields[19])
     except (IndexError, ValueError):
         return None
 

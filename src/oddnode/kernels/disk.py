@@ -6,6 +6,13 @@ O_DIRECT and both checking that the data reads back as written.
 Both engines write the series ``disk.seq_write`` and ``disk.seq_read``
 (``bandwidth``, MB/s = 10^6 B/s), so nodes with and without fio are compared
 with each other; every result says which engine measured it (``engine``).
+
+With several target directories (``dirs``: a node's local /tmp and the
+shared /scratch) each is run on its own, one after the other, and stored
+under its own metric, ``bandwidth.<directory>`` (``disk.seq_write`` metric
+``bandwidth./scratch``): a node's /tmp is judged against the other nodes'
+/tmp only, never against /scratch, and a directory that a node lacks or
+cannot write is that node's failure for that directory alone.
 Each engine times only its I/O: fio's data check runs in passes of its own
 after the timed ones, our kernel fills and checks its buffers outside its
 timer, so that neither engine counts CPU work as disk time.
@@ -13,23 +20,25 @@ timer, so that neither engine counts CPU work as disk time.
 
 from __future__ import annotations
 
-import base64
 import errno
 import json
 import posixpath
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
+
+import numpy as np
 
 from oddnode.benchmarks import BenchmarkSpec, parse_kernel_run
 from oddnode.kernels.jobs import ToolReport, parse_tool_output, runner_argv, runner_source, tool_argv
 from oddnode.kernels.output import number, read_kernel_output, whole
-from oddnode.model import Direction
+from oddnode.model import Direction, Series
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, json_document
 from oddnode.parsers.fio import parse_fio
-from oddnode.steps import NodeBenchmark
-from oddnode.transport.base import python_command
+from oddnode.runner import run_benchmark
+from oddnode.steps import NodeBenchmark, StepContext, StepOutcome
+from oddnode.transport.base import pack_text, python_command
 from oddnode.units import canonical_unit
 
 DISK_STAGE = "disk"
@@ -167,14 +176,15 @@ def fio_argv(
 # Runs on the node: gives the node runner the tool's job when the tool is on
 # PATH (the test the runner itself makes), our kernel's job otherwise.  Its
 # arguments: the runner's options (see with_runner_options), then the
-# runner's source and the two jobs, each base64 as the runner takes them;
-# the runner then runs as if started with its options and the chosen job.
+# runner's source and the two jobs, each packed as the runner takes them
+# (transport.base.pack_text); the runner then runs as if started with its
+# options and the chosen job.
 _TOOL_OR_KERNEL = """\
-import base64, json, shutil, sys
+import base64, json, shutil, sys, zlib
 options, (source, tool_job, kernel_job) = sys.argv[1:-3], sys.argv[-3:]
-tool = json.loads(base64.b64decode(tool_job).decode("utf-8"))["tool"]
+tool = json.loads(zlib.decompress(base64.b64decode(tool_job)).decode("utf-8"))["tool"]
 sys.argv = [sys.argv[0]] + options + [tool_job if shutil.which(tool) else kernel_job]
-exec(compile(base64.b64decode(source).decode("utf-8"), "<oddnode node runner>", "exec"), {"__name__": "__main__"})
+exec(compile(zlib.decompress(base64.b64decode(source)), "<oddnode node runner>", "exec"), {"__name__": "__main__"})
 """
 
 
@@ -182,8 +192,7 @@ def tool_or_kernel_argv(tool: list[str], kernel: list[str], interpreter: str = "
     """One argv that runs ``tool`` (a tool_argv) where its program is
     installed and ``kernel`` (a runner_argv) elsewhere: the node decides."""
     # Both argvs end with their job, the one argument the runner reads.
-    source = base64.b64encode(runner_source().encode("utf-8")).decode("ascii")
-    return python_command(_TOOL_OR_KERNEL, interpreter) + [source, tool[-1], kernel[-1]]
+    return python_command(_TOOL_OR_KERNEL, interpreter) + [pack_text(runner_source()), tool[-1], kernel[-1]]
 
 
 # --- what comes back: our kernel --------------------------------------------------
@@ -354,10 +363,18 @@ def _is_tool_report(text: str) -> bool:
     return isinstance(data, dict) and "tool" in data
 
 
-def parse_disk_run(text: str, source: str, directory: str | None = None, engine: str = "auto") -> ParsedOutput:
-    """The node runner's report of either engine as the disk series; the
-    engine asked for and the directory go into the configuration.  A node
-    without fio, when fio was asked for, raises ToolUnavailable."""
+def directory_metric(directory: str) -> str:
+    """The metric of a directory's results when several are measured:
+    ``bandwidth./scratch``."""
+    return f"{SERIES_METRIC}.{directory}"
+
+
+def parse_disk_run(text: str, source: str, directory: str | None = None, engine: str = "auto",
+                   metric: str = SERIES_METRIC) -> ParsedOutput:
+    """The node runner's report of either engine as the disk series, under
+    ``metric`` (directory_metric when several directories are measured);
+    the engine asked for and the directory go into the configuration.  A
+    node without fio, when fio was asked for, raises ToolUnavailable."""
     if _is_tool_report(text):
         parsed = parse_fio_report(parse_tool_output(source, text), source)
     else:
@@ -367,6 +384,8 @@ def parse_disk_run(text: str, source: str, directory: str | None = None, engine:
     if directory is not None:
         configuration.setdefault("directory", directory)
         measurements = [replace(m, parameters={"directory": directory, **m.parameters}) for m in measurements]
+    if metric != SERIES_METRIC:
+        measurements = [replace(m, metric=metric) for m in measurements]
     return ParsedOutput(parsed.tool, measurements, parsed.valid, parsed.problems, configuration)
 
 
@@ -379,7 +398,9 @@ class DiskOptions:
     on the others -- each node decides, so a cluster with fio on some nodes
     only is still measured everywhere.  The directory must exist on every
     node and have ``size`` bytes free.  ``timeout``: seconds one run may take
-    on a node, after which it is stopped and its file removed.
+    on a node, after which it is stopped and its file removed.  ``dirs``:
+    several directories, each run in turn and stored under its own metric
+    (directory_metric), in place of ``directory``.
     """
 
     directory: str = DEFAULT_DIRECTORY
@@ -387,6 +408,22 @@ class DiskOptions:
     block: int = DEFAULT_BLOCK
     engine: str = "auto"
     timeout: float = DEFAULT_TIMEOUT
+    dirs: tuple[str, ...] = ()
+
+
+def disk_directories(options: DiskOptions) -> tuple[str, ...]:
+    """The directories ``dirs`` names, normalised; ValueError for a bad or
+    repeated one, or for ``directory`` set beside them."""
+    if options.dirs and options.directory != DEFAULT_DIRECTORY:
+        raise ValueError(f"give the disk directory (disk.directory={options.directory}) or several "
+                         f"(disk.dirs={','.join(options.dirs)}), not both")
+    found: list[str] = []
+    for directory in options.dirs:
+        normal = validate_disk_parameters(directory, options.size, options.block, options.engine)
+        if normal in found:
+            raise ValueError(f"the disk directory {normal} is named twice in disk.dirs")
+        found.append(normal)
+    return tuple(found)
 
 
 class DiskStep(NodeBenchmark):
@@ -398,9 +435,16 @@ class DiskStep(NodeBenchmark):
     series = ("disk",)
     summary = "sequential write and read bandwidth with O_DIRECT (fio, or oddnode's kernel)"
 
-    def spec(self, options: DiskOptions) -> BenchmarkSpec:
+    def spec(self, options: DiskOptions, directory: str | None = None) -> BenchmarkSpec:
+        """The benchmark of ``options.directory``; of ``directory``, one of
+        ``dirs``, under that directory's name and metric."""
         size, block, engine, timeout = options.size, options.block, options.engine, options.timeout
-        directory = validate_disk_parameters(options.directory, size, block, engine)
+        name, metric = self.name, SERIES_METRIC
+        if directory is not None:
+            # Stored under disk./scratch: a node's trouble is its trouble
+            # with that directory, and still the disk stage's.
+            name, metric = f"{self.name}.{directory}", directory_metric(directory)
+        directory = validate_disk_parameters(directory or options.directory, size, block, engine)
         if engine == "oddnode":
             argv = disk_kernel_argv(directory, size, block, timeout=timeout)
         elif engine == "fio":
@@ -409,13 +453,106 @@ class DiskStep(NodeBenchmark):
             argv = tool_or_kernel_argv(fio_argv(directory, size, block, timeout=timeout),
                                        disk_kernel_argv(directory, size, block, timeout=timeout))
         return BenchmarkSpec(
-            name=self.name,
+            name=name,
             stage=self.stage,
             argv=argv,
-            parse=partial(parse_disk_run, directory=directory, engine=engine),
-            series=tuple((f"disk.{name}", SERIES_METRIC, _UNIT, Direction.HIGHER) for name in PASSES),
+            parse=partial(parse_disk_run, directory=directory, engine=engine,
+                          **({"metric": metric} if metric != SERIES_METRIC else {})),
+            series=tuple((f"disk.{step}", metric, _UNIT, Direction.HIGHER) for step in PASSES),
             synchronized=True,
         )
+
+    def check(self, options: DiskOptions) -> None:
+        for directory in disk_directories(options) or (None,):
+            self.spec(options, directory)
+
+    def run(self, context: StepContext, options: DiskOptions) -> StepOutcome:
+        """One directory (``directory``), or each of ``dirs`` in turn, each
+        recorded with the check as it finishes; then the directories side by
+        side, medians over the nodes."""
+        directories = disk_directories(options)
+        if not directories:
+            return super().run(context, options)
+        outcome = StepOutcome()
+        for directory in directories:
+            spec = self.spec(options, directory)
+            if context.finished(spec.name):
+                outcome.runs[spec.name] = None
+                continue
+            run_id, wanted, done = context.recorded.get(spec.name, (None, context.repetitions, 0))
+            if run_id is None:
+                run_id = context.begin(spec.name)
+            context.observer.benchmark_started(spec.name, done, wanted)
+            summary = run_benchmark(context.store, context.target, spec, wanted, context.timeout,
+                                    on_progress=context.progress(spec.name), run_id=run_id, start=done + 1)
+            outcome.runs[spec.name] = summary
+        nodes = set(context.target.nodes)
+        # One note of several lines: the table stays whole wherever notes go.
+        lines = directory_table_lines(directory_table(context.store.load_series(), directories, nodes))
+        outcome.notes.append("\n  ".join(lines))  # indented under the first line, as notes are printed
+        return outcome
+
+
+# --- several directories side by side ----------------------------------------------
+
+
+@dataclass
+class DirectoryRow:
+    """One directory's passes, each the median of the nodes' best results."""
+
+    directory: str
+    medians: dict[str, float | None] = field(default_factory=dict)  # pass -> MB/s
+    nodes: dict[str, int] = field(default_factory=dict)  # pass -> nodes with a valid result
+
+    def to_json(self) -> dict:
+        return {"directory": self.directory, "median_mb_s": self.medians, "nodes": self.nodes}
+
+
+def directory_table(series: Iterable[Series], directories: Sequence[str] | None = None,
+                    nodes: set[str] | None = None) -> list[DirectoryRow]:
+    """The disk directories measured side by side (their metrics are
+    ``bandwidth.<directory>``): per directory and pass, the median over the
+    nodes (``nodes`` only, when given) of their best results; the given
+    ``directories`` in their order, else every one stored, sorted."""
+    found: dict[str, dict[str, Series]] = {}
+    prefix = SERIES_METRIC + "."
+    for s in series:
+        step = s.benchmark.removeprefix("disk.")
+        if s.benchmark.startswith("disk.") and step in PASSES and s.metric.startswith(prefix):
+            found.setdefault(s.metric[len(prefix):], {})[step] = s
+    rows = []
+    for directory in directories if directories is not None else sorted(found):
+        row = DirectoryRow(directory)
+        for step in PASSES:
+            s = found.get(directory, {}).get(step)
+            keep = np.zeros(0, dtype=bool) if s is None else np.isfinite(s.values)
+            if s is not None and nodes is not None:
+                keep &= np.array([label in nodes for label in s.labels], dtype=bool)
+            values = s.values[keep] if s is not None else np.zeros(0)
+            row.medians[step] = float(np.median(values)) if values.size else None
+            row.nodes[step] = int(values.size)
+        rows.append(row)
+    return rows
+
+
+DIRECTORY_TABLE_TITLE = "disk directories side by side: median MB/s over the nodes (nodes with a valid result)"
+
+
+def directory_table_lines(rows: Sequence[DirectoryRow]) -> list[str]:
+    """The directories side by side as text lines: directory down, the
+    passes across, the median over nodes in MB/s and how many nodes gave it."""
+    if not rows:
+        return []
+    width = max(len("directory"), *(len(row.directory) for row in rows))
+    cells = {step: [("-" if row.medians[step] is None else f"{row.medians[step]:.4g}") +
+                    f" ({row.nodes[step]})" for row in rows] for step in PASSES}
+    widths = {step: max(len(step), *(len(cell) for cell in cells[step])) for step in PASSES}
+    header = f"{'directory':<{width}}  " + "  ".join(f"{step:>{widths[step]}}" for step in PASSES)
+    lines = [DIRECTORY_TABLE_TITLE, header]
+    for index, row in enumerate(rows):
+        lines.append(f"{row.directory:<{width}}  " + "  ".join(f"{cells[step][index]:>{widths[step]}}"
+                                                            for step in PASSES))
+    return lines
 
 
 def disk_benchmark(*args, **options) -> BenchmarkSpec:

@@ -12,7 +12,6 @@ parses its output.
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 from collections.abc import Sequence
@@ -21,7 +20,7 @@ from importlib import resources
 from typing import Any
 
 from oddnode.parsers.base import ParseError, ToolUnavailable
-from oddnode.transport.base import python_command
+from oddnode.transport.base import pack_text, python_command, unpack_text
 
 RUNNER_VERSION = 1
 # Seconds a kernel may run on a node, compile excluded.
@@ -112,12 +111,24 @@ def tool_argv(
     }, interpreter)
 
 
+def encode_job(spec: dict[str, Any]) -> str:
+    """A job as the runner's last argument: JSON, packed (compressed, then
+    base64): its text is never pasted into code, and needs no quoting in a
+    remote shell."""
+    return pack_text(json.dumps(spec))
+
+
+def decode_job(word: str) -> dict[str, Any]:
+    """The job encode_job encoded; ValueError when the word is not one."""
+    job = json.loads(unpack_text(word))
+    if not isinstance(job, dict):
+        raise ValueError("a job is a JSON object")
+    return job
+
+
 def _runner_job(spec: dict[str, Any], interpreter: str) -> list[str]:
-    """The node runner's argv with its job as one extra argument, JSON then
-    base64: the job's text is never pasted into code, and base64 needs no
-    quoting in a remote shell."""
-    encoded = base64.b64encode(json.dumps(spec).encode("utf-8")).decode("ascii")
-    return python_command(runner_source(), interpreter) + [encoded]
+    """The node runner's argv with its job as one extra argument."""
+    return python_command(runner_source(), interpreter) + [encode_job(spec)]
 
 
 # The node runner's options (see node_runner.py): build or find the tool and

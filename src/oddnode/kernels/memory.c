@@ -10,7 +10,7 @@
  * initialised by the same static schedule, so every page is first touched
  * (and therefore placed) by the thread that later streams through it.
  *
- * Usage: memory [-n ELEMENTS] [-t NTIMES] [-m MIN_LOOP_SECONDS]
+ * Usage: memory [-n ELEMENTS] [-t NTIMES] [-m MIN_LOOP_SECONDS] [-C CPU_NODE] [-M MEM_NODE]
  *   The caller (oddnode.kernels) chooses ELEMENTS so that each array is at
  *   least four times the node's last-level cache; the default below is only a
  *   fallback for running the binary by hand.  With -m, each timed loop runs
@@ -20,14 +20,27 @@
  *   the values and their validation are those of one pass.  Long loops keep
  *   a rate clear of the timer and of a scheduler's time slices.
  *
+ * NUMA binding (oddnode_numa.h, system calls only: no libnuma, no numactl):
+ *   -C CPU_NODE  each thread is pinned to one CPU of that NUMA node (thread
+ *                t to its t-th CPU this process may use, round robin); with
+ *                no OMP_NUM_THREADS, as many threads as the node has such CPUs.
+ *   -M MEM_NODE  the arrays are mapped and bound to that node (mbind,
+ *                MPOL_BIND) before the first touch.
+ *   Both are checked after the timed loops: every thread's CPU (and its
+ *   affinity) within the node's, and 64 pages sampled per array on the
+ *   memory node (get_mempolicy).  The header then says what was asked and
+ *   what was had, and a line "binding ok" or "binding failed <what> ..."
+ *   follows the results; without -C and -M the output is as before.
+ *
  * Output (stdout): '#' header lines "# key: value", then one line per loop
  *   result <kernel> <best_MBps> <avg_s> <min_s> <max_s>
  * (MB = 10^6 bytes, best = shortest time, the first iteration not counted;
  * times are those of the whole timed loop, all its passes),
  * and finally "validation ok" or "validation failed <kernel> <max_rel_error>".
- * Exit status: 0 when the loops ran (even if validation failed: the parser
- * decides what a failed run means), 2 for bad arguments, 3 when the arrays
- * cannot be allocated.
+ * Exit status: 0 when the loops ran (even if validation or the binding check
+ * failed: the parser decides what a failed run means), 2 for bad arguments,
+ * 3 when the arrays cannot be allocated, 4 when the binding asked cannot be
+ * made (no such NUMA node, none of its CPUs allowed, mbind refused).
  *
  * Compile-time settings (each with a guarded default):
  *   ODDNODE_DEFAULT_ELEMENTS  array length when -n is not given
@@ -36,6 +49,12 @@
  *   ODDNODE_CORRUPT_ELEMENT   test only: index of an element of a that is
  *                             perturbed after the timed loop, so that the
  *                             validation must fail
+ *   ODDNODE_TEST_NODE_CPUS    test only: a CPU list ("0") taken as the -C
+ *                             node's CPUs instead of sysfs's
+ *   ODDNODE_TEST_ESCAPE       test only: after the timed loops every thread
+ *                             may run on every CPU again, so that the
+ *                             binding check must fail when the node's CPUs
+ *                             are fewer than the process's
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -49,6 +68,9 @@
 #include <unistd.h>
 
 #include "oddnode_kernel.h"
+#ifdef __linux__
+#include "oddnode_numa.h"
+#endif
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -92,6 +114,12 @@ static const int ARRAYS_MOVED[NKERNELS] = {2, 2, 3, 3};
 /* Most passes -m may ask of one timed loop: a bound on a mistaken -m with
  * tiny arrays, far above what seconds of streaming need. */
 #define MAX_PASSES 1000000LL
+/* Exit status when the NUMA binding asked for cannot be made. */
+#define EXIT_BINDING 4
+/* Pages sampled per array for the memory binding check: the first, the
+ * last and evenly between; a wrong policy misplaces all of them, a node
+ * running out of memory a growing share of the later ones. */
+#define PAGES_SAMPLED 64
 
 static void usage(const char *program)
 {
@@ -99,7 +127,9 @@ static void usage(const char *program)
             "usage: %s [-n ELEMENTS] [-t NTIMES] [-m MIN_LOOP_SECONDS]\n"
             "  -n ELEMENTS  doubles per array, >= 1 (default %ld)\n"
             "  -t NTIMES    iterations, >= 2; the first is not counted (default %d)\n"
-            "  -m SECONDS   repeat each timed loop's pass until it lasts this long, 0-60 (default 0: one pass)\n",
+            "  -m SECONDS   repeat each timed loop's pass until it lasts this long, 0-60 (default 0: one pass)\n"
+            "  -C NODE      pin the threads to the CPUs of this NUMA node\n"
+            "  -M NODE      bind the arrays to the memory of this NUMA node\n",
             program, (long)ODDNODE_DEFAULT_ELEMENTS, ODDNODE_DEFAULT_NTIMES);
 }
 
@@ -167,10 +197,11 @@ int main(int argc, char **argv)
     long long elements = ODDNODE_DEFAULT_ELEMENTS;
     long long ntimes = ODDNODE_DEFAULT_NTIMES;
     double min_loop_seconds = 0.0;
+    long long cpu_node = -1, mem_node = -1; /* -1: not bound */
     int option;
 
     opterr = 0;
-    while ((option = getopt(argc, argv, "n:t:m:")) != -1) {
+    while ((option = getopt(argc, argv, "n:t:m:C:M:")) != -1) {
         switch (option) {
         case 'n':
             elements = parse_count(optarg, 1, MAX_ELEMENTS);
@@ -196,6 +227,24 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'C':
+        case 'M':
+#ifdef __linux__
+            if (option == 'C')
+                cpu_node = parse_count(optarg, 0, ODDNODE_MAX_NUMA_NODE);
+            else
+                mem_node = parse_count(optarg, 0, ODDNODE_MAX_NUMA_NODE);
+            if ((option == 'C' ? cpu_node : mem_node) < 0) {
+                fprintf(stderr, "error: -%c wants a NUMA node number, 0-%d, got '%s'\n", option,
+                        ODDNODE_MAX_NUMA_NODE, optarg);
+                usage(argv[0]);
+                return 2;
+            }
+            break;
+#else
+            fprintf(stderr, "error: -%c: NUMA binding needs Linux\n", option);
+            return EXIT_BINDING;
+#endif
         default:
             fprintf(stderr, "error: unknown option or missing value: '%s'\n", argv[optind - 1]);
             usage(argv[0]);
@@ -211,18 +260,89 @@ int main(int argc, char **argv)
     const long n = (long)elements;
     const size_t bytes_per_array = (size_t)n * sizeof(double);
     double *a = NULL, *b = NULL, *c = NULL;
-    if (posix_memalign((void **)&a, ARRAY_ALIGNMENT, bytes_per_array) != 0
-        || posix_memalign((void **)&b, ARRAY_ALIGNMENT, bytes_per_array) != 0
-        || posix_memalign((void **)&c, ARRAY_ALIGNMENT, bytes_per_array) != 0) {
+    int mapped = 0; /* the arrays were mapped (and bound) rather than allocated */
+    size_t mapped_bytes = 0;
+#ifdef __linux__
+    /* The binding asked for, made before the arrays are touched or the
+     * threads started; what cannot be made stops the run (exit 4). */
+    cpu_set_t node_cpus, bound_cpus;
+    int bound_count = 0;
+    char online[256];
+    online_nodes(online, sizeof online);
+    CPU_ZERO(&bound_cpus);
+    if (cpu_node >= 0) {
+        if (numa_node_cpus((int)cpu_node, &node_cpus, &bound_cpus) != 0) {
+            fprintf(stderr, "error: no NUMA node %lld (online nodes: %s)\n", cpu_node, online);
+            return EXIT_BINDING;
+        }
+#ifdef ODDNODE_TEST_NODE_CPUS
+        parse_cpu_list(ODDNODE_TEST_NODE_CPUS, &node_cpus);
+        CPU_AND(&bound_cpus, &bound_cpus, &node_cpus);
+#endif
+        bound_count = CPU_COUNT(&bound_cpus);
+        if (bound_count == 0) {
+            char listed[1024];
+            format_cpu_list(&node_cpus, listed, sizeof listed);
+            fprintf(stderr, "error: NUMA node %lld has no CPU this process may use (its CPUs: %s; see "
+                            "Cpus_allowed_list in /proc/self/status)\n", cpu_node, listed);
+            return EXIT_BINDING;
+        }
+    }
+    int numa_memory = mem_node >= 0 && numa_in_kernel();
+    if (mem_node > 0 && !numa_in_kernel()) {
+        fprintf(stderr, "error: no NUMA node %lld: this kernel shows no NUMA nodes (one node, 0)\n", mem_node);
+        return EXIT_BINDING;
+    }
+    if (numa_memory) {
+        unsigned long long total = 0, free_bytes = 0;
+        if (node_memory_bytes((int)mem_node, &total, &free_bytes) != 0) {
+            fprintf(stderr, "error: no NUMA node %lld with memory (online nodes: %s)\n", mem_node, online);
+            return EXIT_BINDING;
+        }
+        if (3.0 * (double)bytes_per_array > (double)total) {
+            fprintf(stderr, "error: NUMA node %lld has %.0f MB of memory, the 3 arrays need %.0f MB\n",
+                    mem_node, 1e-6 * (double)total, 3e-6 * (double)bytes_per_array);
+            return EXIT_BINDING;
+        }
+        if (3.0 * (double)bytes_per_array > (double)free_bytes)
+            printf("# warning: NUMA node %lld has %.0f MB free, the 3 arrays need %.0f MB: the kernel must "
+                   "reclaim memory there first\n", mem_node, 1e-6 * (double)free_bytes,
+                   3e-6 * (double)bytes_per_array);
+        double **arrays[3] = {&a, &b, &c};
+        for (int k = 0; k < 3; k++) {
+            *arrays[k] = map_pages(bytes_per_array, &mapped_bytes);
+            if (*arrays[k] == NULL) {
+                fprintf(stderr, "error: cannot map 3 arrays of %zu bytes\n", bytes_per_array);
+                return 3;
+            }
+            int refused = bind_memory(*arrays[k], mapped_bytes, (int)mem_node);
+            if (refused != 0) {
+                fprintf(stderr, "error: cannot bind memory to NUMA node %lld: mbind: %s (see "
+                                "Mems_allowed_list in /proc/self/status)\n", mem_node, strerror(refused));
+                return EXIT_BINDING;
+            }
+        }
+        mapped = 1;
+    }
+#endif
+    if (!mapped && (posix_memalign((void **)&a, ARRAY_ALIGNMENT, bytes_per_array) != 0
+                    || posix_memalign((void **)&b, ARRAY_ALIGNMENT, bytes_per_array) != 0
+                    || posix_memalign((void **)&c, ARRAY_ALIGNMENT, bytes_per_array) != 0)) {
         fprintf(stderr, "error: cannot allocate 3 arrays of %zu bytes\n", bytes_per_array);
         return 3;
     }
 
     int threads_requested = 1, threads_counted = 0, places = 0;
 #ifdef _OPENMP
+#ifdef __linux__
+    /* Bound to a node's CPUs: one thread per CPU there unless told otherwise. */
+    if (cpu_node >= 0 && getenv("OMP_NUM_THREADS") == NULL)
+        omp_set_num_threads(bound_count);
+#endif
     threads_requested = omp_get_max_threads();
     places = omp_get_num_places();
 #endif
+    int pin_errors = 0;
     /* Count the threads that really run, and where each one runs. */
     int *thread_cpu = calloc((size_t)threads_requested, sizeof(int));
     if (thread_cpu == NULL) {
@@ -237,6 +357,12 @@ int main(int argc, char **argv)
 #endif
         int cpu = -1;
 #ifdef __linux__
+        /* Pinned here, in the first parallel region: OpenMP keeps these
+         * threads for every later region, and each keeps its CPU. */
+        if (cpu_node >= 0 && pin_to_cpu(nth_cpu(&bound_cpus, id % bound_count)) != 0) {
+#pragma omp atomic
+            pin_errors++;
+        }
         cpu = sched_getcpu();
 #endif
         if (id < threads_requested)
@@ -274,6 +400,27 @@ int main(int argc, char **argv)
     printf("# cflags: %s\n", ODDNODE_CFLAGS);
     printf("# scalar: %.17g\n", SCALAR);
     printf("# min_loop_seconds: %g\n", min_loop_seconds);
+#ifdef __linux__
+    if (cpu_node >= 0 || mem_node >= 0)
+        printf("# numa_nodes: %s\n", online);
+    if (cpu_node >= 0) {
+        char listed[1024], bound[1024];
+        format_cpu_list(&node_cpus, listed, sizeof listed);
+        format_cpu_list(&bound_cpus, bound, sizeof bound);
+        printf("# cpu_node: %lld\n", cpu_node);
+        printf("# cpu_node_cpus: %s\n", listed);
+        printf("# bound_cpus: %s\n", bound);
+        printf("# cpu_binding: each thread pinned to one bound CPU (sched_setaffinity)\n");
+        if (threads_requested > bound_count)
+            printf("# warning: %d threads on %d CPUs of NUMA node %lld: threads share CPUs\n", threads_requested,
+                   bound_count, cpu_node);
+    }
+    if (mem_node >= 0) {
+        printf("# mem_node: %lld\n", mem_node);
+        printf("# mem_policy: %s\n", numa_memory ? "bind (mbind MPOL_BIND before the first touch)"
+                                                : "none (this kernel shows no NUMA nodes: one node)");
+    }
+#endif
 #ifdef ODDNODE_CORRUPT_ELEMENT
     printf("# corrupt_element: %ld\n", (long)((ODDNODE_CORRUPT_ELEMENT) % n));
 #endif
@@ -353,6 +500,63 @@ int main(int argc, char **argv)
                KERNEL_NAMES[i], 1.0e-6 * bytes / best[i], avg[i], best[i], worst[i]);
     }
 
+#ifdef __linux__
+    /* Set, then read back: where every thread ran at the end (and may run),
+     * and where the arrays' pages are. */
+    if (cpu_node >= 0 || mem_node >= 0) {
+        int outside = 0, outside_cpu = -1, ran = 0;
+        if (cpu_node >= 0) {
+#pragma omp parallel
+            {
+                cpu_set_t mine;
+#ifdef ODDNODE_TEST_ESCAPE
+                cpu_set_t every;
+                memset(&every, 0xff, sizeof every);
+                sched_setaffinity(0, sizeof every, &every);
+#endif
+                int cpu = sched_getcpu();
+                int escaped = cpu < 0 || !CPU_ISSET(cpu, &bound_cpus);
+                if (sched_getaffinity(0, sizeof mine, &mine) == 0) {
+                    CPU_AND(&mine, &mine, &bound_cpus);
+                    cpu_set_t full;
+                    sched_getaffinity(0, sizeof full, &full);
+                    escaped |= !CPU_EQUAL(&mine, &full);
+                }
+#pragma omp critical
+                {
+                    ran++;
+                    if (escaped) {
+                        outside++;
+                        outside_cpu = cpu;
+                    }
+                }
+            }
+        }
+        int checked = 0, on_node = 0, elsewhere = -1;
+        if (numa_memory) {
+            sample_page_nodes(a, bytes_per_array, (int)mem_node, PAGES_SAMPLED, &checked, &on_node, &elsewhere);
+            sample_page_nodes(b, bytes_per_array, (int)mem_node, PAGES_SAMPLED, &checked, &on_node, &elsewhere);
+            sample_page_nodes(c, bytes_per_array, (int)mem_node, PAGES_SAMPLED, &checked, &on_node, &elsewhere);
+            printf("# mem_pages_checked: %d\n", checked);
+            printf("# mem_pages_on_node: %d\n", on_node);
+        }
+        if (pin_errors > 0)
+            printf("binding failed cpu %d of %d threads could not be pinned to NUMA node %lld\n", pin_errors,
+                   threads_counted, cpu_node);
+        else if (outside > 0)
+            printf("binding failed cpu %d of %d threads ran or may run outside NUMA node %lld (one on cpu %d)\n",
+                   outside, ran, cpu_node, outside_cpu);
+        else if (numa_memory && on_node < checked && elsewhere == -2)
+            printf("binding failed memory the kernel did not say where %d of %d sampled pages are\n",
+                   checked - on_node, checked);
+        else if (numa_memory && on_node < checked)
+            printf("binding failed memory %d of %d sampled pages not on NUMA node %lld (one on node %d)\n",
+                   checked - on_node, checked, mem_node, elsewhere);
+        else
+            printf("binding ok\n");
+    }
+#endif
+
     /* Replay the exact sequence of NTIMES iterations on scalars: every element
      * of an array holds the same value, so one double per array suffices. */
     double ea = 1.0, eb = 2.0, ec = 0.0;
@@ -392,8 +596,14 @@ int main(int argc, char **argv)
     else
         printf("validation failed %s %.6e\n", failed, failed_error);
 
-    free(a);
-    free(b);
-    free(c);
+    if (mapped) {
+        munmap(a, mapped_bytes);
+        munmap(b, mapped_bytes);
+        munmap(c, mapped_bytes);
+    } else {
+        free(a);
+        free(b);
+        free(c);
+    }
     return 0;
 }

@@ -1,6 +1,11 @@
 """The memory kernel (``memory.c``): STREAM's copy, scale, add and triad
 bandwidths on every node, each array at least four times the last-level
 cache; its argv, the parser of its output and the check's memory step.
+
+The kernel can also pin its threads to the CPUs of one NUMA node and bind
+its arrays to the memory of one (``cpu_node``, ``mem_node``): it reads back
+where its threads ran and where its pages landed, and a binding it did not
+get makes the run invalid, named (``oddnode numa`` runs it so).
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ MIN_ELEMENTS = 10_000_000
 DEFAULT_TIMEOUT = 600.0
 # The longest a timed memory loop may be asked to last (memory.c's -m bound).
 MAX_MIN_LOOP_SECONDS = 60.0
+# The highest NUMA node number the kernel takes (oddnode_numa.h's bound).
+MAX_NUMA_NODE = 1023
 # How much of a bad output or compiler message an error quotes.
 _UNIT = canonical_unit("MB/s")  # the kernel's MB is 10^6 bytes
 
@@ -89,6 +96,8 @@ def memory_kernel_argv(
     defines: Sequence[str] = (),
     *,
     min_loop_seconds: float = 0.0,
+    cpu_node: int | None = None,
+    mem_node: int | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     interpreter: str = "python3",
 ) -> list[str]:
@@ -98,7 +107,10 @@ def memory_kernel_argv(
     leaves the node's setting (the kernel reports what it got either way).
     ``min_loop_seconds`` > 0 repeats each timed loop's pass until the loop
     lasts about that long (see memory.c): a rate clear of the timer and of
-    the time slices of CPUs that nodes share.
+    the time slices of CPUs that nodes share.  ``cpu_node`` pins each thread
+    to one CPU of that NUMA node (one thread per CPU there unless
+    ``threads`` says otherwise); ``mem_node`` binds the arrays to that
+    node's memory (see memory.c).
     """
     if elements < 1:
         raise ValueError(f"elements must be >= 1, got {elements}")
@@ -108,14 +120,20 @@ def memory_kernel_argv(
         raise ValueError(f"threads must be >= 1, got {threads}")
     if not 0.0 <= min_loop_seconds <= MAX_MIN_LOOP_SECONDS:
         raise ValueError(f"min_loop_seconds must be 0 to {MAX_MIN_LOOP_SECONDS:g}, got {min_loop_seconds}")
+    for name, node in (("cpu_node", cpu_node), ("mem_node", mem_node)):
+        if node is not None and not (isinstance(node, int) and 0 <= node <= MAX_NUMA_NODE):
+            raise ValueError(f"{name} must be a NUMA node number, 0 to {MAX_NUMA_NODE}, got {node!r}")
     env: dict[str, str] = {}
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
     if proc_bind is not None:
         env["OMP_PROC_BIND"] = proc_bind
+    binding = ((["-C", str(cpu_node)] if cpu_node is not None else [])
+               + (["-M", str(mem_node)] if mem_node is not None else []))
     return runner_argv(
         "memory",
-        ["-n", str(elements), "-t", str(ntimes)] + (["-m", f"{min_loop_seconds:g}"] if min_loop_seconds else []),
+        ["-n", str(elements), "-t", str(ntimes)] + (["-m", f"{min_loop_seconds:g}"] if min_loop_seconds else [])
+        + binding,
         cflags=cflags,
         defines=defines,
         env=env,
@@ -135,7 +153,14 @@ _INT_KEYS = {
     "places",
     "timer_granularity_ns",
     "corrupt_element",
+    "cpu_node",
+    "mem_node",
+    "mem_pages_checked",
+    "mem_pages_on_node",
 }
+# The line a bound run reports its binding check with.
+_BINDING_OK = re.compile(r"^binding ok\s*$")
+_BINDING_FAILED = re.compile(r"^binding failed\s+(cpu|memory)\s+(.*)$")
 _FLOAT_KEYS = {"scalar", "tolerance", "min_loop_seconds"}
 
 
@@ -151,6 +176,7 @@ def parse_memory_output(text: str, source: str) -> ParsedOutput:
     results: dict[str, tuple[float, dict[str, float]]] = {}
     problems: list[str] = []
     validated = False
+    binding_checked = False
 
     for lineno, line in output.lines:
         result = RESULT_LINE.match(line)
@@ -163,6 +189,15 @@ def parse_memory_output(text: str, source: str) -> ParsedOutput:
             continue
         if VALIDATION_OK.match(line):
             validated = True
+            continue
+        if _BINDING_OK.match(line):
+            binding_checked = True
+            continue
+        unmet = _BINDING_FAILED.match(line)
+        if unmet:
+            binding_checked = True
+            configuration["binding_failed"] = f"{unmet.group(1)} {unmet.group(2)}"
+            problems.append(f"binding not met: {unmet.group(1)}: {unmet.group(2)}")
             continue
         failed = VALIDATION_FAILED.match(line)
         if failed:
@@ -188,6 +223,10 @@ def parse_memory_output(text: str, source: str) -> ParsedOutput:
     for key in ("elements", "ntimes", "threads_counted", "bytes_per_array"):
         if key not in configuration:
             raise ParseError(source, None, f"memory kernel header lacks {key!r}")
+    bound = {key: configuration[key] for key in ("cpu_node", "mem_node") if key in configuration}
+    if bound and not binding_checked:
+        raise ParseError(source, output.line_count, "truncated memory kernel output: a bound run without its "
+                                                    "binding line")
     if output.warnings:
         configuration["timer_warnings"] = output.warnings
 
@@ -199,6 +238,8 @@ def parse_memory_output(text: str, source: str) -> ParsedOutput:
         "proc_bind": configuration.get("proc_bind", ""),
         **({"min_loop_seconds": configuration["min_loop_seconds"], "passes": configuration.get("passes", "")}
            if configuration.get("min_loop_seconds") else {}),
+        **bound,
+        **({"bound_cpus": configuration["bound_cpus"]} if "bound_cpus" in configuration else {}),
     }
     measurements = [
         Measurement(
@@ -235,12 +276,16 @@ class MemoryOptions:
     cache need more, so on a mixed cluster pass the size for the largest LLC.
     ``threads`` None keeps each node's OMP_NUM_THREADS (all cores by default).
     ``min_loop_seconds`` > 0 makes each timed loop last about that long.
+    ``cpu_node`` and ``mem_node`` bind the threads and the arrays to NUMA
+    nodes (None: the node's own placement; ``oddnode numa`` runs every pair).
     """
 
     elements: int | None = None
     ntimes: int = 10  # timed iterations, the first discarded
     threads: int | None = None
     min_loop_seconds: float = 0.0
+    cpu_node: int | None = None
+    mem_node: int | None = None
 
 
 class MemoryStep(NodeBenchmark):
@@ -260,7 +305,10 @@ class MemoryStep(NodeBenchmark):
             name=self.name,
             stage=self.stage,
             argv=memory_kernel_argv(elements, options.ntimes, options.threads,
-                                    min_loop_seconds=options.min_loop_seconds),
+                                    # Pinned threads keep their own CPU: no OpenMP binding on top.
+                                    proc_bind=None if options.cpu_node is not None else "spread",
+                                    min_loop_seconds=options.min_loop_seconds, cpu_node=options.cpu_node,
+                                    mem_node=options.mem_node),
             parse=_parse_memory_run,
             series=tuple((f"memory.{kernel}", "bandwidth", _UNIT, Direction.HIGHER) for kernel in MEMORY_KERNELS),
             synchronized=True,

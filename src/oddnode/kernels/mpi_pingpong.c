@@ -1,7 +1,7 @@
 /*
  * oddnode mpi_pingpong kernel v1: MPI latency and bandwidth between two ranks.
  *
- *   mpirun -np 2 [--host A,B] mpi_pingpong [-s SIZES] [-T SECONDS_PER_SIZE]
+ *   mpirun -np 2 [--host A,B] mpi_pingpong [-s SIZES] [-T SECONDS_PER_SIZE] [-P CPU0,CPU1]
  *
  * Rank 0 sends each message with MPI_Send and waits for rank 1's echo with
  * MPI_Recv; rank 1 receives the whole message, then sends it back.  For each
@@ -15,6 +15,17 @@
  * Echo check: before each batch rank 0 fills its message with a pattern of
  * the size and the batch; after it, the last echo is compared with it.
  *
+ * -P CPU0,CPU1 (both ranks on one machine, started without the launcher's
+ * binding, e.g. mpirun --bind-to none): rank r pins itself to the r-th CPU
+ * of the list (sched_setaffinity) right after MPI_Init, before its buffers
+ * are allocated and first touched, so that under the default first-touch
+ * policy each rank's memory is on its own CPU's NUMA node.  A CPU outside a
+ * rank's allowed set (its cpuset) is refused.  The header then says
+ * "# binding: rank0 cpu A, rank1 cpu B", and after the run each rank reads
+ * back its CPU (sched_getcpu): a rank found elsewhere makes the run invalid
+ * ("validation failed binding what=cpu expected=A,B got=X,Y").  Without -P
+ * nothing is pinned and nothing of this is printed.
+ *
  * Output (rank 0's stdout): '#' header lines "# key: value", then one line
  * per size
  *   result <bytes> <round_trips> <min_us> <median_us> <batches>
@@ -22,8 +33,10 @@
  * offset=K expected=X got=Y".
  *
  * Exit status: 0 done (even if the echo check failed: the output says so),
- * 2 bad arguments, 3 not run as two MPI ranks.
+ * 2 bad arguments, 3 not run as two MPI ranks, 4 the -P binding cannot be
+ * made (a CPU outside a rank's allowed set, or sched_setaffinity refused).
  */
+#define _GNU_SOURCE /* sched_getcpu, the CPU_* macros */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,10 +44,12 @@
 
 #include "oddnode_kernel.h"
 #include "oddnode_batches.h"
+#include "oddnode_numa.h"
 
 #define KERNEL_VERSION 1
 #define EXIT_USAGE 2
 #define EXIT_RANKS 3
+#define EXIT_BINDING 4
 
 #ifndef ODDNODE_CFLAGS
 #define ODDNODE_CFLAGS "unknown"
@@ -51,9 +66,10 @@ static void usage(const char *program)
 {
     if (rank == 0)
         fprintf(stderr,
-                "usage: mpirun -np 2 %s [-s SIZES] [-T SECONDS_PER_SIZE]\n"
+                "usage: mpirun -np 2 %s [-s SIZES] [-T SECONDS_PER_SIZE] [-P CPU0,CPU1]\n"
                 "  -s SIZES    message sizes in bytes, a comma list (default 0 and 1 B to 4 MiB in powers of two)\n"
-                "  -T SECONDS  time per message size (default 1)\n",
+                "  -T SECONDS  time per message size (default 1)\n"
+                "  -P CPUS     pin rank 0 to the first CPU and rank 1 to the second (default: no pinning)\n",
                 program);
 }
 
@@ -126,58 +142,86 @@ static void check(const unsigned char *message, const unsigned char *echo, long 
     }
 }
 
-/* Rank 0: one size's batches; its round trips, min and median one-way us, batches. */
+struct ping_context {
+    unsigned char *message, *echo;
+    long size;
+    struct echo_check *result;
+};
+
+/* One batch of rank 0 (a batch_runner): the message written, the round
+ * trips timed, the echo checked. */
+static double timed_ping_batch(void *context, long number, long rounds)
+{
+    struct ping_context *c = context;
+    fill(c->message, c->size, number);
+    double t = ping_batch(c->message, c->echo, c->size, rounds);
+    check(c->message, c->echo, c->size, number, c->result);
+    return t;
+}
+
+/* Rank 0: one size's batches; its round trips, min and median one-way us
+ * (half a round trip), batches. */
 static void ping_size(unsigned char *message, unsigned char *echo, long size, double seconds_per_size,
                       double target, struct echo_check *result, FILE *out)
 {
-    long batch = 0;
-    double fastest = 1.0e30;
-    const double warmup_started = now_seconds();
-    for (int w = 0; w < MAX_WARMUP_ROUNDS; w++) {
-        if (w >= MIN_WARMUP_ROUNDS && now_seconds() - warmup_started > 0.25 * seconds_per_size)
-            break;
-        fill(message, size, batch);
-        double t = ping_batch(message, echo, size, 1);
-        check(message, echo, size, batch++, result);
-        if (t < fastest)
-            fastest = t;
-    }
-    long rounds = first_batch_rounds(target, fastest, MAX_BATCH_ROUNDS);
-
-    size_t capacity = 1024, samples = 0;
-    double *sample = malloc(capacity * sizeof *sample);
-    long round_trips = 0;
-    const double started = now_seconds();
-    while (sample != NULL && (samples < MIN_BATCHES || now_seconds() - started < seconds_per_size)) {
-        fill(message, size, batch);
-        double t = ping_batch(message, echo, size, rounds);
-        check(message, echo, size, batch++, result);
-        if (samples == capacity) {
-            capacity *= 2;
-            double *grown = realloc(sample, capacity * sizeof *sample);
-            if (grown == NULL)
-                free(sample);
-            sample = grown;
-            if (sample == NULL)
-                break;
-        }
-        sample[samples++] = t / (double)rounds / 2.0;
-        round_trips += rounds;
-        /* A short batch is kept (dropping fast ones would bias the minimum
-         * up); the next ones get more round trips. */
-        if (t < target && rounds < MAX_BATCH_ROUNDS)
-            rounds = rounds * 2 < MAX_BATCH_ROUNDS ? rounds * 2 : MAX_BATCH_ROUNDS;
-    }
+    struct ping_context context = {message, echo, size, result};
+    double *times;
+    long round_trips;
+    size_t samples = time_batches(timed_ping_batch, &context, seconds_per_size, target, &times, &round_trips);
     long stop = STOP;
     MPI_Bcast(&stop, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    if (sample == NULL) {
+    if (samples == 0) {
         fprintf(stderr, "mpi_pingpong: cannot allocate the sample table\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    qsort(sample, samples, sizeof *sample, compare_doubles);
-    fprintf(out, "result %ld %ld %.3f %.3f %zu\n", size, round_trips, 1.0e6 * sample[0],
-            1.0e6 * sorted_median(sample, samples), samples);
-    free(sample);
+    fprintf(out, "result %ld %ld %.3f %.3f %zu\n", size, round_trips, 0.5e6 * times[0],
+            0.5e6 * sorted_median(times, samples), samples);
+    free(times);
+}
+
+/* "A,B": two CPU numbers, in rank order, into cpus; 0, or -1 when the text is not two. */
+static int parse_cpu_pair(const char *text, int cpus[2])
+{
+    const char *p = text;
+    for (int r = 0; r < 2; r++) {
+        char *end = NULL;
+        long cpu = strtol(p, &end, 10);
+        if (end == p || *p == '-' || *p == '+' || cpu < 0 || cpu >= CPU_SETSIZE)
+            return -1;
+        cpus[r] = (int)cpu;
+        p = end;
+        if (r == 0 && *p++ != ',')
+            return -1;
+    }
+    return *p == '\0' ? 0 : -1;
+}
+
+/* Pin this rank to `cpu` if its allowed set (cpuset) holds it; 0, or an
+ * error message on stderr and -1.  Every rank then learns whether all did. */
+static int pin_rank(const char *program, int cpu)
+{
+    cpu_set_t allowed;
+    char text[1024];
+    int failed = 0;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+        fprintf(stderr, "%s: rank %d: sched_getaffinity: %s\n", program, rank, strerror(errno));
+        failed = 1;
+    } else if (!CPU_ISSET(cpu, &allowed)) {
+        format_cpu_list(&allowed, text, sizeof text);
+        fprintf(stderr, "%s: rank %d: -P CPU %d is not one this rank may use (allowed: %s; see "
+                        "Cpus_allowed_list in /proc/self/status)\n", program, rank, cpu, text);
+        failed = 1;
+    } else {
+        int error = pin_to_cpu(cpu);
+        if (error != 0) {
+            fprintf(stderr, "%s: rank %d: cannot pin to CPU %d: sched_setaffinity: %s\n", program, rank, cpu,
+                    strerror(error));
+            failed = 1;
+        }
+    }
+    int any = 0;
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return any ? -1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -194,6 +238,7 @@ int main(int argc, char **argv)
     for (long long s = 1; s <= (4LL << 20); s *= 2)
         sizes[count++] = s;
     double seconds_per_size = 1.0;
+    int pinned = 0, cpus[2] = {-1, -1};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-s") == 0 && i + 1 < argc) {
             count = parse_count_list(argv[++i], MAX_SIZE, sizes, MAX_SIZES);
@@ -204,6 +249,11 @@ int main(int argc, char **argv)
             seconds_per_size = parse_seconds(argv[++i], 1.0e-6, 3600.0);
             if (seconds_per_size < 0.0)
                 return bad_arguments(program, "-T wants seconds per size, > 0 and <= 3600", argv[i]);
+        } else if (strcmp(argv[i], "-P") == 0 && i + 1 < argc) {
+            if (parse_cpu_pair(argv[++i], cpus) != 0)
+                return bad_arguments(program, "-P wants two CPU numbers, rank 0's and rank 1's: CPU0,CPU1",
+                                     argv[i]);
+            pinned = 1;
         } else {
             return bad_arguments(program, "unknown option or missing value", argv[i]);
         }
@@ -214,6 +264,11 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return EXIT_RANKS;
     }
+    /* Pinned before the buffers exist: their pages are first touched on the rank's CPU. */
+    if (pinned && pin_rank(program, cpus[rank]) != 0) {
+        MPI_Finalize();
+        return EXIT_BINDING;
+    }
 
     long largest = 1;
     for (int i = 0; i < count; i++)
@@ -223,6 +278,10 @@ int main(int argc, char **argv)
     if (message == NULL || echo == NULL) {
         fprintf(stderr, "mpi_pingpong: cannot allocate two buffers of %ld bytes\n", largest);
         MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (pinned) { /* touched now, on the rank's own CPU */
+        memset(message, 0, (size_t)largest);
+        memset(echo, 0, (size_t)largest);
     }
     char host[MPI_MAX_PROCESSOR_NAME] = "", peer[MPI_MAX_PROCESSOR_NAME] = "";
     int length;
@@ -235,6 +294,10 @@ int main(int argc, char **argv)
     if (rank == 1) {
         for (int i = 0; i < count; i++)
             echo_size(message, sizes[i]);
+        if (pinned) {
+            int final = sched_getcpu();
+            MPI_Send(&final, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
+        }
     } else {
         char library[MPI_MAX_LIBRARY_VERSION_STRING] = "";
         MPI_Get_library_version(library, &length);
@@ -248,6 +311,8 @@ int main(int argc, char **argv)
         printf("# mpi_library: %s\n", library);
         printf("# host: %s\n", host);
         printf("# peer: %s\n", peer);
+        if (pinned)
+            printf("# binding: rank0 cpu %d, rank1 cpu %d\n", cpus[0], cpus[1]);
         printf("# timer: clock_gettime(CLOCK_MONOTONIC)\n");
         printf("# timer_granularity_ns: %lld\n", granularity);
         printf("# sizes:");
@@ -265,12 +330,20 @@ int main(int argc, char **argv)
             ping_size(message, echo, sizes[i], seconds_per_size, target, &result, stdout);
             fflush(stdout);
         }
-        if (result.bad == 0)
+        /* Where each rank ended: rank 1's CPU comes over (pinned runs only). */
+        int final[2] = {sched_getcpu(), -1};
+        if (pinned)
+            MPI_Recv(&final[1], 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        int moved = pinned && (final[0] != cpus[0] || final[1] != cpus[1]);
+        if (result.bad == 0 && !moved)
             printf("validation ok\n");
-        else
+        if (result.bad != 0)
             printf("validation failed echo bad=%ld/%ld size=%ld batch=%ld offset=%ld expected=%u got=%u\n",
                    result.bad, result.checked, result.size, result.batch, result.offset, result.expected,
                    result.got);
+        if (moved)
+            printf("validation failed binding what=cpu expected=%d,%d got=%d,%d\n", cpus[0], cpus[1], final[0],
+                   final[1]);
     }
     free(message);
     free(echo);

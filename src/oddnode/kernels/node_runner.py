@@ -6,7 +6,7 @@ Self-contained and stdlib-only, for Python >= 3.6 as found on older cluster
 nodes (no walrus, no dataclasses, no subprocess text=/capture_output=).
 
 The package sends this script through ``python_command`` and the job as the
-last argument: a JSON spec, base64-encoded, so that nothing a user typed
+last argument: a JSON spec, packed (zlib, then base64), so that nothing a user typed
 ever becomes code or shell text.  Options may precede the job:
 
     --prepare       build the kernel (or find the tool) and stop: a
@@ -48,6 +48,7 @@ one has "prepared": true and no output.
 """
 
 import base64
+import binascii
 import hashlib
 import json
 import os
@@ -58,6 +59,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 RUNNER_VERSION = 1
 LAUNCHED = time.time()  # when this runner started, for the start timing
@@ -366,12 +368,21 @@ def parse_options(options):
     return start_at, prepare
 
 
+def unpack(word):
+    """The text of a packed argument: base64 of zlib-compressed UTF-8
+    (oddnode.transport.base.pack_text)."""
+    try:
+        return zlib.decompress(base64.b64decode(word)).decode("utf-8")
+    except (binascii.Error, zlib.error, UnicodeDecodeError) as problem:
+        raise ValueError("the spec is not packed JSON: {}".format(problem))
+
+
 def main(argv):
     try:
         if len(argv) < 2:
-            raise ValueError("expected the base64 JSON spec as the last argument")
+            raise ValueError("expected the packed JSON spec as the last argument")
         start_at, prepare = parse_options(argv[1:-1])
-        spec = json.loads(base64.b64decode(argv[-1]).decode("utf-8"))
+        spec = json.loads(unpack(argv[-1]))
         runner = run_tool if "tool" in spec else run
         report = runner(spec, start_at, prepare)
     except (ValueError, KeyError, TypeError) as problem:

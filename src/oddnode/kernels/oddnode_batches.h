@@ -1,6 +1,8 @@
 /*
  * The timed batches of oddnode's ping-pong kernels (pingpong.c over TCP,
- * mpi_pingpong.c over MPI), shared so that the two measure alike: warm-up
+ * mpi_pingpong.c over MPI, shm_pingpong.c over shared memory), shared so
+ * that they measure alike (the TCP kernel runs its own loop of batches,
+ * over its connection's state; the others call time_batches): warm-up
  * round trips, each timed alone, whose fastest sets how many round trips
  * make one batch; batches at least MIN_BATCH_TICKS timer ticks and
  * ODDNODE_MIN_BATCH_SECONDS long; at least MIN_BATCHES of them; one-way
@@ -11,6 +13,7 @@
 #define ODDNODE_BATCHES_H
 
 #include <stddef.h>
+#include <stdlib.h>
 
 /* A timed batch also lasts at least this long: on a fast network some 100
  * round trips, so that each sample is a sustained one-way time, an average
@@ -53,6 +56,60 @@ static inline long first_batch_rounds(double target, double fastest, long capaci
 static inline double sorted_median(const double *sorted, size_t n)
 {
     return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+}
+
+/* Runs batch `number`, `rounds` round trips, and returns the seconds they
+ * took (writing what it sends before them and checking what came back
+ * after them, both outside the time). */
+typedef double (*batch_runner)(void *context, long number, long rounds);
+
+/* One message size's batches: warm-up batches of one round trip, then
+ * timed batches for `seconds` and at least MIN_BATCHES of them, each sized
+ * from the warm-up (and doubled while shorter than `target`).  `*times`
+ * gets a malloc'd table, sorted ascending, of seconds per round trip, one
+ * per timed batch, and `*round_trips` the timed round trips in all; returns
+ * the table's length, 0 when it cannot be allocated (`*times` NULL). */
+static inline size_t time_batches(batch_runner batch, void *context, double seconds, double target, double **times,
+                                  long *round_trips)
+{
+    long number = 0;
+    double fastest = 1.0e30;
+    const double warmup_started = now_seconds();
+    for (int w = 0; w < MAX_WARMUP_ROUNDS; w++) {
+        if (w >= MIN_WARMUP_ROUNDS && now_seconds() - warmup_started > 0.25 * seconds)
+            break;
+        double t = batch(context, number++, 1);
+        if (t < fastest)
+            fastest = t;
+    }
+    long rounds = first_batch_rounds(target, fastest, MAX_BATCH_ROUNDS);
+    size_t capacity = 1024, samples = 0;
+    double *sample = malloc(capacity * sizeof *sample);
+    *round_trips = 0;
+    const double started = now_seconds();
+    while (sample != NULL && (samples < MIN_BATCHES || now_seconds() - started < seconds)) {
+        double t = batch(context, number++, rounds);
+        if (samples == capacity) {
+            capacity *= 2;
+            double *grown = realloc(sample, capacity * sizeof *sample);
+            if (grown == NULL)
+                free(sample);
+            sample = grown;
+            if (sample == NULL)
+                break;
+        }
+        sample[samples++] = t / (double)rounds;
+        *round_trips += rounds;
+        /* A short batch is kept (dropping fast ones would bias the minimum
+         * up); the next ones get more round trips. */
+        if (t < target && rounds < MAX_BATCH_ROUNDS)
+            rounds = rounds * 2 < MAX_BATCH_ROUNDS ? rounds * 2 : MAX_BATCH_ROUNDS;
+    }
+    *times = sample;
+    if (sample == NULL)
+        return 0;
+    qsort(sample, samples, sizeof *sample, compare_doubles);
+    return samples;
 }
 
 #endif

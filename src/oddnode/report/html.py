@@ -23,7 +23,9 @@ from oddnode.model import Finding, LabelKind, Series, Severity
 from oddnode.nodes import NodeNameError, expand, fold, label_members
 from oddnode.report import interconnect
 from oddnode.report import switchbench as _switchbench  # noqa: F401  (registers the Switchbench figures)
+from oddnode.report import fit as _fit  # noqa: F401  (registers the latency and bandwidth fits)
 from oddnode.report.plots import figure_to_svg, heatmap_figure, histogram_figure, scatter_figure
+from oddnode.report.numa import numa_section
 from oddnode.report.sets import sets_section
 from oddnode.report.terminal import number, probability
 from oddnode.sets.series import SCALE, split_set_series
@@ -164,6 +166,8 @@ def _best_table(series: list[Series], flagged: dict[str, dict[str, str]]) -> dic
 
 def _stages(analysis: Analysis, check: CheckResult) -> list[dict[str, Any]]:
     """A section per stage of a check: verdict, runs, findings, best values, histograms."""
+    from oddnode.kernels.disk import DIRECTORY_TABLE_TITLE  # the steps load the runner: only when drawn
+
     flagged = _flagged_labels(analysis)
     sections = []
     for stage in check.stages:
@@ -176,6 +180,7 @@ def _stages(analysis: Analysis, check: CheckResult) -> list[dict[str, Any]]:
             best = None
         else:
             best = _best_table(series, flagged) if series else None
+        directories = _directories([s for s, _ in analysis.statistics if stage.owns(s.benchmark)])
         runs = []
         for benchmark, summary in stage.runs.items():
             if summary is None:
@@ -189,7 +194,9 @@ def _stages(analysis: Analysis, check: CheckResult) -> list[dict[str, Any]]:
             "ready": not stage.blocking,
             "findings": _finding_rows(stage.findings),
             "runs": runs,
-            "notes": stage.notes,
+            # The disk directories' table is drawn as a table: not again as its note.
+            "notes": [n for n in stage.notes if not (directories and n.startswith(DIRECTORY_TABLE_TITLE))],
+            "directories": directories,
             "best": best,
             "histograms": [figure_to_svg(histogram_figure(s, highlight=_highlight(s, flagged)))
                            for s in series if _highlight(s, flagged)],
@@ -198,8 +205,22 @@ def _stages(analysis: Analysis, check: CheckResult) -> list[dict[str, Any]]:
     for name in check.not_run:
         sections.append({"name": name, "ready": None, "findings": [], "runs": [], "notes": [
             f"not run: the check stopped after {check.stopped_after} (--continue runs it anyway)"],
-            "best": None, "histograms": [], "healthy_histograms": []})
+            "best": None, "histograms": [], "healthy_histograms": [], "directories": None})
     return sections
+
+
+def _directories(series: list[Series]) -> dict[str, Any] | None:
+    """Several disk directories side by side: directory down, the passes
+    across, the median over nodes; None when one directory was measured."""
+    from oddnode.kernels.disk import PASSES, directory_table
+
+    rows = directory_table(series)
+    if not rows:
+        return None
+    return {"columns": list(PASSES), "rows": [
+        {"directory": row.directory,
+         "cells": [f"{number(row.medians[step])} ({row.nodes[step]})" if row.medians[step] is not None
+                   else f"— ({row.nodes[step]})" for step in PASSES]} for row in rows]}
 
 
 def _quad(values: tuple[float, float, float, float] | None) -> list[str]:
@@ -249,7 +270,9 @@ def _interconnect(analysis: Analysis) -> dict[str, Any] | None:
                                                          grid.latency_unit, False, marked)))
         matrix = {"nodes": fold(grid.nodes), "heatmaps": heatmaps,
                   "slow": sorted(grid.slow.items())}
-    figures = [{"title": f.title, "caption": f.caption, "svg": f.svg} for f in interconnect.figure_sources(dataset)]
+    figures = [{"anchor": section.anchor, "heading": section.heading,
+                "figures": [{"title": f.title, "caption": f.caption, "svg": f.svg} for f in shown]}
+               for section, shown in interconnect.figure_sources(dataset)]
     if not (patterns or bisection or matrix or figures):
         return None
     return {"patterns": patterns, "comparisons": comparisons, "bisection": bisection, "matrix": matrix,
@@ -299,6 +322,7 @@ def render_report(analysis: Analysis, check: CheckResult | None = None) -> str:
         inventory=_inventory(analysis),
         interconnect=_interconnect(analysis),
         node_sets=sets_section(analysis),
+        numa=numa_section(analysis),
     )
 
 

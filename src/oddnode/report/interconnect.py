@@ -104,20 +104,33 @@ class InterconnectFigure:
     svg: str
 
 
-# name -> function of a dataset giving its figures (none when it holds no
-# such data).  Switchbench's daisy chain (throughput vs k), pairwise streaming
-# and all-to-all (phase vs minimum bandwidth) register here (report.switchbench).
-FIGURE_SOURCES: dict[str, Callable[[Dataset], list[InterconnectFigure]]] = {}
+@dataclass(frozen=True)
+class FigureSection:
+    """Where registered figures are shown: a heading of the interconnect
+    section and its anchor."""
+
+    anchor: str
+    heading: str
 
 
-def interconnect_figures(name: str) -> Callable[[Callable[[Dataset], list[InterconnectFigure]]],
-                                                  Callable[[Dataset], list[InterconnectFigure]]]:
-    """Register a source of report figures under ``name``."""
+SWITCH_BENCHMARKS = FigureSection("switch-benchmarks", "Switch benchmarks")
+SIZE_FITS = FigureSection("size-fits", "Latency and bandwidth against message size")
+
+# name -> (its section, function of a dataset giving its figures: none when
+# it holds no such data).  Switchbench's daisy chain (throughput vs k),
+# pairwise streaming and all-to-all (phase vs minimum bandwidth) register
+# here (report.switchbench), and the ping-pongs' fitted lines (report.fit).
+FIGURE_SOURCES: dict[str, tuple[FigureSection, Callable[[Dataset], list[InterconnectFigure]]]] = {}
+
+
+def interconnect_figures(name: str, section: FigureSection) -> Callable[
+        [Callable[[Dataset], list[InterconnectFigure]]], Callable[[Dataset], list[InterconnectFigure]]]:
+    """Register a source of report figures under ``name``, shown in ``section``."""
 
     def register(function: Callable[[Dataset], list[InterconnectFigure]]):
         if name in FIGURE_SOURCES:
             raise ValueError(f"a source of interconnect figures named {name!r} is already registered")
-        FIGURE_SOURCES[name] = function
+        FIGURE_SOURCES[name] = (section, function)
         return function
 
     return register
@@ -260,6 +273,11 @@ def marked_cells(m: Matrix, verdicts: tuple[str, ...] | None = None) -> list[tup
     return cells
 
 
-def figure_sources(dataset: Dataset) -> list[InterconnectFigure]:
-    """The figures every registered source gives for this dataset."""
-    return [figure for source in FIGURE_SOURCES.values() for figure in source(dataset)]
+def figure_sources(dataset: Dataset) -> list[tuple[FigureSection, list[InterconnectFigure]]]:
+    """The figures every registered source gives for this dataset, by
+    section in the order the sections were first registered; a section
+    without figures is left out."""
+    sections: dict[FigureSection, list[InterconnectFigure]] = {}
+    for section, source in FIGURE_SOURCES.values():
+        sections.setdefault(section, []).extend(source(dataset))
+    return [(section, figures) for section, figures in sections.items() if figures]

@@ -409,3 +409,44 @@ def ordering_spread_figure(values: Mapping[str, np.ndarray], title: str, metric:
     axes.set_ylabel(f"{metric} [{unit}]" if unit else metric)
     axes.set_title(title, fontsize=9)
     return figure
+
+
+def fit_figure(sizes: Sequence[int], times_us: Sequence[float], latency_us: float, slope_us_per_byte: float,
+               size_range: tuple[int, int], title: str, failing: Sequence[int] = ()) -> Figure:
+    """The least-squares line t = a + b·L beside the observed one-way times:
+    time and bandwidth (L / t) against the message size, both log-log; the
+    line solid over the fitted range, dotted outside it; sizes more than the
+    fit's tolerance off the line (``failing``) in red.  Size 0 has no place
+    on a log axis and is left out."""
+    s = np.asarray(sizes, dtype=float)
+    t = np.asarray(times_us, dtype=float)
+    shown = s > 0
+    if shown.sum() < 1:
+        raise ValueError("a fit figure needs a message size above 0 bytes")
+    s, t = s[shown], t[shown]
+    figure = Figure(figsize=(FIGURE_SIZE_INCHES[0] * 1.5, FIGURE_SIZE_INCHES[1]), dpi=FIGURE_DPI, layout="constrained")
+    time_axes, bandwidth_axes = figure.subplots(1, 2)
+    grid = np.geomspace(s.min(), s.max(), 200)
+    fitted = latency_us + slope_us_per_byte * grid
+    low, high = size_range
+    positive = fitted > 0  # a negative latency leaves no time to draw at the smallest sizes
+    bad = np.isin(s, np.asarray(failing, dtype=float))
+    for axes, observed, line, label in ((time_axes, t, fitted, "one-way time [us]"),
+                                        (bandwidth_axes, s / t, grid / np.where(positive, fitted, np.nan),
+                                         "bandwidth = bytes / time [MB/s]")):
+        inside = positive & (grid >= max(low, 1)) & (grid <= high)
+        axes.plot(grid[inside], line[inside], color="tab:blue", linewidth=1.4, label="a + b·L")
+        axes.plot(np.where(positive & ~inside, grid, np.nan), np.where(positive & ~inside, line, np.nan),
+                  color="tab:blue", linewidth=1.0, linestyle=":", label="outside the fitted range")
+        axes.plot(s[~bad], observed[~bad], linestyle="none", marker="o", markersize=4, color="black",
+                  label="observed")
+        if bad.any():
+            axes.plot(s[bad], observed[bad], linestyle="none", marker="o", markersize=5, color="tab:red",
+                      label="off the line")
+        axes.set_xscale("log", base=2)
+        axes.set_yscale("log")
+        axes.set_xlabel("message size [bytes]")
+        axes.set_ylabel(label)
+    time_axes.legend(loc="upper left", fontsize=7, frameon=False)
+    figure.suptitle(title, fontsize=9)
+    return figure

@@ -15,7 +15,7 @@ from oddnode.interconnect.series import STREAM
 from oddnode.findings.pairs import SLOW_LINK_FRACTION
 from oddnode.interconnect.switchbench_analysis import MIN_HOP_GAIN, chain_scaling, finite_items, set_members
 from oddnode.model import Dataset, LabelKind, Series
-from oddnode.report.interconnect import InterconnectFigure, interconnect_figures
+from oddnode.report.interconnect import SWITCH_BENCHMARKS, InterconnectFigure, interconnect_figures
 from oddnode.report.plots import chain_figure, figure_to_svg, phase_figure, stream_pairs_figure
 
 # The series the Switchbench runners store (oddnode.interconnect.switchbench).
@@ -112,7 +112,7 @@ def alltoall_phases(dataset: Dataset) -> list[AllToAllPhases]:
     return found
 
 
-@interconnect_figures("switchbench.chain")
+@interconnect_figures("switchbench.chain", SWITCH_BENCHMARKS)
 def chain_figures(dataset: Dataset) -> list[InterconnectFigure]:
     """Aggregate throughput against the chain's length."""
     chain = chain_scaling(dataset)
@@ -133,7 +133,7 @@ def chain_figures(dataset: Dataset) -> list[InterconnectFigure]:
     return [InterconnectFigure("Daisy chain: aggregate throughput against chain length", caption, svg)]
 
 
-@interconnect_figures("switchbench.stream")
+@interconnect_figures("switchbench.stream", SWITCH_BENCHMARKS)
 def stream_figures(dataset: Dataset) -> list[InterconnectFigure]:
     """Per streaming pattern, every pair's throughput both ways, slowest first."""
     figures = []
@@ -154,7 +154,7 @@ def stream_figures(dataset: Dataset) -> list[InterconnectFigure]:
     return figures
 
 
-@interconnect_figures("switchbench.alltoall")
+@interconnect_figures("switchbench.alltoall", SWITCH_BENCHMARKS)
 def alltoall_figures(dataset: Dataset) -> list[InterconnectFigure]:
     """The all-to-all's minimum bandwidth per phase."""
     found = [a for a in alltoall_phases(dataset) if a.min_bandwidth]
