@@ -109,65 +109,15 @@ static void echo_size(unsigned char *buffer, long size)
     }
 }
 
-struct echo_check {
-    long bad, checked, size, batch, offset;
-    unsigned expected, got;
-};
-
-static void fill(unsigned char *message, long size, long batch)
-{
-    uint64_t word = mix64(((uint64_t)size << 32) ^ (uint64_t)batch);
-    for (long k = 0; k < size; k++) {
-        if (k % 8 == 0)
-            word = mix64(word + (uint64_t)k);
-        message[k] = (unsigned char)(word >> (8 * (k % 8)));
-    }
-}
-
-static void check(const unsigned char *message, const unsigned char *echo, long size, long batch,
-                  struct echo_check *result)
-{
-    result->checked++;
-    if (memcmp(message, echo, (size_t)size) == 0)
-        return;
-    if (result->bad++ == 0) {
-        long k = 0;
-        while (message[k] == echo[k])
-            k++;
-        result->size = size;
-        result->batch = batch;
-        result->offset = k;
-        result->expected = message[k];
-        result->got = echo[k];
-    }
-}
-
-struct ping_context {
-    unsigned char *message, *echo;
-    long size;
-    struct echo_check *result;
-};
-
-/* One batch of rank 0 (a batch_runner): the message written, the round
- * trips timed, the echo checked. */
-static double timed_ping_batch(void *context, long number, long rounds)
-{
-    struct ping_context *c = context;
-    fill(c->message, c->size, number);
-    double t = ping_batch(c->message, c->echo, c->size, rounds);
-    check(c->message, c->echo, c->size, number, c->result);
-    return t;
-}
-
 /* Rank 0: one size's batches; its round trips, min and median one-way us
  * (half a round trip), batches. */
 static void ping_size(unsigned char *message, unsigned char *echo, long size, double seconds_per_size,
-                      double target, struct echo_check *result, FILE *out)
+                      double target, struct message_check *result, FILE *out)
 {
-    struct ping_context context = {message, echo, size, result};
+    struct ping_batches batches = {ping_batch, message, echo, size, result};
     double *times;
     long round_trips;
-    size_t samples = time_batches(timed_ping_batch, &context, seconds_per_size, target, &times, &round_trips);
+    size_t samples = time_batches(timed_ping_batch, &batches, seconds_per_size, target, &times, &round_trips);
     long stop = STOP;
     MPI_Bcast(&stop, 1, MPI_LONG, 0, MPI_COMM_WORLD);
     if (samples == 0) {
@@ -325,7 +275,7 @@ int main(int argc, char **argv)
         printf("# echo: rank 1 receives a whole message, then sends it back; the last echo of each batch "
                "compared\n");
         fflush(stdout);
-        struct echo_check result = {0};
+        struct message_check result = {0};
         for (int i = 0; i < count; i++) {
             ping_size(message, echo, sizes[i], seconds_per_size, target, &result, stdout);
             fflush(stdout);

@@ -7,13 +7,16 @@
  * make one batch; batches at least MIN_BATCH_TICKS timer ticks and
  * ODDNODE_MIN_BATCH_SECONDS long; at least MIN_BATCHES of them; one-way
  * time = batch time / round trips / 2, its minimum and median reported.
- * Included after "oddnode_kernel.h".
+ * Also the messages of the MPI and shared-memory ping-pongs and the check
+ * of their echoes.  Included after "oddnode_kernel.h".
  */
 #ifndef ODDNODE_BATCHES_H
 #define ODDNODE_BATCHES_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A timed batch also lasts at least this long: on a fast network some 100
  * round trips, so that each sample is a sustained one-way time, an average
@@ -110,6 +113,64 @@ static inline size_t time_batches(batch_runner batch, void *context, double seco
         return 0;
     qsort(sample, samples, sizeof *sample, compare_doubles);
     return samples;
+}
+
+/* What the echoes of one size's batches showed: how many were checked,
+ * how many came back changed, and where the first one differed. */
+struct message_check {
+    long bad, checked, size, batch, offset;
+    unsigned expected, got;
+};
+
+/* Batch `batch`'s message of `size` bytes: pseudo-random bytes (splitmix64)
+ * of the size and the batch, so that an echo that brings back another
+ * batch's message, or stale bytes, is caught. */
+static inline void fill_message(unsigned char *message, long size, long batch)
+{
+    uint64_t word = mix64(((uint64_t)size << 32) ^ (uint64_t)batch);
+    for (long k = 0; k < size; k++) {
+        if (k % 8 == 0)
+            word = mix64(word + (uint64_t)k);
+        message[k] = (unsigned char)(word >> (8 * (k % 8)));
+    }
+}
+
+/* Compares an echo with the message sent; the first bad one is kept. */
+static inline void check_echo(const unsigned char *message, const unsigned char *echo, long size, long batch,
+                              struct message_check *result)
+{
+    result->checked++;
+    if (memcmp(message, echo, (size_t)size) == 0)
+        return;
+    if (result->bad++ == 0) {
+        long k = 0;
+        while (message[k] == echo[k])
+            k++;
+        result->size = size;
+        result->batch = batch;
+        result->offset = k;
+        result->expected = message[k];
+        result->got = echo[k];
+    }
+}
+
+/* One size's ping-pong as time_batches runs it: the kernel's own round
+ * trips (`ping`), each batch's message written before and its echo checked
+ * after them. */
+struct ping_batches {
+    double (*ping)(unsigned char *message, unsigned char *echo, long size, long rounds);
+    unsigned char *message, *echo;
+    long size;
+    struct message_check *result;
+};
+
+static inline double timed_ping_batch(void *context, long number, long rounds)
+{
+    struct ping_batches *p = context;
+    fill_message(p->message, p->size, number);
+    double t = p->ping(p->message, p->echo, p->size, rounds);
+    check_echo(p->message, p->echo, p->size, number, p->result);
+    return t;
 }
 
 #endif

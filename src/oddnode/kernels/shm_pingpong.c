@@ -97,11 +97,6 @@ struct end {
     int pin_error;
 };
 
-struct echo_check {
-    long bad, checked, size, batch, offset;
-    unsigned expected, got;
-};
-
 static struct channel to_a, to_b;
 static struct end end_a, end_b;
 static long largest = 1;
@@ -204,59 +199,14 @@ static double ping_batch(unsigned char *message, unsigned char *echo, long size,
     return now_seconds() - started;
 }
 
-static void fill(unsigned char *message, long size, long batch)
-{
-    uint64_t word = mix64(((uint64_t)size << 32) ^ (uint64_t)batch);
-    for (long k = 0; k < size; k++) {
-        if (k % 8 == 0)
-            word = mix64(word + (uint64_t)k);
-        message[k] = (unsigned char)(word >> (8 * (k % 8)));
-    }
-}
-
-static void check(const unsigned char *message, const unsigned char *echo, long size, long batch,
-                  struct echo_check *result)
-{
-    result->checked++;
-    if (memcmp(message, echo, (size_t)size) == 0)
-        return;
-    if (result->bad++ == 0) {
-        long k = 0;
-        while (message[k] == echo[k])
-            k++;
-        result->size = size;
-        result->batch = batch;
-        result->offset = k;
-        result->expected = message[k];
-        result->got = echo[k];
-    }
-}
-
-struct ping_context {
-    unsigned char *message, *echo;
-    long size;
-    struct echo_check *result;
-};
-
-/* One batch of end A (a batch_runner): the message written, the round
- * trips timed, the echo checked. */
-static double timed_ping_batch(void *context, long number, long rounds)
-{
-    struct ping_context *c = context;
-    fill(c->message, c->size, number);
-    double t = ping_batch(c->message, c->echo, c->size, rounds);
-    check(c->message, c->echo, c->size, number, c->result);
-    return t;
-}
-
 /* End A: one size's batches; prints its result line (one way: half a round trip). */
 static void ping_size(unsigned char *message, unsigned char *echo, long size, double seconds_per_size,
-                      double target, struct echo_check *result)
+                      double target, struct message_check *result)
 {
-    struct ping_context context = {message, echo, size, result};
+    struct ping_batches batches = {ping_batch, message, echo, size, result};
     double *times;
     long round_trips;
-    size_t samples = time_batches(timed_ping_batch, &context, seconds_per_size, target, &times, &round_trips);
+    size_t samples = time_batches(timed_ping_batch, &batches, seconds_per_size, target, &times, &round_trips);
     if (samples == 0) {
         fprintf(stderr, "shm_pingpong: cannot allocate the sample table\n");
         exit(EXIT_MEMORY);
@@ -434,7 +384,7 @@ int main(int argc, char **argv)
            "every message's sequence stamps checked\n");
     fflush(stdout);
 
-    struct echo_check result = {0};
+    struct message_check result = {0};
     for (int i = 0; i < count; i++) {
         ping_size(message, echo, (long)sizes[i], seconds_per_size, target, &result);
         fflush(stdout);
