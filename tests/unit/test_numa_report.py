@@ -46,6 +46,18 @@ def test_one_numa_node_is_the_1x1_case(tmp_path):
     assert "vm: one NUMA node, the 1x1 case" in text
     assert "nothing remote to compare" in text
     assert numa_json(dataset)["one_numa_node"] == ["vm"]
+    # One table of the one-cell matrices, each measure once, the sentence once.
+    assert text.count("triad bandwidth") == 1 and text.count("1x1") == 1
+    assert "cpu \\ mem" not in text
+
+
+def test_many_one_numa_nodes_give_the_median_and_the_range_of_each_measure(tmp_path):
+    nodes = expand("gpu[003-010]")
+    dataset = load(store_cluster(tmp_path / "s.duckdb", nodes, numa_nodes=1))
+    text = rendered(dataset, width=70)
+    assert max(len(line) for line in text.splitlines()) <= 70
+    assert "gpu[003-010]: one NUMA node" in text
+    assert "median" in text and "lowest" in text and "highest" in text and "gpu003" not in text.split("median")[1]
 
 
 def test_json_holds_every_matrix(tmp_path):

@@ -15,13 +15,14 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from rich.console import Console, RenderableType
 from rich.text import Text
 
 from oddnode.findings.numa import RATIO, SLOW, NodeMatrix, measure_words, median_matrix, numa_matrices
 from oddnode.kernels.numa_series import FAMILY_SHORT, LATENCY, MEASURES, TRIAD
 from oddnode.model import Dataset, Finding
-from oddnode.nodes import expand
+from oddnode.nodes import expand, fold
 from oddnode.order import natural_key
 from oddnode.report.terminal import WIDE_NOTE, fit_columns, fixed_table, print_views
 
@@ -39,6 +40,9 @@ NODE_LEFT_OUT_FIRST = ("mpi bw local", "mpi bw remote", "mpi lat local", "mpi la
 # A measure's column prefix: the family's short name, and the metric's when the family has two.
 _SHORT = {(family, metric): FAMILY_SHORT[family] if family == TRIAD
           else f"{FAMILY_SHORT[family]} {'lat' if metric == LATENCY else 'bw'}" for family, metric in MEASURES}
+
+# Nodes shown each in its own column of the one-NUMA-node table; more are summarised.
+MAX_SINGLE_COLUMNS = 4
 
 READING = (
     "Rows: the NUMA node of the threads (the triad) or of the ping-pong's first end; columns: the NUMA node of the "
@@ -146,6 +150,36 @@ def one_node_machines(matrices: Mapping[tuple[str, str], Mapping[str, NodeMatrix
     return sorted((node for node, single in nodes.items() if single), key=natural_key)
 
 
+def single_numa_view(matrices: Mapping[tuple[str, str], Mapping[str, NodeMatrix]], width: int | None = None,
+                     wide: bool = False) -> RenderableType:
+    """Where every node has one NUMA node, each matrix is one cell: one
+    table of them, a row per measure (per node when few, else the median
+    and the range over the nodes)."""
+    nodes = sorted({node for per_node in matrices.values() for node in per_node}, key=natural_key)
+    few = len(nodes) <= MAX_SINGLE_COLUMNS
+    value_columns = nodes if few else ["median", "lowest", "highest"]
+    rows = []
+    for measure, per_node in matrices.items():
+        latency = measure[1] == LATENCY
+        values = {node: matrix.local for node, matrix in per_node.items() if matrix.local is not None}
+        unit = next(iter(per_node.values())).unit
+        row = {"measure": measure_words(*measure), "unit": unit}
+        if few:
+            row.update({node: _value(values.get(node), latency) for node in nodes})
+        else:
+            ordered = sorted(values.values())
+            row.update({"median": _value(float(np.median(ordered)) if ordered else None, latency),
+                        "lowest": _value(ordered[0] if ordered else None, latency),
+                        "highest": _value(ordered[-1] if ordered else None, latency)})
+        rows.append(row)
+    columns = ["measure", "unit", *value_columns]
+    shown, widths, left_out = fit_columns(columns, rows, None if wide else width)
+    notes = ["one NUMA node per node: each matrix is its one local cell"]
+    if left_out:
+        notes.append(f"{', '.join(left_out)} left out to fit {width} columns. {WIDE_NOTE}")
+    return fixed_table("NUMA measures", "; ".join(notes) + ".", shown, widths, rows, {"measure", "unit"})
+
+
 def numa_views(dataset: Dataset, findings: Sequence[Finding] = (), width: int | None = None, wide: bool = False,
                every_node: bool = False) -> list[RenderableType]:
     """The matrices (the cluster's, then each named node's, or every
@@ -157,8 +191,11 @@ def numa_views(dataset: Dataset, findings: Sequence[Finding] = (), width: int | 
     views: list[RenderableType] = []
     single = one_node_machines(matrices)
     if single:
-        views.append(Text(f"{', '.join(single) if len(single) <= 8 else f'{len(single)} nodes'}: one NUMA node, "
-                          f"the 1x1 case (nothing remote to compare).", style="bold"))
+        views.append(Text(f"{fold(single)}: one NUMA node, the 1x1 case (nothing remote to compare).",
+                          style="bold"))
+    if len(single) == len(nodes):
+        views.append(single_numa_view(matrices, width, wide))
+        return views
     own = nodes if every_node or len(nodes) == 1 else flagged_nodes(findings)
     for measure, per_node in matrices.items():
         words = f"NUMA {measure_words(*measure)}"
