@@ -188,6 +188,15 @@ def test_the_view_says_when_nothing_beats_the_default():
         sweep_view(analysis, 200), 200)
 
 
+def test_the_view_says_when_too_few_repetitions_can_tell_nothing():
+    # One label, two rounds: 2 against 2 values, a smallest two-sided p of 1/3.
+    analysis = analyze_sweep(scripted(GRID, rounds=2, seed=3, labels=("cn-a17-cn-b02",),
+                                      effect={(2, 65536): 0.5}))
+    text = " ".join(rendered(sweep_view(analysis, 200), 200).split())
+    assert "Too few repetitions to tell any setting from the default (65536) at alpha 0.05" in text
+    assert "run more rounds (-r)" in text and "No setting differs" not in text
+
+
 def test_the_json_names_settings_tests_and_the_best():
     analysis = analyze_sweep(scripted(GRID, rounds=5, seed=1, effect={(2, 65536): 0.6}))
     document = json.loads(json.dumps(sweep_document(analysis)))

@@ -183,9 +183,22 @@ def best_lines(analysis: SweepAnalysis) -> list[Text]:
             lines.append(Text.assemble((f"{s.benchmark} {s.family}: ", "bold"), (f"better than the default "
                                                                                  f"({labels[analysis.default]}): ",
                                                                                  ""), (found, "green")))
+    # Rows whose best setting the test could not judge: too few repetitions
+    # for even the most extreme ranks to reach alpha.
+    untold = [row for s in analysis.series for row in s.rows
+              if row.best_test is not None and row.best_test.p_holm is None and row.best != analysis.default]
     if not lines:
-        lines.append(Text(f"No setting differs significantly from the default ({labels[analysis.default]}) "
-                          f"at alpha {analysis.alpha:g}."))
+        if untold and len(untold) == sum(1 for s in analysis.series for row in s.rows
+                                         if row.best is not None and row.best != analysis.default):
+            smallest = min(row.best_test.smallest_p for row in untold)
+            lines.append(Text(f"Too few repetitions to tell any setting from the default "
+                              f"({labels[analysis.default]}) at alpha {analysis.alpha:g}: the smallest p-value "
+                              f"they can give is {smallest:.2g}; run more rounds (-r) or on more nodes."))
+        else:
+            lines.append(Text(f"No setting differs significantly from the default ({labels[analysis.default]}) "
+                              f"at alpha {analysis.alpha:g}"
+                              + (f" ({len(untold)} of the rows had too few repetitions to judge)." if untold
+                                 else ".")))
     return lines
 
 
