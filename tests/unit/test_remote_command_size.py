@@ -14,7 +14,7 @@ from oddnode.steps import NodeBenchmark
 from oddnode.transport.base import TransportError
 from oddnode.transport.ssh import MAX_REMOTE_COMMAND, remote_command
 
-KERNELS_WITH_RANKS = ("alltoall", "tcp_sync", "mpi_collectives", "mpi_pingpong", "mpi_sync")
+KERNELS_WITH_RANKS = ("alltoall", "tcp_sync", "mpi_collectives", "mpi_pingpong", "mpi_sync", "mpi_demo_app")
 
 
 def test_the_ping_pong_jobs_fit_a_remote_command_line():

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from oddnode.io.stab import InputError
 from oddnode.nodes import NodeNameError, label_kind, label_members
-from oddnode.kernels import memory, noise  # noqa: F401  (registers oddnode-memory and oddnode-noise)
+from oddnode.kernels import memory, mpi_demo_app, noise  # noqa: F401  (registers oddnode-memory, oddnode-mpi-demo-app, oddnode-noise)
 from oddnode.parsers import ParsedOutput, get_parser, parsers
 from oddnode.store import ResultBatch, Store
 
