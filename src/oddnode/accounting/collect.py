@@ -1,11 +1,11 @@
 """Run the accounting collector on every node at once through a transport,
 parse what comes back, and store it as a run.
 
-The collector (``node_collector.py`` with ``pacct.py`` and
-``proc_sampler.py``) travels inside the command line as the inventory probe
-does: its three modules' sources in one script that registers them under
-their package names, so that the same files run on a node without oddnode
-installed and are imported here by the tests.
+The collector (``node_collector.py`` with ``pacct.py``, ``proc_sampler.py``
+and the inventory probe's /proc readers) travels inside the command line as
+the inventory probe does: its modules' sources in one script that registers
+them under their package names, so that the same files run on a node
+without oddnode installed and are imported here by the tests.
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ DEFAULT_MARGIN = 60.0
 # How much of a bad output an error message quotes.
 QUOTED_CHARS = 80
 # The modules that travel, in the order they are loaded (each imports only those before it).
-_MODULES = tuple(("oddnode.accounting", name) for name in ("pacct", "proc_sampler", "node_collector"))
+_MODULES = (("oddnode.inventory", "node_probe"),
+            *(("oddnode.accounting", name) for name in ("pacct", "proc_sampler", "node_collector")))
+
 
 class AccountingOutputError(NodeOutputError):
     """The collector's output on one node cannot be used; names the node and why."""

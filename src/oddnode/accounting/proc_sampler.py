@@ -14,6 +14,7 @@ import os
 import time
 
 from oddnode.accounting.pacct import BURST_SECONDS
+from oddnode.inventory.node_probe import parse_stat
 
 # Seconds between two listings of /proc: 10 ms, about what a listing and
 # the stat of a few new processes cost on a busy node, so the sampler takes
@@ -27,22 +28,6 @@ YOUNG = 0.2
 PF_KTHREAD = 0x00200000
 # USER_HZ on every Linux architecture, when sysconf cannot say.
 DEFAULT_TICKS = 100
-
-
-def parse_stat(text):
-    """(comm, ppid, flags, CPU ticks, start tick) from a /proc/<pid>/stat
-    line, or None when it is not one.  The comm, in parentheses, may hold
-    spaces and parentheses itself: the fields start after the last ')'."""
-    opening, closing = text.find("("), text.rfind(")")
-    if opening < 0 or closing < opening:
-        return None
-    fields = text[closing + 2:].split()
-    try:
-        # Fields 4, 9, 14 + 15 (utime + stime) and 22 of proc(5), counted from 1 with pid and comm.
-        return (text[opening + 1:closing], int(fields[1]), int(fields[6]), int(fields[11]) + int(fields[12]),
-                int(fields[19]))
-    except (IndexError, ValueError):
-        return None
 
 
 def read_stat(proc, pid):

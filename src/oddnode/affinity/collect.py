@@ -34,6 +34,7 @@ MODULES = (
     ("oddnode.affinity", "node_affinity"),
 )
 
+
 class AffinityResult(ScriptResults[NodeAffinity]):
     """The reports of the nodes that answered, and why the others did not."""
 
