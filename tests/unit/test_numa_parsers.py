@@ -14,9 +14,9 @@ import pytest
 
 from oddnode.kernels.jobs import decode_job
 from oddnode.kernels.memory import memory_kernel_argv, parse_memory_output
+from oddnode.affinity.topology import format_cpulist
 from oddnode.kernels.numa import (
     NumaOptions,
-    format_list,
     numa_layout,
     parse_cpu_list,
     parse_layout_output,
@@ -161,7 +161,7 @@ def test_shm_argv_rejects_bad_input():
 
 
 def report(nodes: dict[int, tuple[str, int]], allowed: str, mems: str | None = None) -> dict:
-    return {"numa": True, "online": format_list(list(nodes)), "cpus_allowed": allowed, "mems_allowed": mems,
+    return {"numa": True, "online": format_cpulist(list(nodes)), "cpus_allowed": allowed, "mems_allowed": mems,
             "nodes": {str(n): {"cpus": cpus, "memory_kb": kb} for n, (cpus, kb) in nodes.items()}}
 
 
@@ -196,7 +196,7 @@ def test_bad_layout_reports_are_errors_naming_the_node():
         parse_layout_output("bash: python3: command not found", "cn-a17")
     with pytest.raises(ParseError, match="not a CPU or node list"):
         numa_layout(report({0: ("0-x", 1)}, "0-3"), "cn-a17")
-    assert parse_cpu_list("0-2,5") == (0, 1, 2, 5) and format_list([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+    assert parse_cpu_list("0-2,5") == (0, 1, 2, 5) and format_cpulist([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
 
 
 def test_cells_of_a_mixed_cluster():

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from oddnode.affinity.topology import TopologyError, format_cpulist, parse_cpulist
 from oddnode.benchmarks import BenchmarkSpec, parse_kernel_run
 from oddnode.interconnect.pingpong import parse_ping_output
 from oddnode.kernels.jobs import DEFAULT_TIMEOUT, runner_argv
@@ -123,35 +124,12 @@ print(json.dumps(report))
 
 
 def parse_cpu_list(text: str | None, source: str = "cpu list") -> tuple[int, ...]:
-    """A list as sysfs and /proc write them ("0-3,8-11", "" for none)."""
-    if text is None or not text.strip():
-        return ()
-    found: set[int] = set()
-    for part in text.strip().split(","):
-        first, dash, last = part.partition("-")
-        try:
-            low, high = int(first), int(last) if dash else int(first)
-        except ValueError:
-            raise ParseError(source, None, f"not a CPU or node list: {text!r}") from None
-        if low < 0 or high < low:
-            raise ParseError(source, None, f"not a CPU or node list: {text!r}")
-        found.update(range(low, high + 1))
-    return tuple(sorted(found))
-
-
-def format_list(values: Sequence[int]) -> str:
-    """Numbers as a list with ranges: 0-3,8-11."""
-    values = sorted(values)
-    parts: list[str] = []
-    start = previous = None
-    for value in values + [None]:
-        if start is not None and (value is None or value != previous + 1):
-            parts.append(str(start) if start == previous else f"{start}-{previous}")
-            start = None
-        if value is not None and start is None:
-            start = value
-        previous = value
-    return ",".join(parts)
+    """A list as sysfs and /proc write them ("0-3,8-11", "" for none), read
+    by the topology reader; ParseError naming the source when it is not one."""
+    try:
+        return tuple(parse_cpulist(text, source))
+    except TopologyError:
+        raise ParseError(source, None, f"not a CPU or node list: {text!r}") from None
 
 
 @dataclass(frozen=True)
@@ -186,7 +164,7 @@ class NumaLayout:
         return first in self.cpu_nodes and second in self.cpu_nodes
 
     def to_json(self) -> dict[str, Any]:
-        return {"numa": self.numa, "cpus": {str(n): format_list(c) for n, c in sorted(self.cpus.items())},
+        return {"numa": self.numa, "cpus": {str(n): format_cpulist(c) for n, c in sorted(self.cpus.items())},
                 "memory_mb": {str(n): round(kb / 1024) for n, kb in sorted(self.memory_kb.items())},
                 "mpi": self.mpi}
 
