@@ -20,7 +20,8 @@ The spec:
     {"kernel": "memory", "source": C text, "cflags": [str], "defines": [str],
      "ldlibs": [str], "args": [str], "env": {name: value}, "timeout": seconds,
      "compiler": "cc" by default (mpicc for an MPI kernel),
-     "launcher": [str] put before the kernel's path (mpirun -np 2 ...), none by default}
+     "launcher": [str] put before the kernel's path (mpirun -np 2 ...), none by default,
+     "shared": true to build a shared library instead (see below)}
 
 or, for an installed tool,
 
@@ -34,6 +35,11 @@ the compiler's version line and the CPU model, because ``-march=native``
 makes a binary fit only the CPU it was built on.  A build goes to a
 temporary name and is renamed into place, so two runs sharing a home
 directory never see half a binary.
+
+A spec with "shared": true builds a shared library, lib<kernel>.so, in the
+same cache directory, with SHARED_FLAGS instead of BASE_FLAGS (it goes into
+someone else's program: no -march=native, no OpenMP), and runs nothing; its
+report has "library": the library's absolute path.
 
 Output: {"runner_version": 1, "cache_key", "built", "compiler", "flags",
 "cpu_model", "build_seconds", "returncode", "stdout", "stderr"}; for a tool
@@ -66,6 +72,9 @@ LAUNCHED = time.time()  # when this runner started, for the start timing
 COMPILER = "cc"
 # Flags every build gets: the node's own instruction set, and OpenMP.
 BASE_FLAGS = ["-O3", "-march=native", "-fopenmp"]
+# Flags of a shared library preloaded into another program: position
+# independent, and only the instructions every CPU of the family has.
+SHARED_FLAGS = ["-O2", "-fPIC", "-shared"]
 # Seconds `cc --version` and a compile may take; a compile of one small file
 # that takes longer than this is stuck (an NFS home that hangs, say).
 VERSION_TIMEOUT = 10
@@ -140,11 +149,12 @@ def _remove(path):
         pass
 
 
-def build(compiler, source, flags, kernel, directory, ldlibs=()):
-    """Compile into directory/kernel unless it is there; returns
-    (built, seconds, error_or_None, compiler_stderr).  ``ldlibs`` (-lm, -ldl)
-    go after the source, where linkers that drop unneeded libraries want them."""
-    executable = os.path.join(directory, kernel)
+def build(compiler, source, flags, kernel, directory, ldlibs=(), output=None):
+    """Compile into directory/kernel (or directory/output) unless it is there;
+    returns (built, seconds, error_or_None, compiler_stderr).  ``ldlibs``
+    (-lm, -ldl) go after the source, where linkers that drop unneeded
+    libraries want them."""
+    executable = os.path.join(directory, output or kernel)
     if os.access(executable, os.X_OK):
         return False, None, None, ""
     os.makedirs(directory, exist_ok=True)
@@ -172,7 +182,7 @@ def build(compiler, source, flags, kernel, directory, ldlibs=()):
         # or a whole one, and two concurrent builds of the same key are alike.
         os.chmod(source_tmp, 0o644)  # mkstemp made it private; it is only a record
         os.rename(source_tmp, os.path.join(directory, kernel + ".c"))
-        os.rename(exe_tmp, executable)
+        os.rename(exe_tmp, executable)  # the linker made it executable, a shared library too
         return True, time.monotonic() - started, None, completed.stderr
     finally:
         _remove(source_tmp)
@@ -212,21 +222,30 @@ def run(spec, start_at=None, prepare=False):
         return report
     extra = list(spec.get("cflags", [])) + ["-D" + define for define in spec.get("defines", [])]
     ldlibs = [str(lib) for lib in spec.get("ldlibs", [])]
-    described = BASE_FLAGS + extra + ldlibs
-    flags = BASE_FLAGS + extra + ["-DODDNODE_CFLAGS=" + c_string(" ".join(described))]
+    shared = bool(spec.get("shared"))
+    base = SHARED_FLAGS if shared else BASE_FLAGS
+    described = base + extra + ldlibs
+    flags = base + extra + ["-DODDNODE_CFLAGS=" + c_string(" ".join(described))]
     model = cpu_model()
     key = cache_key(spec["source"], described, compiler_line, model)
     report.update(cache_key=key, compiler=compiler_line, flags=described, cpu_model=model)
 
     directory = os.path.join(cache_root(), key[:16])
+    output = "lib{}.so".format(kernel) if shared else None
     try:
-        built, seconds, error, compiler_stderr = build(compiler, spec["source"], flags, kernel, directory, ldlibs)
+        built, seconds, error, compiler_stderr = build(compiler, spec["source"], flags, kernel, directory, ldlibs,
+                                                       output)
     except OSError as problem:
         report.update(error="build failed", detail="{}: {}".format(directory, problem))
         return report
     report.update(built=built, build_seconds=seconds)
     if error:
         report.update(error=error, detail=compiler_stderr, compiler_stderr=compiler_stderr)
+        return report
+    if shared:
+        # A library is built, never run: the report says where it is.
+        report.update(library=os.path.abspath(os.path.join(directory, output)))
+        wait_for_start(report, None, True)
         return report
     if not wait_for_start(report, start_at, prepare):
         return report

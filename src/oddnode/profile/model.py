@@ -90,6 +90,7 @@ class RankProfile:
     host: str | None = None
     wall: float = 0.0  # s
     mpi_time: float | None = None  # s; None: the sum of the calls' times
+    cpu: float | None = None  # CPU time over wall time (1.0: one CPU busy throughout); None: not measured
     calls: dict[tuple[str, Bucket], CallStats] = field(default_factory=dict)
 
     def record(self, call: str, bucket: Bucket, count: int, time: float, max_time: float, nbytes: int = 0) -> None:
@@ -210,6 +211,7 @@ def to_json(profile: Profile) -> dict[str, Any]:
                 "wall": rank.wall,
                 "mpi_time": rank.time_in_mpi,
                 "compute_time": rank.compute_time,
+                "cpu": rank.cpu,
                 "calls": [_stats_json(call, bucket, stats) for (call, bucket), stats in
                           sorted(rank.calls.items(), key=lambda i: (i[0][0], _bucket_order(i[0][1])))],
             }
