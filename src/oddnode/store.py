@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
@@ -41,7 +41,10 @@ from oddnode.model import (
 )
 from oddnode.nodes import label_members
 
-SCHEMA_VERSION = 7
+if TYPE_CHECKING:
+    from oddnode.profile.model import Profile
+
+SCHEMA_VERSION = 8
 DEFAULT_PATH = "oddnode.duckdb"
 # Seconds to wait for another process's lock on a store file: a check that
 # holds the store only while it writes releases it within a transaction.
@@ -49,6 +52,7 @@ LOCK_WAIT = 30.0
 LOCK_POLL = 0.1  # seconds between tries
 FINDINGS_SOURCE = "findings"  # runs.source of an analysis run, even one that found nothing
 SWEEP_SOURCE = "sweep"  # runs.source of a parameter sweep's own run
+PROFILE_SOURCE = "profile"  # runs.source of the run that stored a profile: profile:<tool>
 
 _SCHEMA_V1 = """
 CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
@@ -195,6 +199,42 @@ _MIGRATIONS: list[str] = [
         parameters VARCHAR NOT NULL
     );
     """,
+    # 8: MPI profiles (oddnode profile, import mpip/itc): a row per profile
+    # (the profiled command, the reader's notes and skipped records as JSON,
+    # the oddnode run that stored it), per rank its times, per rank, call and
+    # message-size bucket its calls.  bucket: k >= 0 holds [2^k, 2^(k+1))
+    # bytes, -1 zero bytes, NULL a size the source did not record.
+    """
+    CREATE SEQUENCE IF NOT EXISTS profile_ids START 1;
+    CREATE TABLE IF NOT EXISTS profiles (
+        profile_id BIGINT NOT NULL,
+        tool VARCHAR NOT NULL,
+        source VARCHAR NOT NULL,
+        command VARCHAR,
+        created TIMESTAMP NOT NULL,
+        notes VARCHAR NOT NULL,
+        skipped VARCHAR NOT NULL,
+        run_id BIGINT
+    );
+    CREATE TABLE IF NOT EXISTS profile_ranks (
+        profile_id BIGINT NOT NULL,
+        rank INTEGER NOT NULL,
+        host VARCHAR,
+        wall DOUBLE NOT NULL,
+        mpi_time DOUBLE,
+        cpu DOUBLE
+    );
+    CREATE TABLE IF NOT EXISTS profile_calls (
+        profile_id BIGINT NOT NULL,
+        rank INTEGER NOT NULL,
+        call VARCHAR NOT NULL,
+        bucket INTEGER,
+        count BIGINT NOT NULL,
+        time DOUBLE NOT NULL,
+        max_time DOUBLE NOT NULL,
+        bytes BIGINT NOT NULL
+    );
+    """,
 ]
 
 RESULT_COLUMNS = (
@@ -205,6 +245,20 @@ RESULT_COLUMNS = (
 
 class StoreError(RuntimeError):
     """The store cannot be opened or does not hold what was asked for."""
+
+
+@dataclass(frozen=True)
+class StoredProfile:
+    """One stored MPI profile, as listed: its id, where it came from, its size."""
+
+    profile_id: int
+    tool: str
+    source: str
+    command: str | None
+    created: datetime
+    ranks: int
+    hosts: int
+    run_id: int | None = None
 
 
 @dataclass
@@ -537,6 +591,39 @@ class Store:
         if values:
             self.con.executemany("INSERT INTO sweep_runs VALUES (?, ?, ?, ?, ?, ?)", values)
 
+    def add_profile(self, profile: Profile, command: str | None = None) -> int:
+        """Store an MPI profile in one transaction; its id.  ``command``: the
+        oddnode command line that made it, recorded as a run of its own
+        (source ``profile:<tool>``) that the profile names."""
+        with self.transaction():
+            run_id = None if command is None else self.new_run(command, source=f"{PROFILE_SOURCE}:{profile.tool}")
+            profile_id = int(self.con.execute("SELECT nextval('profile_ids')").fetchall()[0][0])
+            self.con.execute("INSERT INTO profiles VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
+                profile_id, profile.tool, profile.source, profile.command,
+                datetime.now(timezone.utc).replace(tzinfo=None), json.dumps(list(profile.notes)),
+                json.dumps(dict(profile.skipped)), run_id])
+            if profile.ranks:
+                self.con.executemany("INSERT INTO profile_ranks VALUES (?, ?, ?, ?, ?, ?)", [
+                    (profile_id, r.rank, r.host, r.wall, r.mpi_time, r.cpu) for r in profile.ranks])
+            calls = [(r.rank, call, bucket, s) for r in profile.ranks for (call, bucket), s in r.calls.items()]
+            if calls:
+                self.con.register("_calls", {
+                    "rank": np.array([c[0] for c in calls], dtype=np.int64),
+                    "call": np.array([c[1] for c in calls], dtype=object),
+                    "bucket": np.array([c[2] for c in calls], dtype=object),
+                    "count": np.array([c[3].count for c in calls], dtype=np.int64),
+                    "time": np.array([c[3].time for c in calls], dtype=np.float64),
+                    "max_time": np.array([c[3].max_time for c in calls], dtype=np.float64),
+                    "bytes": np.array([c[3].bytes for c in calls], dtype=np.int64),
+                })
+                # The cast gives a bucket column of nothing but None (NULL) its type.
+                self.con.execute("""
+                    INSERT INTO profile_calls SELECT ?, rank, call, CAST(bucket AS INTEGER), count, time, max_time,
+                        bytes FROM _calls
+                """, [profile_id])
+                self.con.unregister("_calls")
+        return profile_id
+
     # -- reading ---------------------------------------------------------
 
     def runs(self) -> list[tuple[Any, ...]]:
@@ -786,6 +873,54 @@ class Store:
             WHERE w.sweep_id = ? ORDER BY w.round, w.position, r.benchmark, r.metric, r.label
         """, [sweep_id]).fetchall()
         return int(sweep_id), step, json.loads(grid), int(repetitions), int(seed), rows
+
+    def profiles(self) -> list[StoredProfile]:
+        """Every stored MPI profile, oldest first."""
+        rows = self.con.execute("""
+            SELECT p.profile_id, p.tool, p.source, p.command, p.created,
+                   (SELECT count(*) FROM profile_ranks r WHERE r.profile_id = p.profile_id),
+                   (SELECT count(DISTINCT r.host) FROM profile_ranks r WHERE r.profile_id = p.profile_id),
+                   p.run_id
+            FROM profiles p ORDER BY p.profile_id
+        """).fetchall()
+        return [StoredProfile(int(i), tool, source, command, created, int(ranks), int(hosts),
+                              None if run is None else int(run))
+                for i, tool, source, command, created, ranks, hosts, run in rows]
+
+    def latest_profile_id(self) -> int | None:
+        """The newest profile's id; None when the store holds none."""
+        ((profile_id,),) = self.con.execute("SELECT max(profile_id) FROM profiles").fetchall()
+        return None if profile_id is None else int(profile_id)
+
+    def profile(self, profile_id: int) -> Profile:
+        """A stored MPI profile, as it was stored (ranks in order); StoreError
+        when the store holds no such profile."""
+        from oddnode.profile.model import CallStats, Profile, RankProfile
+
+        found = self.con.execute("SELECT tool, source, command, notes, skipped FROM profiles WHERE profile_id = ?",
+                                 [profile_id]).fetchall()
+        if not found:
+            known = [str(p.profile_id) for p in self.profiles()]
+            raise StoreError(f"no profile {profile_id} in {self.path}"
+                             + (f" (its profiles: {', '.join(known)})" if known
+                                else ": it holds none; run oddnode profile or oddnode import mpip first"))
+        ((tool, source, command, notes, skipped),) = found
+        profile = Profile(tool=tool, source=source, command=command, notes=json.loads(notes),
+                          skipped=json.loads(skipped))
+        ranks = {}
+        for rank, host, wall, mpi_time, cpu in self.con.execute(
+                "SELECT rank, host, wall, mpi_time, cpu FROM profile_ranks WHERE profile_id = ? ORDER BY rank",
+                [profile_id]).fetchall():
+            ranks[rank] = RankProfile(int(rank), host, float(wall), mpi_time, cpu)
+            profile.ranks.append(ranks[rank])
+        for rank, call, bucket, count, time_, max_time, nbytes in self.con.execute("""
+                SELECT rank, call, bucket, count, time, max_time, bytes FROM profile_calls WHERE profile_id = ?
+                ORDER BY rank, call, bucket NULLS LAST""", [profile_id]).fetchall():
+            if rank not in ranks:  # calls of a rank without a rank row: kept, with no times of its own
+                ranks[rank] = profile.rank(int(rank))
+            ranks[rank].calls[(call, None if bucket is None else int(bucket))] = CallStats(
+                int(count), float(time_), float(max_time), int(nbytes))
+        return profile
 
     def latest_findings(self) -> list[Finding]:
         rows = self.con.execute("""

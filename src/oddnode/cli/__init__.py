@@ -12,6 +12,7 @@ from oddnode.cli import analysis, check, compare, imports, interconnect, nodes, 
 from oddnode.cli import affinity
 from oddnode.cli import numa as numa_cli
 from oddnode.cli import fit as fit_cli
+from oddnode.cli import profile as profile_cli
 from oddnode.cli.common import Verbosity, console, fail, output
 
 app = typer.Typer(
@@ -34,6 +35,7 @@ nodes.register(app)
 processes.register(app)
 affinity.register(app)
 numa_cli.register(app)
+profile_cli.register(app)
 check.register(app)
 testbed.register(app)
 

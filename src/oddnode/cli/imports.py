@@ -36,6 +36,47 @@ def import_stab_command(
         inform(line)
 
 
+@import_app.command("mpip")
+def import_mpip_command(
+    file: Annotated[Path, typer.Argument(help="An mpiP report (the .mpiP file mpiP writes at MPI_Finalize).")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the profile as JSON.")] = False,
+    plot: Annotated[Optional[Path], typer.Option(
+        "--plot", help="Also draw time by message size and compute vs MPI per rank (PNG or SVG).")] = None,
+    wide: Annotated[bool, typer.Option("--wide", help="Every column and rank, however wide the lines get.")] = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Import an mpiP report as an MPI profile: time per call, site, rank and message size; report it."""
+    from oddnode.cli.profile import store_and_show
+    from oddnode.profile import read_mpip
+
+    with user_errors():
+        profile = read_mpip(file)
+    store_and_show(profile, db, json_out, plot, wide)
+
+
+@import_app.command("itc")
+def import_itc_command(
+    file: Annotated[Path, typer.Argument(help="An Intel Trace Collector ASCII dump (xstftool FILE.stf --dump).")],
+    ticks_per_second: Annotated[float, typer.Option(
+        "--ticks-per-second", help="The trace's clock resolution: timestamps and durations are in these ticks.")],
+    hosts: Annotated[Optional[str], typer.Option(
+        "--hosts", help="The host of each rank, comma-separated in rank order (the dump names none).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the profile as JSON.")] = False,
+    plot: Annotated[Optional[Path], typer.Option(
+        "--plot", help="Also draw time by message size and compute vs MPI per rank (PNG or SVG).")] = None,
+    wide: Annotated[bool, typer.Option("--wide", help="Every column and rank, however wide the lines get.")] = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Import an Intel Trace Collector ASCII dump as an MPI profile (GLOBALOP and EXCHEXT records); report it."""
+    from oddnode.cli.profile import store_and_show
+    from oddnode.profile import read_itc
+
+    rank_hosts = None if hosts is None else {rank: host.strip() for rank, host in enumerate(hosts.split(","))}
+    with user_errors():
+        profile = read_itc(file, ticks_per_second=ticks_per_second, hosts=rank_hosts)
+    store_and_show(profile, db, json_out, plot, wide)
+
+
 def tool_import_command(tool: str):
     """``oddnode import <tool> FILES…``: one command per registered parser."""
 

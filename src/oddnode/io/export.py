@@ -26,6 +26,13 @@ EXPORTED_TABLES = {
     "raw_outputs": "SELECT * FROM raw_outputs ORDER BY run_id, stage, label, repetition",
     "checks": "SELECT * FROM checks ORDER BY check_id",
     "check_steps": "SELECT * FROM check_steps ORDER BY check_id, run_id",
+    "process_nodes": "SELECT * FROM process_nodes ORDER BY run_id, node",
+    "process_counts": "SELECT * FROM process_counts ORDER BY run_id, node, command",
+    "sweeps": "SELECT * FROM sweeps ORDER BY sweep_id",
+    "sweep_runs": "SELECT * FROM sweep_runs ORDER BY sweep_id, run_id",
+    "profiles": "SELECT * FROM profiles ORDER BY profile_id",
+    "profile_ranks": "SELECT * FROM profile_ranks ORDER BY profile_id, rank",
+    "profile_calls": "SELECT * FROM profile_calls ORDER BY profile_id, rank, call, bucket NULLS LAST",
 }
 
 
