@@ -20,6 +20,7 @@ from oddnode.kernels.jobs import decode_job, encode_job, parse_runner_output
 from oddnode.kernels.mpi_collectives import (
     BENCHMARKS,
     CORRUPT_RANK_VARIABLE,
+    DEFAULT_BENCHMARKS,
     MAX_SIZE,
     MAX_SIZES,
     TOOL,
@@ -59,7 +60,8 @@ def local_launcher(ranks: int) -> list[str]:
 def local_argv(ranks: int, sizes=SIZES, nodes: list[str] | None = None) -> list[str]:
     # One distinct name per rank, as the argv wants; the launcher puts them all here.
     nodes = nodes or [f"rank{r}.localhost" for r in range(ranks)]
-    return collectives_argv(nodes, sizes=sizes, seconds_per_size=SECONDS_PER_SIZE, launcher=local_launcher(ranks))
+    return collectives_argv(nodes, BENCHMARKS, sizes=sizes, seconds_per_size=SECONDS_PER_SIZE,
+                            launcher=local_launcher(ranks))
 
 
 def job_spec(argv: list[str]) -> dict:
@@ -125,12 +127,15 @@ def test_a_rank_that_spoils_what_it_sends_is_named_by_the_ranks_that_received_it
     assert parsed.configuration["corrupt_rank"] == 1
     host = parsed.configuration["ranks"][1]
     # Rank 1 spoils the first timed batch of every size with data.
-    spoilt = {b: sum(size > 0 for size in benchmark_sizes(b, SIZES)) for b in ("sendrecv", "allreduce", "alltoall")}
+    spoilt = {b: sum(size > 0 for size in benchmark_sizes(b, SIZES))
+              for b in ("sendrecv", "allreduce", "alltoall", "bcast")}
     seen = {(f["benchmark"], f["rank"]): f for f in parsed.configuration["validation_failures"]}
     # The chain's rank 1 sends to rank 2; its alltoall blocks go to 0 and 2
-    # (not to itself); its allreduce term spoils every rank's sum.
+    # (not to itself); its allreduce term spoils every rank's sum; as the
+    # batch's first root it broadcasts its spoilt message to all, itself too.
     assert sorted(seen) == [("allreduce", 0), ("allreduce", 1), ("allreduce", 2),
-                            ("alltoall", 0), ("alltoall", 2), ("sendrecv", 2)]
+                            ("alltoall", 0), ("alltoall", 2), ("bcast", 0), ("bcast", 1), ("bcast", 2),
+                            ("sendrecv", 2)]
     for (benchmark, _), failure in seen.items():
         assert failure["bad"] == spoilt[benchmark] and failure["checked"] > failure["bad"], failure
         if benchmark != "allreduce":
@@ -139,6 +144,7 @@ def test_a_rank_that_spoils_what_it_sends_is_named_by_the_ranks_that_received_it
     assert f"rank 2 on {parsed.configuration['ranks'][2]} received bad data" in sendrecv
     assert f"rank 1 on {host}" in sendrecv
     assert sum(f"a bad block from rank 1 on {host}" in p for p in parsed.problems) == 2
+    assert sum(f"a bad broadcast from its root, rank 1 on {host}" in p for p in parsed.problems) == 3
 
 
 @pytest.mark.parametrize("ranks, env, args, status, message", [
@@ -199,7 +205,7 @@ def test_bad_node_lists_are_refused(nodes, match):
 
 @pytest.mark.parametrize("benchmarks", [["gather"], [], ["sendrecv", "sendrecv"], ["Sendrecv"]])
 def test_unknown_or_repeated_benchmarks_are_refused(benchmarks):
-    with pytest.raises(ValueError, match="distinct names of sendrecv, allreduce, alltoall, barrier"):
+    with pytest.raises(ValueError, match="distinct names of sendrecv, allreduce, alltoall, bcast, barrier"):
         collectives_argv(["a", "b"], benchmarks)
 
 
@@ -246,7 +252,7 @@ def test_the_parser_reads_two_ranks_every_benchmark_and_size():
     config = parsed.configuration
     host = config["ranks"][0]
     assert config["ranks"] == [host, host] and config["processes"] == 2
-    assert config["benchmarks"] == list(BENCHMARKS)
+    assert config["benchmarks"] == list(DEFAULT_BENCHMARKS)
     assert config["sizes"] == [0] + [2**k for k in range(23)]
     assert config["allreduce_sizes"] == [0] + [2**k for k in range(3, 23)]
     lines = result_lines(text)

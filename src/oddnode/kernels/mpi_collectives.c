@@ -14,6 +14,9 @@
  *              is run once ("# allreduce_sizes" lists what ran);
  *   alltoall   MPI_Alltoall with SIZE bytes for every destination (K·SIZE
  *              bytes sent and received by each rank, itself included);
+ *   bcast      MPI_Bcast of SIZE bytes, the root moving to the next rank at
+ *              every call (as IMB's Bcast, so that back-to-back calls
+ *              cannot pipeline behind one root);
  *   barrier    MPI_Barrier: a time only, no sizes.
  *
  * Timing, in the batches of the ping-pong kernels (oddnode_batches.h), but
@@ -36,12 +39,16 @@
  * what it must be: the left neighbour's message (sendrecv), the exact sum of
  * all ranks' integer-valued doubles (allreduce: rank r sends a_k + r·b_k, so
  * that the sum K·a_k + b_k·K(K-1)/2 is known without the others' data and
- * exact in doubles), and each rank's block for this rank (alltoall).  Rank 0
+ * exact in doubles), each rank's block for this rank (alltoall), and the
+ * message of the batch's first root (bcast: every rank fills its buffer
+ * with its own pattern, the first call spreads the first root's, and a rank
+ * that missed a call would spread its own when its turn as root came).  Rank 0
  * gathers every rank's account at the end; each failure names the rank that
  * saw it, its host (MPI_Get_processor_name) and, where one rank's data is at
  * fault, the sender and its host.  ODDNODE_CORRUPT_RANK=R in the environment
  * makes rank R spoil what it sends in the first timed batch of every size
- * (a byte, an element's value; a test of the check itself).
+ * (a byte, an element's value; bcast: R is that batch's first root; a test
+ * of the check itself).
  *
  * Output (rank 0's stdout): '#' header lines "# key: value" (with one
  * "# rank: R HOST" line per rank: the chain's order), then per benchmark and
@@ -90,8 +97,8 @@
 #define TAG_SENDRECV 1
 #define STOP (-1L)
 
-enum benchmark { SENDRECV, ALLREDUCE, ALLTOALL, BARRIER, BENCHMARKS };
-static const char *const NAMES[BENCHMARKS] = {"sendrecv", "allreduce", "alltoall", "barrier"};
+enum benchmark { SENDRECV, ALLREDUCE, ALLTOALL, BCAST, BARRIER, BENCHMARKS };
+static const char *const NAMES[BENCHMARKS] = {"sendrecv", "allreduce", "alltoall", "bcast", "barrier"};
 
 /* What one rank saw of one benchmark's data: how many batches it checked and
  * how many were bad, and the first bad one.  Long longs, so that the table
@@ -99,13 +106,15 @@ static const char *const NAMES[BENCHMARKS] = {"sendrecv", "allreduce", "alltoall
 enum { BAD, CHECKED, BYTES, BATCH, FROM_RANK, OFFSET, EXPECTED, GOT, FIELDS };
 
 static int rank, ranks;
+/* Bcast's root: the batch's first call's, and the next call's. */
+static int bcast_first_root, bcast_root;
 
 static void usage(const char *program)
 {
     if (rank == 0)
         fprintf(stderr,
                 "usage: mpirun -np K %s [-b BENCHMARKS] [-s SIZES] [-T SECONDS_PER_SIZE]\n"
-                "  -b BENCHMARKS  a comma list of sendrecv, allreduce, alltoall, barrier (default all)\n"
+                "  -b BENCHMARKS  a comma list of sendrecv, allreduce, alltoall, bcast, barrier (default all)\n"
                 "  -s SIZES       message sizes in bytes, a comma list (default 0 and 1 B to 4 MiB in powers "
                 "of two)\n"
                 "  -T SECONDS     time per message size (default 0.2)\n"
@@ -252,6 +261,11 @@ static void prepare(int benchmark, struct buffers *b, long size, long batch, int
             if (corrupt && size > 0 && to != rank)
                 b->send[to * size + size / 2] ^= 0x5a;
         }
+    } else if (benchmark == BCAST) {
+        /* Broadcast in place: the buffer a root sends is the one the others receive into. */
+        fill_bytes(b->receive, size, pattern_seed(BCAST, rank, 0, size, batch));
+        if (corrupt && size > 0)
+            b->receive[size / 2] ^= 0x5a;
     }
 }
 
@@ -275,6 +289,11 @@ static void check(int benchmark, const struct buffers *b, long size, long batch,
                 break;
             }
         }
+    } else if (benchmark == BCAST) {
+        long offset = first_bad_byte(b->receive, size, pattern_seed(BCAST, bcast_first_root, 0, size, batch),
+                                     &expected);
+        if (offset >= 0)
+            record_bad(seen, size, batch, bcast_first_root, offset, expected, b->receive[offset]);
     } else if (benchmark == ALLTOALL) {
         for (long from = 0; from < ranks; from++) {
             const unsigned char *block = b->receive + from * size;
@@ -309,6 +328,12 @@ static void calls(int benchmark, const struct buffers *b, long size, long iterat
         for (long i = 0; i < iterations; i++)
             MPI_Alltoall(b->send, count, MPI_BYTE, b->receive, count, MPI_BYTE, MPI_COMM_WORLD);
         break;
+    case BCAST:
+        for (long i = 0; i < iterations; i++) {
+            MPI_Bcast(b->receive, count, MPI_BYTE, bcast_root, MPI_COMM_WORLD);
+            bcast_root = (bcast_root + 1) % ranks;
+        }
+        break;
     default:
         for (long i = 0; i < iterations; i++)
             MPI_Barrier(MPI_COMM_WORLD);
@@ -341,6 +366,11 @@ static int batch(int benchmark, struct buffers *b, long size, int corrupt_rank, 
     MPI_Bcast(orders, ORDERS, MPI_LONG, 0, MPI_COMM_WORLD);
     if (orders[ITERATIONS] == STOP)
         return 0;
+    /* Every rank knows the batch's first root: the spoiling rank when it
+     * spoils (its message must travel), else the batch number's turn. */
+    bcast_first_root = orders[SPOIL] && corrupt_rank >= 0 && corrupt_rank < ranks ? corrupt_rank
+                                                                                  : (int)(orders[BATCH_NUMBER] % ranks);
+    bcast_root = bcast_first_root;
     prepare(benchmark, b, size, orders[BATCH_NUMBER], orders[SPOIL] && rank == corrupt_rank);
     double mine = timed_calls(benchmark, b, size, orders[ITERATIONS]);
     check(benchmark, b, size, orders[BATCH_NUMBER], seen);
@@ -477,7 +507,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     const char *program = argv[0];
 
-    int chosen[BENCHMARKS] = {1, 1, 1, 1};
+    int chosen[BENCHMARKS] = {1, 1, 1, 1, 1};
     long long sizes[MAX_SIZES];
     int count = 0;
     sizes[count++] = 0;
@@ -489,7 +519,7 @@ int main(int argc, char **argv)
             if (parse_benchmarks(argv[++i], chosen) < 0)
                 return bad_arguments(program,
                                      "-b wants a comma list of distinct benchmarks: sendrecv, allreduce, alltoall, "
-                                     "barrier",
+                                     "bcast, barrier",
                                      argv[i]);
         } else if (strcmp(argv[i], "-s") == 0 && i + 1 < argc) {
             count = parse_count_list(argv[++i], MAX_SIZE, sizes, MAX_SIZES);
@@ -602,6 +632,12 @@ int main(int argc, char **argv)
         allocate(&b, largest, ranks);
         for (int i = 0; i < count; i++)
             run_size(ALLTOALL, &b, sizes[i], seconds_per_size, target, corrupt_rank, seen[ALLTOALL], stdout);
+        release(&b);
+    }
+    if (chosen[BCAST]) {
+        allocate(&b, largest, 1);
+        for (int i = 0; i < count; i++)
+            run_size(BCAST, &b, sizes[i], seconds_per_size, target, corrupt_rank, seen[BCAST], stdout);
         release(&b);
     }
     if (chosen[BARRIER])

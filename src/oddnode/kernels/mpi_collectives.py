@@ -5,7 +5,7 @@ parser of what comes back.
 
 The kernel times IMB's Sendrecv chain (every rank sends to the next and
 receives from the previous, periodically), MPI_Allreduce (doubles,
-MPI_SUM), MPI_Alltoall and MPI_Barrier: per size, warm-up, then timed
+MPI_SUM), MPI_Alltoall, MPI_Bcast and MPI_Barrier: per size, warm-up, then timed
 batches of back-to-back calls, at least 10 ms each and after one untimed
 call (so that the check's work between batches does not slow their first
 calls), each batch's time per call the slowest rank's (IMB's t_max, so
@@ -16,7 +16,7 @@ one rank's data was at fault.  The rank order, which decides who sends to
 whom in the chain, is in the header.
 
 Measurements, one benchmark per kernel benchmark (``sendrecv``,
-``allreduce``, ``alltoall``, ``barrier``): ``time.<bytes>``, the minimum
+``allreduce``, ``alltoall``, ``bcast``, ``barrier``): ``time.<bytes>``, the minimum
 over the batches of the slowest rank's time per call (us; barrier:
 ``time``), and ``bandwidth.<bytes>`` from that time (MB/s, MB = 10^6 bytes):
 
@@ -26,7 +26,9 @@ over the batches of the slowest rank's time per call (us; barrier:
   vector reduced per second, comparable between sizes and MPI libraries but
   not a link's rate (a ring allreduce moves 2 (K-1)/K times as much per rank);
 * alltoall: bytes · (K - 1) / time, what each rank sends to the others per
-  second (its block to itself is not counted).
+  second (its block to itself is not counted);
+* bcast: bytes / time, the message delivered to every rank per second (the
+  root moves to the next rank at every call, as in IMB).
 
 The median's bandwidth is in the parameters (``median_MBps``).  Allreduce
 runs whole doubles: its sizes are the requested ones rounded down to a
@@ -49,8 +51,10 @@ from oddnode.units import canonical_unit
 
 KERNEL = "mpi_collectives"
 TOOL = "oddnode-mpi-collectives"
-# The kernel's benchmarks, in the order it runs them.
-BENCHMARKS: tuple[str, ...] = ("sendrecv", "allreduce", "alltoall", "barrier")
+# The kernel's benchmarks, in the order it runs them, and those a set run
+# times unless told (bcast is there for the placement model's profiles).
+BENCHMARKS: tuple[str, ...] = ("sendrecv", "allreduce", "alltoall", "bcast", "barrier")
+DEFAULT_BENCHMARKS: tuple[str, ...] = ("sendrecv", "allreduce", "alltoall", "barrier")
 # 0, then 1 B to 4 MiB in powers of two: the kernel's own default list.
 DEFAULT_SIZES: tuple[int, ...] = (0,) + tuple(2**k for k in range(23))
 DEFAULT_SECONDS_PER_SIZE = 0.2
@@ -177,7 +181,7 @@ def collectives_launcher(nodes: Sequence[str], rsh_agent: str | None = None, hos
     return launcher + ["--map-by", "node"] + mpirun_options(rsh_agent, yield_when_idle)
 
 
-def kernel_args(benchmarks: Sequence[str] = BENCHMARKS, sizes: Sequence[int] = DEFAULT_SIZES,
+def kernel_args(benchmarks: Sequence[str] = DEFAULT_BENCHMARKS, sizes: Sequence[int] = DEFAULT_SIZES,
                 seconds_per_size: float = DEFAULT_SECONDS_PER_SIZE) -> list[str]:
     """The kernel's own arguments (-b, -s, -T), checked."""
     benchmarks = check_benchmarks(benchmarks)
@@ -186,7 +190,7 @@ def kernel_args(benchmarks: Sequence[str] = BENCHMARKS, sizes: Sequence[int] = D
     return ["-b", ",".join(benchmarks), "-s", ",".join(str(size) for size in sizes), "-T", f"{seconds_per_size:g}"]
 
 
-def run_seconds(benchmarks: Sequence[str] = BENCHMARKS, sizes: Sequence[int] = DEFAULT_SIZES,
+def run_seconds(benchmarks: Sequence[str] = DEFAULT_BENCHMARKS, sizes: Sequence[int] = DEFAULT_SIZES,
                 seconds_per_size: float = DEFAULT_SECONDS_PER_SIZE, *, ranks: int = 2) -> float:
     """An upper bound of the kernel's seconds on ``ranks`` nodes linked no
     slower than SLOWEST_LINK_BYTES_PER_S: per benchmark and size, its
@@ -200,7 +204,8 @@ def run_seconds(benchmarks: Sequence[str] = BENCHMARKS, sizes: Sequence[int] = D
         for size in benchmark_sizes(benchmark, check_sizes(sizes)):
             # Bytes a rank sends and receives per call (alltoall: to and from
             # every rank), on the wire and through the pattern check.
-            moved = {"sendrecv": 2 * size, "allreduce": 2 * size, "alltoall": 2 * ranks * size}.get(benchmark, 0)
+            moved = {"sendrecv": 2 * size, "allreduce": 2 * size, "alltoall": 2 * ranks * size,
+                     "bcast": 2 * size}.get(benchmark, 0)
             per_batch = max(moved, 1) / SLOWEST_LINK_BYTES_PER_S + moved / _PATTERN_BYTES_PER_S
             total += max(1.25 * seconds_per_size, fewest_batches) + batches * per_batch + _SLACK_PER_SIZE
     return total
@@ -208,7 +213,7 @@ def run_seconds(benchmarks: Sequence[str] = BENCHMARKS, sizes: Sequence[int] = D
 
 def collectives_argv(
     nodes: Sequence[str],
-    benchmarks: Sequence[str] = BENCHMARKS,
+    benchmarks: Sequence[str] = DEFAULT_BENCHMARKS,
     sizes: Sequence[int] = DEFAULT_SIZES,
     seconds_per_size: float = DEFAULT_SECONDS_PER_SIZE,
     *,
@@ -241,11 +246,12 @@ def collectives_argv(
 def _bandwidth(benchmark: str, size: int, ranks: int, seconds_us: float) -> float:
     """MB/s (bytes per microsecond) of one call of ``size`` bytes taking
     ``seconds_us``: see the module's docstring for each formula."""
-    factor = {"sendrecv": 2, "allreduce": 1, "alltoall": ranks - 1}[benchmark]
+    factor = {"sendrecv": 2, "allreduce": 1, "alltoall": ranks - 1, "bcast": 1}[benchmark]
     return factor * size / seconds_us
 
 
-_FORMULAS = {"sendrecv": "2*bytes/time", "allreduce": "bytes/time", "alltoall": "bytes*(ranks-1)/time"}
+_FORMULAS = {"sendrecv": "2*bytes/time", "allreduce": "bytes/time", "alltoall": "bytes*(ranks-1)/time",
+             "bcast": "bytes/time"}
 
 
 def _rank_hosts(text: str, source: str, kernel: str) -> list[tuple[int, int, str]]:
@@ -305,8 +311,9 @@ def _failure_problem(failure: dict[str, Any]) -> str:
         return (f"allreduce: rank {rank} on {host} got a wrong sum {batches}; {first}, element {failure['element']}: "
                 f"{found} (a rank's contribution or the reduction was corrupted)")
     sender, sender_host = failure["from_rank"], failure["from_host"]
-    what = (f"bad data from its left neighbour, rank {sender} on {sender_host}," if benchmark == "sendrecv"
-            else f"a bad block from rank {sender} on {sender_host}")
+    what = {"sendrecv": f"bad data from its left neighbour, rank {sender} on {sender_host},",
+            "bcast": f"a bad broadcast from its root, rank {sender} on {sender_host},"}.get(
+        benchmark, f"a bad block from rank {sender} on {sender_host}")
     return (f"{benchmark}: rank {rank} on {host} received {what} {batches}; {first}, byte offset "
             f"{failure['offset']}: {found} (data corrupted between {sender_host} and {host}, or on one of them)")
 

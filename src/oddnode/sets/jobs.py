@@ -70,7 +70,7 @@ def mpi_rsh_agent(target: Target) -> str | None:
     return f"ssh -F {shlex.quote(str(config))}" if config is not None else None
 
 
-def collectives_job(target: Target, benchmarks: Sequence[str] = collectives.BENCHMARKS,
+def collectives_job(target: Target, benchmarks: Sequence[str] = collectives.DEFAULT_BENCHMARKS,
                     sizes: Sequence[int] = collectives.DEFAULT_SIZES,
                     seconds_per_size: float = collectives.DEFAULT_SECONDS_PER_SIZE, *,
                     largest_set: int, rsh_agent: str | None = None, mpi_yield: bool = False) -> SetJob:
