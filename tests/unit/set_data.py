@@ -24,7 +24,7 @@ import numpy as np
 from oddnode.model import Dataset, Direction, Failure, LabelKind, SetRuns
 from oddnode.nodes import expand, fold
 from oddnode.sets.partition import scale_counts, scale_plans, set_plans
-from oddnode.sets.series import ORDERINGS, SCALE, SETS, set_series
+from oddnode.sets.series import LIST_ORDERINGS, SCALE, SETS, SORTED, set_series
 from oddnode.store import ResultBatch, Store
 
 SIZE = 1 << 20  # bytes per message: bandwidth.1048576 and time.1048576
@@ -81,15 +81,16 @@ class Row:
 
 
 def set_rows(fabric: Fabric, size: int, repetitions: int, seed: int = 0,
-             orderings: Sequence[str] = ORDERINGS, benchmark: str = BENCHMARK) -> list[Row]:
-    """Every set run of ``oddnode sets`` (every set of ``size`` nodes at once)."""
+             orderings: Sequence[str] = LIST_ORDERINGS, benchmark: str = BENCHMARK) -> list[Row]:
+    """Every set run of ``oddnode sets`` (every set of ``size`` nodes at once;
+    packed and striped from the fabric's topology)."""
     rng = np.random.default_rng(seed)
     rows = []
     for ordering in orderings:
-        for plan in set_plans(fabric.nodes, size, ordering, repetitions, seed):
+        for plan in set_plans(fabric.nodes, size, ordering, repetitions, seed, fabric.topology):
             for members in plan.sets:
                 rows.append(Row(set_series(SETS, benchmark, ordering), fold(members), members, plan.repetition,
-                                ordering, fabric.bandwidth(members, rng, ordering != ORDERINGS[0])))
+                                ordering, fabric.bandwidth(members, rng, ordering != SORTED)))
     return rows
 
 
@@ -99,10 +100,10 @@ def scale_rows(fabric: Fabric, repetitions: int, seed: int = 0, counts: Sequence
     rng = np.random.default_rng(seed + 1)
     counts = scale_counts(len(fabric.nodes), counts)
     rows = []
-    for ordering in ORDERINGS:
+    for ordering in LIST_ORDERINGS:
         for repetition, _, members in scale_plans(fabric.nodes, counts, ordering, repetitions, seed):
             rows.append(Row(set_series(SCALE, benchmark, ordering), fold(members), members, repetition, ordering,
-                            fabric.bandwidth(members, rng, ordering != ORDERINGS[0])))
+                            fabric.bandwidth(members, rng, ordering != SORTED)))
     return rows
 
 

@@ -280,7 +280,8 @@ def test_the_json_holds_everything_printed_and_is_strict_json(cluster):
     data = sets_json(dataset)
     text = json.dumps(data, allow_nan=False)
     assert json.loads(text) == data
-    assert set(data) == {"ordering_table", "failed_members", "member_correlations", "scaling_curves", "scaling"}
+    assert set(data) == {"ordering_table", "failed_members", "member_correlations", "scaling_curves", "scaling",
+                         "placed_sets"}
     row = next(r for r in data["ordering_table"] if r["family"] == SETS and r["benchmark"] == "sendrecv"
                and r["metric"] == "bandwidth.4194304")
     assert row["sorted"]["n"] == row["shuffled"]["n"] == (NODES // SET_SIZE - 1) * REPETITIONS  # one set failed
@@ -299,7 +300,7 @@ def test_the_json_holds_everything_printed_and_is_strict_json(cluster):
 def test_json_without_set_runs_is_empty_lists():
     dataset = scripted_store(our_names(8), sets=False, scale=False).load_dataset()
     assert sets_json(dataset) == {"ordering_table": [], "failed_members": [], "member_correlations": [],
-                                  "scaling_curves": [], "scaling": []}
+                                  "scaling_curves": [], "scaling": [], "placed_sets": []}
 
 
 # --- figures -----------------------------------------------------------------------------

@@ -90,6 +90,19 @@ class _CheckProgress:
             detail(line, out=self.progress.console, highlight=False)
 
 
+def _refuse_orderings_without_topology(plan: CheckPlan, store) -> None:
+    """Packed or striped sets need a topology: said before any stage runs."""
+    from oddnode.sets.series import TOPOLOGY_ORDERINGS
+    from oddnode.steps import make_options
+
+    for step in (s for stage in plan.stages for s in plan.steps(stage)):
+        options = make_options(step, plan.parameters.get(step.name))
+        wanted = [o for o in getattr(options, "orderings", ()) if o in TOPOLOGY_ORDERINGS]
+        if wanted and not store.load_topology():
+            raise typer.BadParameter(f"{step.name}: {','.join(wanted)} needs a topology: --topology FILE (which "
+                                     "group, a leaf switch or line card, each node hangs from)")
+
+
 def _names(text: str | None) -> tuple[str, ...] | None:
     """A comma-separated option (None: not given; '' and 'none': nothing)."""
     if text is None:
@@ -285,6 +298,7 @@ def check_command(
         return
     with user_errors(), testbed_errors(), open_db(db, read_only=False, hold=False) as store:
         save_topology(store, read_topology(topology, testbed))
+        _refuse_orderings_without_topology(plan, store)
         resume_id = None
         if resume:
             if nodes or hostfile or exclude or testbed:

@@ -1,5 +1,6 @@
 """The commands on sets of nodes: STAB's parallel runs on every set of K
-nodes, sorted and shuffled (``sets``), and SCAB's scaling curve (``scale``)."""
+nodes, sorted and shuffled, with a topology also packed and striped
+(``sets``), and SCAB's scaling curve (``scale``)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from oddnode.cli.common import (
 )
 from oddnode.cli.interconnect import NETWORK_REPETITIONS, MpiYieldOption, network_run
 from oddnode.report import summaries
+from oddnode.sets.series import TOPOLOGY_ORDERINGS
 
 SETS_PANEL = "Node sets"
 # The findings each command prints after its runs.
@@ -45,10 +47,14 @@ SCALE_FINDINGS = ("scaling-loss",)
 OrderOption = Annotated[str, typer.Option(
     "--order", help="Orderings, comma-separated: sorted (adjacent in the node list), shuffled (reshuffled every "
                     "repetition).")]
+SetsOrderOption = Annotated[str, typer.Option(
+    "--order", help="Orderings, comma-separated: sorted (adjacent in the node list), shuffled (reshuffled every "
+                    "repetition); with --topology also packed (a group, e.g. a leaf switch, filled before the "
+                    "next) and striped (round-robin across the groups).")]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the shuffles.")]
 BenchmarksOption = Annotated[Optional[str], typer.Option(
-    "--benchmarks", help="Our MPI kernel's benchmarks, comma-separated: sendrecv, allreduce, alltoall, barrier "
-                         "(default all).")]
+    "--benchmarks", help="Our MPI kernel's benchmarks, comma-separated: sendrecv, allreduce, alltoall, bcast, "
+                         "barrier (default all but bcast).")]
 SizesOption = Annotated[Optional[str], typer.Option(
     "--sizes", help="Message sizes in bytes, comma-separated (default 0, 1 B to 4 MiB by powers of two).")]
 SecondsPerSizeOption = Annotated[Optional[float], typer.Option(
@@ -136,7 +142,7 @@ def _print(dataset, runs: dict[str, Any], kinds: Sequence[str], show: Callable[[
 def sets_command(
     size: Annotated[int, typer.Option("-k", "--size", help="Nodes per set; the last N mod K nodes of each "
                                                            "(shuffled) list sit out and are named.")] = 8,
-    order: OrderOption = "sorted,shuffled",
+    order: SetsOrderOption = "sorted,shuffled",
     repetitions: Annotated[int, typer.Option(
         "-r", "--repetitions", help="Runs of every set of an ordering (shuffled reshuffles each time).")]
     = NETWORK_REPETITIONS,
@@ -163,18 +169,29 @@ def sets_command(
     Every set of one ordering runs at once, R times (shuffled sets are drawn
     again each time); each set's result is stored under its node set.  Then
     STAB's table of sorted next to shuffled sets, the nodes common to failed
-    sets, and the findings: a weak set member, contention between switches."""
+    sets, and the findings: a weak set member, contention between switches.
+    With --topology, packed sets (one group filled before the next: the usual
+    job on one leaf) and striped sets (round-robin across the groups) show
+    how job shapes land on the switches, each set with the groups it spans."""
+    from oddnode.sets.partition import check_topology
     from oddnode.sets.runner import SetsOptions, run_sets
 
     with user_errors():
         options = SetsOptions(size=size, mpi_yield=testbed if mpi_yield is None else mpi_yield, **_job_settings(
             order, seed, benchmarks, sizes, seconds_per_size, command, parser, command_timeout, file, output_file))
+    if options.needs_topology and topology is None and not testbed:
+        wanted = ",".join(o for o in options.orderings if o in TOPOLOGY_ORDERINGS)
+        raise typer.BadParameter(f"{wanted} needs --topology FILE: which group (leaf switch, line card) each node "
+                                 "hangs from, one 'GROUP NODESET' a line", param_hint="'--order'")
     with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
         with user_errors():
+            groups = store.load_topology() if options.needs_topology else None
+            if options.needs_topology:
+                check_topology(target.nodes, groups, next(o for o in options.orderings if o in TOPOLOGY_ORDERINGS))
             job = options.job(target, size, rsh_agent=mpi_rsh_agent)
             runs = _run_orderings(options.orderings, "sets", lambda ordering, progress: run_sets(
                 store, target, job, ordering, repetitions, size=size, seed=seed, command=command_line(),
-                on_progress=progress), json_out)
+                groups=groups, on_progress=progress), json_out)
         dataset = store.load_dataset()
     from oddnode.report.sets import print_sets
 

@@ -1,6 +1,7 @@
 """The report of set results (``oddnode sets``, ``oddnode scale``): STAB's
-``anal`` of sorted next to shuffled sets, the nodes common to failed set
-runs (``xcommon``), SCAB's scaling tables, their figures, the HTML section
+``anal`` of sorted next to shuffled sets and of packed next to striped, the
+topology groups each packed and striped set spans, the nodes common to
+failed set runs (``xcommon``), SCAB's scaling tables, their figures, the HTML section
 and the JSON.
 
 Read through the pure functions of ``oddnode.sets.analysis``.  The terminal
@@ -29,15 +30,17 @@ from oddnode.report.terminal import (WIDE_NOTE, fit_columns, fixed_table, natura
 from oddnode.sets.analysis import (
     FailedSetMembers,
     OrderingRow,
+    PlacedSet,
     ScalingCurve,
     failed_set_members,
     failed_set_runs,
     member_correlations,
     ordering_table,
+    placed_sets,
     runs_by_ordering,
     scaling_curves,
 )
-from oddnode.sets.series import ORDERINGS, SCALE, SETS, SHUFFLED, SORTED, set_series
+from oddnode.sets.series import ORDERINGS, PACKED, SCALE, SETS, SHUFFLED, SORTED, STRIPED, set_series
 from oddnode.stats.describe import Description
 
 if TYPE_CHECKING:
@@ -51,13 +54,21 @@ MAX_FAILED_MEMBERS = 10
 # How many member correlations and slow sets the HTML report lists.
 MAX_MEMBER_CORRELATIONS = 5
 MAX_SLOW_SETS = 10
+# How many sets of each packed or striped series the placement table lists
+# unless wide; the rest are counted.
+MAX_PLACED_SETS = 12
+# The orderings the tables set side by side: the node list's own, and the
+# topology's.  The second of each pair is the one expected to vary more.
+PAIRS = ((SORTED, SHUFFLED), (PACKED, STRIPED))
 
 READING = (
     "Sorted sets are neighbours in the cluster's list and sit on one switch: their spread is the hardware's own. "
     "Shuffled sets are drawn anew every repetition and cross switches: shuffled runs far more variable than sorted "
     "ones mean contention for the links between switches, and a shuffled curve falling with the node count while "
     "the sorted one holds means the uplinks are oversubscribed. A node in most of the slow or failed sets across "
-    "reshuffles is a weak member."
+    "reshuffles is a weak member. With a topology, packed sets fill one group (a leaf switch, a line card) before "
+    "the next, as the usual job lands; striped sets take a node of every group in turn: striped runs slower or "
+    "more variable than packed ones mean the links between the groups limit a job spread over them."
 )
 
 _NAME = "benchmark"
@@ -65,6 +76,12 @@ _INDENT = "  "  # a metric's row under its benchmark's line
 _VALUES = ("runs", "median", "low", "high", "%var")
 _RATIO = "var ratio"
 _RATIO_NOTE = "var ratio: shuffled %var over sorted %var; %var = (high - low) / low × 100"
+_GROUPS = "groups"
+_PLACED_VALUES = ("runs", "median")
+
+
+def _ratio_note(pair: tuple[str, str]) -> str:
+    return f"var ratio: {pair[1]} %var over {pair[0]} %var; %var = (high - low) / low × 100"
 # The stacked layout (one row per ordering) leaves these out first, least wanted first.
 LEFT_OUT_FIRST = ("high", "low", "runs", "unit")
 _LEFT = {_NAME, "unit", "node"}
@@ -112,21 +129,24 @@ def shown_metrics(metrics: Sequence[str]) -> list[str]:
     return [m for m in metrics if m in keep]
 
 
-def _set_rows(dataset: Dataset) -> dict[str, list[OrderingRow]]:
-    """The ``sets`` family's ordering rows per benchmark, in the analysis's order
-    (the scale family's node counts set its values: its pooled spread means nothing)."""
+def _set_rows(dataset: Dataset, pair: tuple[str, str] = PAIRS[0]) -> dict[str, list[OrderingRow]]:
+    """The ``sets`` family's ordering rows per benchmark, in the analysis's
+    order, of the benchmarks measured in either ordering of ``pair`` (the
+    scale family's node counts set its values: its pooled spread means nothing)."""
     rows: dict[str, list[OrderingRow]] = defaultdict(list)
     for row in ordering_table(dataset).rows:
-        if row.family == SETS:
+        if row.family == SETS and any(row.of(o) is not None for o in pair):
             rows[row.benchmark].append(row)
     return dict(rows)
 
 
-def variability_ratio(row: OrderingRow) -> float | None:
-    """Shuffled %variability over sorted; None without both or with a sorted spread of 0."""
-    if row.sorted is None or row.shuffled is None:
+def variability_ratio(row: OrderingRow, pair: tuple[str, str] = PAIRS[0]) -> float | None:
+    """The second ordering's %variability over the first's (shuffled over
+    sorted, striped over packed); None without both or with a first spread of 0."""
+    first, second = row.of(pair[0]), row.of(pair[1])
+    if first is None or second is None:
         return None
-    a, b = row.sorted.variability_pct, row.shuffled.variability_pct
+    a, b = first.variability_pct, second.variability_pct
     if not (math.isfinite(a) and math.isfinite(b)) or a <= 0:
         return None
     return b / a
@@ -145,8 +165,8 @@ def _ordering_cells(d: Description | None) -> dict[str, str]:
             "%var": _pct(d.variability_pct)}
 
 
-def _ratio_cell(row: OrderingRow) -> str:
-    ratio = variability_ratio(row)
+def _ratio_cell(row: OrderingRow, pair: tuple[str, str] = PAIRS[0]) -> str:
+    ratio = variability_ratio(row, pair)
     return "-" if ratio is None else f"{ratio:.2f}"
 
 
@@ -166,23 +186,25 @@ def _caption(parts: Sequence[str]) -> str | None:
 # --- the ordering table -----------------------------------------------------------------
 
 
-def _side_rows(rows: dict[str, list[OrderingRow]], metrics: dict[str, list[str]]) -> list[dict[str, str]]:
-    """A line per benchmark, then per metric sorted next to shuffled."""
+def _side_rows(rows: dict[str, list[OrderingRow]], metrics: dict[str, list[str]],
+               pair: tuple[str, str] = PAIRS[0]) -> list[dict[str, str]]:
+    """A line per benchmark, then per metric the pair's orderings side by side."""
     out = []
-    columns = [_NAME, "unit", *(f"{o} {v}" for o in ORDERINGS for v in _VALUES), _RATIO]
+    columns = [_NAME, "unit", *(f"{o} {v}" for o in pair for v in _VALUES), _RATIO]
     for benchmark, found in rows.items():
         out.append(dict.fromkeys(columns, "") | {_NAME: _family_name(SETS, benchmark)})
         for row in found:
             if row.metric not in metrics[benchmark]:
                 continue
-            cells = {_NAME: _INDENT + row.metric, "unit": row.unit or "-", _RATIO: _ratio_cell(row)}
-            for ordering, d in ((SORTED, row.sorted), (SHUFFLED, row.shuffled)):
-                cells |= {f"{ordering} {k}": v for k, v in _ordering_cells(d).items()}
+            cells = {_NAME: _INDENT + row.metric, "unit": row.unit or "-", _RATIO: _ratio_cell(row, pair)}
+            for ordering in pair:
+                cells |= {f"{ordering} {k}": v for k, v in _ordering_cells(row.of(ordering)).items()}
             out.append(cells)
     return out
 
 
-def _stacked_rows(rows: dict[str, list[OrderingRow]], metrics: dict[str, list[str]]) -> list[dict[str, str]]:
+def _stacked_rows(rows: dict[str, list[OrderingRow]], metrics: dict[str, list[str]],
+                  pair: tuple[str, str] = PAIRS[0]) -> list[dict[str, str]]:
     """A line per benchmark, under it a line per metric (its unit and the
     ratio), under that a row per ordering: the names stay short enough for
     a narrow terminal."""
@@ -194,17 +216,20 @@ def _stacked_rows(rows: dict[str, list[OrderingRow]], metrics: dict[str, list[st
             if row.metric not in metrics[benchmark]:
                 continue
             out.append(dict.fromkeys(columns, "") | {_NAME: _INDENT + row.metric, "unit": row.unit or "-",
-                                                     _RATIO: _ratio_cell(row)})
-            for ordering, d in ((SORTED, row.sorted), (SHUFFLED, row.shuffled)):
-                out.append({_NAME: 2 * _INDENT + ordering, "unit": "", **_ordering_cells(d), _RATIO: ""})
+                                                     _RATIO: _ratio_cell(row, pair)})
+            for ordering in pair:
+                out.append({_NAME: 2 * _INDENT + ordering, "unit": "", **_ordering_cells(row.of(ordering)),
+                            _RATIO: ""})
     return out
 
 
-def ordering_table_view(dataset: Dataset, width: int | None = None, wide: bool = False) -> Table | None:
-    """STAB's anal of the set runs, sorted next to shuffled: per benchmark
-    and metric, over every repetition of every set of each ordering, runs,
-    median, low, high and %variability, and the ratio of the shuffled
-    %variability to the sorted.  None without set runs.
+def ordering_table_view(dataset: Dataset, width: int | None = None, wide: bool = False,
+                        pair: tuple[str, str] = PAIRS[0]) -> Table | None:
+    """STAB's anal of the set runs, sorted next to shuffled (``pair``: packed
+    next to striped): per benchmark and metric, over every repetition of
+    every set of each ordering, runs, median, low, high and %variability,
+    and the ratio of the second ordering's %variability to the first's.
+    None without set runs of either ordering.
 
     Fitted to ``width`` (None: every column at full width): the orderings
     side by side where that fits, else a line per metric and a row per
@@ -214,22 +239,22 @@ def ordering_table_view(dataset: Dataset, width: int | None = None, wide: bool =
     sizes only the latency at the smallest and the bandwidth at the largest
     are shown unless ``wide``, which shows every metric and every column
     side by side."""
-    rows = _set_rows(dataset)
+    rows = _set_rows(dataset, pair)
     if not rows:
         return None
     every = {b: [r.metric for r in found] for b, found in rows.items()}
     metrics = every if wide else {b: shown_metrics(m) for b, m in every.items()}
     hidden = sum(len(every[b]) - len(metrics[b]) for b in rows)
-    notes = [_RATIO_NOTE + "."]
+    notes = [_ratio_note(pair) + "."]
     if hidden:
         notes.append(f"Left out: {hidden} other message sizes (latency shown at the smallest message, bandwidth "
                      "at the largest).")
-    title = "Node sets: every run of every set, sorted against shuffled"
-    side = _side_rows(rows, metrics)
+    title = f"Node sets: every run of every set, {pair[0]} against {pair[1]}"
+    side = _side_rows(rows, metrics, pair)
     if wide or width is None or table_width([natural_width(c, side, True) for c in side[0]]) <= width:
         shown, widths, _ = fit_columns(list(side[0]), side, None if wide else width)
         return _table(title, _caption([*notes, WIDE_NOTE if hidden else ""]), shown, widths, side, _styles(side))
-    stacked = _stacked_rows(rows, metrics)
+    stacked = _stacked_rows(rows, metrics, pair)
     shown, widths, left_out = fit_columns(list(stacked[0]), stacked, width, LEFT_OUT_FIRST)
     if left_out:
         notes.append(f"{', '.join(c for c in stacked[0] if c in left_out)} left out to fit {width} columns.")
@@ -242,6 +267,90 @@ def _styles(rows: Sequence[Mapping[str, str]]) -> list[str | None]:
     """Bold for a benchmark's line (a name and nothing else)."""
     return ["bold" if not row[_NAME].startswith(_INDENT) and not any(v for k, v in row.items() if k != _NAME)
             else None for row in rows]
+
+
+# --- where packed and striped sets land ----------------------------------------------------
+
+
+def judged_placed_sets(dataset: Dataset) -> dict[str, list[PlacedSet]]:
+    """Per sets benchmark, its packed and striped sets in the metric the set
+    rules judge (the bandwidth at the largest size, time for barrier)."""
+    by_benchmark: dict[str, dict[str, list[PlacedSet]]] = defaultdict(lambda: defaultdict(list))
+    for placed in placed_sets(dataset):
+        by_benchmark[placed.benchmark][placed.metric].append(placed)
+    out = {}
+    for benchmark, metrics in by_benchmark.items():
+        metric = judged_metric(list(metrics))
+        if metric is not None:
+            out[benchmark] = metrics[metric]
+    return out
+
+
+def groups_text(groups: Sequence[str]) -> str:
+    """The groups a set spans as a column shows them: ``leaf1+leaf2``."""
+    return "+".join(groups) or "-"
+
+
+def placed_sets_view(dataset: Dataset, width: int | None = None, wide: bool = False,
+                     limit: int = MAX_PLACED_SETS) -> Table | None:
+    """Per sets benchmark, every packed and every striped set with the
+    topology groups it spans, its runs and their median in the judged
+    metric: how the usual job shapes land on the switches.  The first
+    ``limit`` sets of each ordering unless ``wide``.  None without packed or
+    striped runs."""
+    judged = judged_placed_sets(dataset)
+    if not judged:
+        return None
+    columns = ("set", _GROUPS, *_PLACED_VALUES)
+    rows: list[dict[str, str]] = []
+    styles: list[str | None] = []
+    more = 0
+    for benchmark, found in judged.items():
+        first = found[0]
+        rows.append(dict.fromkeys(columns, "") | {"set": f"{_family_name(SETS, benchmark)}: {first.metric} "
+                                                         f"({first.unit or '-'}, {_better(first.direction)})"})
+        styles.append("bold")
+        for ordering in (PACKED, STRIPED):
+            sets = [p for p in found if p.ordering == ordering]
+            if not sets:
+                continue
+            spans = sorted(len(p.groups) for p in sets)
+            many = f"{spans[0]} to {spans[-1]} groups" if spans[-1] != spans[0] else \
+                f"{spans[0]} group{'' if spans[0] == 1 else 's'}"
+            rows.append(dict.fromkeys(columns, "") | {
+                "set": f"{_INDENT}{ordering}: {len(sets)} set{'' if len(sets) == 1 else 's'}, {many} each"})
+            styles.append(None)
+            shown_sets = sets if wide else sets[:limit]
+            more += len(sets) - len(shown_sets)
+            for p in shown_sets:
+                rows.append({"set": 2 * _INDENT + p.label, _GROUPS: groups_text(p.groups),
+                             "runs": str(len(p.values)), "median": number(p.median)})
+                styles.append(None)
+            if len(sets) > len(shown_sets):
+                rows.append(dict.fromkeys(columns, "") | {"set": f"{2 * _INDENT}{len(sets) - len(shown_sets)} "
+                                                                 "more sets"})
+                styles.append("dim")
+    # The benchmarks' lines fold in the set column before a column goes.
+    bodies = [row for row, style in zip(rows, styles) if style != "bold"]
+    needed = {c: natural_width(c, bodies, False) for c in columns}
+    if wide or width is None or table_width(list(needed.values())) <= width:
+        shown, left_out = list(columns), []
+        room = None if wide or width is None else width - table_width([needed[c] for c in columns[1:]]) - 3
+        widths = {**needed, "set": natural_width("set", rows, False) if room is None
+                  else min(natural_width("set", rows, False), room)}
+    else:
+        shown, widths, left_out = fit_columns(columns, bodies, width, ("runs",))
+        # The groups fold too, after the names: never below their header.
+        room = width - table_width([widths[c] for c in shown if c != _GROUPS]) - 3
+        widths[_GROUPS] = max(min(widths[_GROUPS], room), len(_GROUPS))
+    notes = ["groups: the topology groups the set's nodes hang from; (ungrouped): nodes the topology does not "
+             "place; -: no topology recorded. Packed and striped sets are the same every repetition."]
+    if left_out:
+        notes.append(f"{', '.join(left_out)} left out to fit {width} columns.")
+    if more:
+        notes.append(f"{more} more sets not listed. {WIDE_NOTE}")
+    return fixed_table("Packed and striped sets: where each lands", _caption(notes), shown, widths, rows,
+                       {"set", _GROUPS}, styles)
 
 
 # --- STAB's xcommon over failed set runs -------------------------------------------------
@@ -372,8 +481,8 @@ def set_views(dataset: Dataset, width: int | None = None, wide: bool = False) ->
     """The terminal views of the set results that exist: the ordering table,
     the nodes common to failed set runs, the scaling tables."""
     width = None if wide else width
-    views = [ordering_table_view(dataset, width, wide), failed_members_view(dataset, width),
-             scaling_view(dataset, width)]
+    views = [*(ordering_table_view(dataset, width, wide, pair) for pair in PAIRS),
+             placed_sets_view(dataset, width, wide), failed_members_view(dataset, width), scaling_view(dataset, width)]
     return [view for view in views if view is not None]
 
 
@@ -402,10 +511,16 @@ def _plain(value: Any) -> Any:
 def sets_json(dataset: Dataset) -> dict[str, Any]:
     """The set results as data, for ``--json``: the ordering table (with
     each row's shuffled/sorted %variability ratio), the nodes common to
-    failed set runs, the member correlations, the scaling curves, and the
-    scaling tables of the judged metrics.  NaN and infinities are null."""
+    failed set runs, the member correlations, the scaling curves, the
+    scaling tables of the judged metrics, and every packed and striped set
+    with the groups it spans.  NaN and infinities are null."""
     table = ordering_table(dataset)
-    rows = [row.to_json() | {"variability_ratio": variability_ratio(row)} for row in table.rows]
+    rows = []
+    for row in table.rows:
+        ratios = {"variability_ratio": variability_ratio(row)}
+        if any(row.of(o) is not None for o in PAIRS[1]):
+            ratios["striped_variability_ratio"] = variability_ratio(row, PAIRS[1])
+        rows.append(row.to_json() | ratios)
     scaling = []
     for benchmark, curves in judged_curves(dataset).items():
         first = next(iter(curves.values()))
@@ -418,6 +533,7 @@ def sets_json(dataset: Dataset) -> dict[str, Any]:
         "member_correlations": [c.to_json() for c in member_correlations(dataset)],
         "scaling_curves": [c.to_json() for c in scaling_curves(dataset)],
         "scaling": scaling,
+        "placed_sets": [p.to_json() for p in placed_sets(dataset)],
     })
 
 
@@ -451,7 +567,7 @@ def _spread_figures(dataset: Dataset, findings: Sequence[Finding]) -> list[dict[
         first = next(iter(orderings.values()))
         values = {o: orderings[o].values for o in ORDERINGS if o in orderings}
         name = _family_name(SETS, benchmark)
-        svg = figure_to_svg(ordering_spread_figure(values, f"{name}: every run, sorted against shuffled",
+        svg = figure_to_svg(ordering_spread_figure(values, f"{name}: every run, {(' against ' if len(values) == 2 else ', ').join(values)}",
                                                    first.metric, first.unit))
         said = [f.message for f in contention if f.subject.startswith(set_series(SETS, benchmark, SHUFFLED) + ":")]
         figures.append({"title": f"{name}: {metric}", "caption": "; ".join(said), "svg": svg})

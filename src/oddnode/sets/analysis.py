@@ -1,5 +1,6 @@
 """Pure readings of set results (``oddnode sets`` and ``oddnode scale``):
-STAB's ``anal`` table of sorted next to shuffled sets, the nodes common to
+STAB's ``anal`` table of sorted next to shuffled sets (and packed next to
+striped), the groups each packed or striped set spans, the nodes common to
 failed set runs (``xcommon``), the correlation of a set's result with its
 members' single-node results, and SCAB's scaling curves.
 
@@ -19,7 +20,9 @@ import numpy as np
 from oddnode.model import Dataset, Direction, Failure, LabelKind, Series, SetRuns
 from oddnode.nodes import NodeNameError, expand
 from oddnode.order import natural_key
-from oddnode.sets.series import ORDERINGS, SCALE, SETS, SHUFFLED, SORTED, split_set_series
+from oddnode.sets.partition import spanned_groups
+from oddnode.sets.series import (ORDERINGS, PACKED, SCALE, SETS, SHUFFLED, SORTED, STRIPED, TOPOLOGY_ORDERINGS,
+                                 split_set_series)
 from oddnode.stats.common import common_nodes
 from oddnode.stats.correlation import MIN_SHARED_LABELS, Correlation, correlate
 from oddnode.stats.describe import Description, describe_values
@@ -42,7 +45,7 @@ def set_members(label: str) -> tuple[str, ...]:
 
 def set_series_name(name: str) -> tuple[str, str, str] | None:
     """(family, benchmark, ordering) of a set series' benchmark name, None
-    when it is not one or its ordering is neither sorted nor shuffled."""
+    when it is not one or its ordering is none of ORDERINGS."""
     parts = split_set_series(name)
     return parts if parts is not None and parts[2] in ORDERINGS else None
 
@@ -53,7 +56,7 @@ RunsByOrdering = dict[tuple[str, str, str], dict[str, SetRuns]]
 
 def runs_by_ordering(dataset: Dataset, family: str | None = None) -> RunsByOrdering:
     """Every set series' repetitions, grouped per family, benchmark and
-    metric, sorted next to shuffled; metrics in natural order (sizes as numbers)."""
+    metric, ordering -> runs; metrics in natural order (sizes as numbers)."""
     grouped: RunsByOrdering = defaultdict(dict)
     for runs in dataset.set_runs:
         parts = set_series_name(runs.benchmark)
@@ -69,7 +72,7 @@ def runs_by_ordering(dataset: Dataset, family: str | None = None) -> RunsByOrder
 @dataclass(frozen=True)
 class OrderingRow:
     """One benchmark metric: the describe row of every repetition of every
-    sorted set, and of every shuffled one (None where not measured)."""
+    set of each ordering (None where not measured)."""
 
     family: str
     benchmark: str
@@ -78,12 +81,21 @@ class OrderingRow:
     direction: Direction
     sorted: Description | None
     shuffled: Description | None
+    packed: Description | None = None
+    striped: Description | None = None
+
+    def of(self, ordering: str) -> Description | None:
+        """The row of one ordering's runs (None where not measured or unknown)."""
+        return getattr(self, ordering) if ordering in ORDERINGS else None
 
     def to_json(self) -> dict[str, Any]:
+        # packed and striped only where measured: a store without a topology
+        # gives the same JSON as before they existed.
+        by_topology = {o: self.of(o).to_json() for o in TOPOLOGY_ORDERINGS if self.of(o) is not None}
         return {"family": self.family, "benchmark": self.benchmark, "metric": self.metric, "unit": self.unit,
                 "direction": self.direction.value,
                 SORTED: self.sorted.to_json() if self.sorted else None,
-                SHUFFLED: self.shuffled.to_json() if self.shuffled else None}
+                SHUFFLED: self.shuffled.to_json() if self.shuffled else None, **by_topology}
 
 
 @dataclass(frozen=True)
@@ -97,16 +109,69 @@ class OrderingTable:
 
 
 def ordering_table(dataset: Dataset) -> OrderingTable:
-    """n, low, high, %variability, mean, median and std dev of the sorted and
-    the shuffled sets' repetitions: sets are what vary, so all repetitions
+    """n, low, high, %variability, mean, median and std dev of each
+    ordering's sets' repetitions: sets are what vary, so all repetitions
     of all sets of an ordering form its population."""
     rows = []
     for (family, benchmark, metric), orderings in runs_by_ordering(dataset).items():
         first = next(iter(orderings.values()))
         described = {o: describe_values(r.values) for o, r in orderings.items()}
         rows.append(OrderingRow(family, benchmark, metric, first.unit, first.direction,
-                                described.get(SORTED), described.get(SHUFFLED)))
+                                described.get(SORTED), described.get(SHUFFLED),
+                                described.get(PACKED), described.get(STRIPED)))
     return OrderingTable(tuple(rows))
+
+
+# --- where packed and striped sets land ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlacedSet:
+    """One set of a packed or striped series, the topology groups its members
+    hang from, and its runs of one metric."""
+
+    benchmark: str
+    metric: str
+    unit: str
+    direction: Direction
+    ordering: str
+    label: str  # the folded node set
+    # in the order of their first member; (ungrouped) for nodes not in the
+    # topology; () when the store holds no topology
+    groups: tuple[str, ...]
+    values: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.values)) if self.values else float("nan")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"benchmark": self.benchmark, "metric": self.metric, "unit": self.unit,
+                "direction": self.direction.value, "ordering": self.ordering, "set": self.label,
+                "groups": list(self.groups), "runs": len(self.values), "median": self.median,
+                "min": min(self.values, default=None), "max": max(self.values, default=None)}
+
+
+def placed_sets(dataset: Dataset) -> list[PlacedSet]:
+    """Every set of the ``sets`` family's packed and striped series, with the
+    groups of the stored topology it spans (none without a stored topology):
+    per benchmark and metric, packed before striped, sets in the
+    order of their first run."""
+    found = []
+    for (family, benchmark, metric), orderings in runs_by_ordering(dataset, SETS).items():
+        for ordering in TOPOLOGY_ORDERINGS:
+            runs = orderings.get(ordering)
+            if runs is None:
+                continue
+            values: dict[str, list[float]] = defaultdict(list)
+            for label, value in zip(runs.labels.tolist(), runs.values.tolist()):
+                if np.isfinite(value):
+                    values[label].append(value)
+            found += [PlacedSet(benchmark, metric, runs.unit, runs.direction, ordering, label,
+                                spanned_groups(set_members(label), dataset.topology) if dataset.topology else (),
+                                tuple(v))
+                      for label, v in values.items()]
+    return found
 
 
 # --- STAB's xcommon over failed set runs -----------------------------------------------

@@ -1,7 +1,7 @@
 """Run a parallel benchmark on sets of nodes, STAB's and SCAB's way.
 
-``oddnode sets``: every set of K nodes of one ordering (sorted, shuffled)
-runs at once, R repetitions, each set's result stored under its folded node
+``oddnode sets``: every set of K nodes of one ordering (sorted, shuffled;
+with a topology packed, striped) runs at once, R repetitions, each set's result stored under its folded node
 set.  ``oddnode scale``: one set per node count, each alone on the cluster,
 for the sorted list and a shuffled one.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from oddnode.interconnect.pairs import parsed_run, quote_detail, raw_outputs, store_round
 from oddnode.kernels.jobs import start_option, with_runner_options
@@ -27,8 +28,17 @@ from oddnode.parsers.base import ParsedOutput
 from oddnode.runner import new_target_run, prepare, start_lead
 from oddnode.kernels import mpi_collectives as collectives
 from oddnode.sets.jobs import DEFAULT_COMMAND_TIMEOUT, SetJob, collectives_job, command_job
-from oddnode.sets.partition import DEFAULT_SET_SIZE, SetPlan, check_ordering, scale_counts, scale_plans, set_plans
-from oddnode.sets.series import ORDERINGS, SCALE, SETS, set_series
+from oddnode.sets.partition import (
+    DEFAULT_SET_SIZE,
+    SetPlan,
+    check_ordering,
+    check_topology,
+    scale_counts,
+    scale_plans,
+    set_plans,
+    topology_notes,
+)
+from oddnode.sets.series import LIST_ORDERINGS, ORDERINGS, SCALE, SETS, SHUFFLED, TOPOLOGY_ORDERINGS, set_series
 from oddnode.steps import Step, StepContext, StepOutcome
 from oddnode.store import ResultBatch, Store
 from oddnode.transport.base import NodeResult, NodeStatus, Target
@@ -151,16 +161,27 @@ def _start(store: Store, target: Target, job: SetJob, command: str) -> tuple[int
 
 
 def run_sets(store: Store, target: Target, job: SetJob, ordering: str, repetitions: int, *, size: int,
-             seed: int = 0, command: str = "oddnode sets",
+             seed: int = 0, command: str = "oddnode sets", groups: Mapping[str, str] | None = None,
              on_progress: Callable[[int, int], None] | None = None) -> SetRunSummary:
     """Every set of ``size`` nodes of one ordering, all at once, ``repetitions``
-    times (shuffled: a new shuffle each time); every set's result stored."""
-    plans: list[SetPlan] = set_plans(target.nodes, size, ordering, repetitions, seed)
+    times (shuffled: a new shuffle each time); every set's result stored.
+    Packed and striped need ``groups``, node -> group (a topology)."""
+    plans: list[SetPlan] = set_plans(target.nodes, size, ordering, repetitions, seed, groups)
+    notes = topology_notes(target.nodes, groups or {}, ordering) if ordering in TOPOLOGY_ORDERINGS else []
+    # A fixed order leaves out the same nodes every repetition: said once.
+    notes += list(dict.fromkeys(p.describe() if ordering == SHUFFLED else _idle_note(p, repetitions)
+                                for p in plans if p.idle))
     run_id, lead = _start(store, target, job, command)
-    summary = SetRunSummary(run_id, SETS, ordering, notes=[p.describe() for p in plans if p.idle])
+    summary = SetRunSummary(run_id, SETS, ordering, notes=notes)
     run_set_rounds(store, target, run_id, job, SETS, ordering, [(p.repetition, p.sets) for p in plans], summary,
                    lead=lead, on_progress=on_progress)
     return summary
+
+
+def _idle_note(plan: SetPlan, repetitions: int) -> str:
+    """What a fixed order's nodes left out say, once for all its repetitions."""
+    return (f"{plan.ordering}, every repetition: {fold(plan.idle)} sat out ({len(plan.idle)} nodes beyond "
+            f"{len(plan.sets)} sets of {len(plan.sets[0]) if plan.sets else 0})")
 
 
 def run_scale(store: Store, target: Target, job: SetJob, ordering: str, repetitions: int, *,
@@ -190,9 +211,12 @@ class SetBenchmarkOptions:
     sizes and seconds per size) or, with ``command`` and ``parser``, an
     installed MPI application from a command template (see sets.jobs)."""
 
-    orderings: tuple[str, ...] = ORDERINGS
+    # the orderings these options may name; sets add those by topology
+    known_orderings: ClassVar[tuple[str, ...]] = LIST_ORDERINGS
+
+    orderings: tuple[str, ...] = LIST_ORDERINGS
     seed: int = 0
-    benchmarks: tuple[str, ...] = collectives.BENCHMARKS
+    benchmarks: tuple[str, ...] = collectives.DEFAULT_BENCHMARKS
     sizes: tuple[int, ...] = collectives.DEFAULT_SIZES
     seconds_per_size: float = collectives.DEFAULT_SECONDS_PER_SIZE
     command: str | None = None
@@ -205,9 +229,10 @@ class SetBenchmarkOptions:
 
     def __post_init__(self) -> None:
         for ordering in self.orderings:
-            check_ordering(ordering)
+            check_ordering(ordering, self.known_orderings)
         if not self.orderings or len(set(self.orderings)) != len(self.orderings):
-            raise ValueError(f"orderings must be distinct names of {', '.join(ORDERINGS)}, got {self.orderings}")
+            raise ValueError(f"orderings must be distinct names of {', '.join(self.known_orderings)}, "
+                             f"got {self.orderings}")
         if (self.command is None) != (self.parser is None):
             raise ValueError("a command template needs a parser of its output, and a parser a command")
 
@@ -233,9 +258,16 @@ class SetBenchmarkOptions:
 @dataclass(frozen=True)
 class SetsOptions(SetBenchmarkOptions):
     """Sets of ``size`` nodes (a check makes them smaller when the cluster
-    holds fewer than two sets of that size)."""
+    holds fewer than two sets of that size); packed and striped orderings
+    take the topology recorded in the store."""
+
+    known_orderings: ClassVar[tuple[str, ...]] = ORDERINGS
 
     size: int = DEFAULT_SET_SIZE
+
+    @property
+    def needs_topology(self) -> bool:
+        return any(o in TOPOLOGY_ORDERINGS for o in self.orderings)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -293,17 +325,24 @@ class SetsStep(Step):
     options = SetsOptions
     series = (SETS,)
     min_nodes = 4  # two sets of two
-    summary = "MPI Sendrecv chain, Allreduce, Alltoall, Barrier on every set of K nodes, sorted and shuffled"
+    summary = ("MPI Sendrecv chain, Allreduce, Alltoall, Barrier on every set of K nodes, sorted and shuffled "
+               "(with a topology also packed, striped)")
 
     def check(self, options: SetsOptions) -> None:
         options.check_job()
 
     def run(self, context: StepContext, options: SetsOptions) -> StepOutcome:
         size, note = check_set_size_for(len(context.target.nodes), options.size)
+        # Packed and striped read the topology the check recorded (--topology);
+        # refused before any ordering runs when there is none for these nodes.
+        groups = context.store.load_topology() if options.needs_topology else None
+        if options.needs_topology:
+            check_topology(context.target.nodes, groups, next(o for o in options.orderings
+                                                              if o in TOPOLOGY_ORDERINGS))
         job = options.job(context.target, size)
         outcome = run_orderings(context, self.name, options.orderings, lambda ordering, step: run_sets(
             context.store, context.target, job, ordering, context.repetitions, size=size, seed=options.seed,
-            command=context.step_command(step), on_progress=context.progress(step)))
+            command=context.step_command(step), groups=groups, on_progress=context.progress(step)))
         if note:
             outcome.notes.insert(0, note)
         return outcome

@@ -10,6 +10,9 @@ name, ``node[01,05,07,11]``):
 - family ``scale``: one set per node count, alone on the cluster
   (``scale.sendrecv.shuffled``); a label's node count is its size.
 
+Orderings: sorted and shuffled (the node list alone), packed and striped
+(the node list grouped by a topology, see ``oddnode.sets.partition``).
+
 ``<benchmark>`` is what the kernel or the tool's parser calls its
 measurement (``sendrecv``, ``allreduce``, ``alltoall``, ``barrier`` for our
 MPI kernel; ``npb.bt.B``, ``hpcc`` for installed applications), and may
@@ -24,7 +27,14 @@ FAMILIES = (SETS, SCALE)
 
 SORTED = "sorted"  # adjacent in the cluster's list: one switch, one chassis
 SHUFFLED = "shuffled"  # drawn from a list shuffled again every repetition
-ORDERINGS = (SORTED, SHUFFLED)
+PACKED = "packed"  # a topology group filled before the next: the job on one leaf
+STRIPED = "striped"  # round-robin across the topology's groups: the job spread over leaves
+# Every ordering a set series may carry, in the order tables show them.
+ORDERINGS = (SORTED, SHUFFLED, PACKED, STRIPED)
+# The orderings of the node list alone (what ``scale`` and ``sync`` run),
+# the default of ``sets``; packed and striped need a topology.
+LIST_ORDERINGS = (SORTED, SHUFFLED)
+TOPOLOGY_ORDERINGS = (PACKED, STRIPED)
 
 
 def set_series(family: str, benchmark: str, ordering: str) -> str:
