@@ -152,6 +152,23 @@ def test_a_slow_uplink_slows_the_pair_across_leaves_only(clean, tmp_path):
 
 
 @needs_root
+def test_a_line_card_slows_its_nodes_traffic_between_themselves_too_until_cleared(clean, tmp_path):
+    tb.fault_linecard(clean.state_dir, "leaf1", 10 * 10**6)
+    assert "rate 10Mbit" in _qdisc(None, "odd-lc1") and "tbf" not in _qdisc(None, "odd-u1c")
+    assert "leaf1's line card: its nodes share one fabric link of 10mbit" in tb.status(clean.state_dir).summary()
+    rates = bandwidths(clean, tmp_path)
+    # node01-node02 never leave leaf1, node03-node04 cross from it: both
+    # through its fabric link; node05-node06 on leaf2 keep their links' rate.
+    assert max(rates["node01-node02"], rates["node03-node04"]) < 0.25 * rates["node05-node06"], rates
+    tb.clear_faults(clean.state_dir)
+    assert not Path("/sys/class/net/odd-lc1").exists()
+    assert "line card" not in tb.status(clean.state_dir).summary()
+    # --slower divides the leaf's non-blocking rate, its 3 links' 300 Mbit/s.
+    tb.fault_linecard(clean.state_dir, "leaf2", divisor=10)
+    assert "rate 30Mbit" in _qdisc(None, "odd-lc2")
+
+
+@needs_root
 def test_a_delay_needs_netem_and_says_so_where_the_kernel_lacks_it(clean, tmp_path):
     missing = network.netem_available()
     if missing is None:

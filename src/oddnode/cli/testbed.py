@@ -183,6 +183,20 @@ def fault_uplink_rate(leaf: Annotated[str, typer.Argument(help="A leaf switch: l
     inform(f"{leaf}: uplink shaped to {format_rate(shaped)}")
 
 
+@fault_app.command("linecard")
+def fault_linecard_rate(leaf: Annotated[str, typer.Argument(help="A leaf switch: leaf1, leaf2...")],
+                        rate: RateOption = None, slower: SlowerOption = None,
+                        state_dir: StateDirOption = None) -> None:
+    """Make a leaf a chassis line card without local switching: all its nodes send, to each other too, shares one
+    fabric link (--slower divides its non-blocking rate)."""
+    from oddnode.testbed import fault_linecard, format_rate
+
+    bits, divisor = _shaping(rate, slower)
+    with testbed_errors():
+        shaped = fault_linecard(testbed_state_dir(state_dir), leaf, bits, divisor=divisor)
+    inform(f"{leaf}: a line card; its nodes share one fabric link of {format_rate(shaped)}")
+
+
 @fault_app.command("delay")
 def fault_link_delay(node: str, ms: Annotated[float, typer.Option("--ms", help="Milliseconds each way.")],
                      state_dir: StateDirOption = None) -> None:

@@ -41,7 +41,8 @@ file ``STATE/topology``; ``link_rate`` shapes every node's link as a NIC's
 speed would (see oddnode.testbed.network).
 
 Faults (`fault_file`, `fault_process`, `fault_daemon`, `stop_sshd`, `fault_link`,
-`fault_delay`) change one node only, `fault_uplink` one leaf's uplink; all
+`fault_delay`) change one node only, `fault_uplink` one leaf's uplink,
+`fault_linecard` one leaf's switching (a line card with one fabric link); all
 are recorded, so that `clear_faults` and `down` undo them.
 
 Every entry point needs root and raises TestbedError("the testbed needs
@@ -70,6 +71,7 @@ from oddnode.testbed.faults import (
     fault_file,
     fault_hang,
     fault_link,
+    fault_linecard,
     fault_process,
     fault_uplink,
     start_sshd,
@@ -94,6 +96,7 @@ __all__ = [
     "down",
     "fault_daemon",
     "fault_delay",
+    "fault_linecard",
     "fault_file",
     "fault_hang",
     "fault_link",

@@ -109,6 +109,14 @@ def uplink_names(index: int) -> tuple[str, str]:
     return f"{OBJECT_PREFIX}u{index}c", f"{OBJECT_PREFIX}u{index}l"
 
 
+def linecard_name(index: int) -> str:
+    """The ifb device that carries everything leaf `index`'s nodes send when
+    the leaf acts as a line card with one fabric link."""
+    if not 1 <= index <= MAX_LEAVES:
+        raise ValueError(f"leaf index {index} outside 1..{MAX_LEAVES}")
+    return f"{OBJECT_PREFIX}lc{index}"
+
+
 def in_subnet(address: str) -> bool:
     return address.startswith(SUBNET_BASE)
 

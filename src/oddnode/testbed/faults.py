@@ -6,7 +6,9 @@
 - `stop_sshd` / `start_sshd`: the node stops (and resumes) answering ssh.
 - `fault_link` / `fault_uplink`: a node's link, or a leaf switch's uplink,
   shaped to a lower rate in both directions (tc tbf); `fault_delay`: a
-  node's link delays every packet (tc netem, where the kernel has it).
+  node's link delays every packet (tc netem, where the kernel has it);
+  `fault_linecard`: a leaf acts as a line card whose ports share one
+  shaped fabric link, for their traffic between themselves too.
 
 `clear_faults` undoes them all; `oddnode testbed down` too.
 """
@@ -38,6 +40,8 @@ from oddnode.testbed._system import (
     wait_gone,
 )
 
+# Shapings of a leaf switch rather than of one node's link.
+_LEAF_KINDS = ("uplink", "linecard")
 MAX_FAULT_PROCESSES = 64  # competing processes at once, over the whole testbed
 SSHD_WAIT_S = 15.0
 
@@ -209,9 +213,13 @@ def _shaped_rate(rate: int | None, divisor: float | None, base: int | None, what
 
 
 def _record_shaping(state: State, kind: str, target: str, **what) -> None:
-    """Replace any earlier shaping of the same link by this one."""
-    state["shaped"] = [s for s in state.get("shaped", []) if (s["kind"] == "uplink") != (kind == "uplink")
-                       or s["target"] != target]
+    """Replace any earlier shaping of the same link by this one (a node's
+    link is shaped, or delayed, once; a leaf's uplink and its fabric link
+    each once)."""
+    def link(kind: str) -> str:
+        return kind if kind in _LEAF_KINDS else "node"
+
+    state["shaped"] = [s for s in state.get("shaped", []) if link(s["kind"]) != link(kind) or s["target"] != target]
     state["shaped"].append({"kind": kind, "target": target, **what})
 
 
@@ -253,6 +261,39 @@ def fault_uplink(state_dir: Path, leaf: str, rate: int | None = None, *, divisor
         rate = _shaped_rate(rate, divisor, network.uplink_rate(state, entry), f"{leaf}'s uplink")
         network.set_qdisc(network.uplink_ends(entry), network.tbf_qdisc(rate))
         _record_shaping(state, "uplink", leaf, rate=rate)
+        write_state(state_dir, state)
+        return rate
+
+
+def _linecard_ends(state: State, leaf: Mapping) -> list[str]:
+    return [node_entry(state, node)["veth"][0] for node in leaf["nodes"] if node_entry(state, node).get("veth")]
+
+
+def fault_linecard(state_dir: Path, leaf: str, rate: int | None = None, *, divisor: float | None = None) -> int:
+    """Make leaf switch `leaf` a line card without local switching: all its
+    nodes send (to each other too) shares one fabric link of `rate` bits/s,
+    or of its non-blocking rate / `divisor`; return the rate.  Its uplink
+    keeps its own shaping.  Needs the kernel's ifb device and tc's mirred."""
+    require_root()
+    state_dir = Path(state_dir).absolute()
+    with locked(state_dir):
+        state = require_state(state_dir)
+        entry = _leaf(state, leaf)
+        rate = _shaped_rate(rate, divisor, network.uplink_rate(state, entry), f"{leaf}'s fabric link")
+        ends = _linecard_ends(state, entry)
+        if entry.get("linecard"):
+            network.remove_linecard(entry, ends)
+        entry["linecard"] = config.linecard_name(entry["index"])
+        write_state(state_dir, state)  # recorded before it exists: `down` removes it whatever happens next
+        try:
+            network.create_linecard(entry, ends, rate, str(state_dir))
+        except TestbedError as err:
+            network.remove_linecard(entry, ends)
+            entry["linecard"] = None
+            write_state(state_dir, state)
+            raise TestbedError(f"{leaf}: cannot make it a line card (the kernel needs the ifb device and tc's "
+                               f"u32 and mirred): {err}") from None
+        _record_shaping(state, "linecard", leaf, rate=rate)
         write_state(state_dir, state)
         return rate
 
@@ -333,7 +374,12 @@ def undo_faults(state_dir: Path, state: State, *, restart_sshd: bool) -> None:
             _unmount(init, mount["path"])
         state["mounts"].remove(mount)
     for shaping in list(state.get("shaped") or []):
-        if shaping["kind"] == "uplink":
+        if shaping["kind"] == "linecard":
+            leaf = _leaf(state, shaping["target"])
+            if leaf.get("linecard"):
+                network.remove_linecard(leaf, _linecard_ends(state, leaf))
+                leaf["linecard"] = None
+        elif shaping["kind"] == "uplink":
             leaf = _leaf(state, shaping["target"])
             if leaf.get("uplink") and link_exists(leaf["uplink"][0]):
                 network.set_qdisc(network.uplink_ends(leaf), None)
@@ -366,9 +412,11 @@ def fault_lines(state: State) -> dict[str, list[str]]:
     for shaping in state.get("shaped") or []:
         if shaping["kind"] == "delay":
             text = f"link delayed {shaping['milliseconds']:g} ms each way"
+        elif shaping["kind"] == "linecard":
+            text = f"line card: its nodes share one fabric link of {network.format_rate(shaping['rate'])}"
         else:
             text = f"{shaping['kind']} shaped to {network.format_rate(shaping['rate'])}"
-        if shaping["kind"] == "uplink":
+        if shaping["kind"] in _LEAF_KINDS:
             leaf = _leaf(state, shaping["target"])
             for node in leaf["nodes"]:
                 lines.setdefault(node, []).append(f"{leaf['name']}'s {text}")

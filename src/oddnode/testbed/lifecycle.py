@@ -645,6 +645,8 @@ def teardown(state_dir: Path, state: State) -> None:
         if entry.get("netns") and netns_exists(entry["netns"]):
             commands.append(f"netns delete {entry['netns']}")
     for leaf in state.get("leaves") or []:
+        if leaf.get("linecard") and link_exists(leaf["linecard"]):
+            commands.append(f"link delete {leaf['linecard']}")
         if leaf.get("uplink") and link_exists(leaf["uplink"][0]):
             commands.append(f"link delete {leaf['uplink'][0]}")  # takes the leaf end with it
         if leaf.get("bridge") and link_exists(leaf["bridge"]) and _bridge_is_ours(leaf["bridge"], state_dir):

@@ -6,7 +6,10 @@ bridge ``odd-br0``.  With L leaves, nodes are split into L contiguous
 groups; each group hangs from a leaf bridge ``odd-leafN``, joined to the
 core by an uplink, a veth pair ``odd-uNc`` (core end) / ``odd-uNl`` (leaf
 end).  Traffic between two nodes of one leaf stays on it; traffic between
-leaves crosses two uplinks, as on a two-level fat tree.
+leaves crosses two uplinks, as on a two-level fat tree.  A leaf made a line
+card (``fault_linecard``) sends all its nodes' traffic, between themselves
+too, through one shaped fabric link ``odd-lcN`` (an ifb device), as the line
+cards of a chassis switch without local switching do.
 
 A veth queues on the sending side only, so a link is shaped at both ends:
 the root qdisc of each end limits what leaves through it.  A node's link:
@@ -23,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from oddnode.testbed import config
-from oddnode.testbed._system import TestbedError, disable_ipv6, run
+from oddnode.testbed._system import TestbedError, disable_ipv6, link_exists, run
 
 # Token bucket depth: the bytes a shaped link may send at once.  At least
 # 16 KiB, or 4 ms at the shaped rate: enough for the timer to refill the
@@ -127,6 +130,34 @@ def netem_available() -> str | None:
 def node_link_ends(entry: Mapping[str, Any]) -> list[tuple[str | None, str]]:
     """Both ends of a node's link: its host end, and eth0 in its namespace."""
     return [(None, entry["veth"][0]), (entry["netns"], config.NODE_INTERFACE)]
+
+
+def create_linecard(leaf: Mapping[str, Any], host_ends: Sequence[str], rate_bps: int, alias: str) -> None:
+    """Make a leaf act as a chassis line card without local switching: all
+    its nodes send, to each other as to the rest, goes through one fabric
+    link of ``rate_bps``.  Every node's host end redirects what arrives from
+    its node (its ingress) to one ifb device, whose root qdisc shapes the
+    sum; the ifb hands each packet back to the bridge as if it came from
+    that port.  The ifb is named by the caller's record first."""
+    device = leaf["linecard"]
+    run(["ip", "link", "add", device, "type", "ifb"])
+    run(["ip", "link", "set", device, "alias", alias, "up"])
+    set_qdisc([(None, device)], tbf_qdisc(rate_bps))
+    for end in host_ends:
+        run(["tc", "qdisc", "replace", "dev", end, "handle", "ffff:", "ingress"])
+        # u32 matching any packet (0/0 at offset 0): the one classifier
+        # every kernel with tc has; mirred hands the packet to the ifb.
+        run(["tc", "filter", "add", "dev", end, "parent", "ffff:", "protocol", "all", "u32", "match", "u32", "0",
+             "0", "action", "mirred", "egress", "redirect", "dev", device])
+
+
+def remove_linecard(leaf: Mapping[str, Any], host_ends: Sequence[str]) -> None:
+    """Undo create_linecard: the ports' ingress redirection, then the ifb."""
+    for end in host_ends:
+        if link_exists(end):
+            run(["tc", "qdisc", "del", "dev", end, "handle", "ffff:", "ingress"], check=False)
+    if link_exists(leaf["linecard"]):
+        run(["ip", "link", "delete", leaf["linecard"]], check=False)
 
 
 def uplink_ends(leaf: Mapping[str, Any]) -> list[tuple[str | None, str]]:
