@@ -13,6 +13,7 @@ from oddnode.cli import affinity
 from oddnode.cli import numa as numa_cli
 from oddnode.cli import fit as fit_cli
 from oddnode.cli import profile as profile_cli
+from oddnode.cli import model as model_cli
 from oddnode.cli.common import Verbosity, console, fail, output
 
 app = typer.Typer(
@@ -36,6 +37,7 @@ processes.register(app)
 affinity.register(app)
 numa_cli.register(app)
 profile_cli.register(app)
+model_cli.register(app)
 check.register(app)
 testbed.register(app)
 

@@ -93,7 +93,7 @@ def profile_command(
     timeout: Annotated[Optional[float], typer.Option(
         "--timeout", help="Seconds the application may run before it is stopped (default: no limit).")] = None,
     work_dir: Annotated[Optional[Path], typer.Option(
-        "--work-dir", help="Directory for the per-rank profile files (default: a new temporary one).")] = None,
+        "--work-dir", help="Directory rank 0 writes the gathered profile file to, kept there (default: the current one).")] = None,
     json_out: ProfileJsonOption = False,
     plot: PlotOption = None,
     wide: Annotated[bool, typer.Option(

@@ -26,6 +26,7 @@ from oddnode.findings import (  # noqa: F401
     noise,
     numa,
     pairs,
+    placement,
     process_asymmetry,
     reachability,
     sets,

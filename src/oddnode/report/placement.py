@@ -1,0 +1,152 @@
+"""What ``oddnode model`` prints: the calls it predicts, each placement's
+predicted communication time, and as data and a figure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from statistics import median
+from typing import Any
+
+from rich.console import Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from oddnode.profile.placement import PlacementVerdict, Selection, rank_placements, selection_json
+from oddnode.profile.placement_runs import Candidate, ModelRun
+from oddnode.report.terminal import fit_columns, fixed_table
+
+CALL, SIZE, PER_RANK, TIME, SHARE, POINT = "call", "size", "calls/rank", "ms/rank", "% MPI", "measured as"
+PLACEMENT, NODES, GROUPS, PREDICTED, RANGE, FACTOR = "placement", "nodes", "groups", "ms/rank", "range", "x best"
+# Columns left out first when a table is too wide.
+CELLS_LEFT_OUT = (SHARE, PER_RANK)
+PLACEMENTS_LEFT_OUT = (RANGE, GROUPS)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.4g}"
+
+
+def cell_rows(selection: Selection) -> list[dict[str, str]]:
+    """One row per predicted (call, size) cell, most time first."""
+    total = sum(c.stats.time for c in selection.chosen + selection.left)
+    return [{CALL: c.call, SIZE: c.bucket_label, PER_RANK: f"{c.calls_per_rank:.4g}",
+             TIME: _ms(c.stats.time / selection.ranks),
+             SHARE: f"{100 * c.stats.time / total:.3g}" if total > 0 else "-",
+             POINT: c.point.label if c.point else "-"} for c in selection.chosen]
+
+
+def cells_table(selection: Selection, width: int | None = None) -> Table:
+    """The profile's cells the model predicts, fitted to ``width``."""
+    rows = cell_rows(selection)
+    columns = [CALL, SIZE, PER_RANK, TIME, SHARE, POINT]
+    shown, widths, left_out = fit_columns(columns, rows, width, CELLS_LEFT_OUT)
+    caption = (f"{100 * selection.coverage:.3g}% of the time in MPI ({_ms(selection.mpi_time_per_rank)} ms per "
+               f"rank, {selection.ranks} ranks) is in these calls")
+    if left_out:
+        caption += f"; left out to fit: {', '.join(left_out)}"
+    plain = [{k: escape(v) for k, v in row.items()} for row in rows]
+    return fixed_table("Calls the model predicts", escape(caption), shown, widths, plain, (CALL, SIZE, POINT))
+
+
+def placement_rows(run: ModelRun, verdict: PlacementVerdict | None) -> list[dict[str, str]]:
+    rows = []
+    for candidate in run.candidates:
+        values = list(run.predictions.get(candidate.name, {}).values())
+        factor = verdict.factor_against(candidate.name) if verdict else None
+        rows.append({PLACEMENT: candidate.name, NODES: candidate.label,
+                     GROUPS: "+".join(candidate.groups) or "-",
+                     PREDICTED: _ms(median(values)) if values else "failed",
+                     RANGE: f"{_ms(min(values))}-{_ms(max(values))}" if values else "-",
+                     FACTOR: f"{factor:.3g}" if factor is not None else "-"})
+    return rows
+
+
+def placements_table(run: ModelRun, verdict: PlacementVerdict | None, repetitions: int,
+                     width: int | None = None) -> Table:
+    """Each placement's predicted time per rank in the predicted calls."""
+    rows = placement_rows(run, verdict)
+    columns = [PLACEMENT, NODES, GROUPS, PREDICTED, RANGE, FACTOR]
+    shown, widths, left_out = fit_columns(columns, rows, width, PLACEMENTS_LEFT_OUT)
+    caption = f"median and range over {repetitions} repetition{'s' if repetitions != 1 else ''}"
+    if left_out:
+        caption += f"; left out to fit: {', '.join(left_out)}"
+    plain = [{k: escape(v) for k, v in row.items()} for row in rows]
+    styles = ["green" if verdict and row[PLACEMENT] == verdict.best else None for row in rows]
+    return fixed_table("Predicted communication per placement", escape(caption), shown, widths, plain,
+                       (PLACEMENT, NODES, GROUPS), styles)
+
+
+def verdict_lines(selection: Selection, run: ModelRun, verdict: PlacementVerdict | None) -> list[Text]:
+    """The best placement and the factor, and how the prediction compares
+    with what the profile measured where it ran."""
+    lines = []
+    if verdict is None:
+        lines.append(Text("fewer than two placements were measured: nothing to compare", style="yellow"))
+        return lines
+    lines.append(Text(f"best placement: {verdict.best} ({_ms(verdict.medians[verdict.best])} ms per rank); "
+                      f"{verdict.worst} takes {verdict.factor:.3g}x as long"))
+    profiled = selection.profiled_time()
+    given = verdict.medians.get("given")
+    if given is not None and profiled > 0:
+        lines.append(Text(f"on the placement it ran on, the model predicts {_ms(given)} ms per rank in these calls; "
+                          f"the profile measured {_ms(profiled)} ms ({given / profiled:.3g}x)", style="dim"))
+    return lines
+
+
+def model_view(selection: Selection, run: ModelRun, repetitions: int, notes: Sequence[str],
+               width: int | None = None) -> Group:
+    verdict = rank_placements(run.predictions)
+    parts: list[Any] = [cells_table(selection, width), Text(""),
+                        placements_table(run, verdict, repetitions, width), *verdict_lines(selection, run, verdict)]
+    parts += [Text(note, style="dim") for note in notes]
+    parts += [Text(problem, style="red") for problem in run.problems]
+    return Group(*parts)
+
+
+def model_document(selection: Selection, run: ModelRun, notes: Sequence[str], profile_id: int | None) -> dict:
+    """The model run as JSON-ready data."""
+    verdict = rank_placements(run.predictions)
+    return {
+        "profile_id": profile_id, "run_id": run.run_id, "selection": selection_json(selection),
+        "placements": [{"name": c.name, "aliases": list(c.aliases), "members": list(c.members),
+                        "groups": list(c.groups),
+                        "predictions_s": {str(r): v for r, v in run.predictions.get(c.name, {}).items()},
+                        "measured_s": {str(r): {p.label: t for p, t in times.items()}
+                                       for r, times in run.measured.get(c.name, {}).items()}}
+                       for c in run.candidates],
+        "best": verdict.best if verdict else None, "factor": verdict.factor if verdict else None,
+        "medians_s": verdict.medians if verdict else {}, "notes": list(notes), "problems": list(run.problems),
+    }
+
+
+def model_figure(selection: Selection, run: ModelRun, candidates: Sequence[Candidate]):
+    """Per placement, the predicted time per rank split by the calls it
+    comes from (median over repetitions of each point's time)."""
+    from matplotlib.figure import Figure
+
+    from oddnode.report.plots import FIGURE_DPI, FIGURE_SIZE_INCHES
+
+    figure = Figure(figsize=FIGURE_SIZE_INCHES, dpi=FIGURE_DPI, layout="constrained")
+    axes = figure.add_subplot(1, 1, 1)
+    names = [c.name for c in candidates if run.measured.get(c.name)]
+    bottoms = [0.0] * len(names)
+    for index, cell in enumerate(selection.chosen):
+        heights = []
+        for name in names:
+            times = [t[cell.point] for t in run.measured[name].values() if cell.point in t]
+            heights.append(1e3 * cell.calls_per_rank * median(times) if times else 0.0)
+        axes.bar(names, heights, bottom=bottoms, color=f"C{index % 10}",
+                 label=f"{cell.call} {cell.bucket_label}")
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    for position, name in enumerate(names):
+        values = [1e3 * v for v in run.predictions.get(name, {}).values()]
+        if values:
+            axes.plot([position] * len(values), values, "k.", markersize=4)
+    axes.set_ylabel("predicted time in MPI per rank [ms]")
+    axes.set_title("predicted communication per placement, by call and message size; dots: repetitions",
+                   fontsize=8)
+    if selection.chosen:
+        axes.legend(fontsize=6, loc="best")
+    return figure
+
