@@ -36,13 +36,19 @@ def import_stab_command(
         inform(line)
 
 
+# The options of the profile imports, as `oddnode profile` has them.
+ProfileJsonOption = Annotated[bool, typer.Option("--json", help="Print the profile as JSON.")]
+ProfilePlotOption = Annotated[Optional[Path], typer.Option(
+    "--plot", help="Also draw time by message size and compute vs MPI per rank (PNG or SVG).")]
+ProfileWideOption = Annotated[bool, typer.Option("--wide", help="Every column and rank, however wide the lines get.")]
+
+
 @import_app.command("mpip")
 def import_mpip_command(
     file: Annotated[Path, typer.Argument(help="An mpiP report (the .mpiP file mpiP writes at MPI_Finalize).")],
-    json_out: Annotated[bool, typer.Option("--json", help="Print the profile as JSON.")] = False,
-    plot: Annotated[Optional[Path], typer.Option(
-        "--plot", help="Also draw time by message size and compute vs MPI per rank (PNG or SVG).")] = None,
-    wide: Annotated[bool, typer.Option("--wide", help="Every column and rank, however wide the lines get.")] = False,
+    json_out: ProfileJsonOption = False,
+    plot: ProfilePlotOption = None,
+    wide: ProfileWideOption = False,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Import an mpiP report as an MPI profile: time per call, site, rank and message size; report it."""
@@ -61,10 +67,9 @@ def import_itc_command(
         "--ticks-per-second", help="The trace's clock resolution: timestamps and durations are in these ticks.")],
     hosts: Annotated[Optional[str], typer.Option(
         "--hosts", help="The host of each rank, comma-separated in rank order (the dump names none).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the profile as JSON.")] = False,
-    plot: Annotated[Optional[Path], typer.Option(
-        "--plot", help="Also draw time by message size and compute vs MPI per rank (PNG or SVG).")] = None,
-    wide: Annotated[bool, typer.Option("--wide", help="Every column and rank, however wide the lines get.")] = False,
+    json_out: ProfileJsonOption = False,
+    plot: ProfilePlotOption = None,
+    wide: ProfileWideOption = False,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Import an Intel Trace Collector ASCII dump as an MPI profile (GLOBALOP and EXCHEXT records); report it."""

@@ -21,7 +21,6 @@ timer, so that neither engine counts CPU work as disk time.
 from __future__ import annotations
 
 import errno
-import json
 import posixpath
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -31,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from oddnode.benchmarks import BenchmarkSpec, parse_kernel_run
-from oddnode.kernels.jobs import ToolReport, parse_tool_output, runner_argv, runner_source, tool_argv
+from oddnode.kernels.jobs import ToolReport, last_json_object, parse_tool_output, runner_argv, runner_source, tool_argv
 from oddnode.kernels.output import number, read_kernel_output, whole
 from oddnode.model import Direction, Series
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, json_document
@@ -355,12 +354,8 @@ def parse_fio_report(report: ToolReport, source: str) -> ParsedOutput:
 
 def _is_tool_report(text: str) -> bool:
     """Whether the node runner's report (its last line) is of a tool's run."""
-    lines = text.strip().splitlines()
-    try:
-        data = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        return False
-    return isinstance(data, dict) and "tool" in data
+    data = last_json_object(text)
+    return data is not None and "tool" in data
 
 
 def directory_metric(directory: str) -> str:

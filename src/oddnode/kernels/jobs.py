@@ -222,20 +222,28 @@ class ToolReport:
     collected: dict[str, str | None]
 
 
+def last_json_object(stdout: str) -> dict[str, Any] | None:
+    """The JSON object a node printed: the whole output, else its last line
+    (login banners may precede it); None when neither is one."""
+    text = stdout.strip()
+    if not text:
+        return None
+    for candidate in (text, text.splitlines()[-1]):
+        try:
+            data = json.loads(candidate)
+        except ValueError:
+            continue
+        return data if isinstance(data, dict) else None
+    return None
+
+
 def _runner_json(source: str, stdout: str) -> dict[str, Any]:
     """The runner's JSON object, its version checked."""
     text = stdout.strip()
     if not text:
         raise ParseError(source, None, "no output from the kernel runner")
-    data: Any = None
-    # Login banners may precede the report; it is the last line in any case.
-    for candidate in (text, text.splitlines()[-1]):
-        try:
-            data = json.loads(candidate)
-            break
-        except ValueError:
-            continue
-    if not isinstance(data, dict):
+    data = last_json_object(text)
+    if data is None:
         raise ParseError(source, None, f"not a kernel runner report: {_quote(text)[:80]!r}")
     if data.get("runner_version") != RUNNER_VERSION:
         raise ParseError(

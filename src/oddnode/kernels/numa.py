@@ -26,7 +26,7 @@ from typing import Any
 from oddnode.affinity.topology import TopologyError, format_cpulist, parse_cpulist
 from oddnode.benchmarks import BenchmarkSpec, parse_kernel_run
 from oddnode.interconnect.pingpong import parse_ping_output
-from oddnode.kernels.jobs import DEFAULT_TIMEOUT, runner_argv
+from oddnode.kernels.jobs import DEFAULT_TIMEOUT, last_json_object, runner_argv
 from oddnode.kernels.memory import (
     MAX_MIN_LOOP_SECONDS,
     MAX_NUMA_NODE,
@@ -197,12 +197,8 @@ def numa_layout(report: Mapping[str, Any], source: str = "numa probe") -> NumaLa
 
 def parse_layout_output(stdout: str, source: str) -> NumaLayout:
     """The probe's JSON line (the last line: login banners may precede it)."""
-    lines = stdout.strip().splitlines()
-    try:
-        report = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        report = None
-    if not isinstance(report, dict):
+    report = last_json_object(stdout)
+    if report is None:
         raise ParseError(source, None, f"not a NUMA layout report: {stdout.strip()[:80]!r}")
     return numa_layout(report, source)
 

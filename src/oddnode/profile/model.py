@@ -55,6 +55,12 @@ def bucket_label(bucket: Bucket) -> str:
     low, high = span
     if high - low == 1:
         return str(low)
+    return span_label(low, high)
+
+
+def span_label(low: int, high: int) -> str:
+    """The sizes [low, high) in bytes, whole multiples of 1K, 1M and 1G
+    written so: ``[1K,4K)``."""
     return f"[{_bytes(low)},{_bytes(high)})"
 
 

@@ -8,7 +8,6 @@ writes at MPI_Finalize (format in docs/formats.md).
 from __future__ import annotations
 
 import functools
-import json
 import os
 import shutil
 import signal
@@ -19,7 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from oddnode.kernels.jobs import PREPARE_OPTION, encode_job, kernel_source, runner_source, with_runner_options
+from oddnode.kernels.jobs import (
+    PREPARE_OPTION,
+    encode_job,
+    kernel_source,
+    last_json_object,
+    runner_source,
+    with_runner_options,
+)
 from oddnode.parsers.base import ParseError
 from oddnode.profile.model import ZERO_BUCKET, Bucket, Profile, RankProfile, bucket_range
 from oddnode.transport.base import Target, python_command
@@ -85,12 +91,8 @@ def profiler_job(interpreter: str = "python3") -> list[str]:
 
 def _library_of(where: str, stdout: str) -> str:
     """The library path in a runner's report; ProfilerError naming ``where``."""
-    lines = stdout.strip().splitlines()
-    try:
-        report = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        report = None
-    if not isinstance(report, dict):
+    report = last_json_object(stdout)
+    if report is None:
         raise ProfilerError(f"building the MPI profiler on {where}: no runner report, got {stdout.strip()[:300]!r}")
     if "error" in report:
         detail = str(report.get("detail", "")).strip()[:2000]

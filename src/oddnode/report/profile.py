@@ -20,6 +20,7 @@ from oddnode.profile.model import (
     communication_share,
     histogram,
     imbalance,
+    span_label,
     time_by_call,
     to_json,
 )
@@ -63,11 +64,6 @@ def percent(share: float | None) -> str:
     return f"{share * 100:.1f}"
 
 
-def _size(n: int) -> str:
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale}{unit}"
-    return str(n)
 
 
 def _count(n: int, noun: str) -> str:
@@ -156,7 +152,7 @@ def _groups(buckets: Sequence[Bucket], fold: int) -> list[tuple[str, tuple[Bucke
     for key, members in groups.items():
         if isinstance(key, tuple):
             low, high = 1 << (key[1] * fold), 1 << ((key[1] + 1) * fold)
-            label = f"[{_size(low)},{_size(high)})"
+            label = span_label(low, high)
         else:
             label = bucket_label(key)
         columns.append((label, tuple(members)))

@@ -24,7 +24,6 @@ from oddnode.interconnect.pairs import parsed_run, quote_detail, raw_outputs, st
 from oddnode.kernels.jobs import start_option, with_runner_options
 from oddnode.model import LabelKind
 from oddnode.nodes import fold
-from oddnode.parsers.base import ParsedOutput
 from oddnode.runner import new_target_run, prepare, start_lead
 from oddnode.kernels import mpi_collectives as collectives
 from oddnode.sets.jobs import DEFAULT_COMMAND_TIMEOUT, SetJob, collectives_job, command_job
