@@ -197,3 +197,7 @@ def test_full_rate_uplinks_give_no_placement_finding(faults, app, tmp_path):
     document = model(faults, db)
     assert document["selection"]["points"] == [{"kernel": "alltoall", "size": 32768}]
     assert placement_findings(document) == [], document["medians_s"]
+    # Nor anything else: the nodes no placement used are not missing.
+    analysis = subprocess.run([sys.executable, "-m", "oddnode", "analyze", "--db", str(db), "--json"],
+                              capture_output=True, text=True, env=env(), timeout=300)
+    assert [f["kind"] for f in json.loads(analysis.stdout)["findings"]] == [], analysis.stdout[-2000:]

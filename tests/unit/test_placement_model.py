@@ -128,6 +128,10 @@ def test_the_candidates_are_where_it_ran_packed_striped_and_shuffled():
     chosen, notes = candidates(NODES[:4], 3, GROUPS, wanted=("packed", "striped"))
     assert [(c.name, c.aliases) for c in chosen] == [("packed", ("striped",))]
     assert "the same nodes as packed" in notes[0]
+    # Where the job ran is the striped placement: striped keeps its name.
+    chosen, notes = candidates(NODES, 4, GROUPS, ["cn-a01", "cn-b01", "cn-c01", "cn-a02"])
+    assert [(c.name, c.aliases) for c in chosen] == [("striped", ("given",)), ("packed", ()), ("shuffled", ())]
+    assert notes == ["given: the same nodes as striped (cn-a[01-02],cn-b01,cn-c01); measured once"]
     with pytest.raises(ValueError, match="only 4 given"):
         candidates(NODES[:4], 8, GROUPS)
 

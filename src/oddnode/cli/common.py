@@ -216,13 +216,15 @@ def read_topology(path: Optional[Path], testbed: bool = False) -> tuple[dict[str
     return None if path is None else (read_groups(path), str(path))
 
 
-def save_topology(store, topology: tuple[dict[str, str], str] | None) -> None:
+def save_topology(store, topology: tuple[dict[str, str], str] | None, declare: bool = True) -> None:
     """Record a topology in the store, so that the weak-group rule reads it;
-    its nodes, in the file's order, are declared nodes of the cluster."""
+    its nodes, in the file's order, are declared nodes of the cluster unless
+    ``declare`` is false (a command that measures a few of them on purpose)."""
     if topology:
         groups, source = topology
+        nodes = list(groups) if declare else []
         with store.transaction():
-            store.set_topology(store.new_run(command_line(), source=f"topology:{source}", nodes=list(groups)), groups)
+            store.set_topology(store.new_run(command_line(), source=f"topology:{source}", nodes=nodes), groups)
 
 
 def message_sizes(text: str) -> tuple[int, ...]:

@@ -69,14 +69,15 @@ ServerPortOption = Annotated[int, typer.Option("--port", help="TCP port the serv
 
 @contextmanager
 def network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed,
-                db) -> Iterator[tuple[Any, Any]]:
+                db, declare_topology: bool = True) -> Iterator[tuple[Any, Any]]:
     """An interconnect command's target and writable store, the topology
-    saved first; user and testbed errors said in one line."""
+    saved first (its nodes declared the cluster's unless ``declare_topology``
+    is false); user and testbed errors said in one line."""
     with user_errors(), testbed_errors():
         target = selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
         groups = read_topology(topology, testbed)
         with open_db(db, read_only=False, hold=False) as store:
-            save_topology(store, groups)
+            save_topology(store, groups, declare=declare_topology)
             yield target, store
 
 

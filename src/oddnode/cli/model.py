@@ -126,7 +126,10 @@ def model_command(
         raise typer.BadParameter(f"placements are among {', '.join(PLACEMENTS)}, not {placements!r}",
                                  param_hint="--placements")
     out = err_console if json_out else None
-    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+    # The model measures a few of the nodes on purpose: the topology's others
+    # are not declared, or they would look as if they had left nothing.
+    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db,
+                     declare_topology=False) as (target, store):
         with user_errors():
             profile_id = stored_profile_id(store, profile)
             selection = select(store.profile(profile_id), coverage, max_points)

@@ -9,7 +9,8 @@ repetition runs each candidate once, one at a time on an otherwise idle
 set of nodes, in an order shuffled from the seed (a drift of the cluster
 then falls on every placement alike).
 
-Stored, in one run: the kernel's results per placement as
+Stored, in one run over the placements' nodes (the target's others were
+asked for nothing): the kernel's results per placement as
 ``model.<benchmark>.<placement>`` (one label, the placement's folded node
 set, per repetition), and the prediction as ``model.prediction.<placement>``
 with metric ``profile.<id>`` (seconds per rank in the modelled calls), which
@@ -19,6 +20,7 @@ the ``placement-sensitive`` rule reads.
 from __future__ import annotations
 
 import random
+from itertools import product
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -37,6 +39,7 @@ from oddnode.transport.base import Target
 MODEL = "model"  # the family of the series a model run stores
 PREDICTION = "prediction"
 CANDIDATES = (GIVEN, PACKED, STRIPED, SHUFFLED)
+BY_TOPOLOGY = (PACKED, STRIPED)
 DEFAULT_REPETITIONS = 5
 # The kernel times each point this long per placement and repetition: ten
 # batches of at least 10 ms fit, as in a set run.
@@ -87,8 +90,16 @@ def candidates(nodes: Sequence[str], count: int, groups: Mapping[str, str] | Non
             members = placement(nodes, groups, name, count, seed)
         same = next((i for i, c in enumerate(chosen) if c.members == members), None)
         if same is not None:
-            chosen[same] = Candidate(chosen[same].name, members, chosen[same].groups, chosen[same].aliases + (name,))
-            notes.append(f"{name}: the same nodes as {chosen[same].name} ({fold(list(members))}); measured once")
+            earlier = chosen[same]
+            # A placement by topology keeps its name (the rule compares
+            # packed with striped); where the job ran, or a shuffle, that
+            # picked the same nodes becomes its alias.
+            if name in BY_TOPOLOGY and earlier.name not in BY_TOPOLOGY:
+                chosen[same] = Candidate(name, members, earlier.groups, (earlier.name, *earlier.aliases))
+                notes.append(f"{earlier.name}: the same nodes as {name} ({fold(list(members))}); measured once")
+            else:
+                chosen[same] = Candidate(earlier.name, members, earlier.groups, (*earlier.aliases, name))
+                notes.append(f"{name}: the same nodes as {earlier.name} ({fold(list(members))}); measured once")
             continue
         chosen.append(Candidate(name, members, spanned_groups(members, groups) if groups else ()))
     if not chosen:
@@ -132,6 +143,10 @@ def measure(store: Store, target: Target, selection: Selection, placements: Sequ
     points = selection.points
     kernels = sorted({p.kernel for p in points})
     sizes = sorted({p.size for p in points if p.kernel != "barrier"}) or [0]
+    # The run is of the placements' nodes alone: the others of the target
+    # were not asked for anything, and must not look as if they left nothing.
+    used = list(dict.fromkeys(node for candidate in placements for node in candidate.members))
+    target = replace(target, nodes=used)
     job = collectives_job(target, kernels, sizes, seconds_per_size, largest_set=max(len(c.members) for c in placements),
                           rsh_agent=rsh_agent, mpi_yield=mpi_yield)
     run_id = new_target_run(store, target, command)
@@ -173,9 +188,10 @@ def _keeping(parse: Callable[[str, str], ParsedOutput], kept: list[ParsedOutput]
 def _store_predictions(store: Store, run_id: int, run: ModelRun, profile_id: int | None) -> None:
     batch = ResultBatch()
     by_name = {c.name: c for c in run.candidates}
-    for name, repetitions in run.predictions.items():
-        candidate = by_name[name]
-        for repetition, seconds in repetitions.items():
+    for primary, repetitions in run.predictions.items():
+        candidate = by_name[primary]
+        # Under every name that chose these nodes: `given` is also `striped`.
+        for name, (repetition, seconds) in product((primary, *candidate.aliases), repetitions.items()):
             batch.add(set_series(MODEL, PREDICTION, name), candidate.label, seconds,
                       metric=prediction_metric(profile_id), unit="s", direction=Direction.LOWER,
                       label_kind=LabelKind.SET, repetition=repetition,
