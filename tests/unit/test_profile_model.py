@@ -122,3 +122,23 @@ def test_to_json_is_serialisable_and_carries_the_derived_numbers():
     assert document["ranks"][2]["compute_time"] == pytest.approx(9.0)
     barrier = [cell for cell in document["histogram"] if cell["call"] == "MPI_Barrier"][0]
     assert (barrier["bucket"], barrier["size_min"], barrier["size_max"]) == (-1, 0, 0)
+
+
+def test_start_up_and_shut_down_are_outside_the_run_and_its_time_in_mpi():
+    from oddnode.profile.model import startup_time
+    from oddnode.report.profile import summary_line
+
+    profile = Profile(tool="oddnode", source="run")
+    for r, init in enumerate((0.4, 0.6)):
+        rank = profile.rank(r)
+        rank.host, rank.wall = f"cn-a{17 + r}", 3.0
+        rank.record("MPI_Init", None, 1, init, init)
+        rank.record("MPI_Alltoall", 13, 10, 1.0, 0.2, 81920)
+        rank.record("MPI_Finalize", None, 1, 0.0, 0.0)
+    assert [rank.time_in_mpi for rank in profile.ranks] == [1.0, 1.0]
+    assert time_by_call(profile) == {"MPI_Alltoall": 2.0}
+    assert [call for call, _ in histogram(profile)] == ["MPI_Alltoall"]
+    assert startup_time(profile) == pytest.approx(0.5)
+    assert "start-up 500 ms a rank in MPI_Init (not counted)" in summary_line(profile)
+    # The raw calls keep them, as the profiler counted them.
+    assert ("MPI_Init", None) in profile.ranks[0].calls

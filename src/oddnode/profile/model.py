@@ -18,6 +18,10 @@ from typing import Any
 
 ZERO_BUCKET = -1
 Bucket = int | None  # ZERO_BUCKET, k >= 0, or None for "size not recorded"
+# Start-up and shut-down: outside the run's span (a rank's wall time runs
+# from the end of MPI_Init to the start of MPI_Finalize), kept per rank but
+# neither time in MPI nor communication.
+OUTSIDE_RUN = frozenset({"MPI_Init", "MPI_Init_thread", "MPI_Finalize"})
 
 
 def size_bucket(nbytes: float | None) -> Bucket:
@@ -108,7 +112,7 @@ class RankProfile:
         """The time in MPI the source reports, else the sum of the calls."""
         if self.mpi_time is not None:
             return self.mpi_time
-        return sum(stats.time for stats in self.calls.values())
+        return sum(stats.time for (call, _), stats in self.calls.items() if call not in OUTSIDE_RUN)
 
     @property
     def compute_time(self) -> float:
@@ -139,26 +143,38 @@ class Profile:
 
 
 def time_by_call(profile: Profile) -> dict[str, float]:
-    """Total time per MPI call over all ranks, the largest first."""
+    """Total time per MPI call over all ranks, the largest first (start-up
+    and shut-down left out)."""
     totals: dict[str, float] = {}
     for rank in profile.ranks:
         for (call, _), stats in rank.calls.items():
-            totals[call] = totals.get(call, 0.0) + stats.time
+            if call not in OUTSIDE_RUN:
+                totals[call] = totals.get(call, 0.0) + stats.time
     return dict(sorted(totals.items(), key=lambda item: (-item[1], item[0])))
 
 
 def histogram(profile: Profile) -> dict[tuple[str, Bucket], CallStats]:
     """The call x size histogram: each cell summed over ranks (max of maxima),
-    sorted by call, then bucket (unknown size last)."""
+    sorted by call, then bucket (unknown size last); start-up and shut-down
+    left out."""
     cells: dict[tuple[str, Bucket], CallStats] = {}
     for rank in profile.ranks:
         for key, stats in rank.calls.items():
-            cells.setdefault(key, CallStats()).add(stats.count, stats.time, stats.max_time, stats.bytes)
+            if key[0] not in OUTSIDE_RUN:
+                cells.setdefault(key, CallStats()).add(stats.count, stats.time, stats.max_time, stats.bytes)
     return dict(sorted(cells.items(), key=lambda item: (item[0][0], _bucket_order(item[0][1]))))
 
 
 def _bucket_order(bucket: Bucket) -> int:
     return 1 << 62 if bucket is None else bucket
+
+
+def startup_time(profile: Profile) -> float | None:
+    """Mean over ranks of the time in MPI_Init (s); None where not recorded."""
+    times = [sum(stats.time for (call, _), stats in rank.calls.items() if call in ("MPI_Init", "MPI_Init_thread"))
+             for rank in profile.ranks
+             if any(call in ("MPI_Init", "MPI_Init_thread") for call, _ in rank.calls)]
+    return sum(times) / len(times) if times else None
 
 
 def compute_times(profile: Profile) -> dict[int, float]:

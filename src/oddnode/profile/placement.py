@@ -23,7 +23,8 @@ costs, which the application pays in its Waits), Barrier by Barrier.
 Receives, Waits, Tests and Probes carry no size of their own: their time is
 the other side of the sends and is not predicted twice.  The share of the
 time in MPI the points stand for is reported with the prediction; MPI_Init
-and MPI_Finalize, outside the run's span, are neither predicted nor counted.
+and MPI_Finalize, outside the run's span (model.OUTSIDE_RUN), are neither
+predicted nor counted.
 """
 
 from __future__ import annotations
@@ -47,9 +48,6 @@ CALL_KERNELS: dict[str, str] = {
     **dict.fromkeys(("MPI_Barrier", "MPI_Ibarrier"), "barrier"),
     **dict.fromkeys(_SENDS, "sendrecv"),
 }
-# Calls outside the run's span (start-up and shut-down): neither
-# communication to predict nor part of the time in MPI the model covers.
-OUTSIDE_RUN = frozenset({"MPI_Init", "MPI_Init_thread", "MPI_Finalize"})
 # Calls whose time is the far side of calls that are predicted (a receive
 # completes a send; a wait completes a nonblocking call): not predicted again.
 COMPLETIONS = frozenset({"MPI_Recv", "MPI_Irecv", "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome",
@@ -163,8 +161,7 @@ def select(profile: Profile, coverage: float = DEFAULT_COVERAGE, max_points: int
     hosts = list(dict.fromkeys(rank.host for rank in profile.ranks if rank.host))
     selection = Selection(ranks, hosts if len(hosts) and all(r.host for r in profile.ranks) else [],
                           sum(rank.time_in_mpi for rank in profile.ranks) / ranks)
-    cells = sorted((_cell(call, bucket, stats, ranks) for (call, bucket), stats in histogram(profile).items()
-                    if call not in OUTSIDE_RUN),
+    cells = sorted((_cell(call, bucket, stats, ranks) for (call, bucket), stats in histogram(profile).items()),
                    key=lambda c: (-c.stats.time, c.call, -2 if c.bucket is None else c.bucket))
     predictable = sum(cell.stats.time for cell in cells if cell.point is not None)
     if predictable <= 0:

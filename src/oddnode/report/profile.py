@@ -21,6 +21,7 @@ from oddnode.profile.model import (
     histogram,
     imbalance,
     span_label,
+    startup_time,
     time_by_call,
     to_json,
 )
@@ -74,7 +75,7 @@ def mpi_total(profile: Profile) -> float:
     """The time in MPI over all ranks: what the source reports per rank
     (the calls' sum where it reports none), never less than the calls' sum,
     so that no call holds more than 100%."""
-    calls = sum(stats.time for rank in profile.ranks for stats in rank.calls.values())
+    calls = sum(stats.time for stats in histogram(profile).values())
     return max(sum(rank.time_in_mpi for rank in profile.ranks), calls)
 
 
@@ -106,6 +107,9 @@ def summary_line(profile: Profile, profile_id: int | None = None) -> str:
     cpu = mean_cpu(profile)
     if cpu is not None:
         parts.append(f"CPU {cpu * 100:.0f}% (mean)")
+    startup = startup_time(profile)
+    if startup is not None:
+        parts.append(f"start-up {duration(startup)} a rank in MPI_Init (not counted)")
     head = f"Profile {profile_id} ({profile.tool})" if profile_id is not None else f"Profile ({profile.tool})"
     return f"{head}: " + ", ".join(parts)
 
@@ -364,6 +368,8 @@ def profile_figure(profile: Profile, calls: int = HISTOGRAM_CALLS):
     mpi = [r.time_in_mpi for r in profile.ranks]
     by_rank.bar(ranks, compute, label="compute", color="tab:green")
     by_rank.bar(ranks, mpi, bottom=compute, label="MPI", color="tab:red")
+    if len(ranks) <= 32:  # every rank's number under its bar, none between
+        by_rank.set_xticks(ranks, [str(r) for r in ranks], fontsize=7)
     by_rank.set_xlabel("rank")
     by_rank.set_ylabel("time (s)")
     by_rank.set_title("Compute and MPI time per rank", fontsize=9)
