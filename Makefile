@@ -68,6 +68,7 @@ bench: install
 	$(BIN)/python bench/mpi_kernels.py
 	$(BIN)/python bench/noise_kernel.py
 	$(BIN)/python bench/numa_kernel.py
+	$(BIN)/python bench/profile_overhead.py
 
 install: $(STAMPS)/venv
 
