@@ -118,6 +118,7 @@ def collect_inventory(store: Store, target: Target, timeout: float = PROBE_TIMEO
         store.add_node_status(run_id, INVENTORY_STAGE, statuses)
         if check_id is not None:
             store.add_check_step(check_id, INVENTORY_STAGE, run_id, 1)
+    result.run_id = run_id
     return result
 
 

@@ -119,11 +119,13 @@ def dist_command(
     bins: Annotated[str, typer.Option(help="auto (√n bins), whole (one bin per integer) or a number.")] = "auto",
     plot: Annotated[Optional[Path], typer.Option(help="Write the histogram to a .png or .svg file.")] = None,
     db: DbOption = DEFAULT_DB,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the histogram and the tests as JSON.")] = False,
 ) -> None:
     """Distribution of one benchmark (STAB's dplot).
 
     A text histogram, the chi-squared fit to the normal, normality, skew
     and dip tests."""
+    from oddnode.report.analysis_json import dist_json
     from oddnode.report.terminal import distribution_table
     from oddnode.report.text_histogram import text_histogram
     from oddnode.stats.distribution import chi_squared_normal, dip_test, normality
@@ -131,24 +133,36 @@ def dist_command(
     with user_errors():
         series = load_series(db, benchmark)
         chosen = histogram_bins(bins)
-        console.print(text_histogram(series.values, bins=chosen), highlight=False)
-        console.print(distribution_table(series, chi_squared_normal(series.values, chosen),
-                                         normality(series.values), dip_test(series.values)))
+        tests = chi_squared_normal(series.values, chosen), normality(series.values), dip_test(series.values)
+        if json_out:
+            typer.echo(json.dumps(dist_json(series, chosen, *tests), indent=2, default=json_default))
+        else:
+            console.print(text_histogram(series.values, bins=chosen), highlight=False)
+            console.print(distribution_table(series, *tests))
         if plot:
             from oddnode.report.plots import histogram_figure, save_figure
 
             save_figure(histogram_figure(series, bins=chosen), plot)
-            inform(f"histogram written to {plot}")
+            inform(f"histogram written to {plot}", out=err_console if json_out else None)
 
 
-def findn_command(benchmark: Annotated[str, typer.Argument()], db: DbOption = DEFAULT_DB) -> None:
+def findn_command(
+    benchmark: Annotated[str, typer.Argument()],
+    db: DbOption = DEFAULT_DB,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the fits as JSON.")] = False,
+) -> None:
     """Chi-squared fit to the normal over many bin counts, to see how bin choice sways it."""
+    from oddnode.report.analysis_json import findn_json
     from oddnode.report.terminal import findn_table
     from oddnode.stats.distribution import findn
 
     with user_errors():
         series = load_series(db, benchmark)
-        console.print(findn_table(series, findn(series.values)))
+        sweep = findn(series.values)
+    if json_out:
+        typer.echo(json.dumps(findn_json(series, sweep), indent=2, default=json_default))
+    else:
+        console.print(findn_table(series, sweep))
 
 
 def correlate_command(
@@ -156,8 +170,11 @@ def correlate_command(
     y: Annotated[str, typer.Argument(help="Second benchmark.")],
     plot: Annotated[Optional[Path], typer.Option(help="Write the scatter plot to a .png or .svg file.")] = None,
     db: DbOption = DEFAULT_DB,
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="Print both series, the correlation and each label's pair of values as JSON.")] = False,
 ) -> None:
     """Correlate two benchmarks joined by node (STAB's cplot): Pearson and Spearman with p-values."""
+    from oddnode.report.analysis_json import correlate_json
     from oddnode.report.terminal import correlation_table
     from oddnode.stats.correlation import correlate
 
@@ -166,20 +183,25 @@ def correlate_command(
             dataset = store.load_dataset()
         a, b = dataset.by_name(x), dataset.by_name(y)
         result = correlate(a, b)
-        console.print(correlation_table([result], f"{a.name} vs {b.name}"))
+        if json_out:
+            typer.echo(json.dumps(correlate_json(a, b, result), indent=2, default=json_default))
+        else:
+            console.print(correlation_table([result], f"{a.name} vs {b.name}"))
         if plot:
             from oddnode.report.plots import save_figure, scatter_figure
 
             save_figure(scatter_figure(a, b, result), plot)
-            inform(f"scatter plot written to {plot}")
+            inform(f"scatter plot written to {plot}", out=err_console if json_out else None)
 
 
 def findc_command(
     grep: Annotated[Optional[str], typer.Option(help="Only pairs that involve this benchmark.")] = None,
     limit: Annotated[int, typer.Option(help="Rows to print (0: all).")] = FINDC_ROWS,
     db: DbOption = DEFAULT_DB,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
     """Correlate every pair of benchmarks (STAB's findc), strongest first."""
+    from oddnode.report.analysis_json import findc_json
     from oddnode.report.terminal import correlation_table
     from oddnode.stats.correlation import correlate_all
 
@@ -188,7 +210,11 @@ def findc_command(
     rows = correlate_all(dataset.series)
     if grep:
         rows = [c for c in rows if grep in (c.x, c.y)]
-    console.print(correlation_table(rows[:limit] if limit else rows, "Correlations between benchmarks"))
+    shown = rows[:limit] if limit else rows
+    if json_out:
+        typer.echo(json.dumps(findc_json(rows, shown, grep, limit), indent=2, default=json_default))
+        return
+    console.print(correlation_table(shown, "Correlations between benchmarks"))
 
 
 def failures_in_files(paths: list[Path]):
@@ -209,6 +235,7 @@ def common_command(
     failed: Annotated[Optional[list[Path]], typer.Argument(
         help="failed files (default: failed runs in the store).")] = None,
     db: DbOption = DEFAULT_DB,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the nodes and their counts as JSON.")] = False,
 ) -> None:
     """Nodes common to failed runs, most frequent first (STAB's xcommon)."""
     from oddnode.report.terminal import common_table
@@ -220,6 +247,12 @@ def common_command(
         else:
             with open_db(db) as store:
                 failures = store.load_failures()
+    if json_out:
+        from oddnode.report.nodes_json import common_json
+
+        source = [str(path) for path in failed] if failed else str(db)
+        typer.echo(json.dumps(common_json(common_nodes(failures), failures, source), indent=2, default=json_default))
+        return
     console.print(common_table(common_nodes(failures)))
 
 

@@ -3,6 +3,7 @@ pair matrix, and switchbench's daisy chain, streams and all-to-all."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +25,9 @@ from oddnode.cli.common import (
     command_line,
     console,
     detail,
+    err_console,
     inform,
+    json_default,
     message_sizes,
     open_db,
     progress_run,
@@ -65,6 +68,8 @@ MpiYieldOption = Annotated[Optional[bool], typer.Option(
 SecondsPerSizeOption = Annotated[float, typer.Option("--seconds-per-size", help="Seconds each message size is timed.")]
 StreamMessageSizeOption = Annotated[int, typer.Option("--message-size", help="Bytes per write of each stream.")]
 ServerPortOption = Annotated[int, typer.Option("--port", help="TCP port the servers listen on.")]
+JsonOption = Annotated[bool, typer.Option(
+    "--json", help="Print the runs, the tables and findings as one JSON document; the other lines go to stderr.")]
 
 
 @contextmanager
@@ -101,15 +106,32 @@ def findings_of(dataset, kinds: Sequence[str]):
     return [f for f in analyze(dataset).findings if f.kind in kinds]
 
 
-def print_pattern_run(pattern: str, summary, repetitions: int, db: Path) -> None:
+def human_console(json_out: bool):
+    """Where the human lines go: stderr when stdout carries the JSON document."""
+    return err_console if json_out else console
+
+
+def print_pattern_run(pattern: str, summary, repetitions: int, db: Path, json_out: bool = False) -> None:
     """A pattern run's summary and who sat out; its troubled pairs named with -q or -v."""
-    inform(summaries.pattern_run_line(pattern, summary, repetitions))
+    out = human_console(json_out)
+    inform(summaries.pattern_run_line(pattern, summary, repetitions), out=out)
     for line in summaries.dim_lines(dict.fromkeys(summary.notes)):
-        inform(line, highlight=False)
+        inform(line, highlight=False, out=out)
     trouble = summaries.troubled_pairs_line(summary.per_pair)
     if trouble and (quiet() or verbose()):
-        console.print(f"{pattern}: {trouble}", highlight=False)
-    detail(summaries.stored_line(db, summary.run_id), highlight=False)
+        out.print(f"{pattern}: {trouble}", highlight=False)
+    detail(summaries.stored_line(db, summary.run_id), highlight=False, out=out)
+
+
+def print_json(command: str, runs: dict[str, dict[str, Any]], tables: dict[str, Any], findings=()) -> None:
+    """A command's runs, tables and findings as one JSON document on stdout."""
+    from oddnode.report.interconnect_json import document
+
+    typer.echo(json.dumps(document(command, runs, tables, findings), indent=2, default=json_default))
+
+
+def run_json(summary, repetitions: int) -> dict[str, Any]:
+    return {**summary.to_json(), "repetitions": repetitions}
 
 
 def print_patterns(dataset) -> None:
@@ -139,6 +161,7 @@ def pairs_command(
         "--mpi-rsh-agent", help="With --kernel mpi: the command mpirun reaches the second node with (default ssh; "
                                 "with --testbed, ssh with the testbed's configuration).")] = None,
     mpi_yield: MpiYieldOption = None,
+    json_out: JsonOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
@@ -151,6 +174,7 @@ def pairs_command(
     common to the slow pairs, and oversubscribed uplinks (sorted against
     shuffled)."""
     from oddnode.interconnect.pairs import PAIR_KERNELS, PingPongOptions, run_pairs
+    from oddnode.interconnect.series import MPI, PINGPONG, pattern_series
 
     if kernel not in PAIR_KERNELS:
         raise typer.BadParameter(f"{kernel!r}: choose {' or '.join(PAIR_KERNELS)}", param_hint="--kernel")
@@ -159,15 +183,25 @@ def pairs_command(
     with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
         if kernel == "mpi" and mpi_rsh_agent is None and testbed:
             mpi_rsh_agent = f"ssh -F {target.transport.ssh_config}"
+        runs = {}
         for pattern in pattern_names(patterns):
             summary = progress_run(f"pairs {pattern}", lambda progress: run_pairs(
                 store, target, pattern, repetitions, options=options, seed=seed, serial=serial,
                 pairs_file=pairs_file, on_progress=progress, command=command_line(), kernel=kernel,
                 rsh_agent=mpi_rsh_agent, mpi_yield=testbed if mpi_yield is None else mpi_yield))
-            print_pattern_run(pattern, summary, repetitions, db)
+            runs[pattern] = summary
+            print_pattern_run(pattern, summary, repetitions, db, json_out)
         dataset = store.load_dataset()
+        findings = findings_of(dataset, PAIR_FINDINGS)
+        if json_out:
+            from oddnode.report.interconnect_json import pattern_json
+
+            benchmarks = [pattern_series(MPI if kernel == "mpi" else PINGPONG, p) for p in runs]
+            print_json("pairs", {p: run_json(s, repetitions) for p, s in runs.items()},
+                       {"patterns": pattern_json(dataset, benchmarks)}, findings)
+            return
         print_patterns(dataset)
-        console.print(summaries.slow_pairs_verdict(findings_of(dataset, PAIR_FINDINGS)))
+        console.print(summaries.slow_pairs_verdict(findings))
 
 
 def bisection_command(
@@ -178,6 +212,7 @@ def bisection_command(
     both: Annotated[bool, typer.Option(
         "--both", help="Stream both ways at once (a pair's bandwidth is their sum).")] = False,
     port: ServerPortOption = DEFAULT_PORT,
+    json_out: JsonOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
@@ -195,16 +230,20 @@ def bisection_command(
     with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
         summary = progress_run("bisection", lambda progress: run_bisection(
             store, target, repetitions, options=options, on_progress=progress, command=command_line()))
+    out = human_console(json_out)
     for line in summaries.dim_lines(summary.notes):
-        inform(line, highlight=False)
+        inform(line, highlight=False, out=out)
     for line in summaries.bisection_pair_lines(summary):
-        detail(line, highlight=False)
+        detail(line, highlight=False, out=out)
     trouble = summaries.troubled_pairs_line(summary.per_pair)
     if trouble:
-        console.print(trouble)
-    console.print(summaries.bisection_line(summary, options.message_size),
-                  highlight=summary.figures.demonstrated is None)
-    detail(summaries.stored_line(db, summary.run_id), highlight=False)
+        out.print(trouble)
+    out.print(summaries.bisection_line(summary, options.message_size), highlight=summary.figures.demonstrated is None)
+    detail(summaries.stored_line(db, summary.run_id), highlight=False, out=out)
+    if json_out:
+        from oddnode.report.interconnect_json import bisection_json
+
+        print_json("bisection", {"bisection": run_json(summary, repetitions)}, {"bisection": bisection_json(summary)})
 
 
 def matrix_command(
@@ -215,6 +254,7 @@ def matrix_command(
     port: ServerPortOption = DEFAULT_PORT,
     retest: Annotated[bool, typer.Option(
         "--retest/--no-retest", help="Retest slow pairs with fewer pairs at once, down to alone.")] = True,
+    json_out: JsonOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
@@ -234,13 +274,20 @@ def matrix_command(
         summary = progress_run("matrix", lambda progress: run_matrix(
             store, target, options=options, retest=retest, on_progress=progress, command=command_line()))
         dataset = store.load_dataset()
+        out = human_console(json_out)
         for line in summaries.dim_lines(dict.fromkeys(summary.notes)):
-            inform(line, highlight=False)
-        console.print(summaries.matrix_line(summary, target.nodeset), highlight=False)
+            inform(line, highlight=False, out=out)
+        out.print(summaries.matrix_line(summary, target.nodeset), highlight=False)
         for line in summaries.matrix_verdict_lines(summary):
-            detail(line, highlight=False)
-        console.print(summaries.matrix_findings(findings_of(dataset, PAIR_FINDINGS)))
-    detail(summaries.stored_line(db, summary.run_id), highlight=False)
+            detail(line, highlight=False, out=out)
+        findings = findings_of(dataset, PAIR_FINDINGS)
+        if not json_out:
+            console.print(summaries.matrix_findings(findings))
+    detail(summaries.stored_line(db, summary.run_id), highlight=False, out=out)
+    if json_out:
+        from oddnode.report.interconnect_json import matrix_json
+
+        print_json("matrix", {"matrix": run_json(summary, 1)}, {"matrix": matrix_json(dataset, summary)}, findings)
 
 
 switchbench_app = typer.Typer(help="Switchbench's three switch benchmarks: daisy chain, pairwise streaming, "
@@ -258,6 +305,7 @@ def switchbench_chain_command(
     seconds: Annotated[float, typer.Option("--seconds", help="Seconds each chain streams.")] = DEFAULT_STREAM_SECONDS,
     port: Annotated[int, typer.Option(
         "--port", help="TCP port every relay and the last node listen on.")] = switchbench.DEFAULT_PORT,
+    json_out: JsonOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
@@ -273,9 +321,17 @@ def switchbench_chain_command(
     with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
         summary = progress_run("chain", lambda progress: switchbench.run_chain(
             store, target, repetitions, options=options, on_progress=progress, command=command_line()))
-    inform(chain_table(summary))
-    console.print(summaries.chain_line(summary, target.nodeset, options.message_size), highlight=False)
-    detail(summaries.stored_line(db, summary.run_id), highlight=False)
+    out = human_console(json_out)
+    if not json_out:
+        inform(chain_table(summary))
+    out.print(summaries.chain_line(summary, target.nodeset, options.message_size), highlight=False)
+    detail(summaries.stored_line(db, summary.run_id), highlight=False, out=out)
+    if json_out:
+        from oddnode.report.interconnect_json import chain_json
+
+        print_json("switchbench chain", {"chain": {**run_json(summary, repetitions),
+                                                   "message_size": options.message_size}},
+                   {"chain": chain_json(summary)})
 
 
 @switchbench_app.command("stream")
@@ -290,6 +346,7 @@ def switchbench_stream_command(
     port: ServerPortOption = switchbench.DEFAULT_PORT,
     seed: PatternSeedOption = 0,
     pairs_file: PairsFileOption = None,
+    json_out: JsonOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
@@ -302,13 +359,24 @@ def switchbench_stream_command(
 
     options = switchbench.StreamOptions(message_size=message_size, seconds=seconds, port=port)
     with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+        runs = {}
         for pattern in pattern_names(patterns):
             summary = progress_run(f"stream {pattern}", lambda progress: switchbench.run_streams(
                 store, target, pattern, repetitions, options=options, seed=seed, serial=serial,
                 pairs_file=pairs_file, on_progress=progress, command=command_line()))
-            print_pattern_run(pattern, summary, repetitions, db)
-            inform(stream_table(summary))
-        console.print(summaries.slow_pairs_verdict(findings_of(store.load_dataset(), STREAM_FINDINGS)))
+            runs[pattern] = summary
+            print_pattern_run(pattern, summary, repetitions, db, json_out)
+            if not json_out:
+                inform(stream_table(summary))
+        findings = findings_of(store.load_dataset(), STREAM_FINDINGS)
+    if json_out:
+        from oddnode.report.interconnect_json import stream_json
+
+        print_json("switchbench stream", {p: {**run_json(s, repetitions), "message_size": options.message_size}
+                                          for p, s in runs.items()},
+                   {"streams": [stream_json(s) for s in runs.values()]}, findings)
+        return
+    console.print(summaries.slow_pairs_verdict(findings))
 
 
 def charged_nodes(store) -> set[str]:
@@ -330,6 +398,7 @@ def switchbench_alltoall_command(
         "--warmup-passes", help="Untimed passes through every phase first.")] = switchbench.DEFAULT_WARMUP_PASSES,
     port: Annotated[int, typer.Option("--port", help="TCP port every node listens on.")] = switchbench.DEFAULT_PORT,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the data each repetition sends and checks.")] = 0,
+    json_out: JsonOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
@@ -345,17 +414,24 @@ def switchbench_alltoall_command(
         summary = progress_run("alltoall", lambda progress: switchbench.run_alltoall(
             store, target, repetitions, options=options, seed=seed, on_progress=progress, command=command_line()))
         charged = charged_nodes(store)
+    out = human_console(json_out)
     charged_line = summaries.alltoall_charged_line(charged)
     if charged_line:
-        console.print(charged_line, highlight=False)
+        out.print(charged_line, highlight=False)
     if summaries.complete_alltoall(summary) is None:
-        console.print(summaries.alltoall_line(summary), highlight=False)
+        out.print(summaries.alltoall_line(summary), highlight=False)
         for line in summaries.alltoall_problem_lines(summary):
-            console.print(line, highlight=False)
+            out.print(line, highlight=False)
     else:
-        inform(alltoall_table(summary))
-        console.print(summaries.alltoall_line(summary), highlight=False)
-    detail(summaries.stored_line(db, summary.run_id), highlight=False)
+        if not json_out:
+            inform(alltoall_table(summary))
+        out.print(summaries.alltoall_line(summary), highlight=False)
+    detail(summaries.stored_line(db, summary.run_id), highlight=False, out=out)
+    if json_out:
+        from oddnode.report.interconnect_json import alltoall_json
+
+        print_json("switchbench alltoall", {"alltoall": {**run_json(summary, repetitions), "seed": seed}},
+                   {"alltoall": alltoall_json(summary, charged)})
 
 
 def register(app: typer.Typer) -> None:

@@ -3,6 +3,7 @@ and the check of those facts against what is expected."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -22,7 +23,9 @@ from oddnode.cli.common import (
     command_line,
     console,
     detail,
+    err_console,
     inform,
+    json_default,
     open_db,
     selected_target,
     testbed_errors,
@@ -32,14 +35,21 @@ from oddnode.plan import PROBE_TIMEOUT
 from oddnode.report import summaries
 
 NODES_PANEL = "Nodes"
+JsonOption = Annotated[bool, typer.Option(
+    "--json", help="Print the result as one JSON document (notes go to stderr).")]
 
 
-def print_unanswered(result) -> None:
+def print_unanswered(result, out=None) -> None:
     """Nodes that gave no inventory, then what the probe skipped (and where), folded."""
     for line in summaries.unanswered_lines(result):
-        console.print(line)
+        (out or console).print(line)
     for line in summaries.skipped_probe_lines(result):
-        inform(line, highlight=False)
+        inform(line, out=out, highlight=False)
+
+
+def print_json(document: dict) -> None:
+    """One JSON document on stdout."""
+    typer.echo(json.dumps(document, indent=2, default=json_default))
 
 
 def inventory_command(
@@ -47,6 +57,7 @@ def inventory_command(
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
     timeout: TimeoutOption = PROBE_TIMEOUT, testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
     snapshot: Annotated[Optional[Path], typer.Option(help="Write an expectations file from the majority values.")] = None,
+    json_out: JsonOption = False,
 ) -> None:
     """Collect every node's facts and print those that differ between nodes.
 
@@ -61,10 +72,15 @@ def inventory_command(
         with open_db(db, read_only=False, hold=False) as store:
             result = collect_inventory(store, target, timeout, command_line())
             dataset = store.load_dataset()
-        inform(summaries.inventory_line(result, target, db))
-        print_unanswered(result)
+        out = err_console if json_out else None
+        inform(summaries.inventory_line(result, target, db), out=out)
+        print_unanswered(result, out)
         findings = find_all(dataset, rules=["inconsistent-fact"])
-        if findings:
+        if json_out:
+            from oddnode.report.nodes_json import inventory_json
+
+            print_json(inventory_json(result, result.run_id, target, findings, dataset.inventory_nodes()))
+        elif findings:
             console.print(findings_by_nodes(findings))
         else:
             console.print("Every fact has the same value on every node that answered.")
@@ -72,12 +88,14 @@ def inventory_command(
             from oddnode.inventory.expectations import snapshot as write_snapshot
 
             snapshot.write_text(write_snapshot(dataset.facts, sorted(result.reports)), encoding="utf-8")
-            inform(f"expectations written to {snapshot}: edit it, then run oddnode diagnose --expect {snapshot}")
+            inform(f"expectations written to {snapshot}: edit it, then run oddnode diagnose --expect {snapshot}",
+                   out=out)
 
 
 def diagnose_command(
     expect: Annotated[Path, typer.Option("--expect", help="Expectations file (YAML).")],
     db: DbOption = DEFAULT_DB,
+    json_out: JsonOption = False,
 ) -> None:
     """Check the stored facts against an expectations file; exit 1 on any failure."""
     from oddnode.inventory.expectations import check_expectations, load_expectations
@@ -86,14 +104,20 @@ def diagnose_command(
     with user_errors(), open_db(db, read_only=False) as store:
         facts = store.load_facts()
         nodes = sorted({node for per_node in facts.values() for node in per_node})
-        report = check_expectations(load_expectations(expect), facts, nodes)
+        expectations = load_expectations(expect)
+        report = check_expectations(expectations, facts, nodes)
         store.record_findings(command_line(), report.failures)
-    inform(expectation_table(report))
-    if report.failures:
-        from oddnode.report.terminal import findings_by_nodes
+    if json_out:
+        from oddnode.report.nodes_json import diagnose_json
 
-        console.print(findings_by_nodes(report.failures))
-    detail(f"[dim]findings recorded in {db}[/]", highlight=False)
+        print_json(diagnose_json(expectations, facts, nodes, report, str(expect)))
+    else:
+        inform(expectation_table(report))
+        if report.failures:
+            from oddnode.report.terminal import findings_by_nodes
+
+            console.print(findings_by_nodes(report.failures))
+    detail(f"[dim]findings recorded in {db}[/]", out=err_console if json_out else None, highlight=False)
     if report.failures:
         raise typer.Exit(code=1)
 

@@ -112,6 +112,19 @@ class BisectionSummary:
     def notes(self) -> list[str]:
         return [self.plan.describe()] if self.plan.idle else []
 
+    def to_json(self) -> dict:
+        """The run as data: its id, nodes, stream settings, cut pairs, figures
+        (MB/s), each repetition's sum and each pair's best at once and alone,
+        and per pair outcome counts."""
+        figures = self.figures
+        return {"run_id": self.run_id, "nodes": self.nodes, "notes": self.notes,
+                "message_size": self.options.message_size, "seconds": self.options.seconds,
+                "both": self.options.both, "pairs": self.plan.labels,
+                "figures": {"pairs": figures.pairs, "demonstrated": figures.demonstrated,
+                            "single_pair": figures.single_pair, "full": figures.full, "fraction": figures.fraction},
+                "sums": list(self.sums), "concurrent": dict(self.concurrent), "alone": dict(self.alone),
+                "per_pair": {label: dict(counts) for label, counts in self.per_pair.items()}}
+
 
 def stream_recorder(benchmark: str, options: StreamOptions, concurrency: int,
                     into: dict[tuple[int, str], float | None]) -> PairRecorder:

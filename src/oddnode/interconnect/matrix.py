@@ -93,6 +93,17 @@ class MatrixSummary:
     def notes(self) -> list[str]:
         return [plan.describe() for plan in self.plans if plan.idle]
 
+    def to_json(self) -> dict:
+        """The run as data: its id, rounds, the judged metric and its limit
+        (MB/s), every pair's bandwidth, the retests and their verdicts, and
+        per pair outcome counts."""
+        return {"run_id": self.run_id, "notes": self.notes, "rounds": len(self.plans), "metric": self.metric,
+                "limit": self.limit, "values": dict(self.values),
+                "retests": [{"level": r.level, "concurrency": r.concurrency,
+                             "pairs": [pair_label(a, b) for a, b in r.pairs]} for r in self.retests],
+                "retest_values": dict(self.retest_values), "verdicts": dict(self.verdicts),
+                "per_pair": {label: dict(counts) for label, counts in self.per_pair.items()}}
+
 
 def retest_rounds(pairs: Sequence[tuple[str, str]], concurrency: int) -> list[list[tuple[str, str]]]:
     """Pack pairs, first fit in their order, into rounds of at most

@@ -117,6 +117,12 @@ class PairRunSummary:
         """One line per repetition, saying who sat out when the count is odd."""
         return [plan.describe() for plan in self.plans if plan.idle]
 
+    def to_json(self) -> dict:
+        """The run as data: its id, pattern, notes, plans and per pair outcome counts."""
+        return {"run_id": self.run_id, "pattern": self.pattern, "notes": self.notes,
+                "plans": [plan.to_json() for plan in self.plans],
+                "per_pair": {label: dict(counts) for label, counts in self.per_pair.items()}}
+
 
 # The patterns the interconnect stage of a check runs: STAB's four, whose
 # slow pairs together tell a weak node (common to all) from a weak uplink

@@ -163,6 +163,11 @@ class PairPlan:
             text += f"; pairs share {fold(shared)}: run them one at a time"
         return text
 
+    def to_json(self) -> dict:
+        """The plan as data: its repetition (or round), pairs, who sat out, seed and pairs file."""
+        return {"repetition": self.repetition, "pairs": self.labels, "idle": list(self.idle), "seed": self.seed,
+                "source": self.source}
+
 
 def _checked(nodes: Sequence[str]) -> list[str]:
     """The node list as a list, after checking that pairs can be made of it."""

@@ -243,6 +243,15 @@ class ChainRunSummary:
         """The chain length where the switch stopped scaling (chain_saturation)."""
         return chain_saturation(self.best_aggregate())
 
+    def to_json(self) -> dict:
+        """The run as data: its id, every chain (MB/s), the best aggregate
+        per length and where the switch stopped scaling."""
+        return {"run_id": self.run_id, "saturation": self.saturation,
+                "best_aggregate": {str(k): v for k, v in self.best_aggregate().items()},
+                "points": [{"length": p.length, "repetition": p.repetition, "nodes": list(p.nodes),
+                            "end_to_end": p.end_to_end, "aggregate": p.aggregate, "valid": p.valid,
+                            "problem": p.problem} for p in self.points]}
+
 
 def _chain_lengths(nodes: Sequence[str], lengths: Sequence[int] | None) -> list[int]:
     if lengths is None:
@@ -420,6 +429,30 @@ class StreamRunSummary:
             if rate.valid and rate.total is not None:
                 best[rate.label] = max(best.get(rate.label, 0.0), rate.total)
         return best
+
+    def best_directions(self) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
+        """Per pair label its best repetition's rates (client to server,
+        server to client; the best by total), and the first problem of each
+        pair that had one."""
+        best: dict[str, tuple[float, float]] = {}
+        problems: dict[str, str] = {}
+        for rate in self.rates:
+            if rate.valid and rate.total is not None:
+                if rate.label not in best or rate.total > sum(best[rate.label]):
+                    best[rate.label] = (rate.client_to_server or 0.0, rate.server_to_client or 0.0)
+            elif rate.problem:
+                problems.setdefault(rate.label, rate.problem)
+        return best, problems
+
+    def to_json(self) -> dict:
+        """The run as data: its id, pattern, notes, plans, per pair outcome
+        counts and every pair's rates of every repetition (MB/s)."""
+        return {"run_id": self.run_id, "pattern": self.pattern, "notes": self.notes,
+                "plans": [plan.to_json() for plan in self.plans],
+                "per_pair": {label: dict(counts) for label, counts in self.per_pair.items()},
+                "rates": [{"pair": r.label, "client": r.client, "server": r.server, "repetition": r.repetition,
+                           "client_to_server": r.client_to_server, "server_to_client": r.server_to_client,
+                           "total": r.total, "valid": r.valid, "problem": r.problem} for r in self.rates]}
 
 
 def _record_streams(batch: ResultBatch, benchmark: str, client: str, server: str, repetition: int,
@@ -729,6 +762,20 @@ class AllToAllRunSummary:
         """The valid repetition with the shortest total time, if any."""
         valid = [r for r in self.repetitions if r.valid and r.total_seconds is not None]
         return min(valid, key=lambda r: r.total_seconds or 0.0) if valid else None
+
+    def to_json(self) -> dict:
+        """The run as data: its id, ranks' nodes, message size (bytes), each
+        repetition with its phases (MB/s, s) and per node outcome counts."""
+        return {"run_id": self.run_id, "nodes": list(self.nodes), "message_size": self.message_size,
+                "per_node": {node: dict(counts) for node, counts in self.per_node.items()},
+                "per_repetition": [{"repetition": r.repetition, "total_seconds": r.total_seconds,
+                                 "aggregate_bandwidth": r.aggregate_bandwidth, "valid": r.valid,
+                                 "problems": list(r.problems),
+                                 "phases": [{"phase": p.phase, "min_bandwidth": p.min_bandwidth,
+                                             "median_bandwidth": p.median_bandwidth,
+                                             "slowest_receiver": p.slowest_receiver,
+                                             "slowest_sender": p.slowest_sender} for p in r.phases]}
+                                for r in self.repetitions]}
 
 
 def alltoall_phases(nodes: Sequence[str], lines: Mapping[str, Sequence[PhaseLine]],

@@ -54,12 +54,16 @@ class ProbeReport:
     hostname: str = ""
 
 
+@dataclass
 class InventoryResult(ScriptResults[ProbeReport]):
     """Reports of the nodes that answered, and the others with their results.
 
     ``reasons`` says, for every node in ``unreachable`` or ``failed``, why in
     one line: nothing a node did is lost, and one bad node costs only itself.
+    ``run_id``: the run the facts were stored under, once they are.
     """
+
+    run_id: int | None = None
 
     def facts(self) -> dict[str, dict[str, str]]:
         """key -> node -> value, the shape the findings and expectations read."""

@@ -136,7 +136,7 @@ def interconnect_figures(name: str, section: FigureSection) -> Callable[
     return register
 
 
-def _sized(dataset: Dataset, benchmark: str, quantity: str) -> dict[int, Series]:
+def sized_series(dataset: Dataset, benchmark: str, quantity: str) -> dict[int, Series]:
     """The series of a benchmark named ``<quantity>.<bytes>``, by size."""
     found = {}
     for series in dataset.series:
@@ -184,7 +184,7 @@ def pattern_tables(dataset: Dataset) -> list[PatternTable]:
     """A table per ping-pong pattern in the store (the matrix too)."""
     tables = []
     for benchmark in _pair_benchmarks(dataset):
-        bandwidth, latency = _sized(dataset, benchmark, "bandwidth"), _sized(dataset, benchmark, "latency")
+        bandwidth, latency = sized_series(dataset, benchmark, "bandwidth"), sized_series(dataset, benchmark, "latency")
         rows = []
         for size in sorted(set(bandwidth) | set(latency)):
             n = max(len(_finite(s)) for s in (bandwidth.get(size), latency.get(size)) if s is not None)
@@ -234,10 +234,10 @@ def bisection(dataset: Dataset) -> Bisection | None:
 def matrix(dataset: Dataset, sensitivity: Sensitivity) -> Matrix | None:
     """The all-pairs matrix at its largest message size (bandwidth) and its
     smallest (latency), or None when no matrix was stored."""
-    bandwidth = _sized(dataset, MATRIX_BENCHMARK, "bandwidth")
+    bandwidth = sized_series(dataset, MATRIX_BENCHMARK, "bandwidth")
     if not bandwidth:
         return None
-    latency = _sized(dataset, MATRIX_BENCHMARK, "latency")
+    latency = sized_series(dataset, MATRIX_BENCHMARK, "latency")
     by_bandwidth = bandwidth[max(bandwidth)]
     by_latency = latency[min(latency)] if latency else None
     known = {node for s in dataset.series if s.label_kind is LabelKind.NODE for node in s.labels.tolist()}

@@ -321,24 +321,27 @@ def print_analysis(console: Console, analysis: Analysis, wide: bool = False, bri
         console.print(verdict(analysis))
 
 
+# The distribution tests' names as the table shows them (their rows come
+# from report.analysis_json.distribution_tests, which `dist --json` prints).
+_TEST_NAMES = {"shapiro-wilk": "Shapiro-Wilk W", "dagostino-pearson": "D'Agostino-Pearson K²",
+               "anderson-darling": "Anderson-Darling A²", "skewness": "skewness",
+               "excess-kurtosis": "excess kurtosis", "dip": "Hartigan's dip"}
+
+
 def distribution_table(series: Series, chi: ChiSquared, normal: Normality, dip: Dip) -> Table:
     """Goodness of fit to the normal, shape tests and the dip test."""
+    from oddnode.report.analysis_json import distribution_tests
+
     table = Table(title=f"{series.name}: distribution tests", title_justify="left")
     table.add_column("test")
     table.add_column("statistic", justify="right")
     table.add_column("p", justify="right")
     table.add_column("reading")
-    table.add_row(f"chi-squared vs normal ({chi.bins} bins, {chi.dof} dof)", number(chi.x2), probability(chi.p),
-                  "depends on the bins: see findn")
-    table.add_row("Shapiro-Wilk W", number(normal.shapiro_w), probability(normal.shapiro_p), "bin-free normality")
-    table.add_row("D'Agostino-Pearson K²", number(normal.dagostino_k2), probability(normal.dagostino_p),
-                  "bin-free normality")
-    table.add_row("Anderson-Darling A²", number(normal.anderson_stat), "-",
-                  f"not normal at 5% if > {number(normal.anderson_critical_5pct)}")
-    table.add_row("skewness", number(normal.skewness), probability(normal.skew_p),
-                  "right tail" if normal.skewness > 0 else "left tail")
-    table.add_row("excess kurtosis", number(normal.kurtosis), "-", "")
-    table.add_row("Hartigan's dip", number(dip.statistic), probability(dip.p), "small p: more than one mode")
+    for row in distribution_tests(chi, normal, dip):
+        name = (f"chi-squared vs normal ({chi.bins} bins, {chi.dof} dof)" if row["test"] == "chi-squared"
+                else _TEST_NAMES[row["test"]])
+        table.add_row(name, number(row["statistic"]), "-" if row["p"] is None else probability(row["p"]),
+                      row["reading"])
     return table
 
 
@@ -447,14 +450,7 @@ MAX_PAIR_ROWS = 24
 def stream_table(summary: StreamRunSummary, limit: int = MAX_PAIR_ROWS) -> Table:
     """Switchbench's pairwise streaming: per pair its best repetition's rate
     each way and both together, slowest first, failed pairs first of all."""
-    best: dict[str, tuple[float, float]] = {}
-    problems: dict[str, str] = {}
-    for rate in summary.rates:
-        if rate.valid and rate.total is not None:
-            if rate.label not in best or rate.total > sum(best[rate.label]):
-                best[rate.label] = (rate.client_to_server or 0.0, rate.server_to_client or 0.0)
-        elif rate.problem:
-            problems.setdefault(rate.label, rate.problem)
+    best, problems = summary.best_directions()
     median = statistics.median(sum(pair) for pair in best.values()) if best else 0.0
     failed = sorted(label for label in problems if label not in best)
     order = failed + sorted(best, key=lambda label: sum(best[label]))
