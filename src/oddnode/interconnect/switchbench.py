@@ -238,6 +238,35 @@ class ChainRunSummary:
                 best[point.length] = max(best.get(point.length, 0.0), point.aggregate)
         return dict(sorted(best.items()))
 
+    def hop_rate(self) -> float | None:
+        """MB/s of one hop: the shortest measured chain's best aggregate over its hops."""
+        best = self.best_aggregate()
+        return best[min(best)] / (min(best) - 1) if best else None
+
+    def lengths(self) -> list[dict]:
+        """Per chain length, in order: the nodes (the last one joined), the
+        best end-to-end and aggregate throughput (MB/s; None when no
+        repetition was valid, with the problem), and the aggregate's gain
+        over the previous measured length in hops (None where there is none)."""
+        best, hop = self.best_aggregate(), self.hop_rate()
+        chains: dict[int, tuple[str, ...]] = {}
+        problems: dict[int, str] = {}
+        for point in self.points:
+            chains.setdefault(point.length, point.nodes)
+            if not point.valid and point.problem:
+                problems.setdefault(point.length, point.problem)
+        rows, previous = [], None
+        for k in sorted(chains):
+            aggregate = best.get(k)
+            gain = (aggregate - best[previous]) / hop if aggregate is not None and previous is not None and hop else None
+            rows.append({"length": k, "joined": chains[k][-1], "nodes": list(chains[k]),
+                         "end_to_end": aggregate / (k - 1) if aggregate is not None else None,
+                         "aggregate": aggregate, "gain_hops": gain,
+                         "problem": None if aggregate is not None else problems.get(k, "no valid repetition")})
+            if aggregate is not None:
+                previous = k
+        return rows
+
     @property
     def saturation(self) -> int | None:
         """The chain length where the switch stopped scaling (chain_saturation)."""

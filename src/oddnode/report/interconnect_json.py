@@ -91,25 +91,8 @@ def chain_json(summary) -> dict[str, Any]:
     """The daisy chain table: per chain length the node that joined, the
     best end-to-end and aggregate throughput (MB/s), the gain in hops over
     the previous length, and where the switch stopped scaling."""
-    best = summary.best_aggregate()
-    chains: dict[int, tuple[str, ...]] = {}
-    problems: dict[int, str] = {}
-    for point in summary.points:
-        chains.setdefault(point.length, point.nodes)
-        if not point.valid and point.problem:
-            problems.setdefault(point.length, point.problem)
-    hop = best[min(best)] / (min(best) - 1) if best else None
-    rows, previous = [], None
-    for k in sorted(chains):
-        aggregate = best.get(k)
-        gain = (aggregate - best[previous]) / hop if aggregate is not None and previous is not None and hop else None
-        rows.append({"length": k, "joined": chains[k][-1], "nodes": list(chains[k]),
-                     "end_to_end": aggregate / (k - 1) if aggregate is not None else None,
-                     "aggregate": aggregate, "gain_hops": gain,
-                     "problem": None if aggregate is not None else problems.get(k, "no valid repetition")})
-        if aggregate is not None:
-            previous = k
-    return {"unit": "MB/s", "hop_rate": hop, "saturation": summary.saturation, "lengths": rows}
+    return {"unit": "MB/s", "hop_rate": summary.hop_rate(), "saturation": summary.saturation,
+            "lengths": summary.lengths()}
 
 
 def stream_json(summary) -> dict[str, Any]:

@@ -413,33 +413,20 @@ def chain_table(summary: ChainRunSummary) -> Table:
     """Switchbench's daisy chain: per chain length the node that joined, the
     best end-to-end and aggregate throughput, the aggregate's gain in hops
     over the previous length, and where the switch stopped scaling."""
-    best = summary.best_aggregate()
     table = Table(title="Daisy chain: throughput by chain length (MB/s, best repetition)", title_justify="left")
     for column in ("k", "joined", "end to end", "aggregate", "gain (hops)", ""):
         table.add_column(column, justify="right" if column not in ("joined", "") else "left")
-    chains: dict[int, tuple[str, ...]] = {}
-    problems: dict[int, str] = {}
-    for point in summary.points:
-        chains.setdefault(point.length, point.nodes)
-        if not point.valid and point.problem:
-            problems.setdefault(point.length, point.problem)
-    hop = best[min(best)] / (min(best) - 1) if best else None
-    previous = None
-    for k in sorted(chains):
-        aggregate = best.get(k)
-        gain = "-"
-        if aggregate is not None and previous is not None and hop:
-            gain = f"{(aggregate - best[previous]) / hop:+.2f}"
+    for row in summary.lengths():
+        k, aggregate = row["length"], row["aggregate"]
         if k == summary.saturation:
             note = Text("stops scaling", style="bold red")
         elif aggregate is None:
-            note = Text(f"failed: {problems.get(k, 'no valid repetition')}", style="red")
+            note = Text(f"failed: {row['problem']}", style="red")
         else:
             note = Text("")
-        table.add_row(str(k), chains[k][-1], number(aggregate / (k - 1)) if aggregate is not None else "-",
-                      number(aggregate) if aggregate is not None else "-", gain, note)
-        if aggregate is not None:
-            previous = k
+        table.add_row(str(k), row["joined"], number(row["end_to_end"]) if aggregate is not None else "-",
+                      number(aggregate) if aggregate is not None else "-",
+                      f"{row['gain_hops']:+.2f}" if row["gain_hops"] is not None else "-", note)
     return table
 
 
