@@ -41,10 +41,11 @@ demo: install
 
 # The unit tier runs on every CPU at once (pytest-xdist); the kernel and
 # testbed tiers one test at a time, as their timings and the one testbed a
-# machine can hold need.  Both parts run even when the first fails.
+# machine can hold need, listing their slowest tests (the suite's time is
+# kept under 20 minutes on 2 cores).  Both parts run even when the first fails.
 test: install
 	$(BIN)/python -m pytest -q -n auto tests/unit; unit=$$?; \
-	$(BIN)/python -m pytest -q tests/kernels tests/testbed; rest=$$?; \
+	$(BIN)/python -m pytest -q --durations=20 tests/kernels tests/testbed; rest=$$?; \
 	[ $$unit -eq 0 ] && [ $$rest -eq 0 ]
 
 # The unit tier only (tests/unit): under two minutes, for a quick loop.

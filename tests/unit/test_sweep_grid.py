@@ -108,6 +108,21 @@ def test_every_round_runs_every_setting_once_in_an_order_drawn_per_round():
     for setting in range(4):
         mean = sum(r.index(setting) for r in many) / len(many)
         assert mean == pytest.approx(1.5, abs=0.1)
+
+
+@pytest.mark.parametrize("settings,rounds", [(2, 3), (2, 6), (3, 7), (5, 10)])
+def test_every_block_of_rounds_puts_each_setting_in_each_place_once(settings, rounds):
+    """Shuffled but balanced: a cost a round's first run pays (a cold
+    start after the pause) cannot fall on one setting in every round, as
+    three independent shuffles of two settings do in a quarter of sweeps."""
+    for seed in range(20):
+        order = interleaved_order(settings, rounds, seed)
+        for start in range(0, rounds - settings + 1, settings):
+            block = order[start:start + settings]
+            for place in range(settings):
+                assert sorted(r[place] for r in block) == list(range(settings)), (seed, order)
+        firsts = Counter(r[0] for r in order)
+        assert max(firsts.values()) <= -(-rounds // settings), (seed, order)
     with pytest.raises(GridError, match="repetitions must be >= 1"):
         interleaved_order(2, 0)
 

@@ -104,7 +104,7 @@ def _caption(analysis: SweepAnalysis, left_out: Sequence[str], narrowed: bool) -
     labels = analysis.labels
     parts = [f"Default: {labels[analysis.default]}. Medians over every repetition and "
              f"node, pair or set; best: the setting with the best median; change: best against the default; "
-             f"p: stratified Mann-Whitney against the default, Holm-corrected over each series' sizes and "
+             f"p: Mann-Whitney over turns against the default, Holm-corrected over each series' sizes and "
              f"settings; * significant at alpha {analysis.alpha:g} (and a change of at least "
              f"{analysis.min_effect:.0%})."]
     if narrowed:
@@ -193,7 +193,7 @@ def best_lines(analysis: SweepAnalysis) -> list[Text]:
             smallest = min(row.best_test.smallest_p for row in untold)
             lines.append(Text(f"Too few repetitions to tell any setting from the default "
                               f"({labels[analysis.default]}) at alpha {analysis.alpha:g}: the smallest p-value "
-                              f"they can give is {smallest:.2g}; run more rounds (-r) or on more nodes."))
+                              f"they can give is {smallest:.2g}; run more rounds (-r): nodes measured in the same turn share its time and count once."))
         else:
             lines.append(Text(f"No setting differs significantly from the default ({labels[analysis.default]}) "
                               f"at alpha {analysis.alpha:g}"

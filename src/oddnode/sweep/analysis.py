@@ -5,18 +5,24 @@ setting, and whether it beats the default significantly.
 A setting's value at a size is the median of every valid value its runs
 gave there (every repetition of every node, pair or set).  The best
 setting is the one whose median is best in the series' direction.  Each
-setting is tested against the default at each size with the stratified
-Mann–Whitney test of ``compare`` (van Elteren's): every node, pair or set
-is a stratum whose repetitions are ranked among its own, so that a slow
-pair does not hide a setting's effect on all of them, and several pairs of
-three repetitions each reach significance where one alone cannot.  The p
-values are Holm-corrected over every test of a series (its sizes times
-its settings other than the default), after Tarone's rule has set aside
-the tests whose sample sizes could never reach alpha; a best setting is
-significant when its corrected p is at most alpha, its test says it lies
-the better way, and its median differs from the default's by at least
+setting is tested against the default at each size over *turns* (one run
+of one setting in one round), not over values: the nodes, pairs or sets a
+turn measured ran at the same time and share its disturbances (a daemon
+waking on every node, a busy fabric, a shared host), so they are not
+independent repetitions, and a test that counted them as such would call
+one unlucky turn an effect.  A turn's score is the mean, over the labels
+(node, pair or set) measured under both settings, of its values' ranks
+among that label's values (van Elteren's idea: a slow pair cannot hide a
+setting's effect on all of them); the scores of the default's turns and
+the setting's are compared with Mann–Whitney.  The p values are
+Holm-corrected over every test of a series (its sizes times its settings
+other than the default), after Tarone's rule has set aside the tests
+whose turn counts could never reach alpha; a best setting is significant
+when its corrected p is at most alpha, its test says it lies the better
+way, and its median differs from the default's by at least
 ``min_effect``.  So each series of a sweep whose settings all measure the
-same thing names a best setting falsely in at most alpha of sweeps.
+same thing names a best setting falsely in at most alpha of sweeps, even
+when every turn's disturbance falls on all of its nodes at once.
 
 Pure functions of the stored rows; ``read_sweep`` reads them.
 """
@@ -32,6 +38,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from oddnode.compare import significance as sig
 from oddnode.compare.judge import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
@@ -96,7 +103,7 @@ class SettingTest:
 
     p: float
     method: str
-    statistic: float  # > 0: the setting's values above the default's
+    statistic: float  # > 0: the setting's values above the default's (mean turn score difference)
     smallest_p: float
     p_holm: float | None = None  # None: left out by Tarone's rule (too few repetitions to reach alpha)
 
@@ -204,32 +211,68 @@ def _better(direction: Direction, a: float, b: float) -> bool:
     return a > b if direction is Direction.HIGHER else a < b
 
 
-def _strata(by_label_default: dict[str, list[float]], by_label_other: dict[str, list[float]]
-            ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(default, other) values of every label measured under both; when no
-    label was (shuffled sets), all values pooled as one stratum."""
-    common = natural_sorted(set(by_label_default) & set(by_label_other))
-    if common:
-        return [(np.asarray(by_label_default[label]), np.asarray(by_label_other[label])) for label in common]
-    pooled_default = [v for values in by_label_default.values() for v in values]
-    pooled_other = [v for values in by_label_other.values() for v in values]
-    return [(np.asarray(pooled_default), np.asarray(pooled_other))] if pooled_default and pooled_other else []
+# round -> label -> the values one turn (a setting in that round) gave a label
+Turns = dict[int, dict[str, list[float]]]
+
+
+def turn_scores(default: Turns, other: Turns) -> tuple[np.ndarray, np.ndarray]:
+    """Every turn's score, the default's and the other setting's: the mean,
+    over the labels measured under both, of its values' centred ranks among
+    that label's values of both settings (rank - (N+1)/2) / N, between -1/2
+    and 1/2; when no label was measured under both (shuffled sets draw new
+    ones every turn), all values rank together as one label.  A turn that
+    measured none of the labels has no score."""
+    labels = [{label for by_label in side.values() for label in by_label} for side in (default, other)]
+    common: list[str | None] = list(natural_sorted(labels[0] & labels[1])) or [None]
+    turns = [(side, round_) for side, by_round in enumerate((default, other)) for round_ in sorted(by_round)]
+    score_sums, strata_seen = np.zeros(len(turns)), np.zeros(len(turns))
+    for label in common:
+        owners: list[int] = []
+        values: list[float] = []
+        for i, (side, round_) in enumerate(turns):
+            by_label = (default, other)[side][round_]
+            found = by_label.get(label, []) if label is not None else [v for vs in by_label.values() for v in vs]
+            owners += [i] * len(found)
+            values += found
+        if len(values) < 2:
+            continue
+        centred = (stats.rankdata(values) - (len(values) + 1) / 2.0) / len(values)
+        rank_sums = np.bincount(owners, weights=centred, minlength=len(turns))
+        counts = np.bincount(owners, minlength=len(turns))
+        measured = counts > 0
+        score_sums[measured] += rank_sums[measured] / counts[measured]
+        strata_seen[measured] += 1
+    scored = strata_seen > 0
+    scores = np.divide(score_sums, strata_seen, out=np.zeros(len(turns)), where=scored)
+    sides = np.array([side for side, _ in turns], dtype=int)
+    return scores[scored & (sides == 0)], scores[scored & (sides == 1)]
+
+
+def turn_test(default_scores: np.ndarray, other_scores: np.ndarray) -> sig.TestResult:
+    """Mann–Whitney of the other setting's turn scores against the
+    default's; the statistic is the difference of their means (> 0: the
+    setting's values rank above the default's)."""
+    result = sig.mann_whitney(default_scores, other_scores)
+    shift = float(np.mean(other_scores) - np.mean(default_scores)) if len(default_scores) and len(other_scores) else 0.0
+    return sig.TestResult(result.p, f"{result.method} over turns", shift)
 
 
 def _series_rows(grid: Grid, results: Sequence[SweepResult], direction: Direction, alpha: float,
-                 min_effect: float, seed: int) -> list[SizeRow]:
+                 min_effect: float) -> list[SizeRow]:
     """The size rows of one series family, every test of it Holm-corrected together."""
     settings, default = grid.size, grid.default
-    # metric -> setting -> label -> values
-    values: dict[str, dict[int, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    # metric -> setting -> round -> label -> values
+    values: dict[str, dict[int, Turns]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list))))
     for r in results:
         if r.valid and r.value is not None and math.isfinite(r.value):
-            values[r.metric][r.setting][r.label].append(r.value)
+            values[r.metric][r.setting][r.round][r.label].append(r.value)
     metrics = sorted({r.metric for r in results}, key=lambda m: (split_metric(m)[1] or -1, m))
     rows, pending = [], []
     for metric in metrics:
         per_setting = values.get(metric, {})
-        pooled = [[v for vs in per_setting.get(s, {}).values() for v in vs] for s in range(settings)]
+        pooled = [[v for by_label in per_setting.get(s, {}).values() for vs in by_label.values() for v in vs]
+                  for s in range(settings)]
         medians = [float(np.median(p)) if p else None for p in pooled]
         row = SizeRow(metric, split_metric(metric)[1], medians, [len(p) for p in pooled])
         measured = [s for s in range(settings) if medians[s] is not None]
@@ -248,15 +291,15 @@ def _series_rows(grid: Grid, results: Sequence[SweepResult], direction: Directio
             for s in measured:
                 if s == default:
                     continue
-                strata = _strata(per_setting[default], per_setting[s])
-                if strata:
-                    pending.append((row, s, strata))
+                scores = turn_scores(per_setting[default], per_setting[s])
+                if len(scores[0]) and len(scores[1]):
+                    pending.append((row, s, scores))
         rows.append(row)
-    smallest = [sig.smallest_stratified_p([(len(b), len(a)) for b, a in strata]) for _, _, strata in pending]
+    smallest = [sig.smallest_p(len(default_scores), len(other_scores))
+                for _, _, (default_scores, other_scores) in pending]
     kept = sig.testable(smallest, alpha)
-    draws = sig.draws_for(int(np.count_nonzero(kept)), alpha)
-    for (row, s, strata), least in zip(pending, smallest):
-        result = sig.stratified_test(strata, draws=draws, seed=seed)
+    for (row, s, scores), least in zip(pending, smallest):
+        result = turn_test(*scores)
         row.tests[s] = SettingTest(result.p, result.method, result.statistic, least)
     if np.any(kept):
         adjusted = sig.holm([pending[i][0].tests[pending[i][1]].p for i in np.flatnonzero(kept)])
@@ -294,8 +337,8 @@ def _judge(row: SizeRow, default: int, direction: Direction, alpha: float, min_e
         row.significant = True
 
 
-def analyze_sweep(data: SweepData, alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT,
-                  seed: int = 0) -> SweepAnalysis:
+def analyze_sweep(data: SweepData, alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT
+                  ) -> SweepAnalysis:
     """Judge a stored sweep: every series family's sizes, best settings and
     their significance against the default (see the module's docstring)."""
     if not 0 < alpha < 1:
@@ -311,6 +354,6 @@ def analyze_sweep(data: SweepData, alpha: float = DEFAULT_ALPHA, min_effect: flo
     series = []
     for (benchmark, family), results in sorted(families.items()):
         first = results[0]
-        rows = _series_rows(data.grid, results, first.direction, alpha, min_effect, seed)
+        rows = _series_rows(data.grid, results, first.direction, alpha, min_effect)
         series.append(SeriesSweep(benchmark, family, first.unit, first.direction, first.label_kind, rows))
     return SweepAnalysis(data, alpha, min_effect, series, dict(failed))

@@ -11,9 +11,10 @@ unless ``--default NAME=VALUE`` names another; the default setting is the
 one of every default value, and every other setting is judged against it.
 
 Each setting runs once per round, R rounds, in an order shuffled afresh
-every round (``interleaved_order``): a drift over the sweep's time (a
-warming machine, another job starting) then falls on every setting alike
-instead of on the ones that ran last.
+every round and balanced over blocks of rounds (``interleaved_order``): a
+drift over the sweep's time (a warming machine, another job starting) or
+a cost paid by a round's first run then falls on every setting alike
+instead of on the ones that ran first or last.
 """
 
 from __future__ import annotations
@@ -221,10 +222,20 @@ def make_grid(step: str, env: Sequence[str] = (), options: Sequence[str] = (), d
 
 def interleaved_order(settings: int, rounds: int, seed: int = 0) -> list[list[int]]:
     """The order of a sweep's runs: ``rounds`` rounds, each running every
-    setting once in an order drawn afresh (from ``seed``) every round."""
+    setting once.  Every ``settings`` consecutive rounds form a block in
+    which each setting runs once in each place (the rows of a cyclic Latin
+    square, drawn from ``seed``: the settings relabelled and the rows
+    shuffled afresh every block), so that no setting runs first, after a
+    pause, or last, in a drift, more often than another; a last, shorter
+    block takes some of its square's rows."""
     if settings < 1:
         raise GridError("a sweep needs at least one setting")
     if rounds < 1:
         raise GridError(f"repetitions must be >= 1, got {rounds}")
     rng = np.random.default_rng(seed)
-    return [[int(i) for i in rng.permutation(settings)] for _ in range(rounds)]
+    order: list[list[int]] = []
+    while len(order) < rounds:
+        relabelled = rng.permutation(settings)
+        for shift in rng.permutation(settings):
+            order.append([int(relabelled[(shift + place) % settings]) for place in range(settings)])
+    return order[:rounds]
