@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,13 +35,12 @@ from oddnode.nodes import NodeNameError, expand
 from oddnode.plan import PROBE_TIMEOUT, CheckPlan
 from oddnode.runner import RunSummary
 from oddnode.steps import StepContext, StepObserver
-from oddnode.store import FINDINGS_SOURCE, Store
+from oddnode.store import CHECK_SOURCE, FINDINGS_SOURCE, Store
 from oddnode.transport import Target, get_transport
 from oddnode.transport.local import local_node_name
 
 INVENTORY_STAGE = "inventory"  # the diagnostics' one step, as node status and check steps name it
 DIAGNOSTICS = "diagnostics"
-CHECK_SOURCE = "check"  # runs.source of a staged check's own run
 
 
 def read_hostfile(path: Path) -> list[str]:
@@ -133,6 +133,7 @@ class StageResult:
     notes: list[str] = field(default_factory=list)
     series: tuple[str, ...] = ()  # the families of the series its steps store
     between_pairs: bool = False  # its results are of pairs of nodes, not of nodes
+    seconds: float | None = None  # wall-clock time it took, run and judged (None: not timed)
 
     def owns(self, benchmark: str) -> bool:
         """Whether a stored series is one of this stage's."""
@@ -266,10 +267,12 @@ def run_check(
     store.release()  # the nodes run next: let others read the store meanwhile
 
     observer.stage_started(DIAGNOSTICS)
+    began = time.monotonic()
     inventory = None
     if INVENTORY_STAGE not in steps:
         inventory = collect_inventory(store, target, plan.probe_timeout, command, check_id)
     diagnostics, expectations = _diagnostics(store, target, plan, sensitivity)
+    diagnostics.seconds = time.monotonic() - began
     stages = [diagnostics]
     observer.stage_judged(diagnostics)
 
@@ -280,7 +283,9 @@ def run_check(
     else:
         for stage in plan.stages:
             observer.stage_started(stage)
+            began = time.monotonic()
             result = _run_stage(store, target, plan, stage, steps, check_id, command, sensitivity, observer)
+            result.seconds = time.monotonic() - began
             judged.add(stage)
             stages.append(result)
             observer.stage_judged(result)

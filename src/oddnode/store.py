@@ -51,6 +51,7 @@ DEFAULT_PATH = "oddnode.duckdb"
 LOCK_WAIT = 30.0
 LOCK_POLL = 0.1  # seconds between tries
 FINDINGS_SOURCE = "findings"  # runs.source of an analysis run, even one that found nothing
+CHECK_SOURCE = "check"  # runs.source of a staged check's own run
 SWEEP_SOURCE = "sweep"  # runs.source of a parameter sweep's own run
 PROFILE_SOURCE = "profile"  # runs.source of the run that stored a profile: profile:<tool>
 
@@ -245,6 +246,11 @@ RESULT_COLUMNS = (
 
 class StoreError(RuntimeError):
     """The store cannot be opened or does not hold what was asked for."""
+
+
+class StoreUnavailable(StoreError):
+    """The store file exists but cannot be opened now: another process
+    holds its lock, or the file system refuses it."""
 
 
 @dataclass(frozen=True)
@@ -922,6 +928,15 @@ class Store:
                 int(count), float(time_), float(max_time), int(nbytes))
         return profile
 
+    def latest_run_per_node(self, source: str) -> dict[str, datetime]:
+        """Node -> start (UTC, naive) of the newest run of ``source`` whose
+        node list named it: when a check last ran on each node."""
+        rows = self.con.execute("""
+            SELECT n.node, max(r.started) FROM runs r JOIN run_nodes n ON n.run_id = r.id
+            WHERE r.source = ? GROUP BY n.node
+        """, [source]).fetchall()
+        return dict(rows)
+
     def latest_findings(self) -> list[Finding]:
         rows = self.con.execute("""
             SELECT kind, severity, subject, nodes, message, evidence, remedy FROM findings
@@ -987,7 +1002,7 @@ def _connection(path: str, read_only: bool, lock_wait: float) -> duckdb.DuckDBPy
             if not locked or time.monotonic() >= deadline:
                 why = (f"another process has it open ({err}); a check lets others in between its writes, "
                        "other commands hold it until they end" if locked else str(err))
-                raise StoreError(f"cannot open results store {path}: {why}") from err
+                raise StoreUnavailable(f"cannot open results store {path}: {why}") from err
         time.sleep(LOCK_POLL)
 
 

@@ -39,10 +39,13 @@ def clean(bed):
 
 
 def processes(bed, tmp_path) -> dict:
-    """The command's JSON, run as a user runs it on the testbed."""
+    """The command's JSON, run as a user runs it on the testbed; its exit
+    status is 1 exactly when a finding is a warning or worse."""
     result = oddnode("processes", "--testbed", "--seconds", SECONDS, "--json", "--db", tmp_path / "p.duckdb",
-                     cwd=tmp_path, env={"ODDNODE_TESTBED_DIR": str(bed.state_dir)})
+                     cwd=tmp_path, env={"ODDNODE_TESTBED_DIR": str(bed.state_dir)}, check=False)
     document = json.loads(result.stdout)
+    problems = [f for f in document["findings"] if f["severity"] in ("warning", "error")]
+    assert result.returncode == (1 if problems else 0), (result.returncode, result.stderr)
     # Every node accounted by the kernel, in its own PID namespace.
     assert sorted(document["nodes"]) == bed.nodes and not document["unanswered"], document["unanswered"]
     assert {node["method"] for node in document["nodes"].values()} == {"acct"}

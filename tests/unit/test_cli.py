@@ -47,9 +47,9 @@ def test_correlate_findc_common(cluster):
 
 
 def test_analyze_json_html_and_truth(cluster):
-    result = oddnode("analyze", "cluster", "--json", "--html", "report.html", cwd=cluster)
+    result = oddnode("analyze", "cluster", "--json", "--html", "report.html", cwd=cluster, check=False)
     data = json.loads(result.stdout)
-    assert data["ready"] is False
+    assert data["ready"] is False and result.returncode == 1  # not ready
     assert {s["benchmark"] for s in data["statistics"]} >= {"c.ppc64", "xhpl.ppc64", "spp.cut.bw.4194304"}
     kinds = {f["kind"] for f in data["findings"]}
     assert {"outlier", "bimodal", "accuracy", "missing", "inconsistent-fact", "weak-pair-member", "weak-group"} <= kinds
@@ -58,7 +58,7 @@ def test_analyze_json_html_and_truth(cluster):
     html = (cluster / "report.html").read_text()
     assert "NOT READY" in html and "<svg" in html and 'id="findings"' in html
     assert not re.search(r"""(src|href)=["']https?:""", html)  # self-contained
-    result = oddnode("analyze", "cluster", "--truth", "cluster/truth.json", cwd=cluster)
+    result = oddnode("analyze", "cluster", "--truth", "cluster/truth.json", "--fail-on", "never", cwd=cluster)
     assert "match the ground truth" in result.stdout
 
 
@@ -113,7 +113,7 @@ def test_testbed_without_root_says_so_in_one_line(monkeypatch, tmp_path):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     for args in (["testbed", "up", "--state-dir", str(tmp_path)], ["check", "--testbed"]):
         result = CliRunner().invoke(app, args)
-        assert result.exit_code == 2, args
+        assert result.exit_code == 3, args  # could not run: the machine, not the command line
         assert "the testbed needs root" in result.output and "Traceback" not in result.output
 
 
@@ -131,13 +131,13 @@ def test_matrix_command_names_the_bad_link_and_stores_the_topology(scripted, tmp
     topology.write_text("leaf1 node[01-04]\nleaf2 node[05-08]\n")
     db = tmp_path / "m.duckdb"
     result = invoke("matrix", "--sizes", "0,1,64,4096,65536", "--port", 6211, "--topology", topology, "--db", db)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # a finding
     assert "56 ordered pairs in 14 rounds" in result.text and "2 slow" in result.text
     assert "slow-link" in result.text and "node[02,05]" in result.text
     with open_store(db) as store:
         assert store.load_topology()["node05"] == "leaf2"
     html = tmp_path / "r.html"
-    assert invoke("analyze", "--db", db, "--html", html).exit_code == 0
+    assert invoke("analyze", "--db", db, "--html", html).exit_code == 1  # the slow link
     text = html.read_text()
     assert 'id="matrix"' in text and text.count("<svg") >= 2 and 'id="bisection"' not in text
 
@@ -159,7 +159,7 @@ def test_pairs_command_prints_the_pattern_table(scripted, tmp_path):
     scripted(PairCluster(weak="node03"), TWELVE)
     result = invoke("pairs", "--patterns", "sort,cut,fold", "-r", 1, "--sizes", ",".join(map(str, OPTIONS.sizes)),
                     "--port", 6211, "--db", tmp_path / "p.duckdb")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # a finding
     assert "Pair patterns" in result.text and "weak-pair-member" in result.text
 
 
@@ -199,13 +199,13 @@ def test_analyze_judges_a_store_it_may_not_write_and_says_the_findings_were_not_
 
     monkeypatch.setattr(store_module, "open_store", read_only_store)
     result = CliRunner().invoke(app, ["analyze", "--db", str(db)])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # judged all the same
     assert "NOT READY" in result.output and "node13" in result.output
     assert "findings not recorded in the store" in result.output and "Permission denied" in result.output
     with opened(db, read_only=True) as store:
         assert [run[4] for run in store.runs()] == [str(tmp_path / "plot.triad")]  # nothing written
     monkeypatch.setattr(store_module, "open_store", opened)
-    assert CliRunner().invoke(app, ["analyze", "--db", str(db)]).exit_code == 0
+    assert CliRunner().invoke(app, ["analyze", "--db", str(db)]).exit_code == 1
     with opened(db, read_only=True) as store:
         assert [run[4] for run in store.runs()][-1] == store_module.FINDINGS_SOURCE
 
@@ -218,3 +218,39 @@ def test_help_shows_the_check_first_and_the_other_commands_in_panels(tmp_path):
     first = out.split("╭─ Commands")[1].split("╰")[0]
     assert "check" in first and "analyze" in first and "pairs" not in first
     assert "--install-completion" in out
+
+
+# -- exit statuses ---------------------------------------------------------------
+
+
+def test_a_store_another_process_holds_is_could_not_run_and_a_missing_profile_is_usage(monkeypatch, tmp_path):
+    from oddnode import store as store_module
+
+    db = tmp_path / "s.duckdb"
+    store_module.open_store(db).close()
+    assert invoke("profile", "--db", db, "--show", 7).exit_code == 2  # the command line names what is not there
+
+    def locked(path, **options):
+        raise store_module.StoreUnavailable(f"cannot open results store {path}: another process has it open")
+
+    monkeypatch.setattr(store_module, "open_store", locked)
+    result = invoke("analyze", "--db", db)
+    assert result.exit_code == 3 and "another process has it open" in result.text
+
+
+def test_an_unexpected_error_exits_3_with_its_traceback(monkeypatch, capsys, tmp_path):
+    import sys
+
+    from oddnode import cli
+    from oddnode.cli import analysis
+
+    def defect(*args, **kwargs):
+        raise RuntimeError("a defect in the analysis")
+
+    monkeypatch.setattr(analysis, "judge", defect)
+    monkeypatch.setattr(sys, "argv", ["oddnode", "analyze", str(tmp_path)])
+    with pytest.raises(SystemExit) as stopped:
+        cli.main()
+    assert stopped.value.code == 3  # not 1, which says the cluster has findings
+    err = capsys.readouterr().err
+    assert "RuntimeError: a defect in the analysis" in err and "unexpected error" in err

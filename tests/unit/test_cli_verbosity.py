@@ -27,7 +27,7 @@ def store(tmp_path):
 
 def test_analyze_quiet_gives_the_verdict_and_the_findings_only(store):
     default, quiet = invoke("analyze", "--db", store), invoke("-q", "analyze", "--db", store)
-    assert default.exit_code == quiet.exit_code == 0
+    assert default.exit_code == quiet.exit_code == 1  # not ready
     assert "%var" in default.text and default.text.count("NOT READY") == 2
     assert "NOT READY" in quiet.text and "node13" in quiet.text
     assert "%var" not in quiet.text and quiet.text.count("NOT READY") == 1
@@ -36,7 +36,7 @@ def test_analyze_quiet_gives_the_verdict_and_the_findings_only(store):
 
 def test_analyze_verbose_says_where_the_findings_are_recorded(store):
     result = invoke("--verbose", "analyze", "--db", store)
-    assert result.exit_code == 0 and f"findings recorded in {store}" in result.text
+    assert result.exit_code == 1 and f"findings recorded in {store}" in result.text
     assert "%var" in result.text  # everything the default shows
 
 
@@ -63,7 +63,7 @@ def test_pairs_at_each_level(scripted, tmp_path, level):
     args, cluster, nodes = run_pairs(level, tmp_path)
     scripted(cluster, nodes)
     result = invoke(*args)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output
     assert "weak-pair-member" in result.text  # the finding, at every level
     run_lines = "sort: 6 pairs, 1 repetitions, run 1" in result.text
     table = "Pair patterns" in result.text

@@ -21,11 +21,13 @@ SIZES = (0, 1, 64, 4096, 65536)
 SIZE_OPTION = ["--sizes", ",".join(map(str, SIZES)), "--seconds-per-size", 0.02, "--port", 6211]
 
 
-def parsed(result) -> dict:
-    """The document on stdout; nothing else is there."""
-    assert result.exit_code == 0, result.output
+def parsed(result, status: int | None = None) -> dict:
+    """The document on stdout; nothing else is there.  The exit status is
+    ``status``, else 1 exactly when a finding is a warning or worse."""
     document = json.loads(result.stdout)
     assert set(document) >= {"command", "runs", "findings"}
+    problems = any(f["severity"] in ("warning", "error") for f in document["findings"])
+    assert result.exit_code == (status if status is not None else int(problems)), result.output
     return document
 
 
@@ -114,7 +116,7 @@ def test_bisection_json_says_null_when_no_repetition_streamed_every_pair(scripte
 
     scripted(SwitchCluster(down={"cn-a16"}), CN[:7])
     document = parsed(invoke("bisection", "-r", 1, "--message-size", 65536, "--seconds", 0.3, "--json",
-                             "--db", tmp_path / "b.duckdb"))
+                             "--db", tmp_path / "b.duckdb"), status=1)  # a pair failed: that is the problem
     table = document["bisection"]
     assert table["demonstrated"] is None and table["fraction"] is None and table["sums"] == [None]
     assert document["runs"]["bisection"]["per_pair"]["cn-a13-cn-a16"]["failed"] == 2
@@ -163,7 +165,8 @@ def test_chain_json_has_every_length_and_where_the_switch_stops_scaling(scripted
                     "--json", "--db", tmp_path / "c.duckdb")
     document = parsed(result)
     assert "stops scaling at k = 6" in " ".join(result.stderr.split()) and "Daisy chain" not in result.output
-    assert document["command"] == "switchbench chain" and document["findings"] == []
+    assert document["command"] == "switchbench chain"
+    assert [(f["kind"], f["severity"]) for f in document["findings"]] == [("switch-saturation", "warning")]
     run = document["runs"]["chain"]
     assert run["repetitions"] == 2 and run["message_size"] == 65536 and run["saturation"] == 6
     assert len(run["points"]) == 14 and {p["repetition"] for p in run["points"]} == {1, 2}
@@ -232,7 +235,7 @@ def test_alltoall_json_without_a_valid_repetition_charges_the_node(scripted, tmp
     scripted(SwitchCluster(down={"gpu004"}), GPUS[:4])
     result = invoke("switchbench", "alltoall", "-r", 1, "--message-size", 100000, "--port", PORT, "--json",
                     "--db", tmp_path / "a.duckdb")
-    document = parsed(result)
+    document = parsed(result, status=1)  # the charged node is the problem found
     assert "no repetition in which every node ran" in " ".join(result.stderr.split())
     table = document["alltoall"]
     assert table["charged_nodes"] == ["gpu004"] and table["total_seconds"] is None and table["phases"] == []

@@ -72,7 +72,7 @@ def test_inventory_json_has_every_nodes_facts_the_differences_and_the_silent_nod
                             notes={"cn-a17": ["dmidecode: not permitted"], "cn-a18": ["dmidecode: not permitted"]}))
     db = tmp_path / "inv.duckdb"
     result = run("inventory", "--db", db, "--json")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # a fact differs, and two nodes gave nothing
     doc = document(result)
     assert doc["answered"] == "cn-a[17-20]" and doc["nodes"] == "cn-a[17-21],cn-b01"
     assert sorted(doc["facts"]) == ["cn-a17", "cn-a18", "cn-a19", "cn-a20"]
@@ -119,7 +119,7 @@ def test_diagnose_json_gives_every_expectations_verdict_per_node(tmp_path, on_cl
     on_cluster(ProbeCluster(facts={"cn-a19": {"bios_version": "2.5.0", "memory_total_kb": "263856012"}}),
                nodes=NODES[:5])
     db = tmp_path / "inv.duckdb"
-    assert run("inventory", "--db", db).exit_code == 0
+    assert run("inventory", "--db", db).exit_code == 1  # a fact differs
     expect = tmp_path / "expect.yaml"
     expect.write_text("bios_version: 2.7.3\nkernel: {match: '6.1.*'}\nmemory_total_kb: {min: 500000000}\n"
                       "gpu_count: 4\n", encoding="utf-8")
@@ -152,7 +152,7 @@ def test_diagnose_json_gives_every_expectations_verdict_per_node(tmp_path, on_cl
 def test_diagnose_json_passes_with_exit_0(tmp_path, on_cluster):
     on_cluster(ProbeCluster(), nodes=NODES[:2])
     db = tmp_path / "inv.duckdb"
-    assert run("inventory", "--db", db).exit_code == 0
+    assert run("inventory", "--db", db).exit_code == 0  # every fact alike
     expect = tmp_path / "expect.yaml"
     expect.write_text("kernel: 6.1.0-18-amd64\n", encoding="utf-8")
     result = run("-v", "diagnose", "--expect", expect, "--db", db, "--json")

@@ -39,7 +39,7 @@ def test_a_daemon_on_one_node_is_named_with_its_ratio_table(cluster, tmp_path):
     answers["cn-b02"] = background({"basename": (3000, 12), "sed": (3000, 12), "sh": (3004, 12)})
     scripted = cluster(answers)
     result = invoke("processes", "--seconds", 60, "--db", db)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # a finding
     assert "--seconds=60" in scripted.argv and scripted.timeout == 120
     assert "cn-a[10-13],cn-b[01-04]: kernel accounting, oddnode's own" in result.text
     assert "Asymmetry ratios (8 nodes, 60 s)" in result.text
@@ -66,7 +66,7 @@ def test_old_against_new_nodes_by_bios_date(cluster, tmp_path):
                                                      for n in NODES[:-1]])
     cluster({node: background({"lssrc": (300, 12)} if node in old else {}) for node in NODES})
     result = invoke("processes", "--groups", "bios_date", "--json", "--db", db)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # a finding
     document = json.loads(result.stdout)
     node_table, group_table = document["tables"]
     assert group_table["grouped_by"] == "bios_date" and group_table["left_out"] == {"cn-b04": "in no group"}
@@ -81,7 +81,7 @@ def test_groups_from_a_topology_file(cluster, tmp_path):
     topology = write(tmp_path / "racks", "rack-a cn-a[10-13]\nrack-b cn-b[01-04]\n")
     cluster({node: background({"spget_sy": (500, 12)} if node.startswith("cn-b") else {}) for node in NODES})
     result = invoke("processes", "--groups-file", topology, "--db", tmp_path / "s.duckdb")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # a finding
     assert f"group rack-b (cn-b[01-04], grouped by {topology})" in result.text
     assert "per node" in result.text
 

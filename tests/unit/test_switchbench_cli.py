@@ -23,7 +23,7 @@ def test_chain_prints_aggregate_per_length_and_where_the_switch_stops_scaling(sc
     cluster = scripted(SwitchCluster(), NODES)
     db = tmp_path / "c.duckdb"
     result = invoke("switchbench", "chain", "-r", 1, *FAST, "--db", db)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # a finding
     # Links of 1000 MB/s behind a 4000 MB/s switch: 4 hops fill it, the 6th node adds nothing.
     assert [len(commands) for commands in cluster.rounds] == list(range(2, 9))
     assert "Daisy chain" in result.text
@@ -38,7 +38,7 @@ def test_chain_prints_aggregate_per_length_and_where_the_switch_stops_scaling(sc
 def test_chain_lengths_are_chosen_and_checked(scripted, tmp_path):
     cluster = scripted(SwitchCluster(), NODES)
     result = invoke("switchbench", "chain", "-r", 1, "--lengths", "8,2,5", *FAST, "--db", tmp_path / "c.duckdb")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # the switch stops scaling
     assert [len(commands) for commands in cluster.rounds] == [2, 5, 8]
     assert "the aggregate grew with every node added, 4000 MB/s at k = 8" not in result.text
     assert "stops scaling at k = 8" in result.text  # 3 hops added only 1000 MB/s after k = 5
@@ -59,7 +59,7 @@ def test_stream_prints_per_pair_rates_and_names_the_weak_node(scripted, tmp_path
     cluster = scripted(SwitchCluster(weak="node05"), TWELVE)
     db = tmp_path / "s.duckdb"
     result = invoke("switchbench", "stream", "--patterns", "sort,cut,fold", "-r", 1, *FAST, "--db", db)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # a finding
     assert len(cluster.rounds) == 3 and all(sorted(commands) == TWELVE for commands in cluster.rounds)
     for pattern in ("sort", "cut", "fold"):
         assert f"Pairwise streaming, {pattern}" in result.text
@@ -109,7 +109,7 @@ def test_alltoall_without_a_valid_repetition_names_the_node_not_its_partners(scr
     scripted(cluster, NODES[:4])
     result = invoke("switchbench", "alltoall", "-r", 1, "--message-size", 100000, "--port", PORT,
                     "--db", tmp_path / "a.duckdb")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # a finding
     assert "no repetition in which every node ran and checked its data" in result.text
     assert f"failed or invalid on {named} " in result.text and why in result.text
     assert "slowest receiver" not in result.text

@@ -3,6 +3,8 @@ per family of commands, assembled here with the options every command takes."""
 
 from __future__ import annotations
 
+import sys
+import traceback
 from typing import Annotated
 
 import typer
@@ -14,7 +16,7 @@ from oddnode.cli import numa as numa_cli
 from oddnode.cli import fit as fit_cli
 from oddnode.cli import profile as profile_cli
 from oddnode.cli import model as model_cli
-from oddnode.cli.common import Verbosity, console, fail, output
+from oddnode.cli.common import ExitStatus, Verbosity, console, err_console, fail, output
 
 app = typer.Typer(
     name="oddnode",
@@ -59,4 +61,12 @@ def _root(version: Annotated[bool, typer.Option("--version", help="Print the ver
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except Exception:
+        # A defect, not a verdict: the traceback for a report, and the status
+        # of a command that could not run rather than 1 (findings).
+        traceback.print_exc()
+        err_console.print("[bold red]error:[/] oddnode stopped on an unexpected error (above); results stored "
+                          "before it are kept", highlight=False)
+        sys.exit(int(ExitStatus.COULD_NOT_RUN))

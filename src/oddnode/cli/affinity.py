@@ -21,7 +21,9 @@ from oddnode.cli.common import (
     TransportOption,
     WideOption,
     console,
+    could_not_run,
     err_console,
+    exit_for_findings,
     fail,
     inform,
     progress_run,
@@ -87,17 +89,9 @@ def affinity_command(
     from oddnode.affinity.collect import collect_affinity
     from oddnode.findings import find_all
     from oddnode.findings.affinity import AFFINITY_DETAILS, AFFINITY_KINDS
-    from oddnode.model import Dataset, Severity
-    from oddnode.report.affinity import (
-        affinity_json,
-        note_lines,
-        numa_view,
-        process_view,
-        thread_view,
-        topology_lines,
-    )
+    from oddnode.model import Dataset
+    from oddnode.report.affinity import affinity_json, note_lines, topology_lines
     from oddnode.report.processes import unanswered_lines
-    from oddnode.report.terminal import findings_by_nodes, print_views
 
     out = err_console if json_out else None
     with user_errors(), testbed_errors():
@@ -127,8 +121,19 @@ def affinity_command(
         inform(f"[dim]{escape(line)}[/]", highlight=False, out=out)
     for line in unanswered_lines(result.reasons, result.unreachable):
         (err_console if json_out else console).print(line, highlight=False)
-    if json_out:
-        return
+    if not json_out:
+        _print_views(reports, findings, wide, show_all, top)
+    if not reports:
+        raise could_not_run(f"no node of {target.nodeset} answered (see above)")
+    exit_for_findings(findings, problems=bool(result.unreachable or result.failed))
+
+
+def _print_views(reports, findings, wide: bool, show_all: bool, top: int) -> None:
+    """The tables (unless -q) and the findings, INFO ones too, or what is fine."""
+    from oddnode.model import Severity
+    from oddnode.report.affinity import numa_view, process_view, thread_view
+    from oddnode.report.terminal import findings_by_nodes, print_views
+
     width = None if wide else console.width
     if not quiet():
         views = [numa_view(reports, width), process_view(reports, width),

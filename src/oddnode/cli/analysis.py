@@ -14,6 +14,7 @@ import typer
 from oddnode.cli.common import (
     DEFAULT_DB,
     DbOption,
+    JunitOption,
     AlphaOption,
     DEFAULT_ALPHA,
     DEFAULT_MIN_EFFECT,
@@ -51,6 +52,7 @@ class ExportFormat(str, Enum):
     csv = "csv"
     parquet = "parquet"
     json = "json"
+    prometheus = "prometheus"
 
 
 def load_series(db: Path, benchmark: str):
@@ -59,15 +61,22 @@ def load_series(db: Path, benchmark: str):
 
 
 def export_command(
-    fmt: Annotated[ExportFormat, typer.Argument(metavar="FORMAT", help="plot, csv, parquet or json.")],
-    out: Annotated[Path, typer.Argument(help="Output directory.")],
+    fmt: Annotated[ExportFormat, typer.Argument(metavar="FORMAT", help="plot, csv, parquet, json or prometheus.")],
+    out: Annotated[Path, typer.Argument(help="Output directory (prometheus: a file, - for stdout).")],
     db: DbOption = DEFAULT_DB,
     benchmark: Annotated[Optional[list[str]], typer.Option(help="Only these benchmarks (plot format).")] = None,
 ) -> None:
-    """Export benchmarks back to plot files, or every table to CSV, Parquet or JSON."""
+    """Export benchmarks back to plot files, every table to CSV, Parquet or
+    JSON, or the verdict per node to a Prometheus textfile."""
     from oddnode.io.export import export_plot_files, export_tables
+    from oddnode.io.prometheus import prometheus_text, write_textfile
 
     with user_errors(), open_db(db) as store:
+        if fmt is ExportFormat.prometheus:
+            write_textfile(prometheus_text(store), out)
+            if str(out) != "-":
+                inform(f"wrote {out}")
+            return
         if fmt is ExportFormat.plot:
             written = export_plot_files(store, out, benchmark)
         else:
@@ -302,34 +311,47 @@ def analyze_command(
         "--db", envvar="ODDNODE_DB",
         help="Results store (default oddnode.duckdb; in memory when paths are given).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print findings and statistics as JSON.")] = False,
+    junit: JunitOption = None,
     html: Annotated[Optional[Path], typer.Option(help="Write a self-contained HTML report.")] = None,
     alpha: AlphaOption = DEFAULT_ALPHA,
     min_effect: MinEffectOption = DEFAULT_MIN_EFFECT,
-    fail_on: Annotated[FailOn, typer.Option(help="Exit 1 when a finding reaches this severity.")] = FailOn.never,
+    fail_on: Annotated[FailOn, typer.Option(
+        help="Exit 1 when a finding reaches this severity (never: exit 0 whatever is found).")] = FailOn.warning,
     truth: Annotated[Optional[Path], typer.Option(
         help="Compare with a synthetic dataset's truth.json; exit 1 on a mismatch.")] = None,
     topology: StoredTopologyOption = None,
     wide: WideOption = False,
 ) -> None:
-    """Judge the results: statistics, findings with evidence and remedies, correlations."""
+    """Judge the results: statistics, findings with evidence and remedies, correlations.
+
+    Exit 1 when a finding reaches a warning (--fail-on), 0 when the
+    cluster is ready."""
     from oddnode.findings import Sensitivity
     from oddnode.store import StoreError
 
+    from oddnode.report.junit import STDOUT, analysis_suite, refuse_both_on_stdout, write_junit
+
+    try:
+        refuse_both_on_stdout(junit, json_out)
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
     with user_errors():
         sensitivity = Sensitivity(alpha=alpha, min_effect=min_effect)
         location = db or (Path(":memory:") if paths else DEFAULT_DB)
         if not paths and not location.exists():
             raise StoreError(f"no results store at {location}: import results first or give result directories")
         result, not_recorded = judge(paths, location, read_topology(topology), sensitivity)
-    out = err_console if json_out else console
+    out = err_console if json_out or junit == STDOUT else console
     if not_recorded:
         err_console.print(f"[yellow]{not_recorded}[/]", highlight=False)
+    if junit:
+        write_junit(analysis_suite(result), junit)
     if json_out:
         typer.echo(json.dumps(analysis_document(result), indent=2, default=json_default))
     else:
         from oddnode.report.terminal import print_analysis
 
-        print_analysis(console, result, wide, brief=quiet())
+        print_analysis(out, result, wide, brief=quiet())
     if html:
         from oddnode.report.html import write_report
 

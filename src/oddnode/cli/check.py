@@ -12,27 +12,28 @@ import yaml
 from rich.console import Console
 
 from oddnode.cli.common import (
+    AlphaOption,
     DEFAULT_ALPHA,
     DEFAULT_DB,
     DEFAULT_MIN_EFFECT,
-    AlphaOption,
-    MinEffectOption,
     DbOption,
     ExcludeOption,
     FanoutOption,
     HostfileOption,
+    JunitOption,
+    MinEffectOption,
     NodesOption,
     SshConfigOption,
     TestbedOption,
     TopologyOption,
     TransportOption,
     WideOption,
+    analysis_document,
     command_line,
     console,
     detail,
     err_console,
     inform,
-    analysis_document,
     json_default,
     message_sizes,
     open_db,
@@ -50,6 +51,7 @@ from oddnode.plan import CheckPlan, PlanError, layered_parameters, make_plan, pa
 from oddnode.cli.nodes import print_unanswered
 from oddnode.steps import option_defaults
 from oddnode.report import summaries
+from oddnode.report.junit import STDOUT, check_suite, refuse_both_on_stdout, write_junit
 
 
 class _CheckProgress:
@@ -135,14 +137,18 @@ STEP_NAMES = ", ".join(catalog.STEPS.names())
 OPT_IN = ", ".join(step.name for step in catalog.STEPS.values() if not step.default)
 
 
-def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide: bool) -> None:
+def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide: bool,
+            stdout_taken: bool = False) -> None:
     """A finished check for people (or as JSON), its HTML report, and its
-    exit status: 1 when the cluster is not ready."""
+    exit status: 1 when the cluster is not ready.  ``stdout_taken``: stdout
+    carries another document (--junit -), people's lines go to stderr."""
     from oddnode.report.html import write_report
     from oddnode.report.terminal import expectation_table, print_analysis
 
     out = err_console if json_out else console
-    if json_out:
+    if stdout_taken:
+        print_analysis(out, result.analysis, wide, brief=True)
+    elif json_out:
         typer.echo(json.dumps(analysis_document(result.analysis), indent=2, default=json_default))
     else:
         if result.inventory is not None:
@@ -245,6 +251,7 @@ def check_command(
     bisection_seconds: Annotated[Optional[float], typer.Option(
         help=f"Seconds each bisection stream lasts ({_default('bisection.seconds')}).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
+    junit: JunitOption = None,
     wide: WideOption = False,
     topology: TopologyOption = None,
     alpha: AlphaOption = DEFAULT_ALPHA,
@@ -291,6 +298,7 @@ def check_command(
                          benchmark_timeout=benchmark_timeout, probe_timeout=timeout,
                          expectations=str(expect) if expect else None)
         sensitivity = Sensitivity(alpha=alpha, min_effect=min_effect)
+        refuse_both_on_stdout(junit, json_out)
     except (PlanError, ValueError) as err:
         raise typer.BadParameter(str(err)) from None
     if show_plan:
@@ -319,7 +327,9 @@ def check_command(
         except KeyboardInterrupt:
             err_console.print(summaries.interrupted_line(db))
             raise typer.Exit(code=130) from None
-    _report(result, target, db, html, json_out, wide)
+    if junit:
+        write_junit(check_suite(result), junit)
+    _report(result, target, db, html, json_out or junit == STDOUT, wide, junit == STDOUT)
 
 
 def register(app: typer.Typer) -> None:

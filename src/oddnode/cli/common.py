@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterator, Optional
+from typing import Annotated, Any, Callable, Iterable, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -100,28 +100,56 @@ def json_default(value):
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
-# -- errors ------------------------------------------------------------------
+# -- exit statuses and errors -------------------------------------------------
 
 
-def fail(message: str) -> typer.Exit:
+class ExitStatus(IntEnum):
+    """What a command's exit status says, the same for every command (docs/commands.md#exit-statuses)."""
+
+    READY = 0  # it ran, and nothing it found reaches a warning
+    FINDINGS = 1  # it ran and found a problem: a finding at warning or above, a failed check, a regression
+    USAGE = 2  # the command line, or a file it names, is wrong
+    COULD_NOT_RUN = 3  # the nodes, the store, a tool or the testbed stopped it before it had a verdict
+
+
+def fail(message: str, status: ExitStatus = ExitStatus.USAGE) -> typer.Exit:
+    """Print the error; the exit that ends the command (raise it)."""
     err_console.print(f"[bold red]error:[/] {message}", highlight=False)
-    return typer.Exit(code=2)
+    return typer.Exit(code=int(status))
+
+
+def could_not_run(message: str) -> typer.Exit:
+    """``fail`` with the status of a command something outside it stopped."""
+    return fail(message, ExitStatus.COULD_NOT_RUN)
+
+
+def exit_for_findings(findings: Iterable[Any], *, problems: bool = False) -> None:
+    """End a command that judged something: exit 1 when a finding reaches
+    a warning (or ``problems``, something else it counts as one: a node
+    that never answered), else return and exit 0."""
+    from oddnode.model import Severity
+
+    if problems or any(f.severity.rank >= Severity.WARNING.rank for f in findings):
+        raise typer.Exit(code=int(ExitStatus.FINDINGS))
 
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn the library's input and store errors into one clear line."""
+    """Turn the library's errors into one clear line: the input's, or a
+    store that lacks what was asked (exit 2); a store that cannot be opened
+    now, or a transport that cannot be used here (exit 3)."""
     from oddnode.io.export import ExportError
     from oddnode.io.stab import InputError
     from oddnode.nodes import NodeNameError
-    from oddnode.store import StoreError
+    from oddnode.store import StoreError, StoreUnavailable
     from oddnode.synth import SynthError
     from oddnode.transport import TransportError
 
     try:
         yield
-    except (InputError, StoreError, ExportError, NodeNameError, SynthError, TransportError, KeyError,
-            ValueError) as err:
+    except (StoreUnavailable, TransportError) as err:
+        raise could_not_run(str(err)) from None
+    except (InputError, StoreError, ExportError, NodeNameError, SynthError, KeyError, ValueError) as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         raise fail(message) from None
 
@@ -133,13 +161,17 @@ def testbed_errors() -> Iterator[None]:
     try:
         yield
     except TestbedError as err:
-        raise fail(str(err)) from None
+        raise could_not_run(str(err)) from None
 
 
 # -- the store ---------------------------------------------------------------
 
 DEFAULT_DB = Path(DEFAULT_PATH)
 DbOption = Annotated[Path, typer.Option("--db", envvar="ODDNODE_DB", help="Results store (DuckDB file).")]
+JunitOption = Annotated[Optional[str], typer.Option(
+    "--junit", metavar="FILE",
+    help="Also write the results as JUnit XML for CI (a testcase per stage or rule, a failure per warning); "
+         "'-': stdout.")]
 WideOption = Annotated[bool, typer.Option(
     "--wide", help="Every column of the statistics table, however wide the lines get (default: fit the terminal).")]
 

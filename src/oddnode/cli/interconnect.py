@@ -24,8 +24,10 @@ from oddnode.cli.common import (
     TransportOption,
     command_line,
     console,
+    could_not_run,
     detail,
     err_console,
+    exit_for_findings,
     inform,
     json_default,
     message_sizes,
@@ -53,6 +55,8 @@ DEFAULT_PATTERNS = ",".join(CHECK_PATTERNS)
 PAIR_FINDINGS = ("weak-pair-member", "weak-group", "oversubscription", "slow-link", "link-contention")
 # The findings the streaming command prints: who the slow pairs have in common.
 STREAM_FINDINGS = ("weak-pair-member", "weak-group")
+# The daisy chain's: the length where the switch stops scaling.
+CHAIN_FINDINGS = ("switch-saturation",)
 
 # The options the interconnect commands share (each gives its own default).
 PatternRepetitionsOption = Annotated[int, typer.Option(
@@ -199,9 +203,10 @@ def pairs_command(
             benchmarks = [pattern_series(MPI if kernel == "mpi" else PINGPONG, p) for p in runs]
             print_json("pairs", {p: run_json(s, repetitions) for p, s in runs.items()},
                        {"patterns": pattern_json(dataset, benchmarks)}, findings)
-            return
-        print_patterns(dataset)
-        console.print(summaries.slow_pairs_verdict(findings))
+        else:
+            print_patterns(dataset)
+            console.print(summaries.slow_pairs_verdict(findings))
+    exit_for_findings(findings)
 
 
 def bisection_command(
@@ -244,6 +249,9 @@ def bisection_command(
         from oddnode.report.interconnect_json import bisection_json
 
         print_json("bisection", {"bisection": run_json(summary, repetitions)}, {"bisection": bisection_json(summary)})
+    if summary.figures.demonstrated is None and not trouble:
+        raise could_not_run("no bisection figure: the cut pairs gave no valid result together (see above)")
+    exit_for_findings((), problems=bool(trouble))
 
 
 def matrix_command(
@@ -288,6 +296,7 @@ def matrix_command(
         from oddnode.report.interconnect_json import matrix_json
 
         print_json("matrix", {"matrix": run_json(summary, 1)}, {"matrix": matrix_json(dataset, summary)}, findings)
+    exit_for_findings(findings)
 
 
 switchbench_app = typer.Typer(help="Switchbench's three switch benchmarks: daisy chain, pairwise streaming, "
@@ -321,6 +330,7 @@ def switchbench_chain_command(
     with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
         summary = progress_run("chain", lambda progress: switchbench.run_chain(
             store, target, repetitions, options=options, on_progress=progress, command=command_line()))
+        findings = findings_of(store.load_dataset(), CHAIN_FINDINGS)
     out = human_console(json_out)
     if not json_out:
         inform(chain_table(summary))
@@ -331,7 +341,8 @@ def switchbench_chain_command(
 
         print_json("switchbench chain", {"chain": {**run_json(summary, repetitions),
                                                    "message_size": options.message_size}},
-                   {"chain": chain_json(summary)})
+                   {"chain": chain_json(summary)}, findings)
+    exit_for_findings(findings)
 
 
 @switchbench_app.command("stream")
@@ -375,8 +386,9 @@ def switchbench_stream_command(
         print_json("switchbench stream", {p: {**run_json(s, repetitions), "message_size": options.message_size}
                                           for p, s in runs.items()},
                    {"streams": [stream_json(s) for s in runs.values()]}, findings)
-        return
-    console.print(summaries.slow_pairs_verdict(findings))
+    else:
+        console.print(summaries.slow_pairs_verdict(findings))
+    exit_for_findings(findings)
 
 
 def charged_nodes(store) -> set[str]:
@@ -432,6 +444,9 @@ def switchbench_alltoall_command(
 
         print_json("switchbench alltoall", {"alltoall": {**run_json(summary, repetitions), "seed": seed}},
                    {"alltoall": alltoall_json(summary, charged)})
+    if summaries.complete_alltoall(summary) is None and not charged:
+        raise could_not_run("no repetition of the all-to-all completed, and no node is charged with it (see above)")
+    exit_for_findings((), problems=bool(charged))
 
 
 def register(app: typer.Typer) -> None:

@@ -26,6 +26,7 @@ from oddnode.cli.common import (
     console,
     detail,
     err_console,
+    exit_for_findings,
     inform,
     json_default,
     progress_run,
@@ -169,8 +170,7 @@ def model_command(
     if plot is not None:
         detail(f"figure: {plot}", highlight=False, out=out)
     detail(summaries.stored_line(db, run.run_id), highlight=False, out=out)
-    if any(f.severity.rank >= Severity.WARNING.rank for f in findings):
-        raise typer.Exit(1)
+    exit_for_findings(findings)
 
 
 def register(app: typer.Typer) -> None:

@@ -22,8 +22,10 @@ from oddnode.cli.common import (
     TransportOption,
     command_line,
     console,
+    could_not_run,
     detail,
     err_console,
+    exit_for_findings,
     inform,
     json_default,
     open_db,
@@ -62,7 +64,8 @@ def inventory_command(
     """Collect every node's facts and print those that differ between nodes.
 
     The facts: CPU, memory, BIOS, kernel, NICs, GPUs, disks, libraries,
-    processes."""
+    processes.  Exit 1 when a fact differs or a node gave no inventory, 3
+    when none did."""
     from oddnode.check import collect_inventory
     from oddnode.findings import find_all
     from oddnode.report.terminal import findings_by_nodes
@@ -90,6 +93,10 @@ def inventory_command(
             snapshot.write_text(write_snapshot(dataset.facts, sorted(result.reports)), encoding="utf-8")
             inform(f"expectations written to {snapshot}: edit it, then run oddnode diagnose --expect {snapshot}",
                    out=out)
+    if not result.reports:
+        raise could_not_run(f"no node gave an inventory ({len(result.unreachable)} unreachable, "
+                            f"{len(result.failed)} failed: see above)")
+    exit_for_findings(findings, problems=bool(result.unreachable or result.failed))
 
 
 def diagnose_command(
@@ -118,8 +125,7 @@ def diagnose_command(
 
             console.print(findings_by_nodes(report.failures))
     detail(f"[dim]findings recorded in {db}[/]", out=err_console if json_out else None, highlight=False)
-    if report.failures:
-        raise typer.Exit(code=1)
+    exit_for_findings(report.failures, problems=bool(report.failures))
 
 
 def register(app: typer.Typer) -> None:

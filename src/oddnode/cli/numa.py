@@ -13,9 +13,9 @@ import typer
 from rich.markup import escape
 
 from oddnode.cli.common import (
+    AlphaOption,
     DEFAULT_ALPHA,
     DEFAULT_DB,
-    AlphaOption,
     DbOption,
     ExcludeOption,
     FanoutOption,
@@ -27,8 +27,10 @@ from oddnode.cli.common import (
     WideOption,
     command_line,
     console,
+    could_not_run,
     detail,
     err_console,
+    exit_for_findings,
     inform,
     json_default,
     open_db,
@@ -149,6 +151,9 @@ def numa_command(
                       "No NUMA node stands out: every cell and every remote/local ratio is within the other "
                       "nodes' spread (or there are too few nodes to judge).")
     detail(summaries.stored_line(db, run.run_id), highlight=False, out=out)
+    if not run.layouts:
+        raise could_not_run(f"no node of {target.nodeset} gave its NUMA layout (see above)")
+    exit_for_findings(findings, problems=bool(run.unanswered))
 
 
 def register(app: typer.Typer) -> None:

@@ -12,9 +12,9 @@ import typer
 from rich.markup import escape
 
 from oddnode.cli.common import (
+    AlphaOption,
     DEFAULT_ALPHA,
     DEFAULT_DB,
-    AlphaOption,
     DbOption,
     ExcludeOption,
     FanoutOption,
@@ -26,8 +26,10 @@ from oddnode.cli.common import (
     WideOption,
     command_line,
     console,
+    could_not_run,
     detail,
     err_console,
+    exit_for_findings,
     fail,
     inform,
     json_default,
@@ -161,6 +163,9 @@ def processes_command(
         else:
             console.print("No node or group runs commands far more often than the others.")
     detail(summaries.stored_line(db, run_id), highlight=False, out=out)
+    if not result.reports:
+        raise could_not_run(f"no node of {target.nodeset} was accounted (see above)")
+    exit_for_findings(findings, problems=bool(result.unreachable or result.failed))
 
 
 def register(app: typer.Typer) -> None:

@@ -26,6 +26,7 @@ from oddnode.cli.common import (
     console,
     detail,
     err_console,
+    exit_for_findings,
     inform,
     json_default,
     message_sizes,
@@ -121,8 +122,8 @@ def _run_orderings(orderings: Sequence[str], label: str, run: Callable[..., Any]
 
 
 def _print(dataset, runs: dict[str, Any], kinds: Sequence[str], show: Callable[[Any, bool], Any], json_out: bool,
-           wide: bool) -> None:
-    """The tables and findings of a set command, or all of it as JSON."""
+           wide: bool) -> list:
+    """The tables and findings of a set command, or all of it as JSON; the findings."""
     from oddnode.analysis import analyze
     from oddnode.report.sets import sets_json
     from oddnode.report.terminal import findings_by_nodes
@@ -132,10 +133,11 @@ def _print(dataset, runs: dict[str, Any], kinds: Sequence[str], show: Callable[[
         document = {"runs": {o: s.to_json() for o, s in runs.items()}, "sets": sets_json(dataset),
                     "findings": [f.to_json() for f in findings]}
         typer.echo(json.dumps(document, indent=2, default=json_default))
-        return
-    if not quiet():
-        show(dataset, wide)
-    console.print(findings_by_nodes(findings) if findings else summaries.no_set_findings(kinds))
+    else:
+        if not quiet():
+            show(dataset, wide)
+        console.print(findings_by_nodes(findings) if findings else summaries.no_set_findings(kinds))
+    return findings
 
 
 def sets_command(
@@ -194,9 +196,11 @@ def sets_command(
         dataset = store.load_dataset()
     from oddnode.report.sets import print_sets
 
-    _print(dataset, runs, SETS_FINDINGS, lambda data, wide: print_sets(console, data, wide), json_out, wide)
+    findings = _print(dataset, runs, SETS_FINDINGS, lambda data, wide: print_sets(console, data, wide), json_out,
+                      wide)
     detail(summaries.stored_line(db, *(s.run_id for s in runs.values())), highlight=False,
            out=err_console if json_out else None)
+    exit_for_findings(findings)
 
 
 def scale_command(
@@ -247,10 +251,11 @@ def scale_command(
         dataset = store.load_dataset()
     from oddnode.report.sets import scaling_view
 
-    _print(dataset, runs, SCALE_FINDINGS, lambda data, wide: console.print(
+    findings = _print(dataset, runs, SCALE_FINDINGS, lambda data, wide: console.print(
         scaling_view(data, None if wide else console.width) or ""), json_out, wide)
     detail(summaries.stored_line(db, *(s.run_id for s in runs.values())), highlight=False,
            out=err_console if json_out else None)
+    exit_for_findings(findings)
 
 
 def register(app: typer.Typer) -> None:

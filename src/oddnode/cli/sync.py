@@ -25,6 +25,7 @@ from oddnode.cli.common import (
     console,
     detail,
     err_console,
+    exit_for_findings,
     inform,
     json_default,
     quiet,
@@ -117,6 +118,7 @@ def sync_command(
                       "No sync laggard: every node was last about as often as chance has it, or cost too little.")
     detail(summaries.stored_line(db, *(s.run_id for s in runs.values())), highlight=False,
            out=err_console if json_out else None)
+    exit_for_findings(findings)
 
 
 def register(app: typer.Typer) -> None:
