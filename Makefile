@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMPS := .make
 SYSTEM_PACKAGES := python3 python3-venv python3-pip openssh-server openssh-client iproute2 util-linux procps gcc libgomp1 chromium \
-	libopenblas0-pthread hpcc fio netpipe-tcp iperf3 openmpi-bin libopenmpi-dev hwloc
+	libopenblas0-pthread hpcc fio netpipe-tcp iperf3 openmpi-bin libopenmpi-dev hwloc slurm-wlm munge
 DEMO_DIR := demo
 
 .PHONY: demo test test-fast test-kernels install system-packages bench clean
@@ -35,7 +35,7 @@ demo: install
 		--db $(DEMO_DIR)/check.duckdb --html $(DEMO_DIR)/check-report.html || [ $$? -eq 1 ]
 	$(BIN)/oddnode synth $(DEMO_DIR)/cluster --nodes 484
 	$(BIN)/oddnode analyze $(DEMO_DIR)/cluster --db $(DEMO_DIR)/oddnode.duckdb --html $(DEMO_DIR)/report.html \
-		--truth $(DEMO_DIR)/cluster/truth.json
+		--truth $(DEMO_DIR)/cluster/truth.json --fail-on never
 	@echo "Reports: $(abspath $(DEMO_DIR)/check-report.html) (the check of the testbed)"
 	@echo "         $(abspath $(DEMO_DIR)/report.html) (analysis of the synthetic cluster)"
 

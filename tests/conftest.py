@@ -43,9 +43,10 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-def oddnode(*args, cwd, check=True, env=None) -> subprocess.CompletedProcess:
-    """The command line run as a user runs it: a subprocess, 200 columns wide."""
-    result = subprocess.run([sys.executable, "-m", "oddnode", *map(str, args)], cwd=cwd, capture_output=True,
+def oddnode(*args, cwd, check=True, env=None, launcher=()) -> subprocess.CompletedProcess:
+    """The command line run as a user runs it: a subprocess, 200 columns
+    wide (``launcher``: what runs it, such as ``salloc -N8``)."""
+    result = subprocess.run([*launcher, sys.executable, "-m", "oddnode", *map(str, args)], cwd=cwd, capture_output=True,
                             text=True, env={"COLUMNS": "200", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **(env or {})})
     if check and result.returncode != 0:
         raise AssertionError(f"oddnode {' '.join(map(str, args))} exited {result.returncode}:\n"

@@ -18,6 +18,7 @@ from oddnode.transport import NodeStatus, TransportError, get_transport, python_
 from oddnode.transport.local import TimedLine
 from oddnode.transport.slurm import (
     MAX_CONCURRENT_STEPS,
+    PIECE,
     WRAPPER_NAME,
     WRAPPER_SCRIPT,
     allocation_nodes,
@@ -29,7 +30,9 @@ from oddnode.transport.slurm import (
 # A stand-in for srun: parses the options oddnode gives, starts the program
 # once per node of --nodelist with SLURMD_NODENAME set (as slurmstepd does),
 # all at once, and relabels every output line "<task id>: " as --label does,
-# padding ids to the widest. Nodes listed in FAKE_SRUN_DOWN never start a task.
+# padding ids to the widest, cutting a line longer than srun's 1 KiB buffer
+# into labelled pieces as srun does. Nodes listed in FAKE_SRUN_DOWN never
+# start a task.
 FAKE_SRUN = """\
 #!{python}
 import json, os, subprocess, sys, threading
@@ -53,7 +56,9 @@ lock = threading.Lock()
 def relay(stream, out, label):
     for line in iter(stream.readline, b""):
         with lock:
-            out.write(label + line + (b"" if line.endswith(b"\\n") else b"\\n"))
+            for start in range(0, len(line), 1024):
+                piece = line[start:start + 1024]
+                out.write(label + piece + (b"" if piece.endswith(b"\\n") else b"\\n"))
             out.flush()
 
 tasks, relays = [], []
@@ -117,6 +122,7 @@ def test_srun_command_is_exactly_as_expected():
         "--kill-on-bad-exit=0",
         "--wait=0",
         "--time=2",
+        "--overlap",
         "--label",
         "/bin/sh",
         "-c",
@@ -163,10 +169,42 @@ def run_wrapper(argv, env):
                           capture_output=True, text=True, env=env, check=False)
 
 
+def encoded(text: str, ended: bool = True) -> list[str]:
+    """The lines the wrapper prints for this output: each line in pieces of
+    PIECE bytes, "+" before a continued one, "|" before a line's last; the
+    newline it adds after a program that ended."""
+    lines = []
+    for line in (text + "\n" if ended else text).splitlines():
+        while len(line) > PIECE:
+            lines.append("+" + line[:PIECE])
+            line = line[PIECE:]
+        lines.append("|" + line)
+    return lines
+
+
+def labelled(task, text: str, ended: bool = True) -> str:
+    """A task's output as srun --label relays the wrapper's lines."""
+    return "".join(f"{task}: {line}\n" for line in encoded(text, ended))
+
+
 def test_wrapper_names_the_node_from_slurmd_nodename():
     done = run_wrapper(["sh", "-c", "echo out; exit 3"], env={"PATH": os.environ["PATH"], "SLURMD_NODENAME": "cn042"})
     assert done.returncode == 3
-    assert done.stdout == "mark begin cn042\nout\n\nmark end cn042 3\n"
+    assert done.stdout == "mark begin cn042\n" + "".join(f"{line}\n" for line in encoded("out\n")) + \
+        "mark end cn042 3\n"
+
+
+def test_wrapper_keeps_long_lines_whole_in_short_encoded_ones():
+    report = '{"facts": "' + "x" * 5000 + '"}'  # one line of 5 KiB, as the probe's JSON
+    done = run_wrapper(["printf", "%s", report], env={"PATH": os.environ["PATH"], "SLURMD_NODENAME": "gpu003"})
+    lines = done.stdout.splitlines()
+    assert lines[0] == "mark begin gpu003" and lines[-1] == "mark end gpu003 0" and done.returncode == 0
+    assert lines[1:-1] == encoded(report) and all(len(line) <= PIECE + 1 for line in lines[1:-1])
+
+
+def test_wrapper_gives_the_program_s_status_even_when_it_leaves_a_child_behind():
+    done = run_wrapper(["sh", "-c", "sleep 30 & echo started; exit 7"], env={"PATH": os.environ["PATH"]})
+    assert done.returncode == 7 and done.stdout.splitlines()[-1].endswith(" 7")
 
 
 def test_wrapper_falls_back_to_hostname_s():
@@ -182,12 +220,9 @@ def test_parse_labelled_output_per_node():
     stdout = (
         " 1: M begin node002\n"
         " 0: M begin node001\n"
-        " 0: first\n"
-        " 1: no newline at end\n"
-        " 0: second\n"
-        " 0: \n"
-        " 1: M end node002 5\n"
-        " 0: \n"
+        + labelled(" 0", "first\nsecond\n\n")
+        + labelled(" 1", "no newline at end")
+        + " 1: M end node002 5\n"
         " 0: M end node001 0\n"
     )
     stderr = " 1: complaint\nsrun: error: node002: task 1: Exited with exit code 5\n"
@@ -204,8 +239,7 @@ def test_parse_labelled_output_per_node():
 def test_parse_durations_run_from_begin_to_end_marker():
     stdout = [
         TimedLine(10.0, b"0: M begin node001\n"),
-        TimedLine(10.5, b"0: work\n"),
-        TimedLine(12.5, b"0: \n"),
+        TimedLine(10.5, labelled(0, "work\n").encode()),
         TimedLine(12.5, b"0: M end node001 0\n"),
     ]
     results = parse_srun_output(["node001"], stdout, [], marker="M", started=9.0, ended=13.0)
@@ -213,7 +247,7 @@ def test_parse_durations_run_from_begin_to_end_marker():
 
 
 def test_parse_node_that_never_started_is_unreachable_with_srun_s_reason():
-    stdout = "0: M begin node001\n0: \n0: M end node001 0\n"
+    stdout = "0: M begin node001\n0: M end node001 0\n"
     stderr = "srun: error: Task launch for StepId=42.0 failed on node node002: Communication connection failure\n"
     results = parse_srun_output(["node001", "node002"], timed_lines(stdout), timed_lines(stderr), marker="M")
     assert results["node001"].ok
@@ -223,7 +257,8 @@ def test_parse_node_that_never_started_is_unreachable_with_srun_s_reason():
 
 
 def test_parse_timeout_marks_unfinished_nodes():
-    stdout = "0: M begin node001\n0: \n0: M end node001 0\n1: M begin node002\n1: halfway\n"
+    stdout = "0: M begin node001\n" + labelled(0, "") + "0: M end node001 0\n1: M begin node002\n" + \
+        labelled(1, "halfway\n", ended=False)
     results = parse_srun_output(["node001", "node002", "node003"], timed_lines(stdout), (), marker="M",
                                 timed_out=True)
     assert results["node001"].ok
@@ -235,7 +270,7 @@ def test_parse_timeout_marks_unfinished_nodes():
 
 
 def test_parse_task_that_vanished_without_timeout_failed():
-    stdout = "0: M begin node001\n0: partial\n"
+    stdout = "0: M begin node001\n" + labelled(0, "partial\n", ended=False)
     stderr = "srun: error: node001: task 0: Killed\n"
     result = parse_srun_output(["node001"], timed_lines(stdout), timed_lines(stderr), marker="M")["node001"]
     assert result.status is NodeStatus.FAILED
@@ -246,8 +281,8 @@ def test_parse_task_that_vanished_without_timeout_failed():
 def test_parse_ignores_markers_of_other_runs_and_reports_stray_nodes():
     stdout = (
         "0: OTHER end node001 0\n"  # looks like a marker, is program output
-        "0: M begin node001\n0: OTHER end node001 0\n0: \n0: M end node001 0\n"
-        "1: M begin elsewhere\n1: \n1: M end elsewhere 0\n"
+        "0: M begin node001\n" + labelled(0, "OTHER end node001 0\n") + "0: M end node001 0\n"
+        "1: M begin elsewhere\n1: M end elsewhere 0\n"
     )
     results = parse_srun_output(["node001", "node002"], timed_lines(stdout), (), marker="M")
     assert results["node001"].ok
@@ -304,7 +339,7 @@ def test_run_builds_the_expected_srun_argv(fake_srun):
     assert all(result.ok for result in results.values())
     logged = json.loads(fake_srun.read_text())
     assert Path(logged[0]).name == "srun"
-    marker = logged[13]
+    marker = logged[14]
     assert marker.startswith("oddnode-task-") and len(marker) > len("oddnode-task-")
     assert logged[1:] == srun_command(["node001", "node002", "node003"], ["true"], 30, marker=marker)[1:]
 

@@ -35,19 +35,24 @@ def testbed_up(nodes: Annotated[int, typer.Option("--nodes", help="Number of nod
                    "--leaves", help="Leaf switches the nodes hang from, under one core switch.")] = 1,
                link_rate: Annotated[Optional[str], typer.Option(
                    "--link-rate", help="Shape every node's link, e.g. 100mbit (default: unshaped).")] = None,
+               slurm: Annotated[bool, typer.Option(
+                   "--slurm", help="A real Slurm: slurmctld and munged on this machine, a slurmd in every node "
+                                   "(Debian: slurm-wlm, munge).")] = False,
                state_dir: StateDirOption = None) -> None:
-    """Bring up N nodes, each with its own address, hostname, mounts, processes and sshd."""
+    """Bring up N nodes, each with its own address, hostname, mounts, processes and sshd (and slurmd)."""
     from oddnode.testbed import format_rate, up
 
     rate = parse_rate(link_rate, "--link-rate")
     with testbed_errors():
-        bed = up(nodes=nodes, state_dir=testbed_state_dir(state_dir), leaves=leaves, link_rate=rate)
+        bed = up(nodes=nodes, state_dir=testbed_state_dir(state_dir), leaves=leaves, link_rate=rate, slurm=slurm)
     inform(summaries.testbed_up_line(bed))
     leaves_line = summaries.testbed_leaves_line(bed)
     if leaves_line:
         inform(leaves_line, highlight=False)
     if bed.link_rate:
         inform(f"every node's link shaped to {format_rate(bed.link_rate)}")
+    if bed.slurm_conf:
+        inform(f"Slurm: every node idle in partition testbed; export SLURM_CONF={bed.slurm_conf}", highlight=False)
 
 
 @testbed_app.command("status")

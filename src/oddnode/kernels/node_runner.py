@@ -84,6 +84,19 @@ DEFAULT_RUN_TIMEOUT = 600
 # The furthest ahead a start time may lie, in seconds: a later one is a
 # mistake (a clock far off), not a plan.
 MAX_START_WAIT = 3600
+# What srun gives each task of a job step.  The runner may be such a task
+# (the slurm transport), but what it starts is not: an MPI program that
+# finds these believes srun launched it as a rank and, without Slurm's PMI,
+# stops ("direct launched using srun").  The job's own variables
+# (SLURM_JOB_ID, SLURM_JOB_NODELIST...) stay, and the ones srun narrowed to
+# the step are set back to the job's (JOB_VIEW): mpirun takes its hosts and
+# slots from them, and would otherwise see one node of one slot.
+STEP_VARIABLES = ("SLURM_STEPID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NPROCS", "SLURM_NTASKS",
+                  "SLURM_TASK_PID", "SLURM_LAUNCH_NODE_IPADDR", "SLURM_GTIDS", "SLURM_CPU_BIND", "SLURM_CPU_BIND_LIST",
+                  "SLURM_CPU_BIND_TYPE", "SLURM_CPU_BIND_VERBOSE", "SLURM_DISTRIBUTION")
+STEP_PREFIXES = ("SLURM_STEP_", "SLURM_SRUN_COMM_", "PMI_", "PMIX_")
+JOB_VIEW = {"SLURM_NODELIST": "SLURM_JOB_NODELIST", "SLURM_NNODES": "SLURM_JOB_NUM_NODES",
+            "SLURM_TASKS_PER_NODE": "SLURM_JOB_CPUS_PER_NODE"}
 
 
 def compiler_version(compiler):
@@ -250,8 +263,7 @@ def run(spec, start_at=None, prepare=False):
     if not wait_for_start(report, start_at, prepare):
         return report
 
-    env = dict(os.environ)
-    env.update({str(k): str(v) for k, v in spec.get("env", {}).items()})
+    env = process_environment(spec.get("env", {}))
     timeout = spec.get("timeout") or DEFAULT_RUN_TIMEOUT
     try:
         completed = subprocess.run(
@@ -277,6 +289,18 @@ def run(spec, start_at=None, prepare=False):
         return report
     report.update(returncode=completed.returncode, stdout=completed.stdout, stderr=completed.stderr)
     return report
+
+
+def process_environment(extra):
+    """The environment of what the runner starts: its own, less a job
+    step's variables and with the job's view (STEP_VARIABLES), plus the
+    spec's ``extra``."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in STEP_VARIABLES and not name.startswith(STEP_PREFIXES)}
+    if "SLURM_STEP_ID" in os.environ:
+        env.update({name: env[job] for name, job in JOB_VIEW.items() if job in env})
+    env.update({str(k): str(v) for k, v in extra.items()})
+    return env
 
 
 def _plain_name(name):
@@ -330,8 +354,7 @@ def run_tool(spec, start_at=None, prepare=False):
         if not _plain_name(name):
             report.update(error="bad spec", detail="file name {!r} is not a plain file name".format(name))
             return report
-    env = dict(os.environ)
-    env.update({str(k): str(v) for k, v in spec.get("env", {}).items()})
+    env = process_environment(spec.get("env", {}))
     try:
         workdir = tempfile.mkdtemp(prefix="oddnode-{}-".format(tool), dir=spec.get("parent") or None)
     except OSError as problem:

@@ -9,6 +9,7 @@ import pwd
 import shutil
 import signal
 import sys
+import subprocess
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,7 @@ from typing import Any
 
 from oddnode.nodes import fold
 from oddnode.testbed import cgroups, config, network
+from oddnode.testbed import slurm as testbed_slurm
 from oddnode.testbed._state import LOCK_FILE, State, locked, read_state, require_state, write_state
 from oddnode.testbed._system import (
     SSHD,
@@ -79,6 +81,7 @@ class Testbed:
     leaves: dict[str, list[str]] = field(default_factory=dict)
     topology: Path | None = None
     link_rate: int | None = None  # bits per second of every node's link, None: unshaped
+    slurm_conf: Path | None = None  # the slurm.conf of its Slurm, None: no Slurm (see oddnode.testbed.slurm)
 
     @property
     def nodeset(self) -> str:
@@ -103,6 +106,7 @@ class Testbed:
             leaves={leaf["name"]: list(leaf["nodes"]) for leaf in state.get("leaves") or []},
             topology=state_dir / TOPOLOGY_FILE if state.get("leaves") else None,
             link_rate=state.get("link_rate"),
+            slurm_conf=testbed_slurm.conf_path(state_dir) if state.get("slurm") else None,
         )
 
     def ssh_argv(self, node: str, *command: str) -> list[str]:
@@ -153,6 +157,7 @@ class TestbedStatus:
     cpu_sharing: str | None = None  # see Testbed.cpu_sharing
     leaves: tuple[tuple[str, str], ...] = ()  # (leaf, its node set), when there are several
     link_rate: int | None = None
+    slurm: tuple[tuple[str, str], ...] | None = None  # (Slurm state, its nodes folded); None: no Slurm
 
     @property
     def addresses(self) -> dict[str, str]:
@@ -190,6 +195,10 @@ class TestbedStatus:
         if faulty:
             lines.append("  faults:")
             lines += [f"    {node.name}: {'; '.join(node.faults)}" for node in faulty]
+        if self.slurm is not None:
+            states = ", ".join(f"{state} {members}" for state, members in self.slurm) or "no answer from slurmctld"
+            lines.append(f"  Slurm: partition {testbed_slurm.PARTITION} ({states}); "
+                         f"export SLURM_CONF={testbed_slurm.conf_path(self.state_dir)}")
         if self.complete and names:
             lines.append(f"ssh -F {self.state_dir / 'ssh_config'} {names[0]}")
         return "\n".join(lines)
@@ -209,11 +218,14 @@ def _is_blank(state_dir: Path) -> bool:
 # -- up ------------------------------------------------------------------------
 
 def up(nodes: int = DEFAULT_NODES, state_dir: Path = DEFAULT_STATE_DIR, prefix: str = "node", *,
-       leaves: int = 1, link_rate: int | None = None, on_created: OnCreated | None = None) -> Testbed:
+       leaves: int = 1, link_rate: int | None = None, slurm: bool = False,
+       on_created: OnCreated | None = None) -> Testbed:
     """Bring up `nodes` virtual nodes (``node01``...) on this machine, each in its
     own network, UTS, mount and PID namespaces with its own sshd; with
     `leaves` > 1 they hang from that many leaf switches under the core one
-    (see oddnode.testbed.network); `link_rate` (bits/s) shapes every node's link.
+    (see oddnode.testbed.network); `link_rate` (bits/s) shapes every node's link;
+    `slurm` adds a Slurm controller on this machine and a slurmd in every
+    node (see oddnode.testbed.slurm).
 
     Every object is recorded in ``state_dir/state.json`` before or as it is
     created; `on_created(kind, name)` is called after each (progress, tests).
@@ -222,6 +234,8 @@ def up(nodes: int = DEFAULT_NODES, state_dir: Path = DEFAULT_STATE_DIR, prefix: 
     """
     require_root()
     require_tools()
+    if slurm:
+        testbed_slurm.require_tools()
     try:
         names = config.node_names(nodes, prefix)
         if leaves > config.MAX_LEAVES:
@@ -248,6 +262,7 @@ def up(nodes: int = DEFAULT_NODES, state_dir: Path = DEFAULT_STATE_DIR, prefix: 
         if read_state(state_dir) is not None:
             raise TestbedError(f"a testbed is already up in {state_dir}: {_down_command(state_dir)} first")
         state = _initial_state(state_dir, names, prefix, groups, link_rate)
+        state["slurm"] = {} if slurm else None
         write_state(state_dir, state)
         try:
             _build(state_dir, state, on_created or (lambda kind, name: None))
@@ -340,19 +355,29 @@ def _initial_state(state_dir: Path, names: list[str], prefix: str, groups: dict[
 
 def _build(state_dir: Path, state: State, on_created: OnCreated) -> None:
     nodes: dict[str, dict[str, Any]] = state["nodes"]
-    _write_files(state_dir, nodes)
+    per_node_slurm = testbed_slurm.prepare(state_dir, state) if state.get("slurm") is not None else {}
+    write_state(state_dir, state)
+    _write_files(state_dir, nodes, per_node_slurm)
     if state["leaves"]:
         groups = {node: leaf["name"] for leaf in state["leaves"] for node in leaf["nodes"]}
         (state_dir / TOPOLOGY_FILE).write_text(format_topology(groups))
     _create_network(state_dir, state, on_created)
     _create_cgroups(state_dir, state, on_created)
+    if per_node_slurm:
+        testbed_slurm.start_controller(state_dir, state, lambda: write_state(state_dir, state))
+        on_created("slurm", "controller")
     _start_nodes(state_dir, state, on_created)
+    if per_node_slurm:
+        testbed_slurm.wait_for_nodes(state_dir, list(nodes))
+        on_created("slurm", "nodes")
     state["complete"] = True
     write_state(state_dir, state)
 
 
-def _write_files(state_dir: Path, nodes: dict[str, dict[str, Any]]) -> None:
-    """Keys, ssh client and server configurations, and each node's init configuration."""
+def _write_files(state_dir: Path, nodes: dict[str, dict[str, Any]],
+                 per_node_slurm: dict[str, dict[str, Any]]) -> None:
+    """Keys, ssh client and server configurations, and each node's init
+    configuration (with its slurmd's, on a testbed with Slurm)."""
     # sshd's privilege separation directory (Debian creates it at boot only when ssh.service runs).
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     bin_dir = state_dir / "bin"
@@ -418,6 +443,7 @@ def _write_files(state_dir: Path, nodes: dict[str, dict[str, Any]]) -> None:
             "sys_class": sys_class,
             "private_files": private_files,
             "sshd_argv": entry["sshd_argv"],
+            "slurm": per_node_slurm.get(node),
             "env": node_env(state_dir),
         }
         (node_dir / "node.json").write_text(json.dumps(init_config, indent=1) + "\n")
@@ -535,6 +561,18 @@ def _check_deadline(deadline: float, pending: set[str], what: str, nodes: dict[s
 
 # -- status --------------------------------------------------------------------
 
+def _slurm_states(state_dir: Path) -> tuple[tuple[str, str], ...]:
+    """(Slurm's state, its nodes folded) for every state a node is in; none when slurmctld does not answer."""
+    try:
+        states = testbed_slurm.node_states(state_dir)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    by_state: dict[str, list[str]] = {}
+    for node, node_state in states.items():
+        by_state.setdefault(node_state, []).append(node)
+    return tuple((node_state, fold(members)) for node_state, members in sorted(by_state.items()))
+
+
 def status(state_dir: Path = DEFAULT_STATE_DIR) -> TestbedStatus:
     """Nodes, addresses and, per node: namespace present, init and sshd running, port 22 open."""
     require_root()
@@ -554,6 +592,7 @@ def status(state_dir: Path = DEFAULT_STATE_DIR) -> TestbedStatus:
         cpu_sharing=state.get("cpu_sharing"),
         leaves=tuple((leaf["name"], fold(leaf["nodes"])) for leaf in state.get("leaves") or []),
         link_rate=state.get("link_rate"),
+        slurm=_slurm_states(state_dir) if state.get("slurm") else None,
         nodes=tuple(
             NodeState(
                 name=node,
@@ -637,6 +676,7 @@ def teardown(state_dir: Path, state: State) -> None:
     left = wait_gone(processes, STOP_WAIT_S)
     if left:
         problems.append(f"processes {', '.join(str(p['pid']) for p in left)} do not end")
+    problems += testbed_slurm.stop(state)  # after the nodes: no slurmd is left to call the controller
 
     commands = []
     for entry in nodes.values():

@@ -7,7 +7,8 @@ The testbed starts it as::
 
 so it already lives in the node's network, UTS, mount and PID namespaces. It
 names the node, configures its link, gives it its own view of a few files
-(and a DMI table when the host has none), starts the node's sshd, then reaps
+(and a DMI table when the host has none), starts the node's sshd (and
+its slurmd, on a testbed with Slurm: oddnode.testbed.slurm), then reaps
 every process orphaned inside the node until it is killed. Killing it ends
 every process of the node: it is the init of the node's PID namespace.
 """
@@ -92,6 +93,15 @@ def bind_private_files(files: dict[str, str]) -> None:
             mount(source, target, None, MS_BIND)
 
 
+def start_slurmd(slurm: dict, env: dict) -> None:
+    """The node's slurmd, after the host's cgroup hierarchy (bound by the
+    testbed at ``slurm["cgroup"]``) is put over this node's /sys/fs/cgroup:
+    slurmd wants one, and the node's own sysfs has none mounted."""
+    mount(slurm["cgroup"], "/sys/fs/cgroup", None, MS_BIND | MS_REC)
+    subprocess.Popen(slurm["slurmd_argv"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     env={**env, "SLURM_CONF": slurm["conf"]}, start_new_session=True)
+
+
 def reap_forever() -> None:
     """Reap orphans adopted by this init until killed (SIGCHLD blocked and waited
     for, so that none is missed between two waits)."""
@@ -120,6 +130,9 @@ def main(argv: list[str]) -> int:
     subprocess.Popen(node["sshd_argv"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      env=node["env"], start_new_session=True)
     print(f"{node['name']}: up, sshd started", flush=True)
+    if node.get("slurm"):
+        start_slurmd(node["slurm"], node["env"])
+        print(f"{node['name']}: slurmd started", flush=True)
     reap_forever()
     return 0
 

@@ -5,6 +5,18 @@ brackets the program's output with markers naming the node and giving its
 exit status. ``srun --label`` prefixes each output line with the task id, so
 one srun command yields separate per-node output and exit codes.
 
+srun cuts an output line longer than its buffer (1 KiB) into several, each
+labelled, with no sign of where it cut: a program's one-line JSON report
+would come back with newlines inside it.  So the wrapper passes the
+program's standard output through a loop that cuts every line into pieces
+of at most PIECE bytes (``fold -b``) and marks each: ``+`` for a piece the
+next line continues, ``|`` for a line's last piece; the parser joins them
+again.  The shell's ``read`` takes what arrives as it arrives and each line
+goes out whole, so a task cut at the timeout still gives what it wrote.
+A newline the wrapper adds after the program's output ends its last line
+either way, and the parser takes it off again: the output arrives exactly.
+Standard error, which people read, passes as it is.
+
 The wrapper names the node by ``$SLURMD_NODENAME``, which slurmstepd sets in
 every task's environment to the node's Slurm NodeName (the name used in
 ``--nodelist``); only where it is unset does it fall back to ``hostname -s``.
@@ -42,18 +54,28 @@ MARKER = "oddnode-task"
 # $0 of the wrapper, as ps shows it on the nodes.
 WRAPPER_NAME = "oddnode-srun-wrapper"
 
-# The fixed wrapper: $1 is the marker, the rest is the program's argv. The
-# newline before the end marker puts it on a line of its own even when the
-# program's output does not end with one; the parser takes it off again.
-WRAPPER_SCRIPT = """\
+# Bytes of one piece of an output line: with srun's label, well under its
+# 1 KiB buffer.
+PIECE = 900
+CONTINUED, LAST = "+", "|"
+# The fixed wrapper: $1 is the marker, the rest is the program's argv.  The
+# program's stdout, and the newline after it, go through the loop (see the
+# module's docstring); the exit status comes back through fd 4 of the
+# command substitution, as a POSIX shell has no pipefail; the program itself
+# gets neither fd 3 nor fd 4, so that a child it leaves behind cannot hold
+# the substitution open.
+WRAPPER_SCRIPT = f"""\
 marker=$1
 shift
-node=${SLURMD_NODENAME:-$(hostname -s)}
+node=${{SLURMD_NODENAME:-$(hostname -s)}}
 printf '%s begin %s\\n' "$marker" "$node"
-"$@"
-rc=$?
-printf '\\n%s end %s %s\\n' "$marker" "$node" "$rc"
-exit "$rc"
+exec 3>&1
+rc=$( {{ {{ "$@" 3>&- 4>&-; status=$?; printf '\\n'; printf '%s' "$status" >&4; }} |
+  while IFS= read -r line; do
+    printf '%s\\n' "$line" | fold -b -w {PIECE} | sed '$!s/^/{CONTINUED}/;$s/^/{LAST}/'
+  done >&3; }} 4>&1 )
+printf '%s end %s %s\\n' "$marker" "$node" "${{rc:-1}}"
+exit "${{rc:-1}}"
 """
 
 # Seconds srun gets after SIGTERM, once cut at the timeout, to cancel its step
@@ -104,6 +126,9 @@ def srun_command(
         "--kill-on-bad-exit=0",
         "--wait=0",
         f"--time={srun_time_limit(timeout)}",
+        # Other steps may use the same CPUs: the wrapper only waits, and what
+        # it starts may start steps of its own (mpirun's daemons through srun).
+        "--overlap",
         "--label",
         "/bin/sh",
         "-c",
@@ -130,6 +155,21 @@ class _Task:
     exit_code: int | None = None
     stdout: list[str] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)
+
+
+def unwrap_stdout(lines: Sequence[str], *, ended: bool) -> str:
+    """The program's standard output from the wrapper's marked pieces; of a
+    task that ``ended``, less the newline the wrapper added after it."""
+    parts = []
+    for line in lines:
+        if line.startswith(CONTINUED):
+            parts.append(line[1:])
+        elif line.startswith(LAST):
+            parts.append(line[1:] + "\n")
+        else:  # not the wrapper's (an srun message on the task's stdout): as it came
+            parts.append(line + "\n")
+    text = "".join(parts)
+    return text[:-1] if ended and text.endswith("\n") else text
 
 
 def _line_text(line: TimedLine) -> str:
@@ -213,12 +253,11 @@ def parse_srun_output(
             continue
         task_stderr = "".join(f"{line}\n" for line in task.stderr)
         if task.exit_code is not None and task.ended_at is not None:
-            # The last line is the wrapper's separator (see WRAPPER_SCRIPT).
             status = NodeStatus.OK if task.exit_code == 0 else NodeStatus.FAILED
             results[node] = NodeResult(
                 node=node,
                 status=status,
-                stdout="\n".join(task.stdout),
+                stdout=unwrap_stdout(task.stdout, ended=True),
                 stderr=task_stderr,
                 exit_code=task.exit_code,
                 duration=max(0.0, task.ended_at - task.begun_at),
@@ -233,7 +272,7 @@ def parse_srun_output(
         results[node] = NodeResult(
             node=node,
             status=status,
-            stdout="".join(f"{line}\n" for line in task.stdout),
+            stdout=unwrap_stdout(task.stdout, ended=False),
             stderr=task_stderr + "".join(f"{line}\n" for line in note),
             exit_code=None,
             duration=max(0.0, ended - task.begun_at),
