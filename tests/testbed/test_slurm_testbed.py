@@ -122,14 +122,19 @@ def test_a_check_through_slurm_names_the_faults_a_check_over_ssh_names(clean, tm
 
 
 def test_mpi_pairs_through_slurm_name_the_node_behind_a_slow_link(clean, tmp_path):
+    # Three repetitions, each pair judged by its best: one repetition of
+    # each pattern once left node05's pairs short of the finding (a node's
+    # CPU quota now and then stalls a healthy pair's ranks too).
     if shutil.which("mpirun") is None or shutil.which("mpicc") is None:
         pytest.skip("no mpirun or mpicc (Debian: openmpi-bin, libopenmpi-dev)")
     tb.fault_link(clean.state_dir, "node05", divisor=10)
     result = in_allocation(clean, tmp_path, "pairs", "--kernel", "mpi", "--mpi-yield", "--transport", "slurm",
-                           "--patterns", "sort,cut,fold,shuffle", "-r", 1, "--sizes", "0,131072",
+                           "--patterns", "sort,cut,fold,shuffle", "-r", 3, "--sizes", "0,131072",
                            "--seconds-per-size", 0.05, "--json", "--db", tmp_path / "mpi.duckdb")
-    assert result.returncode == 1, result.stderr
     document = json.loads(result.stdout)
+    assert result.returncode == 1, (result.stderr, document["findings"], document["patterns"])
     for run in document["runs"].values():
-        assert all(counts["ok"] == 1 for counts in run["per_pair"].values()), run["per_pair"]
+        # (shuffle draws its pairs again every repetition)
+        assert all(counts["ok"] and not counts["failed"] and not counts["invalid"]
+                   for counts in run["per_pair"].values()), run["per_pair"]
     assert warnings(result) == {("weak-pair-member", "node05")}
