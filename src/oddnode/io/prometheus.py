@@ -7,14 +7,13 @@ from __future__ import annotations
 import math
 import os
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 
+from oddnode.io.atomic import write_atomically
 from oddnode.io.export import ExportError
 from oddnode.model import Finding, LabelKind, Series, Severity
 from oddnode.nodes import NodeNameError, expand, split_pair
@@ -150,22 +149,7 @@ def write_textfile(text: str, path: os.PathLike[str] | str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    target = Path(path)
     try:
-        fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        write_atomically(path, text.encode("utf-8"))
     except OSError as err:
-        raise ExportError(f"cannot write {target}: {err.strerror or err}") from err
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        # mkstemp makes the file 0600; node_exporter may run as another user.
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, target)
-    except BaseException as err:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        if isinstance(err, OSError):
-            raise ExportError(f"cannot write {target}: {err.strerror or err}") from err
-        raise
+        raise ExportError(f"cannot write {path}: {err.strerror or err}") from err

@@ -5,11 +5,9 @@ failure per finding of warning severity or above, written atomically."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import sys
-import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
@@ -17,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from oddnode import __version__
+from oddnode.io.atomic import write_atomically
 from oddnode.model import Finding, Severity
 
 if TYPE_CHECKING:  # types only: the report never imports the check's runners
@@ -234,15 +233,7 @@ def write_junit(suite: ET.Element, destination: str | Path) -> None:
         sys.stdout.buffer.write(document) if hasattr(sys.stdout, "buffer") else sys.stdout.write(document.decode())
         sys.stdout.flush()
         return
-    path = Path(destination)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(document)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomically(destination, document)
 
 
 def structure_problems(document: bytes | str) -> list[str]:
