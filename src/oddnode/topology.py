@@ -9,12 +9,17 @@ One group a line, its name and then its nodes as a ClusterShell node set::
 Blanks inside the node set separate node sets as commas do.  ``#`` starts a comment; blank lines are ignored.  A group may take several
 lines (their node sets add up), but a node belongs to one group only.  With a
 topology a finding can name a group ("leaf2's uplink") rather than its nodes.
+
+``load_topology`` also reads the topologies a site already keeps (Slurm's
+topology.conf and topology.yaml, ClusterShell groups: oddnode.topology_sources)
+and tells which kind it read.
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from oddnode.nodes import NodeNameError, expand, fold
@@ -34,6 +39,13 @@ class TopologyError(ValueError):
         super().__init__(f"{source}:{line}: {message}" if line is not None else f"{source}: {message}")
 
 
+def check_group_name(name: str) -> str:
+    """A group name a report can print, else ValueError saying which characters to use."""
+    if not _GROUP_NAME.match(name):
+        raise ValueError(f"invalid group name {name!r}: use letters, digits, '.', '_', ':' and '-'")
+    return name
+
+
 def parse_topology(text: str, source: str = "<topology>") -> dict[str, str]:
     """Node -> group from a topology file's text (format in the module docstring)."""
     groups: dict[str, str] = {}
@@ -46,9 +58,10 @@ def parse_topology(text: str, source: str = "<topology>") -> dict[str, str]:
         if len(fields) < 2:
             raise TopologyError(source, number, f"group {fields[0]!r} has no nodes: write 'GROUP NODESET'")
         group, nodeset = fields[0], ",".join(fields[1].split())
-        if not _GROUP_NAME.match(group):
-            raise TopologyError(source, number, f"invalid group name {group!r}: use letters, digits, "
-                                "'.', '_', ':' and '-'")
+        try:
+            check_group_name(group)
+        except ValueError as err:
+            raise TopologyError(source, number, str(err)) from None
         try:
             nodes = expand(nodeset)
         except NodeNameError as err:
@@ -62,15 +75,74 @@ def parse_topology(text: str, source: str = "<topology>") -> dict[str, str]:
     return groups
 
 
-def read_topology(path: str | Path) -> dict[str, str]:
-    """Node -> group from a topology file; an empty file gives an empty mapping."""
+@dataclass(frozen=True)
+class Topology:
+    """Node -> group read from one source, and what that source was.
+
+    ``kind`` is ``file`` (oddnode's own format), ``slurm`` (topology.conf or
+    topology.yaml) or ``clustershell`` (a group spec); ``origin`` the path or
+    the spec; ``parents`` each Slurm switch's switches above it.
+    """
+
+    groups: dict[str, str]
+    kind: str
+    origin: str
+    parents: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def source(self) -> str:
+        """How a run records it: the path for oddnode's own file, else KIND:ORIGIN."""
+        return self.origin if self.kind == "file" else f"{self.kind}:{self.origin}"
+
+
+def load_topology(spec: str | Path, resolver=None) -> Topology:
+    """The topology a ``--topology`` value names: ``@[SOURCE:]PATTERN`` is
+    ClusterShell groups (``resolver`` defaults to ClusterShell's standard one);
+    a file whose first significant line is ``SwitchName=`` (or ``BlockName=``)
+    is Slurm's topology.conf, a YAML list of ``topology:`` entries Slurm's
+    topology.yaml, anything else oddnode's own topology file."""
+    from oddnode import topology_sources as sources
+
+    text_spec = str(spec)
+    if sources.is_group_spec(text_spec):
+        tree = sources.clustershell_topology(text_spec, resolver)
+        return Topology(tree.groups, "clustershell", text_spec)
+    text = _read_text(spec)
+    if sources.is_slurm_topology(text):
+        tree = sources.parse_slurm_topology(text, source=text_spec)
+        return Topology(tree.groups, "slurm", text_spec, tree.parents)
+    if _first_significant_line(text).startswith("-"):
+        import yaml
+
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            line = mark.line + 1 if mark is not None else None
+            raise TopologyError(text_spec, line, f"not valid YAML: {getattr(err, 'problem', None) or err}") from None
+        if sources.is_slurm_topology_yaml(document):
+            tree = sources.slurm_yaml_topology(document, source=text_spec)
+            return Topology(tree.groups, "slurm", text_spec, tree.parents)
+    return Topology(parse_topology(text, source=text_spec), "file", text_spec)
+
+
+def read_topology(spec: str | Path) -> dict[str, str]:
+    """Node -> group from any topology source ``load_topology`` reads; an
+    empty file gives an empty mapping."""
+    return load_topology(spec).groups
+
+
+def _first_significant_line(text: str) -> str:
+    return next((line for raw in text.splitlines() if (line := raw.split("#", 1)[0].strip())), "")
+
+
+def _read_text(path: str | Path) -> str:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except OSError as err:
         raise TopologyError(str(path), None, f"cannot read the topology file: {err.strerror or err}") from err
     except UnicodeDecodeError as err:
         raise TopologyError(str(path), None, f"not UTF-8 text: {err}") from err
-    return parse_topology(text, source=str(path))
 
 
 def format_topology(groups: dict[str, str]) -> str:

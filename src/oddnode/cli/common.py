@@ -200,7 +200,9 @@ SshConfigOption = Annotated[Optional[Path], typer.Option("--ssh-config", help="s
 FanoutOption = Annotated[Optional[int], typer.Option("--fanout", help="ssh connections at once (default 64).")]
 TimeoutOption = Annotated[float, typer.Option("--timeout", help="Seconds a node may take for a probe.")]
 TestbedOption = Annotated[bool, typer.Option("--testbed", help="Run on the nodes of the running testbed.")]
-TOPOLOGY_HELP = "Topology file, 'GROUP NODESET' a line (leaf switch, chassis): findings can name a group."
+TOPOLOGY_HELP = ("Topology, so that findings can name a group (leaf switch, chassis): a file of 'GROUP NODESET' "
+                 "lines, Slurm's topology.conf or topology.yaml (its leaf switches), or '@[SOURCE:]PATTERN', "
+                 "the ClusterShell groups that match (@rack*, @switch:*).")
 TopologyOption = Annotated[Optional[Path], typer.Option(
     "--topology", help=f"{TOPOLOGY_HELP} With --testbed, the testbed's own by default.")]
 StoredTopologyOption = Annotated[Optional[Path], typer.Option("--topology", help=TOPOLOGY_HELP)]
@@ -238,14 +240,19 @@ def selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, tes
 
 
 def read_topology(path: Optional[Path], testbed: bool = False) -> tuple[dict[str, str], str] | None:
-    """Node -> group from a topology file (the testbed's when none is given), and the file."""
-    from oddnode.topology import read_topology as read_groups
+    """Node -> group from a --topology value (a file or a ClusterShell group
+    spec; the testbed's file when none is given), and its source: the path for
+    oddnode's own file, slurm:PATH or clustershell:SPEC for the others."""
+    from oddnode.topology import load_topology
 
     if path is None and testbed:
         from oddnode.testbed import Testbed
 
         path = Testbed.load(testbed_state_dir(None)).topology
-    return None if path is None else (read_groups(path), str(path))
+    if path is None:
+        return None
+    topology = load_topology(path)
+    return topology.groups, topology.source
 
 
 def save_topology(store, topology: tuple[dict[str, str], str] | None, declare: bool = True) -> None:
