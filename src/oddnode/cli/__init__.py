@@ -16,6 +16,7 @@ from oddnode.cli import numa as numa_cli
 from oddnode.cli import fit as fit_cli
 from oddnode.cli import profile as profile_cli
 from oddnode.cli import model as model_cli
+from oddnode.cli import schema as schema_cli
 from oddnode.cli.common import ExitStatus, Verbosity, console, err_console, fail, output
 
 app = typer.Typer(
@@ -29,6 +30,7 @@ app.add_typer(imports.import_app, name="import", rich_help_panel=analysis.RESULT
 analysis.register(app)
 fit_cli.register(app)
 compare.register(app)
+schema_cli.register(app)
 interconnect.register(app)
 interconnect.register_switchbench(app)
 sets.register(app)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -22,8 +23,11 @@ class Description:
     median: float
     std: float  # sample standard deviation (n - 1 in the denominator)
 
-    def to_json(self) -> dict[str, float | int]:
-        return asdict(self)
+    def to_json(self) -> dict[str, float | int | None]:
+        """JSON has no NaN or infinity: a value without a meaning (an empty
+        series, the %variability of one whose lowest value is 0) is null."""
+        return {key: None if isinstance(value, float) and not math.isfinite(value) else value
+                for key, value in asdict(self).items()}
 
 
 def describe_values(values: np.ndarray) -> Description:

@@ -1,0 +1,43 @@
+"""``oddnode schema``: the JSON Schema of every document a command prints
+with ``--json``, whole or one document's definition, for scripts to fetch."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from oddnode.cli.analysis import RESULTS_PANEL
+from oddnode.cli.common import fail
+
+
+def schema_command(
+    document: Annotated[Optional[str], typer.Argument(
+        metavar="[DOCUMENT]", help="One document's definition (with the shared definitions), e.g. analysis, "
+                                   "pairs, inventory, or a shared part such as finding; --list names them. "
+                                   "Default: the whole schema.")] = None,
+    list_documents: Annotated[bool, typer.Option(
+        "--list", help="Name every document, the commands that print it and what it holds.")] = False,
+) -> None:
+    """Print the JSON Schema (draft 2020-12) of the documents the commands print with --json."""
+    from oddnode.report.schema import UnknownDocument, document_schema, documents, load_schema, shared
+
+    if list_documents:
+        if document is not None:
+            raise fail("--list names every document: give no DOCUMENT with it")
+        definitions = load_schema()["$defs"]
+        for name in documents():
+            commands = ", ".join(definitions[name]["x-commands"])
+            typer.echo(f"{name:<21} {commands:<36} {definitions[name]['title']}")
+        typer.echo(f"shared parts: {', '.join(shared())}")
+        return
+    try:
+        schema = load_schema() if document is None else document_schema(document)
+    except UnknownDocument as error:
+        raise fail(str(error)) from None
+    typer.echo(json.dumps(schema, indent=2))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("schema", rich_help_panel=RESULTS_PANEL)(schema_command)
