@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,16 +80,21 @@ def make_target(
     transport: str | None = None,
     ssh_config: Path | None = None,
     fanout: int | None = None,
+    *,
+    user: str | None = None,
+    connect_timeout: float | None = None,
+    environ: Mapping[str, str] = os.environ,
 ) -> Target:
-    """Choose the transport: local with no nodes, ssh with nodes, slurm when
-    asked (then the allocation gives the nodes if none were named)."""
-    name = transport or ("ssh" if nodes else "local")
+    """Choose the transport (:func:`default_transport` when none is asked)
+    and the nodes: named, else the allocation's (slurm) or this machine
+    (local).  The ssh transport reads clush.conf for what is not given."""
+    name = transport or default_transport(nodes, environ)
     options: dict[str, object] = {}
     if name == "ssh":
-        if ssh_config is not None:
-            options["ssh_config"] = ssh_config
-        if fanout is not None:
-            options["fanout"] = fanout
+        from oddnode.transport.ssh import read_clush_conf
+
+        options = {"ssh_config": ssh_config, "fanout": fanout, "user": user, "connect_timeout": connect_timeout,
+                   "clush": read_clush_conf()}
     chosen = get_transport(name, **options)
     if not nodes:
         if name == "local":
@@ -96,10 +102,24 @@ def make_target(
         elif name == "slurm":
             from oddnode.transport.slurm import allocation_nodes
 
-            nodes = allocation_nodes(os.environ)
+            nodes = allocation_nodes(environ)
         else:
             raise NodeNameError(f"the {name} transport needs nodes: give -w NODES or --hostfile FILE")
     return Target(nodes=nodes, transport=chosen)
+
+
+def default_transport(nodes: Sequence[str], environ: Mapping[str, str] = os.environ) -> str:
+    """The transport when none is asked: inside a Slurm allocation, slurm for
+    the allocation or nodes all in it (srun reaches only those, and runs in
+    the job's cgroups and accounting, as the site's jobs do); ssh for named
+    nodes otherwise (srun cannot reach a node outside the allocation); local
+    with no nodes outside an allocation."""
+    if environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST"):
+        from oddnode.transport.slurm import allocation_nodes
+
+        if not nodes or set(nodes) <= set(allocation_nodes(environ)):
+            return "slurm"
+    return "ssh" if nodes else "local"
 
 
 def collect_inventory(store: Store, target: Target, timeout: float = PROBE_TIMEOUT,
@@ -174,16 +194,22 @@ def describe_target(target: Target) -> dict[str, Any]:
     """What a resumed check needs to reach the same nodes the same way: the
     nodes, the transport, and ssh's configuration file and fan-out."""
     ssh_config = getattr(target.transport, "ssh_config", None)
-    return {"nodes": list(target.nodes), "transport": target.transport.name,
-            "ssh_config": str(Path(ssh_config).absolute()) if ssh_config else None,
-            "fanout": getattr(target.transport, "fanout", None)}
+    description = {"nodes": list(target.nodes), "transport": target.transport.name,
+                   "ssh_config": str(Path(ssh_config).absolute()) if ssh_config else None,
+                   "fanout": getattr(target.transport, "fanout", None)}
+    # The remote user and connect timeout (-l, --connect-timeout) when the transport has them.
+    for name in ("user", "connect_timeout"):
+        if getattr(target.transport, name, None) is not None:
+            description[name] = getattr(target.transport, name)
+    return description
 
 
 def described_target(description: dict[str, Any]) -> Target:
     """The target a stored description names (describe_target's inverse)."""
     ssh_config = description.get("ssh_config")
     return make_target(description["nodes"], description["transport"], Path(ssh_config) if ssh_config else None,
-                       description.get("fanout"))
+                       description.get("fanout"), user=description.get("user"),
+                       connect_timeout=description.get("connect_timeout"))
 
 
 # -- judging a subset of the store ------------------------------------------------------

@@ -54,7 +54,8 @@ def test_a_resumed_check_reaches_the_nodes_the_same_way(tmp_path):
     target = make_target(["node01", "node02"], "ssh", config, 16)
     description = describe_target(target)
     assert description == {"nodes": ["node01", "node02"], "transport": "ssh",
-                           "ssh_config": str(config.absolute()), "fanout": 16}
+                           "ssh_config": str(config.absolute()), "fanout": 16,
+                           "connect_timeout": target.transport.connect_timeout}
     again = described_target(json.loads(json.dumps(description)))  # as stored
     assert again.nodes == target.nodes and again.transport.name == "ssh"
     assert again.transport.ssh_config == config.absolute() and again.transport.fanout == 16

@@ -187,6 +187,12 @@ def node_documents(tmp_path, monkeypatch, **_):
     yield "diagnose", document_of(invoke("diagnose", "--expect", expect, "--db", db, "--json"))
 
 
+def config_documents(tmp_path, monkeypatch, **_):
+    site = write(tmp_path / "config.yaml", "store: /shared/oddnode/results.duckdb\nuser: ops\nconnect_timeout: 4\n")
+    monkeypatch.setenv("ODDNODE_CONFIG", str(site))
+    yield "config", document_of(invoke("config", "show", "--json"))
+
+
 def process_documents(tmp_path, monkeypatch, **_):
     from oddnode.cli import processes as processes_cli
     from oddnode.transport.base import Target
@@ -248,7 +254,7 @@ def _numpy(value):
     return json_default(value)
 
 
-PRODUCERS = [stats_documents, common_documents, analysis_documents, fit_documents, compare_documents,
+PRODUCERS = [config_documents, stats_documents, common_documents, analysis_documents, fit_documents, compare_documents,
              interconnect_documents, set_documents, sync_documents, sweep_documents, node_documents,
              process_documents, profile_documents, builder_documents]
 

@@ -12,12 +12,13 @@ import typer
 from oddnode import __version__
 from oddnode.cli import analysis, check, compare, imports, interconnect, nodes, processes, sets, sweep, sync, testbed
 from oddnode.cli import affinity
+from oddnode.cli import config as config_cli
 from oddnode.cli import numa as numa_cli
 from oddnode.cli import fit as fit_cli
 from oddnode.cli import profile as profile_cli
 from oddnode.cli import model as model_cli
 from oddnode.cli import schema as schema_cli
-from oddnode.cli.common import ExitStatus, Verbosity, console, err_console, fail, output
+from oddnode.cli.common import ExitStatus, Verbosity, configure_commands, console, err_console, fail, output
 
 app = typer.Typer(
     name="oddnode",
@@ -44,6 +45,9 @@ profile_cli.register(app)
 model_cli.register(app)
 check.register(app)
 testbed.register(app)
+config_cli.register(app)
+# Every command's unset options from the configuration files; -l and --connect-timeout where ssh reaches nodes.
+configure_commands(app)
 
 QuietOption = Annotated[bool, typer.Option(
     "-q", "--quiet", help="Only the verdict, the problems and errors: no progress, run notes or statistics tables.")]

@@ -4,8 +4,11 @@ target and topology those options make."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import sys
+import typing
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
@@ -167,7 +170,9 @@ def testbed_errors() -> Iterator[None]:
 # -- the store ---------------------------------------------------------------
 
 DEFAULT_DB = Path(DEFAULT_PATH)
-DbOption = Annotated[Path, typer.Option("--db", envvar="ODDNODE_DB", help="Results store (DuckDB file).")]
+DbOption = Annotated[Path, typer.Option(
+    "--db", envvar="ODDNODE_DB", help="Results store (DuckDB file; default: the configuration's store, else "
+                                      "oddnode.duckdb).")]
 JunitOption = Annotated[Optional[str], typer.Option(
     "--junit", metavar="FILE",
     help="Also write the results as JUnit XML for CI (a testcase per stage or rule, a failure per warning); "
@@ -195,9 +200,16 @@ NodesOption = Annotated[Optional[str], typer.Option("-w", "--nodes", help="Nodes
 ExcludeOption = Annotated[Optional[str], typer.Option("-x", "--exclude", help="Nodes to leave out.")]
 HostfileOption = Annotated[Optional[Path], typer.Option("--hostfile", help="File of node names, one a line.")]
 TransportOption = Annotated[Optional[str], typer.Option(
-    "--transport", help="local, ssh or slurm (default: local without nodes, ssh with).")]
+    "--transport", help="local, ssh or slurm (default: slurm inside an allocation for its nodes, else local "
+                        "without nodes, ssh with).")]
 SshConfigOption = Annotated[Optional[Path], typer.Option("--ssh-config", help="ssh client configuration file (-F).")]
-FanoutOption = Annotated[Optional[int], typer.Option("--fanout", help="ssh connections at once (default 64).")]
+FanoutOption = Annotated[Optional[int], typer.Option(
+    "--fanout", help="ssh connections at once (default: clush.conf's fanout, else 64).")]
+UserOption = Annotated[Optional[str], typer.Option(
+    "-l", "--user", metavar="USER", help="Remote user for ssh (default: clush.conf's ssh_user, else ssh's own).")]
+ConnectTimeoutOption = Annotated[Optional[float], typer.Option(
+    "--connect-timeout", metavar="SECONDS", min=0.001,
+    help="Seconds ssh may take to connect to a node (default: clush.conf's connect_timeout, else 10).")]
 TimeoutOption = Annotated[float, typer.Option("--timeout", help="Seconds a node may take for a probe.")]
 TestbedOption = Annotated[bool, typer.Option("--testbed", help="Run on the nodes of the running testbed.")]
 TOPOLOGY_HELP = ("Topology, so that findings can name a group (leaf switch, chassis): a file of 'GROUP NODESET' "
@@ -224,6 +236,17 @@ def testbed_state_dir(state_dir: Optional[Path]) -> Path:
     return state_dir or Path(os.environ.get("ODDNODE_TESTBED_DIR") or DEFAULT_STATE_DIR)
 
 
+@dataclass
+class ConnectionSettings:
+    """How ssh reaches the nodes beyond the nodes' options (-l, --connect-timeout), for selected_target."""
+
+    user: str | None = None
+    connect_timeout: float | None = None
+
+
+connection = ConnectionSettings()
+
+
 def selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed):
     """The nodes and transport a command runs on, from its options."""
     from oddnode.check import make_target, select_nodes
@@ -236,7 +259,85 @@ def selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, tes
         chosen = chosen or select_nodes(bed.nodeset, exclude)
         ssh_config = ssh_config or bed.ssh_config
         transport = transport or "ssh"
-    return make_target(chosen, transport, ssh_config, fanout)
+    return make_target(chosen, transport, ssh_config, fanout, user=connection.user,
+                       connect_timeout=connection.connect_timeout)
+
+
+# -- configuration files ------------------------------------------------------
+
+# A command's parameter -> the configuration key that gives its default
+# (oddnode.config.KEYS).  A parameter left unset (None, or --db's default)
+# takes the key's value; with --testbed, the settings that say how to reach
+# the site's nodes stay the testbed's.
+CONFIGURED_PARAMETERS = {"db": "store", "ssh_config": "ssh_config", "fanout": "fanout", "transport": "transport",
+                         "topology": "topology", "expect": "expectations", "user": "user",
+                         "connect_timeout": "connect_timeout"}
+SITE_ONLY = frozenset({"ssh_config", "transport", "topology", "user"})
+# compare's --topology picks a comparison, not the cluster's topology: not configured.
+TOPOLOGY_OPTIONS = (TopologyOption, StoredTopologyOption)
+
+
+def with_configuration(command: Callable) -> Callable:
+    """``command`` with its unset options filled from the configuration files,
+    and, when it reaches nodes (it takes --ssh-config), -l/--user and
+    --connect-timeout added; unchanged when it has no configurable option."""
+    if getattr(command, "oddnode_configured", False):
+        return command
+    signature = inspect.signature(command, eval_str=True)
+    names = set(signature.parameters)
+    reaches_nodes = "ssh_config" in names
+    if not reaches_nodes and not names & set(CONFIGURED_PARAMETERS):
+        return command
+    hints = typing.get_type_hints(command, include_extras=True)
+    added = {"oddnode_context": typer.Context}
+    if reaches_nodes:
+        added |= {"user": UserOption, "connect_timeout": ConnectTimeoutOption}
+
+    @functools.wraps(command)
+    def configured(*args, oddnode_context: typer.Context, **options):
+        from oddnode.config import ConfigError, load_settings
+
+        try:
+            settings = load_settings()
+        except ConfigError as err:
+            raise fail(str(err)) from None
+        for name, key in CONFIGURED_PARAMETERS.items():
+            if name not in options or (options.get("testbed") and name in SITE_ONLY):
+                continue
+            if name == "expect" and options.get("plan_file"):
+                continue  # a plan file says which expectations it checks (or none)
+            if name == "db":
+                # --db's default is a path (analyze's: None, in memory when it imports files)
+                unset = oddnode_context.get_parameter_source(name).name == "DEFAULT" and not options.get("paths")
+            else:
+                unset = options[name] is None and (name != "topology" or hints[name] in TOPOLOGY_OPTIONS)
+            if unset and settings[key] is not None:
+                options[name] = settings[key]
+        if reaches_nodes:
+            connection.user = options.pop("user")
+            connection.connect_timeout = options.pop("connect_timeout")
+        return command(*args, **options)
+
+    parameters = list(signature.parameters.values())
+    parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                                     default=inspect.Parameter.empty if name == "oddnode_context" else None)
+                   for name, annotation in added.items()]
+    configured.__signature__ = signature.replace(parameters=parameters)
+    configured.oddnode_configured = True
+    configured.__annotations__ = {**hints, **added}
+    return configured
+
+
+def configure_commands(app: typer.Typer, wrapped: dict | None = None) -> None:
+    """Give every command of ``app`` and its sub-apps its configuration defaults
+    (with_configuration); a function registered under two names (an alias) keeps one wrapper."""
+    wrapped = {} if wrapped is None else wrapped
+    for info in app.registered_commands:
+        if info.callback not in wrapped:
+            wrapped[info.callback] = with_configuration(info.callback)
+        info.callback = wrapped[info.callback]
+    for group in app.registered_groups:
+        configure_commands(group.typer_instance, wrapped)
 
 
 def read_topology(path: Optional[Path], testbed: bool = False) -> tuple[dict[str, str], str] | None:

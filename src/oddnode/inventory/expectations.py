@@ -13,10 +13,24 @@ A file maps fact keys to expectations::
 A mapping may hold min, max, equals, match (glob), regex (searched), in (a
 list of values) and tolerance (relative, with a numeric equals); all the
 conditions it holds must be met.  Checking is a pure function of the facts.
+
+The key ``nodes`` holds sections that apply to a node set only (ClusterShell
+syntax, as -w takes), so that partitions can differ::
+
+    nodes:
+      "gpu[001-016]":
+        gpu_count: 8
+      "cpu[001-512],bigmem[01-04]":
+        memory_total_kb: {min: 257000000}
+
+For each node and key, the last section (in the file's order) that names the
+node and sets the key decides; a node in no section has the expectations
+outside ``nodes`` only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import Counter, defaultdict
@@ -45,6 +59,7 @@ __all__ = [
 ]
 
 OPTIONS = ("min", "max", "equals", "match", "regex", "in", "tolerance")
+SCOPES_KEY = "nodes"  # the section of expectations scoped by node set
 GLOB_CHARACTERS = frozenset("*?[")
 # Keys that differ on every node by nature (addresses, serial numbers, the
 # CPU time a command used while the probe sampled): a snapshot never expects
@@ -109,6 +124,14 @@ class Expectation:
     tolerance: float | None = None
     source: str | None = None
     line: int | None = None
+    scope: str | None = None  # the node set its section names, as written (None: every node)
+    scope_nodes: frozenset[str] | None = field(default=None, repr=False, compare=False)
+    scope_order: int = 0  # 0 outside the sections, else the section's place in the file (1, 2, ...)
+
+    @property
+    def label(self) -> str:
+        """The key, and the node set of its section: 'gpu_count on gpu[001-016]'."""
+        return self.key if self.scope is None else f"{self.key} on {self.scope}"
 
     def accepts(self, value: str) -> bool:
         """Whether one node's value meets every condition."""
@@ -218,19 +241,80 @@ def parse_expectations(text: str, source: str = "<expectations>") -> dict[str, E
         return {}
     if not isinstance(root, yaml.MappingNode) or not isinstance(data, dict):
         raise ExpectationError(source, "expected a mapping of fact keys to expectations", line=root.start_mark.line + 1)
+    lines = _key_lines(root, source)
+    scopes = data.pop(SCOPES_KEY, None)
+    expectations = _section(data, lines, source)
+    if scopes is not None:
+        scope_node = next(value for key, value in root.value if key.value == SCOPES_KEY)
+        expectations.update(_scoped_sections(scopes, scope_node, source, lines[SCOPES_KEY]))
+    return expectations
+
+
+def _key_lines(node: yaml.MappingNode, source: str) -> dict[str, int]:
+    """Each key's line; a key given twice is an error."""
     lines: dict[str, int] = {}
-    for key_node, _ in root.value:
+    for key_node, _ in node.value:
         key = str(key_node.value)
         line = key_node.start_mark.line + 1
         if key in lines:
             raise ExpectationError(source, f"given twice (lines {lines[key]} and {line})", key=key, line=line)
         lines[key] = line
+    return lines
+
+
+def _section(data: dict, lines: Mapping[str, int], source: str) -> dict[str, Expectation]:
+    """One mapping of fact keys to expectations, sorted by key."""
     expectations = {}
     for key, value in data.items():
         if not isinstance(key, str) or not key:
             raise ExpectationError(source, f"a fact key must be a non-empty string, got {key!r}")
         expectations[key] = _expectation(key, value, source, lines.get(key))
     return {key: expectations[key] for key in sorted(expectations)}
+
+
+def _scoped_sections(scopes: Any, node: yaml.Node, source: str, line: int) -> dict[str, Expectation]:
+    """The ``nodes`` sections, in the file's order, each expectation labelled with its node set."""
+    from oddnode.nodes import NodeNameError, expand
+
+    if not isinstance(scopes, dict) or not isinstance(node, yaml.MappingNode):
+        raise ExpectationError(source, "expected a mapping of node sets to expectations", key=SCOPES_KEY, line=line)
+    scope_lines = _key_lines(node, source)
+    expectations: dict[str, Expectation] = {}
+    for order, ((nodeset, section), (_, section_node)) in enumerate(zip(scopes.items(), node.value), start=1):
+        where = scope_lines.get(str(nodeset))
+        try:
+            members = frozenset(expand(str(nodeset)))
+        except NodeNameError as err:
+            raise ExpectationError(source, f"not a node set: {err}", key=str(nodeset), line=where) from None
+        if not members:
+            raise ExpectationError(source, "the node set is empty", key=str(nodeset), line=where)
+        if not isinstance(section, dict) or not isinstance(section_node, yaml.MappingNode):
+            raise ExpectationError(source, "expected a mapping of fact keys to expectations", key=str(nodeset),
+                                   line=where)
+        for key, expectation in _section(section, _key_lines(section_node, source), source).items():
+            scoped = dataclasses.replace(expectation, scope=str(nodeset), scope_nodes=members, scope_order=order)
+            expectations[scoped.label] = scoped
+    return expectations
+
+
+def governed_nodes(expectations: Mapping[str, Expectation] | Iterable[Expectation],
+                   nodes: Iterable[str]) -> list[tuple[Expectation, list[str]]]:
+    """Each expectation with the nodes it decides for, sorted by key then
+    section: per node and key, the last section that names the node wins over
+    earlier ones and over the expectations outside the sections.  An
+    expectation that decides for none of ``nodes`` is left out."""
+    items = list(expectations.values()) if isinstance(expectations, Mapping) else list(expectations)
+    checked = sorted(set(nodes))
+    owner: dict[tuple[str, str], Expectation] = {}
+    for expectation in sorted(items, key=lambda e: e.scope_order):
+        for node in checked:
+            if expectation.scope_nodes is None or node in expectation.scope_nodes:
+                owner[expectation.key, node] = expectation
+    governed: dict[int, list[str]] = defaultdict(list)
+    for (_, node), expectation in owner.items():
+        governed[id(expectation)].append(node)
+    return [(e, sorted(governed[id(e)])) for e in sorted(items, key=lambda e: (e.key, e.scope_order))
+            if governed.get(id(e))]
 
 
 def _expectation(key: str, value: Any, source: str, line: int | None) -> Expectation:
@@ -317,11 +401,9 @@ def check_expectations(
     """Check every expectation on every node: one ERROR finding per violated
     key; a node without the fact violates it, shown as "(not reported)" (for
     process.* keys on a node that reported its processes: "not running")."""
-    items = list(expectations.values()) if isinstance(expectations, Mapping) else list(expectations)
-    checked = sorted(set(nodes))
     process_nodes = process_reporting_nodes({key: dict(per_node) for key, per_node in facts.items()})
     report = ExpectationReport()
-    for expectation in sorted(items, key=lambda e: e.key):
+    for expectation, checked in governed_nodes(expectations, nodes):
         key = expectation.key
         per_node = facts.get(key, {})
         violations: dict[str, list[str]] = defaultdict(list)
@@ -336,7 +418,7 @@ def check_expectations(
             if not expectation.accepts(str(value)):
                 violations[str(value)].append(node)
         if not violations:
-            report.passed.append(key)
+            report.passed.append(expectation.label)
             continue
         ranked = sorted(violations.items(), key=_value_order)
         folded = {value: fold(members) for value, members in ranked}
@@ -345,15 +427,19 @@ def check_expectations(
         shown = first_few([f"{members}: {value}" for value, members in folded.items()], MESSAGE_VALUES,
                           separator="; ", rest="more values")
         where = f" in {expectation.source}" if expectation.source else ""
+        if expectation.line is not None:
+            where += f" (line {expectation.line})"
+        scope = f" on {expectation.scope}" if expectation.scope is not None else ""
         report.failures.append(
             Finding(
                 kind="expectation",
                 severity=Severity.ERROR,
                 subject=key,
                 nodes=odd_nodes,
-                message=f"{key} must {wanted}; {shown}",
+                message=f"{key} must {wanted}{scope}; {shown}",
                 evidence={
                     "expected": expectation.as_dict(),
+                    **({"scope": expectation.scope} if expectation.scope is not None else {}),
                     "violations": folded,
                     "passed": len(checked) - sum(len(members) for members in violations.values()),
                 },

@@ -76,11 +76,11 @@ def expectation_verdicts(expectations, facts: Mapping[str, Mapping[str, str]],
     from oddnode.findings.facts import NOT_REPORTED
     from oddnode.findings.processes import NOT_RUNNING, is_process_key, process_reporting_nodes
 
-    items = list(expectations.values()) if isinstance(expectations, Mapping) else list(expectations)
-    checked = sorted(set(nodes))
+    from oddnode.inventory.expectations import governed_nodes
+
     process_nodes = process_reporting_nodes({key: dict(per_node) for key, per_node in facts.items()})
     verdicts = []
-    for expectation in sorted(items, key=lambda e: e.key):
+    for expectation, checked in governed_nodes(expectations, nodes):
         per_node = facts.get(expectation.key, {})
         by_value: dict[str, list[str]] = defaultdict(list)
         accepted: dict[str, bool] = {}
@@ -95,6 +95,7 @@ def expectation_verdicts(expectations, facts: Mapping[str, Mapping[str, str]],
         failing = [node for value, members in by_value.items() if not accepted[value] for node in members]
         verdicts.append({
             "key": expectation.key,
+            **({"scope": expectation.scope} if expectation.scope is not None else {}),
             "expected": expectation.as_dict(),
             "wanted": expectation.describe(),
             "verdict": "fail" if failing else "pass",

@@ -2,13 +2,16 @@
 
 Host keys are checked as the user's ssh configuration says (oddnode never
 turns checking off), and ``BatchMode=yes`` makes a missing key or password
-prompt fail at once instead of waiting for a keyboard. Node names reach
+prompt fail at once instead of waiting for a keyboard.  ClusterShell's own
+``clush.conf`` ([Main] fanout, connect_timeout, ssh_user, ssh_path,
+ssh_options) gives the defaults that oddnode's options do not set. Node names reach
 ClusterShell as a NodeSet and ssh as a host argument, after validation; the
 remote command line is our own argv, quoted with shlex.
 """
 
 from __future__ import annotations
 
+import configparser
 import math
 import re
 import shlex
@@ -16,14 +19,19 @@ import shutil
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+from ClusterShell.CLI.Config import ClushConfig, ClushConfigError
+from ClusterShell.Defaults import config_paths
 from ClusterShell.Event import EventHandler
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet
 from ClusterShell.Task import task_self, task_terminate
 
+from oddnode.config import ConfigError
 from oddnode.nodes import validate_node_name
 from oddnode.transport.base import NodeResult, NodeStatus, TransportError, register_transport
 
@@ -70,17 +78,86 @@ def classify(exit_code: int | None, stderr: str, *, timed_out: bool = False) -> 
     return NodeStatus.OK if exit_code == 0 else NodeStatus.FAILED
 
 
-def ssh_options(ssh_config: Path | None = None) -> list[str]:
-    """The ssh options oddnode adds: its configuration file, and batch mode.
+def ssh_options(ssh_config: Path | None = None, site_options: str | None = None) -> list[str]:
+    """The ssh options oddnode adds: its configuration file and batch mode,
+    then clush.conf's ssh_options.
 
-    Nothing here weakens host key checking; ClusterShell adds
-    ConnectTimeout, the user and its own forwarding options after these.
+    ssh keeps the first value it is given for an option, so batch mode cannot
+    be undone by the site's options; nothing here weakens host key checking.
+    ClusterShell adds ConnectTimeout, the user and its own forwarding options
+    after these.
     """
     options = []
     if ssh_config is not None:
         options += ["-F", str(ssh_config)]
     options.append("-oBatchMode=yes")
+    if site_options:
+        options += shlex.split(site_options)
     return options
+
+
+DEFAULT_FANOUT = 64
+DEFAULT_CONNECT_TIMEOUT = 10  # seconds; ClusterShell's own is 15
+
+
+@dataclass(frozen=True)
+class ClushSettings:
+    """What ClusterShell's clush.conf sets in its [Main] section (None: not set),
+    and the files it was read from, lowest precedence first."""
+
+    fanout: int | None = None
+    connect_timeout: float | None = None
+    ssh_user: str | None = None
+    ssh_path: str | None = None
+    ssh_options: str | None = None
+    files: tuple[str, ...] = ()
+
+
+class _ClushFiles(ClushConfig):
+    """ClusterShell's reader without its built-in defaults, so that a key
+    the files do not set reads as unset (and oddnode's default applies)."""
+
+    MAIN_DEFAULTS: dict[str, str] = {}
+
+
+_NO_OVERRIDES = SimpleNamespace(quiet=False, verbose=False, debug=False, fanout=None, user=None, options=None,
+                                connect_timeout=None, command_timeout=None, whencolor=None, maxrc=None, option=[])
+
+
+def read_clush_conf(filename: str | Path | None = None) -> ClushSettings:
+    """clush.conf as clush reads it: ``filename`` alone (clush --conf), else
+    ClusterShell's own list in increasing precedence (/etc/clustershell,
+    ~/.local/etc/clustershell, the Python prefix's etc/clustershell,
+    $XDG_CONFIG_HOME/clustershell, then $CLUSTERSHELL_CFGDIR), with the
+    clush.conf.d parts its confdir names.  Only [Main] is read: clush's
+    modes (-m) are a clush option."""
+    try:
+        parsed = _ClushFiles(_NO_OVERRIDES, str(filename) if filename is not None else None)
+    except (configparser.Error, ClushConfigError) as err:
+        files = [str(filename)] if filename is not None else config_paths("clush.conf")
+        raise ConfigError(" or ".join(files), f"not a valid clush.conf: {err}") from None
+    where = ", ".join(parsed.parsed) or "clush.conf"
+    main = parsed.MAIN_SECTION
+
+    def value(key: str, kind: Callable[[str], Any]) -> Any:
+        if not parsed.has_option(main, key):
+            return None
+        try:
+            return kind(parsed.get(main, key))
+        except (ValueError, configparser.Error) as err:
+            raise ConfigError(where, f"[{main}] {key} = {parsed.get(main, key, raw=True)!r} is not a valid value "
+                                     f"({err})", key=key) from None
+
+    fanout, timeout = value("fanout", int), value("connect_timeout", float)
+    if fanout is not None and fanout < 1:
+        raise ConfigError(where, f"[{main}] fanout must be at least 1, not {fanout}", key="fanout")
+    user = value("ssh_user", str) or None
+    if user is not None and not _USER.match(user):
+        raise ConfigError(where, f"[{main}] ssh_user {user!r} is not a user name", key="ssh_user")
+    # connect_timeout 0 means "no timeout" to clush; oddnode keeps its own then.
+    return ClushSettings(fanout=fanout, connect_timeout=timeout if timeout and timeout > 0 else None,
+                         ssh_user=user, ssh_path=value("ssh_path", str) or None,
+                         ssh_options=value("ssh_options", str) or None, files=tuple(parsed.parsed))
 
 
 def _quote(arg: str) -> str:
@@ -151,7 +228,8 @@ class SshTransport:
 
     Options: ``ssh_config`` (passed as ``ssh -F``), ``fanout``,
     ``connect_timeout`` (seconds, rounded up: ssh takes whole seconds) and
-    ``user`` (else ssh's configuration decides).
+    ``user`` (else ssh's configuration decides); ``clush``, clush.conf's
+    settings, fills those not given and adds its ssh_path and ssh_options.
     """
 
     name = "ssh"
@@ -160,10 +238,16 @@ class SshTransport:
         self,
         *,
         ssh_config: Path | str | None = None,
-        fanout: int = 64,
-        connect_timeout: float = 10,
+        fanout: int | None = None,
+        connect_timeout: float | None = None,
         user: str | None = None,
+        clush: ClushSettings | None = None,
     ) -> None:
+        clush = clush or ClushSettings()
+        fanout = fanout if fanout is not None else clush.fanout or DEFAULT_FANOUT
+        connect_timeout = (connect_timeout if connect_timeout is not None
+                           else clush.connect_timeout or DEFAULT_CONNECT_TIMEOUT)
+        user = user if user is not None else clush.ssh_user
         if fanout < 1:
             raise TransportError(f"fanout must be at least 1, not {fanout}")
         if connect_timeout <= 0:
@@ -176,16 +260,20 @@ class SshTransport:
         self.fanout = fanout
         self.connect_timeout = connect_timeout
         self.user = user
+        self.ssh_path = clush.ssh_path
+        self.site_options = clush.ssh_options
 
     def task_info(self) -> dict[str, Any]:
         """The ClusterShell task settings this transport uses."""
         info: dict[str, Any] = {
             "fanout": self.fanout,
             "connect_timeout": math.ceil(self.connect_timeout),
-            "ssh_options": shlex.join(ssh_options(self.ssh_config)),
+            "ssh_options": shlex.join(ssh_options(self.ssh_config, self.site_options)),
         }
         if self.user is not None:
             info["ssh_user"] = self.user
+        if self.ssh_path is not None:
+            info["ssh_path"] = self.ssh_path
         return info
 
     def run(self, nodes: Sequence[str], argv: Sequence[str], *, timeout: float) -> dict[str, NodeResult]:
@@ -197,8 +285,10 @@ class SshTransport:
             raise TransportError("the ssh transport needs at least one node")
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, not {timeout}")
-        if shutil.which("ssh") is None:
-            raise TransportError("ssh not found on PATH: install the OpenSSH client")
+        client = shlex.split(self.ssh_path)[0] if self.ssh_path else "ssh"
+        if shutil.which(str(Path(client).expanduser())) is None:
+            raise TransportError(f"{client} not found" + (" (clush.conf's ssh_path)" if self.ssh_path else
+                                                          " on PATH: install the OpenSSH client"))
         # ClusterShell can only kill the local ssh client: sshd would leave the
         # remote command running, disturbing what is measured next.  So the
         # node enforces the timeout itself (coreutils timeout, then SIGKILL
