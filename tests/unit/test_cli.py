@@ -214,7 +214,7 @@ def test_help_shows_the_check_first_and_the_other_commands_in_panels(tmp_path):
     out = oddnode("--help", cwd=tmp_path).stdout
     panels = [line.strip("╭─ ").split(" ─")[0] for line in out.splitlines() if line.startswith("╭─")]
     assert panels == ["Options", "Commands", "Results and statistics", "Interconnect", "Node sets", "Nodes",
-                      "MPI applications", "Virtual cluster"]
+                      "MPI applications", "Slurm", "Virtual cluster"]
     first = out.split("╭─ Commands")[1].split("╰")[0]
     assert "check" in first and "analyze" in first and "pairs" not in first
     assert "--install-completion" in out

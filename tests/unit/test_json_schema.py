@@ -193,6 +193,12 @@ def config_documents(tmp_path, monkeypatch, **_):
     yield "config", document_of(invoke("config", "show", "--json"))
 
 
+def health_documents(tmp_path, monkeypatch, **_):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm here: its state is null
+    expect = write(tmp_path / "site.yaml", "cpu_threads: {min: 100000}\n")
+    yield "health", document_of(invoke("health", "--node", "cn-a17", "--expect", expect, "--json"))
+
+
 def process_documents(tmp_path, monkeypatch, **_):
     from oddnode.cli import processes as processes_cli
     from oddnode.transport.base import Target
@@ -254,7 +260,7 @@ def _numpy(value):
     return json_default(value)
 
 
-PRODUCERS = [config_documents, stats_documents, common_documents, analysis_documents, fit_documents, compare_documents,
+PRODUCERS = [config_documents, health_documents, stats_documents, common_documents, analysis_documents, fit_documents, compare_documents,
              interconnect_documents, set_documents, sync_documents, sweep_documents, node_documents,
              process_documents, profile_documents, builder_documents]
 

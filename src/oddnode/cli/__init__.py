@@ -18,6 +18,7 @@ from oddnode.cli import fit as fit_cli
 from oddnode.cli import profile as profile_cli
 from oddnode.cli import model as model_cli
 from oddnode.cli import schema as schema_cli
+from oddnode.cli import health as health_cli
 from oddnode.cli.common import ExitStatus, Verbosity, configure_commands, console, err_console, fail, output
 
 app = typer.Typer(
@@ -44,6 +45,7 @@ numa_cli.register(app)
 profile_cli.register(app)
 model_cli.register(app)
 check.register(app)
+health_cli.register(app)
 testbed.register(app)
 config_cli.register(app)
 # Every command's unset options from the configuration files; -l and --connect-timeout where ssh reaches nodes.

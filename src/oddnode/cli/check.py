@@ -18,6 +18,7 @@ from oddnode.cli.common import (
     DEFAULT_MIN_EFFECT,
     DbOption,
     ExcludeOption,
+    ExitStatus,
     FanoutOption,
     HostfileOption,
     JunitOption,
@@ -138,7 +139,7 @@ OPT_IN = ", ".join(step.name for step in catalog.STEPS.values() if not step.defa
 
 
 def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide: bool,
-            stdout_taken: bool = False) -> None:
+            stdout_taken: bool = False, drained: list | None = None) -> None:
     """A finished check for people (or as JSON), its HTML report, and its
     exit status: 1 when the cluster is not ready.  ``stdout_taken``: stdout
     carries another document (--junit -), people's lines go to stderr."""
@@ -149,7 +150,10 @@ def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide
     if stdout_taken:
         print_analysis(out, result.analysis, wide, brief=True)
     elif json_out:
-        typer.echo(json.dumps(analysis_document(result.analysis), indent=2, default=json_default))
+        document = analysis_document(result.analysis)
+        if drained is not None:
+            document["drain"] = drained
+        typer.echo(json.dumps(document, indent=2, default=json_default))
     else:
         if result.inventory is not None:
             inform(summaries.diagnostics_line(target, result.inventory))
@@ -159,12 +163,20 @@ def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide
         print_analysis(console, result.analysis, wide, brief=quiet())
     if result.stopped_after:
         out.print(summaries.stopped_line(result.stopped_after, result.not_run, db))
+    unwritten = None
     if html:
-        write_report(result.analysis, html, result)
-        inform(f"report written to {html}", out=out)
+        try:
+            write_report(result.analysis, html, result)
+        except OSError as err:
+            unwritten = f"cannot write the HTML report {html}: {err.strerror or err} (the results are in {db})"
+            err_console.print(f"[bold red]error:[/] {unwritten}", highlight=False)
+        else:
+            inform(f"report written to {html}", out=out)
     detail(f"[dim]check {result.check_id}: results stored in {db}[/]", out=out, highlight=False)
     if not result.analysis.ready:
-        raise typer.Exit(code=1)
+        raise typer.Exit(code=int(ExitStatus.FINDINGS))
+    if unwritten:
+        raise typer.Exit(code=int(ExitStatus.COULD_NOT_RUN))
 
 
 def _testbed_noise() -> dict[str, object]:
@@ -252,6 +264,14 @@ def check_command(
         help=f"Seconds each bisection stream lasts ({_default('bisection.seconds')}).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
     junit: JunitOption = None,
+    drain: Annotated[bool, typer.Option(
+        "--drain", help="Drain in Slurm every node a finding at warning or above names (reason 'oddnode: ...'); "
+                        "nodes drained by someone else keep their reason.")] = False,
+    drain_max: Annotated[Optional[int], typer.Option(
+        "--drain-max", help="Drain nothing when the findings name more nodes than this (default: a quarter of "
+                            "the checked nodes).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="With --drain: print the scontrol commands instead of running them.")] = False,
     wide: WideOption = False,
     topology: TopologyOption = None,
     alpha: AlphaOption = DEFAULT_ALPHA,
@@ -301,6 +321,8 @@ def check_command(
         refuse_both_on_stdout(junit, json_out)
     except (PlanError, ValueError) as err:
         raise typer.BadParameter(str(err)) from None
+    if dry_run and not drain:
+        raise typer.BadParameter("--dry-run shows what --drain would do: give both")
     if show_plan:
         typer.echo(yaml.safe_dump(plan_document(plan), sort_keys=False), nl=False)
         return
@@ -329,7 +351,13 @@ def check_command(
             raise typer.Exit(code=130) from None
     if junit:
         write_junit(check_suite(result), junit)
-    _report(result, target, db, html, json_out or junit == STDOUT, wide, junit == STDOUT)
+    drained = None
+    if drain:
+        from oddnode.cli.health import drain_for_check
+
+        drained = drain_for_check(result.analysis.problems, len(target.nodes), dry_run=dry_run, limit=drain_max,
+                                  out=out, check_id=result.check_id)
+    _report(result, target, db, html, json_out or junit == STDOUT, wide, junit == STDOUT, drained)
 
 
 def register(app: typer.Typer) -> None:

@@ -239,6 +239,23 @@ def scontrol(state_dir: Path, *args: str, timeout: float = 15.0) -> subprocess.C
                           env={**NODE_ENV, **environment(state_dir)})
 
 
+HEALTH_CHECK_KEYS = ("HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState")
+
+
+def enable_health_check(state_dir: Path, program: Path | None, interval: int = 60) -> None:
+    """Have every slurmd run ``program`` every ``interval`` seconds, as a
+    site's slurm.conf does (None: no health check), and make the daemons
+    read it (``scontrol reconfigure``)."""
+    path = conf_path(state_dir)
+    lines = [line for line in path.read_text().splitlines() if not line.startswith(HEALTH_CHECK_KEYS)]
+    if program is not None:
+        lines += [f"HealthCheckProgram={program}", f"HealthCheckInterval={interval}", "HealthCheckNodeState=ANY"]
+    path.write_text("\n".join(lines) + "\n")
+    done = scontrol(state_dir, "reconfigure", timeout=60)
+    if done.returncode != 0:
+        raise TestbedError(f"scontrol reconfigure: {done.stderr.strip() or done.stdout.strip()}")
+
+
 def _answers(state_dir: Path) -> bool:
     try:
         return scontrol(state_dir, "ping").returncode == 0

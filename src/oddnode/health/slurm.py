@@ -1,0 +1,206 @@
+"""Draining and resuming Slurm nodes for what oddnode found, and never more.
+
+A node oddnode drains carries a reason that starts with ``oddnode:``, as
+LBNL NHC marks its own with ``NHC:``; that prefix is how oddnode knows a
+drain is its own.  It resumes only nodes whose drain is its own, never one
+an administrator drained (whatever the reason says, a reason without the
+prefix is someone else's), and it never rewrites another's reason.  Every
+decision is a pure function of the node's state as ``scontrol show node``
+prints it, so the commands can be printed first (``--dry-run``).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+REASON_PREFIX = "oddnode: "
+# Slurm keeps the whole reason it is given (slurmctld stores it as a
+# string, and `scontrol show node` prints all of it), but `sinfo -R`
+# shows a column of 20 characters by default and every reason travels in
+# each node record: a health check's reason is cut to a line an operator
+# reads at once.  Checked on the testbed: this length is kept whole.
+REASON_LIMIT = 128
+ELLIPSIS = "..."
+SCONTROL_TIMEOUT = 30.0  # seconds: slurmctld answers in milliseconds, or is unreachable
+
+# `scontrol show node` prints "Reason=TEXT [USER@TIME]" on a line of its own.
+_REASON = re.compile(r"^\s*Reason=(?P<text>.*?)(?:\s+\[(?P<user>[^@\]]*)@(?P<time>[^\]]*)\])?\s*$", re.MULTILINE)
+_FIELD = re.compile(r"(?:^|\s)(NodeName|NodeAddr|State|CPUAlloc)=(\S+)")
+
+
+class SlurmError(RuntimeError):
+    """scontrol could not be run or refused: names the command and Slurm's words."""
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """A node as slurmctld sees it: its state words (``IDLE+DRAIN``), the
+    reason of a drain or down state and who set it, and the CPUs jobs hold."""
+
+    node: str
+    state: str
+    reason: str = ""
+    reason_user: str = ""
+    cpus_allocated: int = 0
+    address: str | None = None  # NodeAddr: where the cluster reaches the node
+
+    @property
+    def flags(self) -> frozenset[str]:
+        """Every word of the state: the base state and its flags (DRAIN, NOT_RESPONDING...)."""
+        return frozenset(word.rstrip("*~#!%$@^-") for word in self.state.upper().split("+"))
+
+    @property
+    def drained(self) -> bool:
+        """Drained or draining: the DRAIN flag (DRAINING and DRAINED are DRAIN as scontrol sets it)."""
+        return bool({"DRAIN", "DRAINED", "DRAINING"} & self.flags)
+
+    @property
+    def drained_by_oddnode(self) -> bool:
+        return self.drained and self.reason.startswith(REASON_PREFIX.rstrip())
+
+    @property
+    def busy(self) -> bool:
+        """A job holds CPUs of the node: a benchmark now would disturb it and measure it."""
+        return self.cpus_allocated > 0 or bool({"ALLOCATED", "MIXED", "COMPLETING"} & self.flags)
+
+
+def parse_node_state(text: str) -> NodeState:
+    """A node's state from ``scontrol show node NAME`` (one record)."""
+    fields = dict(_FIELD.findall(text))
+    if "NodeName" not in fields or "State" not in fields:
+        raise SlurmError(f"scontrol show node printed no node record: {text.strip()[:120]!r}")
+    reason = _REASON.search(text)
+    cpus = fields.get("CPUAlloc", "0")
+    return NodeState(
+        node=fields["NodeName"],
+        state=fields["State"],
+        reason=(reason.group("text").strip() if reason else ""),
+        reason_user=(reason.group("user") or "") if reason else "",
+        cpus_allocated=int(cpus) if cpus.isdigit() else 0,
+        address=fields.get("NodeAddr"),
+    )
+
+
+def drain_reason(problems: Sequence[str], limit: int = REASON_LIMIT) -> str:
+    """``oddnode: PROBLEM; PROBLEM`` within ``limit`` characters: problems
+    that do not fit are counted (``+2 more``), a first one too long is cut
+    with an ellipsis."""
+    if not problems:
+        raise ValueError("a drain needs at least one problem to give as its reason")
+    text = REASON_PREFIX + problems[0]
+    for index, problem in enumerate(problems[1:], start=1):
+        rest = len(problems) - index - 1
+        candidate = f"{text}; {problem}"
+        tail = f"; +{rest} more" if rest else ""
+        if len(candidate) + len(tail) > limit:
+            text += f"; +{len(problems) - index} more"
+            break
+        text = candidate
+    if len(text) > limit:
+        text = text[: limit - len(ELLIPSIS)].rstrip() + ELLIPSIS
+    return text
+
+
+@dataclass(frozen=True)
+class Action:
+    """What to do to one node (``drain``, ``resume`` or ``leave``), the
+    scontrol arguments that do it (none for ``leave``), and why."""
+
+    node: str
+    verb: str
+    argv: tuple[str, ...]
+    why: str
+
+    @property
+    def command(self) -> str:
+        """The command line as an operator would type it."""
+        import shlex
+
+        return shlex.join(self.argv)
+
+
+def drain_argv(node: str, reason: str) -> tuple[str, ...]:
+    return ("scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}")
+
+
+def resume_argv(node: str) -> tuple[str, ...]:
+    return ("scontrol", "update", f"NodeName={node}", "State=RESUME")
+
+
+def plan_actions(states: Mapping[str, NodeState], problems: Mapping[str, Sequence[str]], *,
+                 drain: bool = True, resume: bool = False) -> list[Action]:
+    """What to do to each node of ``states``, given the problems found on
+    each (a node absent from ``problems`` or with none is healthy).
+
+    A node with problems is drained, unless it is drained already: by
+    oddnode, the reason is brought up to date when it changed; by someone
+    else, it is left alone (their reason stays).  With ``resume``, a
+    healthy node oddnode drained is resumed; one drained by anyone else,
+    never."""
+    actions: list[Action] = []
+    for node, state in sorted(states.items()):
+        found = list(problems.get(node) or ())
+        if found and drain:
+            reason = drain_reason(found)
+            if not state.drained:
+                actions.append(Action(node, "drain", drain_argv(node, reason), reason))
+            elif not state.drained_by_oddnode:
+                who = f" by {state.reason_user}" if state.reason_user else ""
+                actions.append(Action(node, "leave", (), f"already drained{who} for {state.reason!r}: "
+                                                          "its reason is kept"))
+            elif state.reason != reason:
+                actions.append(Action(node, "drain", drain_argv(node, reason), reason))
+        elif not found and resume and state.drained:
+            if state.drained_by_oddnode:
+                actions.append(Action(node, "resume", resume_argv(node), f"healthy again (was: {state.reason})"))
+            else:
+                who = f" by {state.reason_user}" if state.reason_user else ""
+                actions.append(Action(node, "leave", (), f"drained{who} for {state.reason!r}, not by oddnode: "
+                                                          "only whoever drained it resumes it"))
+    return actions
+
+
+def scontrol(*args: str, timeout: float = SCONTROL_TIMEOUT) -> str:
+    """Run scontrol; its stdout, or SlurmError with what it said."""
+    if shutil.which("scontrol") is None:
+        raise SlurmError("scontrol not found: Slurm's commands must be on PATH to drain or resume nodes")
+    argv = ["scontrol", *args]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"{' '.join(argv)}: no answer in {timeout:g} s (is slurmctld up?)") from None
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines()
+        raise SlurmError(f"{' '.join(argv)} failed (exit {done.returncode}): {said[-1] if said else 'no message'}")
+    return done.stdout
+
+
+def node_state(node: str) -> NodeState:
+    """``scontrol show node NODE``, parsed."""
+    return parse_node_state(scontrol("show", "node", node))
+
+
+def node_states(nodes: Sequence[str]) -> dict[str, NodeState]:
+    """The state of each node; SlurmError when Slurm does not know one."""
+    return {node: node_state(node) for node in nodes}
+
+
+def carry_out(actions: Sequence[Action]) -> list[tuple[Action, str | None]]:
+    """Run each action's scontrol command: (action, None) when done, (action,
+    error) when scontrol refused; every action is tried."""
+    done: list[tuple[Action, str | None]] = []
+    for action in actions:
+        if not action.argv:
+            done.append((action, None))
+            continue
+        try:
+            scontrol(*action.argv[1:])
+        except SlurmError as err:
+            done.append((action, str(err)))
+        else:
+            done.append((action, None))
+    return done
