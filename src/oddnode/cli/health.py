@@ -128,7 +128,7 @@ def health_command(
     node: Annotated[Optional[str], typer.Option(
         "--node", help="This node's name in Slurm (default: $SLURMD_NODENAME, else the short host name).")] = None,
     expect: Annotated[Optional[list[Path]], typer.Option(
-        "--expect", help="Expectations file (YAML) the node's facts must meet; repeatable.")] = None,
+        "--expect", metavar="FILE", help="Expectations file (YAML) the node's facts must meet; repeatable.")] = None,
     baseline: Annotated[Optional[Path], typer.Option(
         "--baseline", help="Baseline written by `oddnode baseline` from the last full check: the facts most "
                            "nodes had and the memory bandwidth they reached.")] = None,
