@@ -230,9 +230,7 @@ def builder_documents(tmp_path, **_):
     from oddnode.report.placement import model_document
     from numa_data import load, store_cluster
     from test_affinity_findings import bound_ranks, report, reports
-    from oddnode.profile.placement import Point, select
-    from oddnode.profile.placement_runs import Candidate, ModelRun
-    from test_placement_model import profile_of
+    from test_placement_cli import a_model_run
 
     data = reports({node: report(bound_ranks([0, 0, 5])) for node in expand("cn-a[01-04]")})
     yield "affinity", strict(json.dumps(affinity_json(data, {"cn-b01": "unreachable"}, [])))
@@ -240,16 +238,7 @@ def builder_documents(tmp_path, **_):
     run = NumaRun(run_id=1, layouts={}, unanswered={"cn-b01": "unreachable"}, repetitions=3)
     yield "numa", strict(json.dumps({"run": run.to_json(), "numa": numa_json(dataset), "findings": []},
                                     default=_numpy))
-    # Four ranks (Alltoall 32 KiB, Sendrecv 1 KiB) measured on two placements.
-    profile = profile_of({("MPI_Alltoall", 15): (100, 6.0, 100 * 32768), ("MPI_Sendrecv", 10): (400, 1.0, 409600)},
-                         hosts=["r12-n001", "r12-n017", "r13-n001", "r12-n002"])
-    selection = select(profile, coverage=1.0)
-    packed = Candidate("packed", ("r12-n001", "r12-n002", "r12-n003", "r12-n004"), ("r12-sw1",))
-    striped = Candidate("striped", ("r12-n001", "r12-n017", "r13-n001", "r12-n002"),
-                        ("r12-sw1", "r12-sw2", "r13-sw1"), ("given",))
-    fast = {Point("alltoall", 32768): 0.004, Point("sendrecv", 1024): 0.0002}
-    model = ModelRun(3, [packed, striped], measured={"packed": {1: fast, 2: fast}, "striped": {1: fast, 2: fast}})
-    model.predictions = {"packed": {1: 0.48, 2: 0.48}, "striped": {1: 1.42, 2: 1.42}}
+    selection, model = a_model_run()
     yield "model", strict(json.dumps({**model_document(selection, model, ["a note"], 1), "findings": []},
                                      default=_numpy))
 

@@ -41,9 +41,8 @@ def test_check_refuses_packed_sets_without_a_topology_before_any_stage(tmp_path)
     assert "diagnostics" not in result.text
 
 
-@pytest.fixture
-def run():
-    """A model of 4 ranks (Alltoall 32 KiB, Sendrecv 1 KiB) measured on two placements."""
+def a_model_run():
+    """A model of 4 ranks (Alltoall 32 KiB, Sendrecv 1 KiB) measured on two placements: (selection, model)."""
     profile = profile_of({("MPI_Alltoall", 15): (100, 6.0, 100 * 32768), ("MPI_Sendrecv", 10): (400, 1.0, 409600)},
                          hosts=["r12-n001", "r12-n017", "r13-n001", "r12-n002"])
     selection = select(profile, coverage=1.0)
@@ -55,6 +54,11 @@ def run():
     model = ModelRun(3, [packed, striped], measured={"packed": {1: fast, 2: fast}, "striped": {1: slow, 2: slow}})
     model.predictions = {"packed": {1: 0.48, 2: 0.48}, "striped": {1: 1.42, 2: 1.42}}
     return selection, model
+
+
+@pytest.fixture
+def run():
+    return a_model_run()
 
 
 def render(view, width: int) -> str:
