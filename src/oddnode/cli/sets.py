@@ -76,6 +76,11 @@ OutputFileOption = Annotated[Optional[str], typer.Option(
 RshAgentOption = Annotated[Optional[str], typer.Option(
     "--mpi-rsh-agent", help="The command mpirun reaches the other members with (default ssh; with --testbed or "
                             "--ssh-config, ssh with that configuration).")]
+LauncherOption = Annotated[str, typer.Option(
+    "--launcher", help="What starts our MPI kernel's ranks: mpirun (Open MPI's, over ssh or inside the "
+                       "allocation), srun (Slurm's own job step, with the MPI plugin, PMIx or PMI2, that srun and "
+                       "Open MPI share; --transport slurm), or auto: srun under --transport slurm where they "
+                       "share one, else mpirun.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the runs, the set tables and findings as JSON.")]
 
 
@@ -95,9 +100,10 @@ def _counts(text: str | None) -> tuple[int, ...] | None:
 
 def _job_settings(order: str, seed: int, benchmarks: str | None, sizes: str | None, seconds_per_size: float | None,
                   command: str | None, parser: str | None, command_timeout: float | None,
-                  files: list[str] | None, output: str | None) -> dict[str, Any]:
+                  files: list[str] | None, output: str | None, launcher: str) -> dict[str, Any]:
     """The step options the shared flags set (those given)."""
     settings: dict[str, Any] = {"orderings": _names(order), "seed": seed, "benchmarks": _names(benchmarks),
+                                "launcher": launcher,
                                 "sizes": message_sizes(sizes) if sizes else None,
                                 "seconds_per_size": seconds_per_size, "command": command, "parser": parser,
                                 "command_timeout": command_timeout, "files": tuple(files) if files else None,
@@ -158,6 +164,7 @@ def sets_command(
     output_file: OutputFileOption = None,
     mpi_rsh_agent: RshAgentOption = None,
     mpi_yield: MpiYieldOption = None,
+    launcher: LauncherOption = "mpirun",
     json_out: JsonOption = False,
     wide: WideOption = False,
     topology: TopologyOption = None,
@@ -179,7 +186,8 @@ def sets_command(
 
     with user_errors():
         options = SetsOptions(size=size, mpi_yield=testbed if mpi_yield is None else mpi_yield, **_job_settings(
-            order, seed, benchmarks, sizes, seconds_per_size, command, parser, command_timeout, file, output_file))
+            order, seed, benchmarks, sizes, seconds_per_size, command, parser, command_timeout, file, output_file,
+            launcher))
     if options.needs_topology and topology is None and not testbed:
         wanted = ",".join(o for o in options.orderings if o in TOPOLOGY_ORDERINGS)
         raise typer.BadParameter(f"{wanted} needs --topology FILE: which group (leaf switch, line card) each node "
@@ -221,6 +229,7 @@ def scale_command(
     output_file: OutputFileOption = None,
     mpi_rsh_agent: RshAgentOption = None,
     mpi_yield: MpiYieldOption = None,
+    launcher: LauncherOption = "mpirun",
     json_out: JsonOption = False,
     wide: WideOption = False,
     topology: TopologyOption = None,
@@ -240,7 +249,7 @@ def scale_command(
     with user_errors():
         options = ScaleOptions(counts=_counts(counts), mpi_yield=testbed if mpi_yield is None else mpi_yield,
                                **_job_settings(order, seed, benchmarks, sizes, seconds_per_size, command, parser,
-                                               command_timeout, file, output_file))
+                                               command_timeout, file, output_file, launcher))
     with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
         with user_errors():
             chosen = scale_counts(len(target.nodes), options.counts)

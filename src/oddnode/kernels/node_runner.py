@@ -91,7 +91,10 @@ MAX_START_WAIT = 3600
 # (SLURM_JOB_ID, SLURM_JOB_NODELIST...) stay, and the ones srun narrowed to
 # the step are set back to the job's (JOB_VIEW): mpirun takes its hosts and
 # slots from them, and would otherwise see one node of one slot.
-STEP_VARIABLES = ("SLURM_STEPID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NPROCS", "SLURM_NTASKS",
+# SLURM_LABELIO is the transport's --label, which srun hands its tasks: an
+# srun the runner starts (the ranks of a set, mpirun's daemons) would take
+# it as its own and prefix every line of the ranks' output with "0: ".
+STEP_VARIABLES = ("SLURM_LABELIO", "SLURM_STEPID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NPROCS", "SLURM_NTASKS",
                   "SLURM_TASK_PID", "SLURM_LAUNCH_NODE_IPADDR", "SLURM_GTIDS", "SLURM_CPU_BIND", "SLURM_CPU_BIND_LIST",
                   "SLURM_CPU_BIND_TYPE", "SLURM_CPU_BIND_VERBOSE", "SLURM_DISTRIBUTION")
 STEP_PREFIXES = ("SLURM_STEP_", "SLURM_SRUN_COMM_", "PMI_", "PMIX_")

@@ -3,22 +3,35 @@ MPI application (NPB, HPL through hpcc, a site's own) from a command
 template.
 
 A job is started on the set's first node and launches one rank on every
-member in the set's order; that node's output is the set's result.
+member in the set's order (our kernel: with Open MPI's mpirun, or under
+Slurm with srun itself, see kernels/mpirun.py); that node's output is the
+set's result.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from oddnode.benchmarks import DETAIL_CHARS
 from oddnode.kernels import mpi_collectives as collectives
 from oddnode.kernels.jobs import parse_tool_output, tool_argv
+from oddnode.kernels.mpirun import (
+    AUTO,
+    PROBE_ARGV,
+    SRUN,
+    MpiLauncher,
+    resolve_launcher,
+    srun_launcher,
+    srun_node_reasons,
+)
 from oddnode.model import DEFAULT_METRIC, Direction
 from oddnode.parsers.base import ParsedOutput, ParseError, get_parser
-from oddnode.transport.base import Target
+from oddnode.transport.base import NodeStatus, Target, TransportError
+from oddnode.transport.slurm import srun_time_limit
 from oddnode.units import canonical_unit
 
 # The benchmark our collectives kernel's job is stored under in run records
@@ -31,6 +44,12 @@ TEMPLATE_FIELDS = ("hosts", "ranks", "first", "hostfile")
 # The hostfile a template's {hostfile} names: written into the run's private
 # directory on the first node, one member a line with one slot.
 HOSTFILE = "hostfile"
+# Seconds a node has to say which MPI plugins srun and Open MPI offer.
+PROBE_SECONDS = 60.0
+# Seconds an srun-launched set may run beyond the largest set's
+# measurements before Slurm ends its step (the runner's own timeout comes
+# first; this is for a runner that died).
+SRUN_STEP_SLACK = 300.0
 # Open MPI refuses to run as root unless told it may; nothing changes for
 # other users.
 MPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -45,7 +64,10 @@ class SetJob:
     node (None: nothing to build); ``run_seconds`` bounds one run of the
     largest set.  ``rank_argvs``, for a job with no launcher of its own
     (our TCP kernels): member -> the argv of its rank, every member started
-    at once by the transport; the first member's output is still the set's."""
+    at once by the transport; the first member's output is still the set's.
+    ``parameters`` go into every stored result (how the ranks started);
+    ``launch_reasons(first's output, members)``: member -> what the
+    launcher said of its rank, for a failed set."""
 
     name: str
     argv: Callable[[Sequence[str]], list[str]]
@@ -54,6 +76,8 @@ class SetJob:
     run_seconds: float
     build: list[str] | None = None
     rank_argvs: Callable[[Sequence[str]], dict[str, list[str]]] | None = None
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    launch_reasons: Callable[[str, Sequence[str]], dict[str, str]] | None = None
 
     def commands(self, members: Sequence[str]) -> dict[str, list[str]]:
         """Node -> argv of one run on a set: its first member's, or every member's rank."""
@@ -70,13 +94,44 @@ def mpi_rsh_agent(target: Target) -> str | None:
     return f"ssh -F {shlex.quote(str(config))}" if config is not None else None
 
 
+def mpi_launcher(target: Target, choice: str = AUTO) -> MpiLauncher:
+    """The launcher ``choice`` (auto, mpirun, srun) means on this target:
+    under the slurm transport its first node says which MPI plugins srun
+    and Open MPI share (kernels/mpirun.py resolve_launcher)."""
+
+    def probe() -> str:
+        first = target.nodes[0]
+        try:
+            result = target.transport.run([first], PROBE_ARGV, timeout=PROBE_SECONDS).get(first)
+        except TransportError as error:
+            raise TransportError(f"cannot ask {first} which MPI plugins srun offers: {error}") from None
+        if result is None or result.status not in (NodeStatus.OK, NodeStatus.FAILED):
+            why = result.stderr.strip() if result is not None else "no result"
+            raise TransportError(f"cannot ask {first} which MPI plugins srun offers: {why}")
+        return result.stdout
+
+    return resolve_launcher(choice, target.transport.name, probe)
+
+
+def srun_launch_reasons(report: str, members: Sequence[str]) -> dict[str, str]:
+    """Member -> what srun said of its rank, from the node runner's report
+    of a set's run (srun's messages are the run's standard error)."""
+    try:
+        stderr = json.loads(report.strip().splitlines()[-1]).get("stderr") or ""
+    except (ValueError, IndexError, AttributeError):
+        return {}
+    return srun_node_reasons(stderr, members) if isinstance(stderr, str) else {}
+
+
 def collectives_job(target: Target, benchmarks: Sequence[str] = collectives.DEFAULT_BENCHMARKS,
                     sizes: Sequence[int] = collectives.DEFAULT_SIZES,
                     seconds_per_size: float = collectives.DEFAULT_SECONDS_PER_SIZE, *,
-                    largest_set: int, rsh_agent: str | None = None, mpi_yield: bool = False) -> SetJob:
+                    largest_set: int, rsh_agent: str | None = None, mpi_yield: bool = False,
+                    launcher: MpiLauncher | None = None) -> SetJob:
     """Our collectives kernel on sets of at most ``largest_set`` of the
     target's nodes (``mpi_yield``: idle ranks yield their CPU, see
-    kernels/mpirun.py)."""
+    kernels/mpirun.py), its ranks started by ``launcher`` (default mpirun)."""
+    launcher = launcher if launcher is not None else MpiLauncher()
     benchmarks = collectives.check_benchmarks(benchmarks)
     sizes = collectives.check_sizes(sizes)
     collectives.check_seconds_per_size(seconds_per_size)
@@ -89,15 +144,24 @@ def collectives_job(target: Target, benchmarks: Sequence[str] = collectives.DEFA
             if benchmark != "barrier" and size > 0:
                 expected.append((benchmark, f"bandwidth.{size}", mbps, Direction.HIGHER))
 
+    seconds = collectives.run_seconds(benchmarks, sizes, seconds_per_size, ranks=largest_set)
+
     def argv(members: Sequence[str]) -> list[str]:
+        if launcher.name == SRUN:
+            assert launcher.plugin is not None
+            line = srun_launcher(members, launcher.plugin, yield_when_idle=mpi_yield,
+                                 time_limit=srun_time_limit(seconds + SRUN_STEP_SLACK))
+            return collectives.collectives_argv(members, benchmarks, sizes, seconds_per_size, launcher=line)
         return collectives.collectives_argv(members, benchmarks, sizes, seconds_per_size, rsh_agent=rsh_agent,
                                             yield_when_idle=mpi_yield)
 
-    # Every node builds the kernel: mpirun starts each member's rank from its build.
+    # Every node builds the kernel: mpirun (or srun) starts each member's
+    # rank from the same path, its own build's.
     nodes = target.nodes
     build = argv([nodes[0], nodes[-1]]) if len(nodes) >= 2 else None
-    seconds = collectives.run_seconds(benchmarks, sizes, seconds_per_size, ranks=largest_set)
-    return SetJob(COLLECTIVES, argv, collectives.parse_collectives_run, tuple(expected), seconds, build)
+    return SetJob(COLLECTIVES, argv, collectives.parse_collectives_run, tuple(expected), seconds, build,
+                  parameters=launcher.parameters,
+                  launch_reasons=srun_launch_reasons if launcher.name == SRUN else None)
 
 
 def check_template(template: str) -> list[str]:

@@ -6,8 +6,9 @@ set.  ``oddnode scale``: one set per node count, each alone on the cluster,
 for the sorted list and a shuffled one.
 
 A set's benchmark is started on its first node, which launches the ranks on
-all the members (Open MPI's ``mpirun`` over ssh, one rank per node); that
-node's output is the set's result.  A set that fails is kept, invalid, with
+all the members (Open MPI's ``mpirun`` over ssh, or inside a Slurm
+allocation srun itself; one rank per node); that node's output is the
+set's result.  A set that fails is kept, invalid, with
 the reason; every member the transport cannot reach then gets its own
 reason, so that the failed sets' common node is named, not only the node
 that launched them.
@@ -26,7 +27,8 @@ from oddnode.model import LabelKind
 from oddnode.nodes import fold
 from oddnode.runner import new_target_run, prepare, start_lead
 from oddnode.kernels import mpi_collectives as collectives
-from oddnode.sets.jobs import DEFAULT_COMMAND_TIMEOUT, SetJob, collectives_job, command_job
+from oddnode.kernels.mpirun import AUTO, MPIRUN, check_launcher
+from oddnode.sets.jobs import DEFAULT_COMMAND_TIMEOUT, SetJob, collectives_job, command_job, mpi_launcher
 from oddnode.sets.partition import (
     DEFAULT_SET_SIZE,
     SetPlan,
@@ -99,10 +101,14 @@ def _record_set(batch: ResultBatch, job: SetJob, family: str, ordering: str, mem
     """Add one set run's rows: its outcome (ok, invalid, failed), why, and
     the members' own reasons when it failed."""
     label = fold(members)
-    common = {"members": list(members), "nodes": len(members), "ordering": ordering}
+    common = {"members": list(members), "nodes": len(members), "ordering": ordering, **job.parameters}
     parsed, problem = parsed_run(result, job.parse, raw_ref)
     if parsed is None:
         why = reasons()
+        if job.launch_reasons is not None and result is not None:
+            # What the launcher said of each member's rank, where the
+            # transport found the member itself sound.
+            why = {**job.launch_reasons(result.stdout, members), **why}
         for benchmark, metric, unit, direction in job.expected:
             batch.add(set_series(family, benchmark, ordering), label, None, metric=metric, unit=unit,
                       direction=direction, label_kind=LabelKind.SET, repetition=repetition, valid=False,
@@ -225,6 +231,11 @@ class SetBenchmarkOptions:
     files: tuple[str, ...] = ()  # NAME=PATH: input files of the command's run directory
     output: str | None = None  # the file the command writes its results to, when not its stdout
     mpi_yield: bool = False  # idle ranks yield their CPU: for capped or shared CPUs (the testbed's)
+    # What starts our kernel's ranks: mpirun (inside an allocation too), srun
+    # (the slurm transport), or auto (srun where srun and Open MPI share an
+    # MPI plugin).  mpirun by default: on the testbed's Slurm about one srun
+    # launch in fifteen waited out its timeout (docs/testbed.md).
+    launcher: str = MPIRUN
 
     def __post_init__(self) -> None:
         for ordering in self.orderings:
@@ -234,6 +245,10 @@ class SetBenchmarkOptions:
                              f"got {self.orderings}")
         if (self.command is None) != (self.parser is None):
             raise ValueError("a command template needs a parser of its output, and a parser a command")
+        check_launcher(self.launcher)
+        if self.command is not None and self.launcher not in (AUTO, MPIRUN):
+            raise ValueError(f"--launcher {self.launcher} starts our MPI kernel's ranks; a command template names "
+                             "its own launcher (srun … {hosts})")
 
     def check_job(self) -> None:
         """Refuse a command, parser, input file or kernel argument the job
@@ -251,7 +266,8 @@ class SetBenchmarkOptions:
             return command_job(self.command, self.parser, name=self.name, timeout=self.command_timeout,
                                files=self.files, output=self.output)
         return collectives_job(target, self.benchmarks, self.sizes, self.seconds_per_size, largest_set=largest_set,
-                               rsh_agent=rsh_agent, mpi_yield=self.mpi_yield)
+                               rsh_agent=rsh_agent, mpi_yield=self.mpi_yield,
+                               launcher=mpi_launcher(target, self.launcher))
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,9 @@ SlurmctldLogFile={directory / "slurmctld.log"}
 SlurmdSpoolDir={directory / "nodes" / "%n" / "spool"}
 SlurmdPidFile={directory / "nodes" / "%n" / "slurmd.pid"}
 SlurmdLogFile={directory / "nodes" / "%n" / "slurmd.log"}
+# The nodes share this machine's /tmp: every node's steps keep their
+# temporary files (MPI's PMIx directories, spmix_appdir_UID_JOB.STEP) apart.
+TmpFS={directory / "nodes" / "%n" / "tmp"}
 SlurmctldDebug=info
 SlurmdDebug=info
 # Inside network, UTS, mount and PID namespaces: processes tracked by their
@@ -170,7 +173,8 @@ def prepare(state_dir: Path, state: dict[str, Any]) -> dict[str, dict[str, Any]]
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
     nodes: dict[str, dict[str, Any]] = state["nodes"]
     for node in nodes:
-        (directory / "nodes" / node / "spool").mkdir(parents=True, exist_ok=True)
+        for part in ("spool", "tmp"):
+            (directory / "nodes" / node / part).mkdir(parents=True, exist_ok=True)
     key = munge_dir / "munge.key"
     # 1024 random bytes, as mungekey writes by default; readable by root alone.
     with open(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400), "wb") as out:
