@@ -22,17 +22,17 @@ process, a throttled socket) always is.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
-
-from collections import Counter
-from fnmatch import fnmatchcase
 
 from oddnode.inventory.expectations import Expectation, ExpectationError, parse_expectations, snapshot
 from oddnode.model import LabelKind
@@ -120,16 +120,15 @@ def baseline_from_store(store, path_label: str, tolerance: float = DEFAULT_TOLER
         raise BaselineError(f"{path_label}: check {check_id} stored no facts (did its diagnostics run?)")
     expect_text = health_expectations(facts, nodes)
     memory = None
-    series = {s.benchmark: s for s in store.load_series()
-              if s.benchmark == MEMORY_SERIES and s.label_kind is LabelKind.NODE}
-    if MEMORY_SERIES in series:
-        triad = series[MEMORY_SERIES]
-        plan = CheckPlan.from_json(plan_json)
-        options = plan.options("memory").__dict__ if "memory" in {s.name for st in plan.stages
-                                                                    for s in plan.steps(st)} else {}
-        # A loop time of 0 is the kernel's own default: nothing to carry.
+    triad = next((series for series in store.load_series()
+                  if series.benchmark == MEMORY_SERIES and series.label_kind is LabelKind.NODE), None)
+    if triad is not None:
+        # The check's memory options (their defaults when it ran no memory
+        # step: a plan sets options only of the steps it runs).  A loop time
+        # of 0 is the kernel's own default: nothing to carry.
+        options = dataclasses.asdict(CheckPlan.from_json(plan_json).options("memory"))
         carried = {key: options[key] for key in CARRIED_OPTIONS
-                   if options.get(key) is not None and not (key == "min_loop_seconds" and options[key] == 0)}
+                   if options[key] is not None and not (key == "min_loop_seconds" and options[key] == 0)}
         finite = triad.values[np.isfinite(triad.values)]
         if len(finite):
             memory = MemoryBaseline.from_values(finite, triad.unit, carried, tolerance)

@@ -130,30 +130,26 @@ def check_facts(node: str, facts: Mapping[str, str],
 
 
 def measure_memory(baseline: MemoryBaseline, timeout: float = MEMORY_TIMEOUT) -> dict[str, Any]:
-    """Run the memory kernel here with the check's array size and threads,
+    """Run the check's memory step here with its array size and threads,
     briefly: its measurements as {series: value} and the run's words."""
-    from oddnode.kernels.memory import (
-        _parse_memory_run, default_elements, last_level_cache_bytes, memory_kernel_argv)
+    from oddnode.kernels.memory import memory_benchmark
     from oddnode.transport import get_transport
     from oddnode.transport.local import local_node_name
 
     options = baseline.options
-    elements = options.get("elements") or default_elements(last_level_cache_bytes())
-    argv = memory_kernel_argv(elements, HEALTH_NTIMES, options.get("threads"),
-                              proc_bind=None if options.get("cpu_node") is not None else "spread",
-                              min_loop_seconds=options.get("min_loop_seconds") or HEALTH_MIN_LOOP_SECONDS,
-                              cpu_node=options.get("cpu_node"),
-                              mem_node=options.get("mem_node"), timeout=timeout)
+    spec = memory_benchmark(elements=options.get("elements"), ntimes=HEALTH_NTIMES, threads=options.get("threads"),
+                            min_loop_seconds=options.get("min_loop_seconds") or HEALTH_MIN_LOOP_SECONDS,
+                            cpu_node=options.get("cpu_node"), mem_node=options.get("mem_node"))
     node = local_node_name()
-    result = get_transport("local").run([node], argv, timeout=timeout + 30)[node]
+    result = get_transport("local").run([node], spec.argv, timeout=timeout)[node]
     if not result.ok:
         said = (result.stderr or result.stdout).strip().splitlines()
         raise RuntimeError(f"the memory kernel {result.status.value} (exit {result.exit_code}): "
                            f"{said[-1] if said else 'no output'}")
-    parsed = _parse_memory_run(result.stdout, f"memory kernel on {node}")
+    parsed = spec.parse(result.stdout, f"memory kernel on {node}")
     values = {m.benchmark: m.value for m in parsed.measurements if m.valid}
-    return {"values": values, "valid": parsed.valid, "problems": list(parsed.problems), "elements": elements,
-            "seconds": result.duration}
+    return {"values": values, "valid": parsed.valid, "problems": list(parsed.problems),
+            "elements": parsed.configuration.get("elements"), "seconds": result.duration}
 
 
 def check_memory(baseline: MemoryBaseline | None, measure: Callable[[MemoryBaseline], dict[str, Any]],

@@ -12,6 +12,7 @@ prints it, so the commands can be printed first (``--dry-run``).
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -117,8 +118,6 @@ class Action:
     @property
     def command(self) -> str:
         """The command line as an operator would type it."""
-        import shlex
-
         return shlex.join(self.argv)
 
 

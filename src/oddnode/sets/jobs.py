@@ -10,7 +10,6 @@ set's result.
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from oddnode.benchmarks import DETAIL_CHARS
 from oddnode.kernels import mpi_collectives as collectives
-from oddnode.kernels.jobs import parse_tool_output, tool_argv
+from oddnode.kernels.jobs import last_json_object, parse_tool_output, tool_argv
 from oddnode.kernels.mpirun import (
     AUTO,
     PROBE_ARGV,
@@ -116,10 +115,7 @@ def mpi_launcher(target: Target, choice: str = AUTO) -> MpiLauncher:
 def srun_launch_reasons(report: str, members: Sequence[str]) -> dict[str, str]:
     """Member -> what srun said of its rank, from the node runner's report
     of a set's run (srun's messages are the run's standard error)."""
-    try:
-        stderr = json.loads(report.strip().splitlines()[-1]).get("stderr") or ""
-    except (ValueError, IndexError, AttributeError):
-        return {}
+    stderr = (last_json_object(report) or {}).get("stderr")
     return srun_node_reasons(stderr, members) if isinstance(stderr, str) else {}
 
 
