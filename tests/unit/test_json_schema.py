@@ -435,9 +435,23 @@ def test_the_command_prints_the_schema_one_document_and_the_list():
     Draft202012Validator.check_schema(pairs)
     listed = invoke("schema", "--list")
     assert listed.exit_code == 0
-    names = [line.split()[0] for line in listed.stdout.splitlines() if not line.startswith("shared parts:")]
+    names = [line.split()[0] for line in listed.stdout.splitlines()[1:] if not line.startswith("shared parts:")]
     assert names == list(DOCUMENTS)
     assert "profile, import mpip, import itc" in listed.stdout and "shared parts: severity" in listed.stdout
+
+
+def test_the_document_list_fits_80_columns():
+    import io
+
+    from rich.console import Console
+
+    from oddnode.cli.schema import documents_table
+
+    out = Console(width=80, file=io.StringIO(), record=True)
+    out.print(documents_table())
+    text = out.export_text()
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    assert all(name in text for name in DOCUMENTS)
 
 
 def test_the_command_refuses_an_unknown_document():

@@ -9,7 +9,21 @@ from typing import Annotated, Optional
 import typer
 
 from oddnode.cli.analysis import RESULTS_PANEL
-from oddnode.cli.common import fail
+from oddnode.cli.common import console, fail
+
+
+def documents_table():
+    """Every document, the commands that print it and what it holds: a table
+    whose last column folds to fit the terminal."""
+    from rich.table import Table
+
+    from oddnode.report.schema import documents, load_schema
+
+    definitions = load_schema()["$defs"]
+    table = Table("document", "printed by", "what it holds", box=None)
+    for name in documents():
+        table.add_row(name, ", ".join(definitions[name]["x-commands"]), definitions[name]["title"])
+    return table
 
 
 def schema_command(
@@ -21,16 +35,13 @@ def schema_command(
         "--list", help="Name every document, the commands that print it and what it holds.")] = False,
 ) -> None:
     """Print the JSON Schema (draft 2020-12) of the documents the commands print with --json."""
-    from oddnode.report.schema import UnknownDocument, document_schema, documents, load_schema, shared
+    from oddnode.report.schema import UnknownDocument, document_schema, load_schema, shared
 
     if list_documents:
         if document is not None:
             raise fail("--list names every document: give no DOCUMENT with it")
-        definitions = load_schema()["$defs"]
-        for name in documents():
-            commands = ", ".join(definitions[name]["x-commands"])
-            typer.echo(f"{name:<21} {commands:<36} {definitions[name]['title']}")
-        typer.echo(f"shared parts: {', '.join(shared())}")
+        console.print(documents_table())
+        console.print(f"shared parts: {', '.join(shared())}", highlight=False)
         return
     try:
         schema = load_schema() if document is None else document_schema(document)
