@@ -115,9 +115,20 @@ class ExitStatus(IntEnum):
     COULD_NOT_RUN = 3  # the nodes, the store, a tool or the testbed stopped it before it had a verdict
 
 
+# The longest error message printed: one line of a terminal's scroll-back,
+# however long the input it quotes.
+ERROR_LIMIT = 1000
+
+
 def fail(message: str, status: ExitStatus = ExitStatus.USAGE) -> typer.Exit:
-    """Print the error; the exit that ends the command (raise it)."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    """Print the error, one line, its text never read as markup (it may
+    quote input); the exit that ends the command (raise it)."""
+    from rich.markup import escape
+
+    text = " ".join(str(message).split())
+    if len(text) > ERROR_LIMIT:
+        text = text[:ERROR_LIMIT] + "..."
+    err_console.print(f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True)
     return typer.Exit(code=int(status))
 
 
@@ -142,7 +153,7 @@ def user_errors() -> Iterator[None]:
     store that lacks what was asked (exit 2); a store that cannot be opened
     now, or a transport that cannot be used here (exit 3)."""
     from oddnode.io.export import ExportError
-    from oddnode.io.stab import InputError
+    from oddnode.inputs import InputError
     from oddnode.nodes import NodeNameError
     from oddnode.store import StoreError, StoreUnavailable
     from oddnode.synth import SynthError

@@ -32,6 +32,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
+from oddnode.inputs import InputError
 from oddnode.io.plot_table import FILES_TABLE, ROWS_TABLE, add_rows, drop_tables, parse_plot_files
 from oddnode.model import DEFAULT_METRIC, Direction, LabelKind
 from oddnode.nodes import NodeNameError, expand, is_node_name, label_kind, label_members
@@ -45,15 +46,6 @@ TOPOLOGY_FILE = "topology.csv"
 FAILED_FILE = "failed"
 NODES_FILE = "nodes"
 KNOWN_EXTRAS = (UNITS_FILE, INVENTORY_FILE, TOPOLOGY_FILE, FAILED_FILE, NODES_FILE)
-
-
-class InputError(ValueError):
-    """Bad input, located by file and line."""
-
-    def __init__(self, path: os.PathLike[str] | str, line: int | None, message: str):
-        self.path, self.line, self.detail = os.fspath(path), line, message
-        where = f"{self.path}:{line}" if line else self.path
-        super().__init__(f"{where}: {message}")
 
 
 @dataclass(frozen=True)
