@@ -5,7 +5,6 @@ ranks, remote memory and NUMA nodes short of memory or CPUs."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional
 
 import typer
@@ -24,6 +23,7 @@ from oddnode.cli.common import (
     could_not_run,
     err_console,
     exit_for_findings,
+    print_json,
     fail,
     inform,
     progress_run,
@@ -112,7 +112,7 @@ def affinity_command(
         findings = find_all(dataset, rules=[*AFFINITY_KINDS, "inconsistent-fact"])
     reports = result.reports
     if json_out:
-        typer.echo(json.dumps(affinity_json(reports, result.reasons, findings), indent=2))
+        print_json(affinity_json(reports, result.reasons, findings))
     inform(f"affinity: {len(reports)} of {len(target.nodes)} nodes answered ({target.nodeset})", highlight=False,
            out=out)
     for line in topology_lines(reports):

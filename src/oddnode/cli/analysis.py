@@ -4,7 +4,6 @@ synthetic dataset and the export."""
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -26,7 +25,7 @@ from oddnode.cli.common import (
     err_console,
     inform,
     analysis_document,
-    json_default,
+    print_json,
     open_db,
     quiet,
     read_topology,
@@ -104,9 +103,9 @@ def stats_command(
         chosen = [s for name in names for s in dataset.select(name)]
     rows = [(s, describe(s)) for s in chosen]
     if json_out:
-        typer.echo(json.dumps([{"benchmark": s.benchmark, "metric": s.metric, "unit": s.unit,
+        print_json([{"benchmark": s.benchmark, "metric": s.metric, "unit": s.unit,
                                 "direction": s.direction.value, "population": s.label_kind.value, **d.to_json()}
-                               for s, d in rows], indent=2, default=json_default))
+                               for s, d in rows])
         return
     print_stats(console, rows, wide)
 
@@ -144,7 +143,7 @@ def dist_command(
         chosen = histogram_bins(bins)
         tests = chi_squared_normal(series.values, chosen), normality(series.values), dip_test(series.values)
         if json_out:
-            typer.echo(json.dumps(dist_json(series, chosen, *tests), indent=2, default=json_default))
+            print_json(dist_json(series, chosen, *tests))
         else:
             console.print(text_histogram(series.values, bins=chosen), highlight=False)
             console.print(distribution_table(series, *tests))
@@ -169,7 +168,7 @@ def findn_command(
         series = load_series(db, benchmark)
         sweep = findn(series.values)
     if json_out:
-        typer.echo(json.dumps(findn_json(series, sweep), indent=2, default=json_default))
+        print_json(findn_json(series, sweep))
     else:
         console.print(findn_table(series, sweep))
 
@@ -193,7 +192,7 @@ def correlate_command(
         a, b = dataset.by_name(x), dataset.by_name(y)
         result = correlate(a, b)
         if json_out:
-            typer.echo(json.dumps(correlate_json(a, b, result), indent=2, default=json_default))
+            print_json(correlate_json(a, b, result))
         else:
             console.print(correlation_table([result], f"{a.name} vs {b.name}"))
         if plot:
@@ -221,7 +220,7 @@ def findc_command(
         rows = [c for c in rows if grep in (c.x, c.y)]
     shown = rows[:limit] if limit else rows
     if json_out:
-        typer.echo(json.dumps(findc_json(rows, shown, grep, limit), indent=2, default=json_default))
+        print_json(findc_json(rows, shown, grep, limit))
         return
     console.print(correlation_table(shown, "Correlations between benchmarks"))
 
@@ -260,7 +259,7 @@ def common_command(
         from oddnode.report.nodes_json import common_json
 
         source = [str(path) for path in failed] if failed else str(db)
-        typer.echo(json.dumps(common_json(common_nodes(failures), failures, source), indent=2, default=json_default))
+        print_json(common_json(common_nodes(failures), failures, source))
         return
     console.print(common_table(common_nodes(failures)))
 
@@ -347,7 +346,7 @@ def analyze_command(
     if junit:
         write_junit(analysis_suite(result), junit)
     if json_out:
-        typer.echo(json.dumps(analysis_document(result), indent=2, default=json_default))
+        print_json(analysis_document(result))
     else:
         from oddnode.report.terminal import print_analysis
 

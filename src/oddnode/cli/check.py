@@ -3,7 +3,6 @@ a progress bar per benchmark and the verdict at the end."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -35,7 +34,7 @@ from oddnode.cli.common import (
     detail,
     err_console,
     inform,
-    json_default,
+    print_json,
     message_sizes,
     open_db,
     quiet,
@@ -153,7 +152,7 @@ def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide
         document = analysis_document(result.analysis)
         if drained is not None:
             document["drain"] = drained
-        typer.echo(json.dumps(document, indent=2, default=json_default))
+        print_json(document)
     else:
         if result.inventory is not None:
             inform(summaries.diagnostics_line(target, result.inventory))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
+import math
 import os
 import sys
 import typing
@@ -101,6 +103,25 @@ def json_default(value):
     if isinstance(value, np.generic):
         return value.item()
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def finite_json(value: Any) -> Any:
+    """``value`` with every NaN or infinity replaced by null: JSON has no
+    such numbers, and a reader that meets ``NaN`` or ``Infinity`` fails."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(item) for item in value]
+    if type(value).__module__ == "numpy":
+        return finite_json(json_default(value))
+    return value
+
+
+def print_json(document: Any) -> None:
+    """A command's one JSON document on stdout, strict JSON."""
+    typer.echo(json.dumps(finite_json(document), indent=2, allow_nan=False, default=json_default))
 
 
 # -- exit statuses and errors -------------------------------------------------

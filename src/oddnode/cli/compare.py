@@ -3,7 +3,6 @@ groups of nodes within one run; exit status 1 when anything regressed."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -19,7 +18,7 @@ from oddnode.cli.common import (
     err_console,
     fail,
     inform,
-    json_default,
+    print_json,
     open_db,
     quiet,
     user_errors,
@@ -78,7 +77,7 @@ def _print_runs(db: Path, json_out: bool) -> None:
     with user_errors(), open_db(db) as store:
         rows = run_table(store)
     if json_out:
-        typer.echo(json.dumps(rows, indent=2, default=json_default))
+        print_json(rows)
         return
     table = Table(title="Runs with results", title_justify="left")
     for column in ("id", "started (UTC)", "check", "series", "results", "command", "source"):
@@ -153,7 +152,7 @@ def compare_command(
                 comparison = compare_runs(store, *sides, settings, benchmark or ())
     out = err_console if json_out else console
     if json_out:
-        typer.echo(json.dumps(comparison.to_json(), indent=2, default=json_default))
+        print_json(comparison.to_json())
     else:
         from oddnode.report.compare import comparison_view
 

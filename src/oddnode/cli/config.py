@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
-from oddnode.cli.common import console, fail, inform
+from oddnode.cli.common import console, fail, inform, print_json
 
 config_app = typer.Typer(help="The defaults from /etc/oddnode/config.yaml, ~/.config/oddnode/config.yaml and "
                               "clush.conf.", no_args_is_help=True)
@@ -28,7 +27,7 @@ def config_show(json_out: Annotated[bool, typer.Option("--json", help="Print the
     except ConfigError as err:
         raise fail(str(err)) from None
     if json_out:
-        typer.echo(json.dumps(document, indent=2))
+        print_json(document)
         return
     table = Table("setting", "value", "from", box=None)
     for key, setting in document["settings"].items():

@@ -3,14 +3,13 @@ series (latency a, bandwidth 1/b) with its observed-vs-fitted table."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from oddnode.cli.analysis import RESULTS_PANEL
-from oddnode.cli.common import DEFAULT_DB, json_default, open_db, user_errors
+from oddnode.cli.common import DEFAULT_DB, open_db, print_json, user_errors
 
 
 def _dataset(db: Path, paths: list[Path] | None):
@@ -57,7 +56,7 @@ def fit_command(
         fit = fit_sized_times(points, from_size, to_size)
         labels = each_label(dataset.series, points, from_size, to_size) if each and label is None else None
     if json_out:
-        typer.echo(json.dumps(fit_json(points, fit, labels), indent=2, default=json_default))
+        print_json(fit_json(points, fit, labels))
         return
     typer.echo(fit_text(points, fit, labels), nl=False)
 

@@ -4,7 +4,6 @@ last full check) and the drain of the nodes a check names (``check --drain``).""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -23,7 +22,7 @@ from oddnode.cli.common import (
     err_console,
     fail,
     inform,
-    json_default,
+    print_json,
     open_db,
     user_errors,
 )
@@ -215,7 +214,7 @@ def health_command(
                     "slurm_state": state.state if state else None, "slurm_reason": state.reason if state else None,
                     "checks": [o.to_json() for o in outcomes], "problems": [p.to_json() for p in problems],
                     "actions": actions}
-        typer.echo(json.dumps(document, indent=2, default=json_default))
+        print_json(document)
     for problem in problems:
         out.print(f"{name}: {problem.message}", highlight=False, soft_wrap=True)
     for outcome in failed:

@@ -3,7 +3,6 @@ pair matrix, and switchbench's daisy chain, streams and all-to-all."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,7 +28,7 @@ from oddnode.cli.common import (
     err_console,
     exit_for_findings,
     inform,
-    json_default,
+    print_json,
     message_sizes,
     open_db,
     progress_run,
@@ -127,11 +126,11 @@ def print_pattern_run(pattern: str, summary, repetitions: int, db: Path, json_ou
     detail(summaries.stored_line(db, summary.run_id), highlight=False, out=out)
 
 
-def print_json(command: str, runs: dict[str, dict[str, Any]], tables: dict[str, Any], findings=()) -> None:
+def print_document(command: str, runs: dict[str, dict[str, Any]], tables: dict[str, Any], findings=()) -> None:
     """A command's runs, tables and findings as one JSON document on stdout."""
     from oddnode.report.interconnect_json import document
 
-    typer.echo(json.dumps(document(command, runs, tables, findings), indent=2, default=json_default))
+    print_json(document(command, runs, tables, findings))
 
 
 def run_json(summary, repetitions: int) -> dict[str, Any]:
@@ -201,7 +200,7 @@ def pairs_command(
             from oddnode.report.interconnect_json import pattern_json
 
             benchmarks = [pattern_series(MPI if kernel == "mpi" else PINGPONG, p) for p in runs]
-            print_json("pairs", {p: run_json(s, repetitions) for p, s in runs.items()},
+            print_document("pairs", {p: run_json(s, repetitions) for p, s in runs.items()},
                        {"patterns": pattern_json(dataset, benchmarks)}, findings)
         else:
             print_patterns(dataset)
@@ -248,7 +247,7 @@ def bisection_command(
     if json_out:
         from oddnode.report.interconnect_json import bisection_json
 
-        print_json("bisection", {"bisection": run_json(summary, repetitions)}, {"bisection": bisection_json(summary)})
+        print_document("bisection", {"bisection": run_json(summary, repetitions)}, {"bisection": bisection_json(summary)})
     if summary.figures.demonstrated is None and not trouble:
         raise could_not_run("no bisection figure: the cut pairs gave no valid result together (see above)")
     exit_for_findings((), problems=bool(trouble))
@@ -295,7 +294,7 @@ def matrix_command(
     if json_out:
         from oddnode.report.interconnect_json import matrix_json
 
-        print_json("matrix", {"matrix": run_json(summary, 1)}, {"matrix": matrix_json(dataset, summary)}, findings)
+        print_document("matrix", {"matrix": run_json(summary, 1)}, {"matrix": matrix_json(dataset, summary)}, findings)
     exit_for_findings(findings)
 
 
@@ -339,7 +338,7 @@ def switchbench_chain_command(
     if json_out:
         from oddnode.report.interconnect_json import chain_json
 
-        print_json("switchbench chain", {"chain": {**run_json(summary, repetitions),
+        print_document("switchbench chain", {"chain": {**run_json(summary, repetitions),
                                                    "message_size": options.message_size}},
                    {"chain": chain_json(summary)}, findings)
     exit_for_findings(findings)
@@ -383,7 +382,7 @@ def switchbench_stream_command(
     if json_out:
         from oddnode.report.interconnect_json import stream_json
 
-        print_json("switchbench stream", {p: {**run_json(s, repetitions), "message_size": options.message_size}
+        print_document("switchbench stream", {p: {**run_json(s, repetitions), "message_size": options.message_size}
                                           for p, s in runs.items()},
                    {"streams": [stream_json(s) for s in runs.values()]}, findings)
     else:
@@ -442,7 +441,7 @@ def switchbench_alltoall_command(
     if json_out:
         from oddnode.report.interconnect_json import alltoall_json
 
-        print_json("switchbench alltoall", {"alltoall": {**run_json(summary, repetitions), "seed": seed}},
+        print_document("switchbench alltoall", {"alltoall": {**run_json(summary, repetitions), "seed": seed}},
                    {"alltoall": alltoall_json(summary, charged)})
     if summaries.complete_alltoall(summary) is None and not charged:
         raise could_not_run("no repetition of the all-to-all completed, and no node is charged with it (see above)")

@@ -4,7 +4,6 @@ predicted per placement."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -28,7 +27,7 @@ from oddnode.cli.common import (
     err_console,
     exit_for_findings,
     inform,
-    json_default,
+    print_json,
     progress_run,
     user_errors,
 )
@@ -159,7 +158,7 @@ def model_command(
         save_figure(model_figure(selection, run, chosen), plot)
     if json_out:
         document = {**model_document(selection, run, notes, profile_id), "findings": [f.to_json() for f in findings]}
-        typer.echo(json.dumps(document, indent=2, default=json_default))
+        print_json(document)
     else:
         console.print(model_view(selection, run, repetitions, (), None if wide else console.width))
         if findings:

@@ -3,7 +3,6 @@ and the check of those facts against what is expected."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -27,7 +26,7 @@ from oddnode.cli.common import (
     err_console,
     exit_for_findings,
     inform,
-    json_default,
+    print_json,
     open_db,
     selected_target,
     testbed_errors,
@@ -47,11 +46,6 @@ def print_unanswered(result, out=None) -> None:
         (out or console).print(line)
     for line in summaries.skipped_probe_lines(result):
         inform(line, out=out, highlight=False)
-
-
-def print_json(document: dict) -> None:
-    """One JSON document on stdout."""
-    typer.echo(json.dumps(document, indent=2, default=json_default))
 
 
 def inventory_command(

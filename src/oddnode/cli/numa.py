@@ -6,7 +6,6 @@ remote, and the nodes whose NUMA nodes are slower than the others'."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional
 
 import typer
@@ -32,7 +31,7 @@ from oddnode.cli.common import (
     err_console,
     exit_for_findings,
     inform,
-    json_default,
+    print_json,
     open_db,
     progress_run,
     quiet,
@@ -143,7 +142,7 @@ def numa_command(
                    highlight=False, out=out)
     if json_out:
         document = {"run": run.to_json(), "numa": numa_json(dataset), "findings": [f.to_json() for f in findings]}
-        typer.echo(json.dumps(document, indent=2, default=json_default))
+        print_json(document)
     else:
         if not quiet():
             print_numa(console, dataset, findings, wide, every_node)

@@ -4,7 +4,6 @@ and ``oddnode import itc`` print for the profiles they store."""
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 from typing import Annotated, Optional
@@ -26,7 +25,7 @@ from oddnode.cli.common import (
     err_console,
     fail,
     inform,
-    json_default,
+    print_json,
     open_db,
     user_errors,
 )
@@ -48,7 +47,7 @@ def show_profile(profile, profile_id: int | None, json_out: bool, plot: Path | N
         with user_errors():
             write_plot(profile, plot)
     if json_out:
-        typer.echo(json.dumps(profile_json(profile, profile_id), indent=2, default=json_default))
+        print_json(profile_json(profile, profile_id))
     else:
         print_profile(console, profile, profile_id, wide)
     if plot is not None:
@@ -127,7 +126,7 @@ def profile_command(
             from oddnode.report.profile import list_json, list_view
 
             if json_out:
-                typer.echo(json.dumps(list_json(profiles), indent=2))
+                print_json(list_json(profiles))
             else:
                 console.print(list_view(profiles, None if wide else console.width))
             return

@@ -3,13 +3,12 @@ with ``--json``, whole or one document's definition, for scripts to fetch."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional
 
 import typer
 
 from oddnode.cli.analysis import RESULTS_PANEL
-from oddnode.cli.common import console, fail
+from oddnode.cli.common import console, fail, print_json
 
 
 def documents_table():
@@ -47,7 +46,7 @@ def schema_command(
         schema = load_schema() if document is None else document_schema(document)
     except UnknownDocument as error:
         raise fail(str(error)) from None
-    typer.echo(json.dumps(schema, indent=2))
+    print_json(schema)
 
 
 def register(app: typer.Typer) -> None:

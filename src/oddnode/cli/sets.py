@@ -4,7 +4,6 @@ nodes, sorted and shuffled, with a topology also packed and striped
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Optional
 
@@ -28,7 +27,7 @@ from oddnode.cli.common import (
     err_console,
     exit_for_findings,
     inform,
-    json_default,
+    print_json,
     message_sizes,
     progress_run,
     quiet,
@@ -138,7 +137,7 @@ def _print(dataset, runs: dict[str, Any], kinds: Sequence[str], show: Callable[[
     if json_out:
         document = {"runs": {o: s.to_json() for o, s in runs.items()}, "sets": sets_json(dataset),
                     "findings": [f.to_json() for f in findings]}
-        typer.echo(json.dumps(document, indent=2, default=json_default))
+        print_json(document)
     else:
         if not quiet():
             show(dataset, wide)

@@ -4,7 +4,6 @@ per message size with its significance against the default."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -28,7 +27,7 @@ from oddnode.cli.common import (
     err_console,
     fail,
     inform,
-    json_default,
+    print_json,
     open_db,
     progress_run,
     user_errors,
@@ -64,7 +63,7 @@ def _print_list(db: Path, json_out: bool) -> None:
     with user_errors(), open_db(db) as store:
         rows = sweep_list_rows(store.sweeps())
     if json_out:
-        typer.echo(json.dumps(rows, indent=2))
+        print_json(rows)
         return
     if not rows:
         console.print(f"No sweep in {db}.")
@@ -154,7 +153,7 @@ def sweep_command(
 
     out = err_console if json_out else console
     if json_out:
-        typer.echo(json.dumps(sweep_document(analysis, summary), indent=2, default=json_default))
+        print_json(sweep_document(analysis, summary))
     else:
         console.print(sweep_view(analysis, None if wide else console.width), width=10_000 if wide else None,
                       crop=not wide)

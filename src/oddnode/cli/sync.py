@@ -4,7 +4,6 @@ for, and the slowdown against the concurrency."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional
 
 import typer
@@ -27,7 +26,7 @@ from oddnode.cli.common import (
     err_console,
     exit_for_findings,
     inform,
-    json_default,
+    print_json,
     quiet,
     user_errors,
 )
@@ -110,7 +109,7 @@ def sync_command(
     if json_out:
         document = {"kernel": kernel_name, "runs": {o: s.to_json() for o, s in runs.items()},
                     "sync": sync_json(dataset, extrapolate), "findings": [f.to_json() for f in findings]}
-        typer.echo(json.dumps(document, indent=2, default=json_default))
+        print_json(document)
     else:
         if not quiet():
             print_sync(console, dataset, findings, extrapolate, wide)
