@@ -1,6 +1,7 @@
 """What the commands say after a run: one-line summaries and verdicts, as
 rich markup strings (or renderables) that the command line prints and tests
-read without running a command."""
+read without running a command.  Every name, path and note in them is
+escaped (``literal``): only our own markup is markup."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from rich.console import RenderableType
 
 from oddnode.model import Finding, Severity
 from oddnode.nodes import fold
+from oddnode.report.text import literal
 
 if TYPE_CHECKING:
     from oddnode.interconnect.bisection import BisectionSummary
@@ -28,14 +30,14 @@ ALLTOALL_PROBLEMS_SHOWN = 5
 
 def dim_lines(notes: Iterable[str], indent: str = "") -> list[str]:
     """Run notes, dimmed."""
-    return [f"{indent}[dim]{note}[/]" for note in notes]
+    return [f"{indent}[dim]{literal(note)}[/]" for note in notes]
 
 
 def stored_line(db: Path | str, *run_ids: int | None) -> str:
     """Where a command's results are kept, and under which runs."""
     ids = [str(run_id) for run_id in run_ids if run_id is not None]
     runs = f" ({'runs' if len(ids) > 1 else 'run'} {', '.join(ids)})" if ids else ""
-    return f"[dim]results stored in {db}{runs}[/]"
+    return f"[dim]results stored in {literal(db)}{runs}[/]"
 
 
 # -- imports -----------------------------------------------------------------
@@ -44,20 +46,20 @@ def stored_line(db: Path | str, *run_ids: int | None) -> str:
 def stab_import_line(summary, db: Path | str) -> str:
     return (f"run {summary.run_id}: {summary.benchmarks} benchmarks, {summary.results} results, "
             f"{summary.failures} failed runs, {summary.facts} facts, {summary.topology_nodes} nodes "
-            f"in the topology -> {db}")
+            f"in the topology -> {literal(db)}")
 
 
 def ignored_import_lines(summary) -> list[str]:
-    return [f"[dim]ignored {ignored} (not a plot.* file, units.csv, inventory.csv, topology.csv, nodes or failed)[/]"
+    return [f"[dim]ignored {literal(ignored)} (not a plot.* file, units.csv, inventory.csv, topology.csv, nodes or failed)[/]"
             for ignored in summary.ignored]
 
 
 def tool_import_line(summary, db: Path | str) -> str:
-    return f"run {summary.run_id}: {summary.files} files, {summary.labels} labels, {summary.measurements} measurements -> {db}"
+    return f"run {summary.run_id}: {summary.files} files, {summary.labels} labels, {summary.measurements} measurements -> {literal(db)}"
 
 
 def invalid_import_lines(summary) -> list[str]:
-    return [f"[yellow]failed its accuracy check:[/] {path}" for path in summary.invalid_runs]
+    return [f"[yellow]failed its accuracy check:[/] {literal(path)}" for path in summary.invalid_runs]
 
 
 # -- nodes -------------------------------------------------------------------
@@ -65,12 +67,12 @@ def invalid_import_lines(summary) -> list[str]:
 
 def inventory_line(result: InventoryResult, target, db: Path | str) -> str:
     return (f"{len(result.reports)} of {len(target.nodes)} nodes answered "
-            f"({target.transport.name}: {target.nodeset}); facts stored in {db}")
+            f"({target.transport.name}: {literal(target.nodeset)}); facts stored in {literal(db)}")
 
 
 def unanswered_lines(result: InventoryResult) -> list[str]:
     """The nodes that gave no inventory, folded."""
-    return [f"[red]{label}:[/] {fold(nodes)}"
+    return [f"[red]{label}:[/] {literal(fold(nodes))}"
             for label, nodes in (("unreachable", result.unreachable), ("failed", result.failed)) if nodes]
 
 
@@ -80,7 +82,7 @@ def skipped_probe_lines(result: InventoryResult) -> list[str]:
     for node, report in result.reports.items():
         for note in report.notes:
             skipped[note].append(node)
-    return [f"[dim]{fold(nodes)}: {note}[/]" for note, nodes in sorted(skipped.items())]
+    return [f"[dim]{literal(fold(nodes))}: {literal(note)}[/]" for note, nodes in sorted(skipped.items())]
 
 
 # -- pair patterns -----------------------------------------------------------
@@ -94,14 +96,14 @@ def troubled_pairs(per_pair: Mapping[str, Mapping[str, int]]) -> list[str]:
 def pattern_run_line(pattern: str, summary, repetitions: int) -> str:
     """A pattern run's pairs, repetitions and run id, and how many pairs had trouble."""
     failed = troubled_pairs(summary.per_pair)
-    return (f"{pattern}: {len(summary.per_pair)} pairs, {repetitions} repetitions, run {summary.run_id}"
+    return (f"{literal(pattern)}: {len(summary.per_pair)} pairs, {repetitions} repetitions, run {summary.run_id}"
             + (f"; [red]{len(failed)} pairs with failed or invalid runs[/]" if failed else ""))
 
 
 def troubled_pairs_line(per_pair: Mapping[str, Mapping[str, int]]) -> str | None:
     """The pairs with a failed or invalid repetition, named."""
     failed = troubled_pairs(per_pair)
-    return f"[red]{len(failed)} pairs with failed or invalid runs[/]: {', '.join(failed)}" if failed else None
+    return f"[red]{len(failed)} pairs with failed or invalid runs[/]: {literal(', '.join(failed))}" if failed else None
 
 
 def slow_pairs_verdict(findings: Sequence[Finding]) -> RenderableType:
@@ -122,25 +124,25 @@ def bisection_line(summary: BisectionSummary, message_size: int) -> str:
                 "no demonstrated bisection")
     full = (f"; full bisection {figures.full:.6g} MB/s ({figures.pairs} × {figures.single_pair:.6g} MB/s, the "
             f"median pair alone): {figures.fraction * 100:.1f}% of it" if figures.full else "")
-    return (f"bisection of {summary.nodes}, {figures.pairs} cut pairs at {message_size} B "
+    return (f"bisection of {literal(summary.nodes)}, {figures.pairs} cut pairs at {message_size} B "
             f"(run {summary.run_id}): demonstrated {figures.demonstrated:.6g} MB/s{full}")
 
 
 def bisection_pair_lines(summary: BisectionSummary) -> list[str]:
     """Each cut pair's best bandwidth all at once and alone."""
-    return [f"[dim]{pair}: {summary.concurrent.get(pair, float('nan')):.6g} MB/s at once, "
+    return [f"[dim]{literal(pair)}: {summary.concurrent.get(pair, float('nan')):.6g} MB/s at once, "
             f"{summary.alone.get(pair, float('nan')):.6g} MB/s alone[/]" for pair in summary.per_pair]
 
 
 def matrix_line(summary: MatrixSummary, nodeset: str) -> str:
     limit = f", slow below {summary.limit:.6g} MB/s" if summary.limit is not None else ""
-    return (f"matrix of {nodeset}: {len(summary.values)} ordered pairs in {len(summary.plans)} rounds "
+    return (f"matrix of {literal(nodeset)}: {len(summary.values)} ordered pairs in {len(summary.plans)} rounds "
             f"(run {summary.run_id}){limit}; {len(summary.suspects)} slow, {len(summary.retests)} retest rounds")
 
 
 def matrix_verdict_lines(summary: MatrixSummary) -> list[str]:
     """Each slow pair and what its retests made of it (bad-link, contention)."""
-    return [f"[dim]{pair}: {verdict}[/]" for pair, verdict in summary.verdicts.items()]
+    return [f"[dim]{literal(pair)}: {literal(verdict)}[/]" for pair, verdict in summary.verdicts.items()]
 
 
 def matrix_findings(findings: Sequence[Finding]) -> RenderableType:
@@ -155,12 +157,12 @@ def matrix_findings(findings: Sequence[Finding]) -> RenderableType:
 def chain_line(summary: ChainRunSummary, nodeset: str, message_size: int) -> str:
     """Where the switch stopped scaling, or that it never did."""
     best = summary.best_aggregate()
-    where = f"chain of {nodeset}, {message_size} B writes (run {summary.run_id})"
+    where = f"chain of {literal(nodeset)}, {message_size} B writes (run {summary.run_id})"
     if not best:
         return f"{where}: [red]no chain streamed[/]"
     if summary.saturation is not None:
         joined = next(p.nodes[-1] for p in summary.points if p.length == summary.saturation)
-        return (f"{where}: the switch stops scaling at k = {summary.saturation}, where {joined} joined: "
+        return (f"{where}: the switch stops scaling at k = {summary.saturation}, where {literal(joined)} joined: "
                 f"aggregate {best[summary.saturation]:.6g} MB/s")
     top = max(best)
     return f"{where}: the aggregate grew with every node added, {best[top]:.6g} MB/s at k = {top}"
@@ -177,19 +179,19 @@ def complete_alltoall(summary: AllToAllRunSummary) -> AllToAllRepetition | None:
 def alltoall_charged_line(charged: Iterable[str]) -> str | None:
     """The nodes charged with a failed or invalid repetition."""
     charged = set(charged)
-    return f"[red]failed or invalid on[/] {fold(charged)}" if charged else None
+    return f"[red]failed or invalid on[/] {literal(fold(charged))}" if charged else None
 
 
 def alltoall_line(summary: AllToAllRunSummary) -> str:
     """Total time, aggregate and the slowest receiver, or that no repetition completed."""
-    where = f"all-to-all of {fold(summary.nodes)}, {summary.message_size} B per phase (run {summary.run_id})"
+    where = f"all-to-all of {literal(fold(summary.nodes))}, {summary.message_size} B per phase (run {summary.run_id})"
     best = complete_alltoall(summary)
     if best is None:
         return f"{where}: [red]no repetition in which every node ran and checked its data[/]"
     receivers = Counter(phase.slowest_receiver for phase in best.phases)
     slowest, count = receivers.most_common(1)[0]
     return (f"{where}: total {best.total_seconds:.6g} s, aggregate {best.aggregate_bandwidth:.6g} MB/s; "
-            f"slowest receiver {slowest} (lowest in {count} of {len(best.phases)} phases)")
+            f"slowest receiver {literal(slowest)} (lowest in {count} of {len(best.phases)} phases)")
 
 
 def alltoall_problem_lines(summary: AllToAllRunSummary) -> list[str]:
@@ -208,7 +210,7 @@ def set_run_line(family: str, summary: SetRunSummary) -> str:
     repetitions = len({repetition for repetition, _ in summary.outcomes})
     bad = runs - summary.count("ok")
     trouble = (f"; [red]{summary.count('failed')} failed, {summary.count('invalid')} invalid[/]" if bad else "")
-    return (f"{family} {summary.ordering}: {runs} set runs ({sets} distinct sets, {repetitions} repetitions), "
+    return (f"{literal(family)} {literal(summary.ordering)}: {runs} set runs ({sets} distinct sets, {repetitions} repetitions), "
             f"run {summary.run_id}{trouble}")
 
 
@@ -227,7 +229,7 @@ def stage_line(result) -> str:
     blocking = result.blocking
     verdict = (f"[red]{len(blocking)} finding{'s' if len(blocking) > 1 else ''} of warning severity or above[/]"
                if blocking else "[green]consistent[/]")
-    return f"[bold]{result.name}[/]: {verdict}"
+    return f"[bold]{literal(result.name)}[/]: {verdict}"
 
 
 def step_lines(runs: Mapping[str, RunSummary | None]) -> list[str]:
@@ -235,31 +237,31 @@ def step_lines(runs: Mapping[str, RunSummary | None]) -> list[str]:
     lines = []
     for benchmark, summary in runs.items():
         if summary is None:
-            lines.append(f"  [dim]{benchmark}: finished by an earlier, interrupted invocation[/]")
+            lines.append(f"  [dim]{literal(benchmark)}: finished by an earlier, interrupted invocation[/]")
             continue
         outcomes: Counter[str] = Counter()
         for counts in summary.per_node.values():
             outcomes.update({outcome: n for outcome, n in counts.items() if n})
         told = ", ".join(f"{n} {outcome}" for outcome, n in outcomes.items()) or "nothing run"
-        lines.append(f"  [dim]{benchmark}: run {summary.run_id}, {summary.repetitions} repetitions "
-                     f"on {len(summary.per_node)} nodes: {told}[/]")
+        lines.append(f"  [dim]{literal(benchmark)}: run {summary.run_id}, {summary.repetitions} repetitions "
+                     f"on {len(summary.per_node)} nodes: {literal(told)}[/]")
     return lines
 
 
 def diagnostics_line(target, inventory: InventoryResult) -> str:
-    return (f"Diagnostics on {target.nodeset} ({target.transport.name}): "
+    return (f"Diagnostics on {literal(target.nodeset)} ({target.transport.name}): "
             f"{len(inventory.reports)} of {len(target.nodes)} nodes answered")
 
 
 def stopped_line(stopped_after: str, not_run: Sequence[str], db: Path | str) -> str:
-    return (f"[red]stopped after {stopped_after}[/]: its findings make later benchmarks "
-            f"inconsistent; not run: {', '.join(not_run)}. "
-            f"`oddnode check --resume --continue --db {db}` runs them anyway.")
+    return (f"[red]stopped after {literal(stopped_after)}[/]: its findings make later benchmarks "
+            f"inconsistent; not run: {literal(', '.join(not_run))}. "
+            f"`oddnode check --resume --continue --db {literal(db)}` runs them anyway.")
 
 
 def interrupted_line(db: Path | str) -> str:
-    return (f"interrupted: every finished repetition is kept in {db}; "
-            f"`oddnode check --resume --db {db}` goes on from there")
+    return (f"interrupted: every finished repetition is kept in {literal(db)}; "
+            f"`oddnode check --resume --db {literal(db)}` goes on from there")
 
 
 # -- the testbed -------------------------------------------------------------
@@ -267,12 +269,12 @@ def interrupted_line(db: Path | str) -> str:
 
 def testbed_up_line(bed: Any) -> str:
     """The nodes brought up and how to reach them."""
-    return f"testbed up: {bed.nodeset} ({len(bed.nodes)} nodes); ssh -F {bed.ssh_config} {bed.nodes[0]}"
+    return f"testbed up: {literal(bed.nodeset)} ({len(bed.nodes)} nodes); ssh -F {literal(bed.ssh_config)} {literal(bed.nodes[0])}"
 
 
 def testbed_leaves_line(bed: Any) -> str | None:
     """The leaf switches and their nodes, and the topology file naming them."""
     if not bed.leaves:
         return None
-    return (f"leaves: {', '.join(f'{leaf} {fold(nodes)}' for leaf, nodes in bed.leaves.items())}; "
-            f"topology file {bed.topology}")
+    return (f"leaves: {literal(', '.join(f'{leaf} {fold(nodes)}' for leaf, nodes in bed.leaves.items()))}; "
+            f"topology file {literal(bed.topology)}")

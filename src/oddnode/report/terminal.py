@@ -20,6 +20,7 @@ from oddnode.findings.problems import Problem
 from oddnode.findings.registry import leads
 from oddnode.model import DEFAULT_METRIC, Dataset, Finding, LabelKind, Series, Severity
 from oddnode.report import WIDE
+from oddnode.report.text import literal, literals
 from oddnode.stats.correlation import CORRELATION_CAVEAT, Correlation
 from oddnode.stats.describe import Description
 from oddnode.stats.distribution import ChiSquared, Dip, Normality
@@ -132,7 +133,7 @@ def fixed_table(title: str, caption: str | None, shown: Sequence[str], widths: M
                 styles: Sequence[str | None] = ()) -> Table:
     """A table of the widths ``fit_columns`` chose: the ``left`` columns
     (names) left-aligned and folded, numbers right, headers wrapped at spaces."""
-    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
+    table = Table(title=literal(title), title_justify="left", caption=literal(caption), caption_justify="left")
     for column in shown:
         # min_width holds a column whole where the table is wider than the
         # console (--wide); max_width wraps its header at the spaces.
@@ -140,7 +141,7 @@ def fixed_table(title: str, caption: str | None, shown: Sequence[str], widths: M
                          max_width=widths[column], overflow="fold")
     for index, row in enumerate(rows):
         style = styles[index] if index < len(styles) else None
-        table.add_row(*(row[column] for column in shown), style=style)
+        table.add_row(*literals(row[column] for column in shown), style=style)
     return table
 
 
@@ -195,7 +196,7 @@ def stats_table(statistics: Sequence[tuple[Series, Description]], width: int | N
                              min_width=natural(column))
     for row in rows:
         heading = not row["median"]
-        table.add_row(*(row[column] for column in shown), style="bold" if heading else None)
+        table.add_row(*literals(row[column] for column in shown), style="bold" if heading else None)
     return table
 
 
@@ -332,7 +333,7 @@ def distribution_table(series: Series, chi: ChiSquared, normal: Normality, dip: 
     """Goodness of fit to the normal, shape tests and the dip test."""
     from oddnode.report.analysis_json import distribution_tests
 
-    table = Table(title=f"{series.name}: distribution tests", title_justify="left")
+    table = Table(title=literal(f"{series.name}: distribution tests"), title_justify="left")
     table.add_column("test")
     table.add_column("statistic", justify="right")
     table.add_column("p", justify="right")
@@ -346,7 +347,7 @@ def distribution_table(series: Series, chi: ChiSquared, normal: Normality, dip: 
 
 
 def findn_table(series: Series, sweep: Sequence[ChiSquared]) -> Table:
-    table = Table(title=f"{series.name}: chi-squared against the normal by bin count", title_justify="left")
+    table = Table(title=literal(f"{series.name}: chi-squared against the normal by bin count"), title_justify="left")
     for column in ("X²", "scale", "bins", "dof", "normal probability %"):
         table.add_column(column, justify="right")
     for chi in sweep:
@@ -356,12 +357,12 @@ def findn_table(series: Series, sweep: Sequence[ChiSquared]) -> Table:
 
 
 def correlation_table(correlations: Sequence[Correlation], title: str) -> Table:
-    table = Table(title=title, title_justify="left", caption=CORRELATION_CAVEAT)
+    table = Table(title=literal(title), title_justify="left", caption=CORRELATION_CAVEAT)
     for column in ("|r|", "r", "p", "Spearman ρ", "p(ρ)", "n", "x", "y"):
         table.add_column(column, justify="right" if column not in ("x", "y") else "left")
     for c in correlations:
         table.add_row(f"{abs(c.pearson_r):.2f}", f"{c.pearson_r:.2f}", probability(c.pearson_p),
-                      f"{c.spearman_r:.2f}", probability(c.spearman_p), str(c.n), c.x, c.y)
+                      f"{c.spearman_r:.2f}", probability(c.spearman_p), str(c.n), literal(c.x), literal(c.y))
     return table
 
 
@@ -370,7 +371,7 @@ def common_table(counts: Sequence[tuple[str, int]]) -> Table:
     table.add_column("node")
     table.add_column("failed runs", justify="right")
     for node, count in counts:
-        table.add_row(node, str(count))
+        table.add_row(literal(node), str(count))
     return table
 
 
@@ -381,9 +382,9 @@ def expectation_table(report: ExpectationReport) -> Table:
     table.add_column("result")
     table.add_column("nodes failing")
     for finding in report.failures:
-        table.add_row(finding.subject, Text("FAIL", style="bold red"), finding.nodes)
+        table.add_row(literal(finding.subject), Text("FAIL", style="bold red"), literal(finding.nodes))
     for key in report.passed:
-        table.add_row(key, Text("pass", style="green"), "")
+        table.add_row(literal(key), Text("pass", style="green"), "")
     return table
 
 
@@ -404,8 +405,8 @@ def pattern_table(dataset: Dataset) -> Table | None:
         if row is None:
             continue
         slowest = f"{t.slowest[0].label} ({t.slowest[0].percent_of_median:.0f}% of median)" if t.slowest else "-"
-        table.add_row(t.benchmark.removeprefix(f"{PINGPONG}."), str(row.size), str(row.n),
-                      *(number(v) for v in row.bandwidth), slowest)
+        table.add_row(literal(t.benchmark.removeprefix(f"{PINGPONG}.")), str(row.size), str(row.n),
+                      *(number(v) for v in row.bandwidth), literal(slowest))
     return table
 
 
@@ -424,7 +425,7 @@ def chain_table(summary: ChainRunSummary) -> Table:
             note = Text(f"failed: {row['problem']}", style="red")
         else:
             note = Text("")
-        table.add_row(str(k), row["joined"], number(row["end_to_end"]) if aggregate is not None else "-",
+        table.add_row(str(k), literal(row["joined"]), number(row["end_to_end"]) if aggregate is not None else "-",
                       number(aggregate) if aggregate is not None else "-",
                       f"{row['gain_hops']:+.2f}" if row["gain_hops"] is not None else "-", note)
     return table
@@ -443,17 +444,17 @@ def stream_table(summary: StreamRunSummary, limit: int = MAX_PAIR_ROWS) -> Table
     order = failed + sorted(best, key=lambda label: sum(best[label]))
     shown = order[:limit]
     caption = f"{len(order) - len(shown)} faster pairs not listed" if len(order) > len(shown) else None
-    table = Table(title=f"Pairwise streaming, {summary.pattern}: both ways at once (MB/s, best repetition)",
+    table = Table(title=literal(f"Pairwise streaming, {summary.pattern}: both ways at once (MB/s, best repetition)"),
                   title_justify="left", caption=caption)
     for column in ("pair", "client to server", "server to client", "total", "% of median"):
         table.add_column(column, justify="left" if column == "pair" else "right")
     for label in shown:
         if label not in best:
-            table.add_row(label, Text("failed", style="red"), "-", "-", Text(problems[label][:60], style="red"))
+            table.add_row(literal(label), Text("failed", style="red"), "-", "-", Text(problems[label][:60], style="red"))
             continue
         forth, back = best[label]
         percent = (forth + back) / median * 100 if median else math.nan
-        table.add_row(label, number(forth), number(back), number(forth + back),
+        table.add_row(literal(label), number(forth), number(back), number(forth + back),
                       "-" if math.isnan(percent) else f"{percent:.0f}")
     return table
 
@@ -471,5 +472,5 @@ def alltoall_table(summary: AllToAllRunSummary) -> Table | None:
         table.add_column(column, justify="right" if column in ("phase", "min", "median") else "left")
     for phase in best.phases:
         table.add_row(str(phase.phase), number(phase.min_bandwidth), number(phase.median_bandwidth),
-                      phase.slowest_receiver, phase.slowest_sender)
+                      literal(phase.slowest_receiver), literal(phase.slowest_sender))
     return table
