@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from oddnode.inputs import QUOTE_LIMIT, InputError, finite, parse_json, quote
 from oddnode.model import DEFAULT_METRIC, Direction
 from oddnode.registry import Registry, UnknownNameError
 
@@ -60,19 +61,79 @@ Parser = Callable[[str, str], ParsedOutput]  # (text, source) -> ParsedOutput
 
 _JSON_START = re.compile(r"^\{", re.MULTILINE)
 
+# The largest whole number an output may give (a message size, a count, a
+# process number, an error code): what a signed 64-bit column holds.
+MAX_WHOLE = 2**63 - 1
+
+
+def clip(text: object, limit: int = QUOTE_LIMIT) -> str:
+    """Text from an output for a problem line, cut to ``limit`` characters."""
+    shown = str(text)
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(shown)} characters)"
+
+
+def number(value: object, source: str, line: int | None, what: str) -> float:
+    """A number read from an output as a finite float: ``nan``, ``inf`` and
+    values past the float range (``1e999``) are refused, naming the line."""
+    try:
+        return finite(value, what)
+    except ValueError as err:
+        raise ParseError(source, line, str(err)) from None
+
+
+def json_number(value: object, source: str, line: int | None, what: str) -> float:
+    """A JSON value that must be a finite number (not a string, a bool or null)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ParseError(source, line, f"{what} {quote(value)} is not a number")
+    return number(value, source, line, what)
+
+
+def whole(value: object, source: str, line: int | None, what: str, limit: int = MAX_WHOLE) -> int:
+    """A whole number from 0 to ``limit``, from digits or from a number
+    that has no fraction (IMB prints its sizes in a float column)."""
+    if isinstance(value, str):
+        digits = value.strip().lstrip("0") or "0"
+        if not (digits.isascii() and digits.isdigit()) or len(digits) > len(str(limit)):
+            raise ParseError(source, line, f"{what} {quote(value)} is not a whole number from 0 to {limit}")
+        result = int(digits)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        result = value
+    elif isinstance(value, float) and value.is_integer():
+        result = int(value)
+    else:
+        raise ParseError(source, line, f"{what} {quote(value)} is not a whole number")
+    if not 0 <= result <= limit:
+        raise ParseError(source, line, f"{what} {quote(value)} is out of range (0 to {limit})")
+    return result
+
+
+def mapping(value: object, source: str, line: int | None, what: str) -> dict[str, Any]:
+    """A JSON value that must be an object."""
+    if not isinstance(value, dict):
+        raise ParseError(source, line, f"{what} is {type(value).__name__} {quote(value)}, not an object")
+    return value
+
 
 def json_document(text: str, source: str, tool: str) -> tuple[Any, int] | None:
     """The JSON object a tool printed, possibly after warning lines, and the
-    line it starts on; None when the text holds no JSON object at all."""
+    line it starts on; None when the text holds no JSON object at all.  The
+    object is read strictly (no NaN, Infinity or 1e999, nesting limited)."""
     start = _JSON_START.search(text)
     if start is None:
         return None
     line = text.count("\n", 0, start.start()) + 1
     try:
-        document, _ = json.JSONDecoder().raw_decode(text, start.start())
+        # Where the object ends: tools may print more after it.
+        _, end = json.JSONDecoder().raw_decode(text, start.start())
     except json.JSONDecodeError as err:
         raise ParseError(source, line + err.lineno - 1, f"{tool} JSON is malformed or truncated: {err.msg}") from None
-    return document, line
+    except RecursionError:
+        raise ParseError(source, line, f"{tool} JSON is nested too deeply") from None
+    try:
+        return parse_json(text[start.start():end], source), line
+    except InputError as err:
+        at = line + err.line - 1 if err.line else line
+        raise ParseError(source, at, f"{tool} JSON refused: {err.detail}") from None
 
 
 class UnknownToolError(UnknownNameError):

@@ -7,7 +7,8 @@ import re
 from typing import Any
 
 from oddnode.model import Direction
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, register_parser
+from oddnode.inputs import quote
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, clip, number, register_parser, whole
 from oddnode.units import canonical_unit
 
 _BEGIN_SUMMARY = "Begin of Summary section."
@@ -80,8 +81,9 @@ _NODES_WITH_ERROR = re.compile(r"^Node\(s\) with error (\d+)")
 _RA_FOUND = re.compile(r"^Found (\d+) errors in (\d+) locations \((\w+)\)\.")
 
 
-def _summary(lines: list[str], source: str) -> tuple[dict[str, str], int]:
-    """The key=value pairs of the Summary section and the line it starts on."""
+def _summary(lines: list[str], source: str) -> tuple[dict[str, str], dict[str, int], int]:
+    """The key=value pairs of the Summary section, the line of each key, and
+    the line the section starts on."""
     start = next((i for i, line in enumerate(lines) if line.strip() == _BEGIN_SUMMARY), None)
     if start is None:
         if not any("HPC Challenge" in line or "HPC Challange" in line for line in lines[:20]):
@@ -92,16 +94,18 @@ def _summary(lines: list[str], source: str) -> tuple[dict[str, str], int]:
             f"HPCC output without '{_BEGIN_SUMMARY}' (run interrupted before the summary?)",
         )
     values: dict[str, str] = {}
+    key_lines: dict[str, int] = {}
     for index in range(start + 1, len(lines)):
         line = lines[index].strip()
         if line == _END_SUMMARY:
-            return values, start + 1
+            return values, key_lines, start + 1
         if not line:
             continue
         key, sep, value = line.partition("=")
         if not sep or not key:
-            raise ParseError(source, index + 1, f"expected key=value in the Summary section, found {line!r}")
+            raise ParseError(source, index + 1, f"expected key=value in the Summary section, found {quote(line)}")
         values[key.strip()] = value.strip()
+        key_lines[key.strip()] = index + 1
     raise ParseError(source, len(lines), f"truncated HPCC Summary section: no '{_END_SUMMARY}'")
 
 
@@ -123,45 +127,43 @@ def _section_problems(lines: list[str]) -> dict[str, list[str]]:
         if nodes and int(nodes.group(1)) > 0:
             failure = f"{section}: {nodes.group(1)} node(s) with error (line {lineno})"
         elif found and found.group(3) != "passed":
-            failure = f"{section}: {line} (line {lineno})"
+            failure = f"{section}: {clip(line)} (line {lineno})"
         elif section in ("HPL", "PTRANS") and re.search(r"\bFAILED\b", line) and not line.startswith(
             ("0 tests", "Finished")
         ):
-            failure = f"{section}: residual check failed: {line} (line {lineno})"
+            failure = f"{section}: residual check failed: {clip(line)} (line {lineno})"
         elif re.search(r"\b[1-9]\d* tests? completed and failed residual checks", line):
-            failure = f"{section}: {line.rstrip(',.')} (line {lineno})"
+            failure = f"{section}: {clip(line.rstrip(',.'))} (line {lineno})"
         elif line.startswith("Failed Validation"):
-            failure = f"{section}: {line} (line {lineno})"
+            failure = f"{section}: {clip(line)} (line {lineno})"
         if failure:
             problems.setdefault(section, []).append(failure)
     return problems
-
-
-def _float(summary: dict[str, str], key: str, source: str, line: int) -> float:
-    try:
-        return float(summary[key])
-    except ValueError:
-        raise ParseError(source, line, f"summary value {key}={summary[key]!r} is not a number") from None
 
 
 @register_parser("hpcc")
 def parse_hpcc(text: str, source: str) -> ParsedOutput:
     """Parse ``hpccoutf.txt``; tests that did not run (HPCC writes -1) are left out."""
     lines = text.splitlines()
-    summary, summary_line = _summary(lines, source)
+    summary, key_lines, summary_line = _summary(lines, source)
+
+    def summary_number(key: str) -> float:
+        return number(summary[key], source, key_lines[key], f"summary value {key}")
+
     if "Success" not in summary:
         raise ParseError(source, summary_line, "HPCC Summary section without a Success field")
 
     by_section = _section_problems(lines)
     problems: list[str] = []
     if summary["Success"] != "1":
-        problems.append(f"HPCC summary reports Success={summary['Success']} (a test failed or the input was rejected)")
+        problems.append(f"HPCC summary reports Success={clip(summary['Success'])} "
+                        "(a test failed or the input was rejected)")
     for section_problems in by_section.values():
         problems.extend(section_problems)
     for prefix in ("MPIRandomAccess", "MPIRandomAccess_LCG"):
-        fraction = summary.get(f"{prefix}_ErrorsFraction")
-        if fraction is not None and float(fraction) > _RANDOM_ACCESS_ERROR_FRACTION:
-            problems.append(f"{prefix}: {fraction} of the table in error (more than 1%)")
+        key = f"{prefix}_ErrorsFraction"
+        if key in summary and summary_number(key) > _RANDOM_ACCESS_ERROR_FRACTION:
+            problems.append(f"{prefix}: {clip(summary[key])} of the table in error (more than 1%)")
             by_section.setdefault(prefix, []).append("errors")
 
     failed_prefixes = tuple(
@@ -173,7 +175,7 @@ def parse_hpcc(text: str, source: str) -> ParsedOutput:
     for key, (benchmark, metric, unit, direction, factor) in _SUMMARY_METRICS.items():
         if key not in summary:
             continue
-        value = _float(summary, key, source, summary_line)
+        value = summary_number(key)
         if value < 0:  # HPCC initialises every result to -1: the test did not run
             continue
         failed = all_invalid or any(
@@ -183,7 +185,7 @@ def parse_hpcc(text: str, source: str) -> ParsedOutput:
             Measurement(
                 benchmark=benchmark,
                 metric=metric,
-                value=value * factor,
+                value=number(value * factor, source, key_lines[key], f"summary value {key}"),
                 unit=canonical_unit(unit),
                 direction=direction,
                 valid=not failed,
@@ -210,7 +212,7 @@ def parse_hpcc(text: str, source: str) -> ParsedOutput:
         ("MPIFFT_N", "mpi_fft_n"),
     ):
         if key in summary:
-            configuration[name] = int(summary[key])
+            configuration[name] = whole(summary[key], source, key_lines[key], f"summary value {key}")
     # HPCC 1.5.0 prints no MPI version; the hostname is the only run context it gives.
     for raw in lines:
         line = raw.strip()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from oddnode.model import Direction
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, register_parser
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, clip, number, register_parser, whole
 from oddnode.units import canonical_unit
 
 _BANNER = re.compile(r"Intel\(R\) MPI Benchmarks\s+(\S+?),?\s+(.*?)\s*$")
@@ -80,34 +80,35 @@ def parse_imb(text: str, source: str) -> ParsedOutput:
         if name is not None and processes is not None:
             blocks.append((name, processes, rows_in_block))
 
-    for number, raw in enumerate(lines, start=1):
+    for lineno, raw in enumerate(lines, start=1):
         line = raw.strip()
         if line.startswith("# MPI Version"):
-            configuration["mpi_version"] = line.split(":", 1)[1].strip()
+            configuration["mpi_version"] = clip(line.partition(":")[2].strip())
         invalid = _INVALID.search(line)
         if invalid:
-            problems.append(f"IMB: {invalid.group(1)}")
+            problems.append(f"IMB: {clip(invalid.group(1))}")
             continue
         started = _BENCHMARKING.match(line)
         if started:
             close_block()
-            name, processes, waiting, columns, rows_in_block = started.group(1), None, 0, None, 0
+            # The name is cut short for messages: only a hostile file has a long one.
+            name, processes, waiting, columns, rows_in_block = clip(started.group(1)), None, 0, None, 0
             continue
         if name is None:
             continue
         found = _PROCESSES.match(line)
         if found:
             if processes is not None:  # a second process count within the block: IMB never writes that
-                raise ParseError(source, number, f"second '#processes' line in the {name} block")
-            processes = int(found.group(1))
+                raise ParseError(source, lineno, f"second '#processes' line in the {name} block")
+            processes = whole(found.group(1), source, lineno, "#processes")
             continue
         found = _WAITING.match(line)
         if found:
-            waiting = int(found.group(1))
+            waiting = whole(found.group(1), source, lineno, "waiting processes")
             continue
         if line.startswith("#bytes") or line.startswith("#repetitions"):
             if processes is None:
-                raise ParseError(source, number, f"table of {name} before its '#processes' line")
+                raise ParseError(source, lineno, f"table of {name} before its '#processes' line")
             columns = line.split()
             continue
         if columns is None or not line or line.startswith("#"):
@@ -116,15 +117,11 @@ def parse_imb(text: str, source: str) -> ParsedOutput:
             continue
         fields = line.split()
         if len(fields) != len(columns):
-            raise ParseError(source, number,
+            raise ParseError(source, lineno,
                              f"{name} row has {len(fields)} values for {len(columns)} columns "
-                             f"({' '.join(columns)}): truncated or not IMB output")
-        try:
-            values = [float(field) for field in fields]
-        except ValueError:
-            raise ParseError(source, number, f"{name} row is not numeric: {line!r}") from None
-        row = dict(zip(columns, values))
-        size = int(row["#bytes"]) if "#bytes" in row else None
+                             f"({clip(' '.join(columns))}): truncated or not IMB output")
+        row = {column: number(field, source, lineno, f"{name} {column}") for column, field in zip(columns, fields)}
+        size = whole(row["#bytes"], source, lineno, f"{name} #bytes") if "#bytes" in row else None
         benchmark = _benchmark_name(name, processes)
         parameters: dict[str, object] = {"processes": processes}
         if waiting:
@@ -132,7 +129,7 @@ def parse_imb(text: str, source: str) -> ParsedOutput:
         if size is not None:
             parameters["bytes"] = size
         if "#repetitions" in row:
-            parameters["repetitions"] = int(row["#repetitions"])
+            parameters["repetitions"] = whole(row["#repetitions"], source, lineno, f"{name} #repetitions")
         for column, value in row.items():
             if column not in _COLUMNS:
                 continue

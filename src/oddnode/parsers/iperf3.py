@@ -22,7 +22,9 @@ import re
 from typing import Any
 
 from oddnode.model import Direction
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, json_document, register_parser
+from oddnode.parsers.base import (
+    Measurement, ParsedOutput, ParseError, clip, json_document, json_number, mapping, register_parser,
+)
 from oddnode.units import canonical_unit
 
 _TEXT_ERROR = re.compile(r"^iperf3: error - (.*?)\s*$", re.MULTILINE)
@@ -32,8 +34,9 @@ _BITS_PER_BYTE = 8
 _BYTES_PER_MB = 1e6
 
 
-def _load(text: str, source: str) -> dict[str, Any] | None:
-    """The JSON document, or None for a text client's error line."""
+def _load(text: str, source: str) -> tuple[dict[str, Any], int] | None:
+    """The JSON document and the line it starts on, or None for a text
+    client's error line."""
     found = json_document(text, source, "iperf3")
     if found is None:
         if _TEXT_ERROR.search(text):
@@ -45,41 +48,49 @@ def _load(text: str, source: str) -> dict[str, Any] | None:
     document, line = found
     if not isinstance(document, dict) or "start" not in document or "end" not in document:
         raise ParseError(source, line, "not iperf3 -J output: no 'start' and 'end' keys")
-    return document
+    return document, line
 
 
-def _summary(benchmark: str, sent: dict[str, Any] | None, received: dict[str, Any] | None,
-             parameters: dict[str, Any], udp: bool) -> list[Measurement]:
+def _summary(benchmark: str, sums: tuple[object, object], parameters: dict[str, Any], udp: bool,
+             where: tuple[str, int], names: tuple[str, str]) -> list[Measurement]:
     found = []
+    sent, received = (None if block is None else mapping(block, *where, f"end.{name}")
+                      for block, name in zip(sums, names))
 
-    def add(value: float, unit: str, direction: Direction, metric: str, source_unit: str) -> None:
-        found.append(Measurement(benchmark, float(value), canonical_unit(unit), direction, metric=metric,
-                                 parameters={**parameters, "source_unit": source_unit}))
+    def add(value: object, unit: str, direction: Direction, metric: str, source_unit: str, what: str,
+            scale: float = 1.0) -> None:
+        found.append(Measurement(benchmark, json_number(value, *where, what) * scale, canonical_unit(unit),
+                                 direction, metric=metric, parameters={**parameters, "source_unit": source_unit}))
 
-    for side, block in (("sender", sent), ("receiver", received)):
+    for side, block, name in (("sender", sent, names[0]), ("receiver", received, names[1])):
         if not block or "bits_per_second" not in block:
             continue
-        add(block["bits_per_second"] / _BITS_PER_BYTE / _BYTES_PER_MB, "MB/s", Direction.HIGHER,
-            f"{side}.bandwidth", "bits/s")
+        add(block["bits_per_second"], "MB/s", Direction.HIGHER, f"{side}.bandwidth", "bits/s",
+            f"end.{name}.bits_per_second", 1 / _BITS_PER_BYTE / _BYTES_PER_MB)
     if not udp and sent and "retransmits" in sent:
-        add(sent["retransmits"], "count", Direction.LOWER, "sender.retransmits", "count")
+        add(sent["retransmits"], "count", Direction.LOWER, "sender.retransmits", "count",
+            f"end.{names[0]}.retransmits")
     if udp and received:
         if "jitter_ms" in received:
-            add(received["jitter_ms"], "ms", Direction.LOWER, "receiver.jitter", "ms")
+            add(received["jitter_ms"], "ms", Direction.LOWER, "receiver.jitter", "ms", f"end.{names[1]}.jitter_ms")
         if "lost_percent" in received:
-            add(received["lost_percent"], "%", Direction.LOWER, "receiver.lost_percent", "%")
+            add(received["lost_percent"], "%", Direction.LOWER, "receiver.lost_percent", "%",
+                f"end.{names[1]}.lost_percent")
     return found
 
 
 @register_parser("iperf3")
 def parse_iperf3(text: str, source: str) -> ParsedOutput:
     """End-of-test sums of one iperf3 client run."""
-    document = _load(text, source)
-    if document is None:
+    found = _load(text, source)
+    if found is None:
         return ParsedOutput(tool="iperf3", measurements=[], valid=False,
-                            problems=[f"iperf3: {m.group(1)}" for m in _TEXT_ERROR.finditer(text)])
-    start, end = document["start"], document["end"] or {}
-    test = start.get("test_start", {})
+                            problems=[f"iperf3: {clip(m.group(1))}" for m in _TEXT_ERROR.finditer(text)])
+    document, line = found
+    where = (source, line)
+    start = mapping(document["start"], *where, "start")
+    end = mapping(document["end"] or {}, *where, "end")
+    test = mapping(start.get("test_start", {}), *where, "start.test_start")
     protocol = str(test.get("protocol", "TCP")).lower()
     udp = protocol == "udp"
     reverse = bool(test.get("reverse", 0))
@@ -89,20 +100,22 @@ def parse_iperf3(text: str, source: str) -> ParsedOutput:
     configuration = {
         "version": start.get("version"),
         "system_info": start.get("system_info"),
-        "time": start.get("timestamp", {}).get("time"),
-        "server": start.get("connecting_to", {}).get("host"),
+        "time": mapping(start.get("timestamp", {}), *where, "start.timestamp").get("time"),
+        "server": mapping(start.get("connecting_to", {}), *where, "start.connecting_to").get("host"),
         "sender_tcp_congestion": end.get("sender_tcp_congestion"),
         "receiver_tcp_congestion": end.get("receiver_tcp_congestion"),
     }
     benchmark = f"iperf3.{protocol}" + (".reverse" if reverse else "")
-    measurements = _summary(benchmark, end.get("sum_sent"), end.get("sum_received"), parameters, udp)
+    names = ("sum_sent", "sum_received")
+    measurements = _summary(benchmark, (end.get(names[0]), end.get(names[1])), parameters, udp, where, names)
     if "sum_sent_bidir_reverse" in end or "sum_received_bidir_reverse" in end:  # --bidir
-        measurements += _summary(f"iperf3.{protocol}.reverse", end.get("sum_sent_bidir_reverse"),
-                                 end.get("sum_received_bidir_reverse"), {**parameters, "bidir": True}, udp)
+        names = ("sum_sent_bidir_reverse", "sum_received_bidir_reverse")
+        measurements += _summary(f"iperf3.{protocol}.reverse", (end.get(names[0]), end.get(names[1])),
+                                 {**parameters, "bidir": True}, udp, where, names)
     problems = []
     if "error" in document:
-        problems.append(f"iperf3: {document['error']}")
+        problems.append(f"iperf3: {clip(document['error'])}")
     elif not measurements:
-        raise ParseError(source, None, "iperf3 JSON without end-of-test sums (sum_sent / sum_received)")
+        raise ParseError(source, line, "iperf3 JSON without end-of-test sums (sum_sent / sum_received)")
     return ParsedOutput(tool="iperf3", measurements=measurements, valid=not problems,
                         problems=problems, configuration=configuration)

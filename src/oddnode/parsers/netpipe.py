@@ -18,7 +18,8 @@ import os
 import re
 
 from oddnode.model import Direction
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, register_parser
+from oddnode.inputs import quote
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, clip, number, register_parser, whole
 from oddnode.units import canonical_unit
 
 _ROW_START = re.compile(r"^\s*(\d+):\s+(\d+) bytes\s+(\d+) times -->")
@@ -50,21 +51,23 @@ def _stdout_rows(lines: list[str], source: str) -> tuple[list[tuple[int, float, 
     """(bytes, Mbps, usec, repetitions) rows, and lines interleaved into them."""
     rows, interleaved = [], []
     pending: tuple[int, int, int] | None = None  # (line number, bytes, repetitions)
-    for number, line in enumerate(lines, start=1):
+    for lineno, line in enumerate(lines, start=1):
         start = _ROW_START.match(line)
         if start:
             if pending is not None:
                 raise ParseError(source, pending[0], "NetPIPE row without its 'Mbps in ... usec' part")
-            pending = (number, int(start.group(2)), int(start.group(3)))
+            pending = (lineno, whole(start.group(2), source, lineno, "bytes"),
+                       whole(start.group(3), source, lineno, "times"))
             line = line[start.end():]
         if pending is None:
             continue
         end = _ROW_END.search(line)
         if end:
-            rows.append((pending[1], float(end.group(1)), float(end.group(2)), pending[2]))
+            rows.append((pending[1], number(end.group(1), source, lineno, "Mbps"),
+                         number(end.group(2), source, lineno, "usec"), pending[2]))
             pending = None
         elif line.strip():
-            interleaved.append(line.strip())  # e.g. MPI ranks printing their host names
+            interleaved.append(clip(line.strip()))  # e.g. MPI ranks printing their host names
     if pending is not None:
         raise ParseError(source, pending[0], "NetPIPE row without its 'Mbps in ... usec' part: truncated")
     return rows, interleaved
@@ -72,17 +75,16 @@ def _stdout_rows(lines: list[str], source: str) -> tuple[list[tuple[int, float, 
 
 def _np_out_rows(lines: list[str], source: str) -> list[tuple[int, float, float, None]]:
     rows = []
-    for number, line in enumerate(lines, start=1):
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         fields = line.split()
-        try:
-            size, mbps, seconds = int(fields[0]), float(fields[1]), float(fields[2])
-        except (ValueError, IndexError):
-            raise ParseError(source, number, "not NetPIPE output: expected 'bytes Mbps seconds' (np.out) "
-                                             f"or 'N: B bytes R times --> ...' (stdout), got {line.strip()!r}"
-                             ) from None
-        rows.append((size, mbps, seconds * _US_PER_S, None))
+        if len(fields) < 3 or not fields[0].isdecimal():
+            raise ParseError(source, lineno, "not NetPIPE output: expected 'bytes Mbps seconds' (np.out) "
+                                             f"or 'N: B bytes R times --> ...' (stdout), got {quote(line.strip())}")
+        size = whole(fields[0], source, lineno, "bytes")
+        mbps, seconds = (number(field, source, lineno, what) for field, what in zip(fields[1:3], ("Mbps", "seconds")))
+        rows.append((size, mbps, number(seconds * _US_PER_S, source, lineno, "usec"), None))
     return rows
 
 

@@ -8,7 +8,8 @@ import re
 from typing import Any
 
 from oddnode.model import Direction
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, register_parser
+from oddnode.inputs import quote
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, clip, number, register_parser, whole
 from oddnode.units import canonical_unit
 
 _COMPLETED = re.compile(r"^\s*([A-Z]{2}) Benchmark Completed\.?\s*$")
@@ -27,13 +28,6 @@ _VERDICTS = ("SUCCESSFUL", "UNSUCCESSFUL", "NOT PERFORMED")
 
 # NPB prints the time with two decimals: 0.00 means "under 5 ms", not a time.
 _TIME_RESOLUTION_S = 0.01
-
-
-def _parse_number(value: str, key: str, source: str, lineno: int) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise ParseError(source, lineno, f"NPB field {key!r} is not a number: {value!r}") from None
 
 
 def _report(lines: list[str], start: int) -> tuple[dict[str, str], dict[str, str] | None, int]:
@@ -94,13 +88,13 @@ def parse_npb(text: str, source: str) -> ParsedOutput:
             raise ParseError(
                 source,
                 report_line,
-                f"NPB report for {name}: unknown verification {fields['Verification']!r}",
+                f"NPB report for {name}: unknown verification {quote(fields['Verification'])}",
             )
         context = lines[context_start:index]
         banner = next((m for m in map(_BANNER.search, context) if m), None)
         npb_class = fields["Class"].strip()
-        time_s = _parse_number(fields["Time in seconds"], "Time in seconds", source, report_line)
-        rate = _parse_number(fields["Mop/s total"], "Mop/s total", source, report_line)
+        time_s = number(fields["Time in seconds"], source, report_line, "NPB field 'Time in seconds'")
+        rate = number(fields["Mop/s total"], source, report_line, "NPB field 'Mop/s total'")
         verification = fields["Verification"].strip()
 
         run_problems: list[str] = []
@@ -113,13 +107,13 @@ def parse_npb(text: str, source: str) -> ParsedOutput:
                 text_problem += " (" + "; ".join(other) + ")"
             if partial:
                 text_problem += f" ({len(partial)} 'Failed partial verification' lines, first: {partial[0]})"
-            run_problems.append(text_problem)
+            run_problems.append(clip(text_problem, 600))
         problems.extend(run_problems)
         valid = not run_problems
 
         parameters: dict[str, Any] = {
             "size": re.sub(r"\s+", "", fields.get("Size", "")),
-            "iterations": int(_parse_number(fields.get("Iterations", "0"), "Iterations", source, report_line)),
+            "iterations": whole(fields.get("Iterations", "0"), source, report_line, "NPB field 'Iterations'"),
             "version": fields.get("Version", ""),
         }
         for key, name_in_parameters in (
@@ -129,7 +123,7 @@ def parse_npb(text: str, source: str) -> ParsedOutput:
             ("Active procs", "active_processes"),
         ):
             if key in fields:
-                parameters[name_in_parameters] = int(_parse_number(fields[key], key, source, report_line))
+                parameters[name_in_parameters] = whole(fields[key], source, report_line, f"NPB field {key!r}")
 
         benchmark = f"npb.{name.lower()}.{npb_class}"
         measurements.append(
@@ -167,7 +161,7 @@ def parse_npb(text: str, source: str) -> ParsedOutput:
             run["suite"] = banner.group(1) or f"NPB{banner.group(2)}"
         if "Mop/s/thread" in fields or "Mop/s/process" in fields:
             key = "Mop/s/thread" if "Mop/s/thread" in fields else "Mop/s/process"
-            run["mops_per_" + key.rsplit("/", 1)[1]] = _parse_number(fields[key], key, source, report_line)
+            run["mops_per_" + key.rsplit("/", 1)[1]] = number(fields[key], source, report_line, f"NPB field {key!r}")
         runs.append(run)
         context_start = after
         index = after

@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 
 from oddnode.model import Direction
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, register_parser
+from oddnode.inputs import quote
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, clip, number, register_parser, whole
 from oddnode.units import canonical_unit
 
 _TITLE = re.compile(r"^#\s*(OSU\s+.*?\bTest)(?:\s+v(\S+))?\s*$", re.IGNORECASE)
@@ -82,7 +83,7 @@ def _columns(header: str) -> list[str] | None:
 def parse_osu(text: str, source: str) -> ParsedOutput:
     """Every row of one OSU benchmark's output as measurements."""
     lines = text.splitlines()
-    problems = [f"OSU: {m.group(1)}" for m in _REFUSAL.finditer(text)]
+    problems = [f"OSU: {clip(m.group(1))}" for m in _REFUSAL.finditer(text)]
     if _LAUNCHER_ABORT.search(text):
         problems.append("MPI launcher reports that a process exited abnormally")
     title_at = next((i for i, line in enumerate(lines) if _TITLE.match(line.strip())), None)
@@ -94,11 +95,12 @@ def parse_osu(text: str, source: str) -> ParsedOutput:
     name = _short_name(title.group(1))
     configuration: dict[str, object] = {"title": title.group(1), "version": title.group(2), "test": name}
     benchmark = f"osu.{name}"
+    shown = clip(benchmark)  # in messages: a title is long only in a hostile file
 
     measurements: list[Measurement] = []
     columns: list[str] | None = None
     rows = 0
-    for number, raw in enumerate(lines[title_at + 1:], start=title_at + 2):
+    for lineno, raw in enumerate(lines[title_at + 1:], start=title_at + 2):
         line = raw.strip()
         if not line:
             continue
@@ -110,21 +112,17 @@ def parse_osu(text: str, source: str) -> ParsedOutput:
                 key, _, value = line.lstrip("#").partition(":")
                 configuration[key.strip().lower().replace(" ", "_")] = value.strip().rstrip(".")
             elif columns is None:
-                raise ParseError(source, number, f"unknown OSU column header {line!r}")
+                raise ParseError(source, lineno, f"unknown OSU column header {quote(line)}")
             continue
         if columns is None or not re.match(r"^[-+]?\d", line):
             continue  # launcher or library chatter between rows
         fields = line.split()
         if len(fields) != len(columns):
-            raise ParseError(source, number, f"{benchmark} row has {len(fields)} values for "
+            raise ParseError(source, lineno, f"{shown} row has {len(fields)} values for "
                                              f"{len(columns)} columns: truncated or not OSU output")
-        try:
-            values = [float(field) for field in fields]
-        except ValueError:
-            raise ParseError(source, number, f"{benchmark} row is not numeric: {line!r}") from None
-        row = dict(zip(columns, values))
-        parameters = {_PARAMETER_COLUMNS[key]: int(value) for key, value in row.items()
-                      if key in _PARAMETER_COLUMNS}
+        row = {key: number(field, source, lineno, f"{shown} {key}") for key, field in zip(columns, fields)}
+        parameters = {_PARAMETER_COLUMNS[key]: whole(value, source, lineno, f"{shown} {key}")
+                      for key, value in row.items() if key in _PARAMETER_COLUMNS}
         size = parameters.get("bytes")
         for key, value in row.items():
             if key not in _COLUMNS:
@@ -137,8 +135,8 @@ def parse_osu(text: str, source: str) -> ParsedOutput:
             ))
         rows += 1
     if columns is None:
-        raise ParseError(source, None, f"{benchmark}: no column header after the title line")
+        raise ParseError(source, None, f"{shown}: no column header after the title line")
     if rows == 0:
-        problems.append(f"{benchmark}: no result rows (the run stopped before its first size)")
+        problems.append(f"{shown}: no result rows (the run stopped before its first size)")
     return ParsedOutput(tool="osu", measurements=measurements, valid=not problems,
                         problems=problems, configuration=configuration)

@@ -7,10 +7,11 @@ import re
 from typing import Any
 
 from oddnode.model import Direction
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, register_parser
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, clip, number, register_parser, whole
 from oddnode.units import canonical_unit
 
 KERNELS = ("Copy", "Scale", "Add", "Triad")
+_COLUMNS = ("Best Rate MB/s", "Avg time", "Min time", "Max time")
 
 # STREAM's "MB" is 10^6 bytes (stream.c computes 1.0E-06 * bytes / time), so
 # the rate is MB/s in the decimal sense, not MiB/s.
@@ -20,6 +21,7 @@ _BANNER = re.compile(r"^STREAM version \$Revision:\s*([\d.]+)\s*\$")
 _KERNEL = re.compile(
     r"^(Copy|Scale|Add|Triad):\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$"
 )
+# header line -> configuration key and its type: int a whole number, float a decimal
 _CONFIG: list[tuple[re.Pattern[str], str, type]] = [
     (re.compile(r"^This system uses (\d+) bytes per array element"), "bytes_per_element", int),
     (re.compile(r"^Array size = (\d+)"), "array_size", int),
@@ -34,13 +36,6 @@ _CONFIG: list[tuple[re.Pattern[str], str, type]] = [
     (re.compile(r"^Each test below will take on the order of (\d+) microseconds"),
      "test_duration_us", int),
 ]
-
-
-def _number(text: str, source: str, lineno: int) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise ParseError(source, lineno, f"expected a number, found {text!r}") from None
 
 
 @register_parser("stream")
@@ -66,7 +61,8 @@ def parse_stream(text: str, source: str) -> ParsedOutput:
             if not seen_banner:
                 raise ParseError(source, lineno, "kernel line before the 'STREAM version' banner")
             name = kernel.group(1)
-            rate, avg, best, worst = (_number(kernel.group(i), source, lineno) for i in range(2, 6))
+            rate, avg, best, worst = (number(kernel.group(i), source, lineno, f"{name} {column}")
+                                      for i, column in enumerate(_COLUMNS, start=2))
             rates[name] = (rate, {"avg_time_s": avg, "min_time_s": best, "max_time_s": worst})
             continue
         if line.startswith("Solution Validates"):
@@ -74,13 +70,14 @@ def parse_stream(text: str, source: str) -> ParsedOutput:
             last_verdict = lineno
             continue
         if line.startswith("Failed Validation") or re.match(r"^For array \w\[\], \d+ errors were found", line):
-            problems.append(line)
+            problems.append(clip(line))
             last_verdict = lineno
             continue
         for pattern, key, kind in _CONFIG:
             found = pattern.search(line)
             if found and key not in configuration:
-                configuration[key] = kind(found.group(1))
+                read = whole if kind is int else number
+                configuration[key] = read(found.group(1), source, lineno, key)
 
     if not seen_banner:
         raise ParseError(source, None, "not STREAM output: no 'STREAM version $Revision: ... $' banner")
