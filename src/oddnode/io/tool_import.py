@@ -10,6 +10,7 @@ before one transaction writes them all.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections import Counter
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from oddnode.io.stab import InputError
+from oddnode.inputs import InputError, quote, read_text
 from oddnode.nodes import NodeNameError, label_kind, label_members
 from oddnode.kernels import memory, mpi_demo_app, noise  # noqa: F401  (registers oddnode-memory, oddnode-mpi-demo-app, oddnode-noise)
 from oddnode.parsers import ParsedOutput, get_parser, parsers
@@ -62,19 +63,25 @@ def label_of(path: Path, label: str | None, label_from: str | None) -> str:
 
 def read_outputs(tool: str, paths: Sequence[Path], label: str | None = None,
                  label_from: str | None = None) -> list[tuple[Path, str, ParsedOutput]]:
-    """Parse every file (a ParseError names the file and line)."""
+    """Parse every file (a ParseError names the file and line); only
+    regular files are read."""
     parse = get_parser(tool)
     parsed = []
     for path in paths:
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8", errors="strict")
-        except UnicodeDecodeError as err:
-            raise InputError(path, None, f"not a text file ({err.reason} at byte {err.start})") from err
-        except OSError as err:
-            raise InputError(path, None, err.strerror or str(err)) from err
-        parsed.append((path, label_of(path, label, label_from), parse(text, os.fspath(path))))
+        name = label_of(path, label, label_from)
+        output = parse(read_text(path), os.fspath(path))
+        _check_finite(path, output)
+        parsed.append((path, name, output))
     return parsed
+
+
+def _check_finite(path: Path, output: ParsedOutput) -> None:
+    """Refuse a number that is not finite: every parser should have, this
+    keeps one that did not from storing it."""
+    for m in output.measurements:
+        if not math.isfinite(m.value):
+            raise InputError(path, None, f"{quote(m.benchmark)} {quote(m.metric)} is {m.value}, not a finite number")
 
 
 def import_tool_outputs(store: Store, tool: str, paths: Sequence[Path], *, label: str | None = None,
