@@ -32,10 +32,11 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from oddnode.inputs import InputError
+from oddnode.inputs import InputError, check_regular_file, quote, read_text
 from oddnode.io.plot_table import FILES_TABLE, ROWS_TABLE, add_rows, drop_tables, parse_plot_files
 from oddnode.model import DEFAULT_METRIC, Direction, LabelKind
 from oddnode.nodes import NodeNameError, expand, is_node_name, label_kind, label_members
+from oddnode.parsers.base import clip
 from oddnode.store import ResultBatch, Store
 from oddnode.units import UnknownUnitError, canonical_unit
 
@@ -46,6 +47,9 @@ TOPOLOGY_FILE = "topology.csv"
 FAILED_FILE = "failed"
 NODES_FILE = "nodes"
 KNOWN_EXTRAS = (UNITS_FILE, INVENTORY_FILE, TOPOLOGY_FILE, FAILED_FILE, NODES_FILE)
+# The largest run number of a failed run: the store keeps repetitions as
+# 32-bit integers.
+MAX_RUN = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -98,14 +102,9 @@ class ImportSummary:
 
 
 def _data_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Non-blank, non-comment lines with their 1-based numbers."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise InputError(path, None, f"not a text file ({err.reason} at byte {err.start})") from err
-    except OSError as err:
-        raise InputError(path, None, err.strerror or str(err)) from err
-    for number, raw in enumerate(text.splitlines(), start=1):
+    """Non-blank, non-comment lines with their 1-based numbers; only a
+    regular file is read."""
+    for number, raw in enumerate(read_text(path).splitlines(), start=1):
         line = raw.strip()
         if line and not line.startswith("#"):
             yield number, line
@@ -139,14 +138,14 @@ def read_plot_file(path: os.PathLike[str] | str, repetitions: bool = False) -> l
         try:
             value = float(fields[0])
         except ValueError:
-            raise InputError(path, number, f"value {fields[0]!r} is not a number") from None
+            raise InputError(path, number, f"value {quote(fields[0])} is not a number") from None
         if not math.isfinite(value):
-            raise InputError(path, number, f"value {fields[0]!r} is not finite")
+            raise InputError(path, number, f"value {quote(fields[0])} is not finite")
         if len(fields) < 2:
             raise InputError(path, number, "no label in the second column (node, nodeA-nodeB or node set)")
         label = fields[1]
         if label in first_seen and not repetitions:
-            raise InputError(path, number, f"label {label} repeated (first on line {first_seen[label]}); "
+            raise InputError(path, number, f"label {clip(label)} repeated (first on line {first_seen[label]}); "
                              "use --repetitions if the file holds several runs per label")
         first_seen.setdefault(label, number)
         rows.append((value, label, number))
@@ -158,7 +157,10 @@ def read_plot_file(path: os.PathLike[str] | str, repetitions: bool = False) -> l
 def _csv_rows(path: Path, header: Sequence[str]) -> Iterator[tuple[int, list[str]]]:
     """CSV rows with the expected column count; the header line is optional."""
     for number, line in _data_lines(path):
-        row = [cell.strip() for cell in next(csv.reader([line]))]
+        try:
+            row = [cell.strip() for cell in next(csv.reader([line]))]
+        except csv.Error as err:  # a field over csv.field_size_limit(), 131,072 characters
+            raise InputError(path, number, f"not CSV: {err}") from None
         if [cell.lower() for cell in row] == list(header):
             continue
         if len(row) != len(header):
@@ -170,7 +172,7 @@ def _csv_rows(path: Path, header: Sequence[str]) -> Iterator[tuple[int, list[str
 
 def _checked_node(path: Path, number: int, node: str) -> str:
     if not is_node_name(node):
-        raise InputError(path, number, f"invalid node name {node!r}")
+        raise InputError(path, number, f"invalid node name {quote(node)}")
     return node
 
 
@@ -182,9 +184,9 @@ def read_units(path: Path) -> dict[str, tuple[str, Direction]]:
         except UnknownUnitError as err:
             raise InputError(path, number, str(err)) from None
         if direction.lower() not in ("higher", "lower"):
-            raise InputError(path, number, f"direction {direction!r} must be 'higher' or 'lower' (is better)")
+            raise InputError(path, number, f"direction {quote(direction)} must be 'higher' or 'lower' (is better)")
         if benchmark in units:
-            raise InputError(path, number, f"benchmark {benchmark} listed twice")
+            raise InputError(path, number, f"benchmark {clip(benchmark)} listed twice")
         units[benchmark] = (unit, Direction(direction.lower()))
     return units
 
@@ -194,7 +196,7 @@ def read_inventory(path: Path) -> list[tuple[str, str, str]]:
     for number, (node, key, value) in _csv_rows(path, ("node", "key", "value")):
         _checked_node(path, number, node)
         if (node, key) in seen:
-            raise InputError(path, number, f"{node} {key} given twice (first on line {seen[node, key]})")
+            raise InputError(path, number, f"{node} {clip(key)} given twice (first on line {seen[node, key]})")
         seen[node, key] = number
         facts.append((node, key, value))
     return facts
@@ -230,10 +232,12 @@ def parse_failed_run(name: str) -> FailedRun:
     (``xhpl.ppc64``) so that it matches ``plot.xhpl.ppc64``."""
     fields = name.split(".")
     if len(fields) < 4:
-        raise ValueError(f"{name!r} is not benchmark.arch.node.run")
+        raise ValueError(f"{quote(name)} is not benchmark.arch.node.run")
     *head, arch, label, run = fields
-    if not run.isdigit():
-        raise ValueError(f"run number {run!r} in {name!r} is not a whole number")
+    if not (run.isascii() and run.isdigit()):
+        raise ValueError(f"run number {quote(run)} in {quote(name)} is not a whole number")
+    if int(run) > MAX_RUN:
+        raise ValueError(f"run number {quote(run)} in {quote(name)} is out of range (at most {MAX_RUN})")
     return FailedRun(benchmark=".".join([*head, arch]), arch=arch, label=label, run=int(run))
 
 
@@ -256,10 +260,11 @@ def read_paths(paths: Sequence[os.PathLike[str] | str], benchmark: str | None = 
         path = Path(raw)
         if path.is_dir():
             _read_directory(path, data)
-        elif path.is_file():
-            data.plots.append(PlotFile(benchmark or benchmark_from_filename(path), path))
-        else:
+        elif not path.exists():
             raise InputError(path, None, "no such file or directory")
+        else:
+            check_regular_file(path)
+            data.plots.append(PlotFile(benchmark or benchmark_from_filename(path), path))
     if not (data.plots or data.facts or data.failures or data.topology or data.nodes):
         raise InputError(", ".join(map(os.fspath, paths)), None,
                          "nothing to import: no plot.* files, inventory.csv, failed, topology.csv or nodes")
@@ -274,7 +279,8 @@ def read_paths(paths: Sequence[os.PathLike[str] | str], benchmark: str | None = 
 def _read_directory(directory: Path, data: StabInput) -> None:
     for path in sorted(directory.iterdir()):
         name = path.name
-        if name.startswith(PLOT_PREFIX) and path.is_file():
+        if name.startswith(PLOT_PREFIX) and not path.is_dir():
+            check_regular_file(path)  # a FIFO or device named plot.* is refused, not skipped
             data.plots.append(PlotFile(benchmark_from_filename(path), path))
         elif name == UNITS_FILE:
             data.units.update(read_units(path))
