@@ -101,7 +101,7 @@ def affinity_command(
         if top < 0:
             raise typer.BadParameter(f"--top is a number of rows >= 0, not {top}", param_hint="--top")
         target = selected_target(nodeset or nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
-        result = progress_run(f"affinity: {seconds:g} s on {target.nodeset}", lambda progress: collect_affinity(
+        result = progress_run(f"affinity: {seconds:g} s on {escape(target.nodeset)}", lambda progress: collect_affinity(
             target.transport, target.nodes, pids, command, slurm_job, seconds, margin=timeout))
         facts: dict[str, dict[str, str]] = {}
         for node, report in result.reports.items():
@@ -113,7 +113,7 @@ def affinity_command(
     reports = result.reports
     if json_out:
         print_json(affinity_json(reports, result.reasons, findings))
-    inform(f"affinity: {len(reports)} of {len(target.nodes)} nodes answered ({target.nodeset})", highlight=False,
+    inform(f"affinity: {len(reports)} of {len(target.nodes)} nodes answered ({escape(target.nodeset)})", highlight=False,
            out=out)
     for line in topology_lines(reports):
         inform(escape(line), highlight=False, out=out)

@@ -52,6 +52,7 @@ from oddnode.cli.nodes import print_unanswered
 from oddnode.steps import option_defaults
 from oddnode.report import summaries
 from oddnode.report.junit import STDOUT, check_suite, refuse_both_on_stdout, write_junit
+from oddnode.report.text import literal
 
 
 class _CheckProgress:
@@ -79,7 +80,7 @@ class _CheckProgress:
             inform("[bold]diagnostics[/]: inventory of every node", out=self.progress.console)
 
     def benchmark_started(self, benchmark: str, done: int, total: int) -> None:
-        self.tasks[benchmark] = self.progress.add_task(benchmark, total=total, completed=done)
+        self.tasks[benchmark] = self.progress.add_task(literal(benchmark), total=total, completed=done)
 
     def repetition_done(self, benchmark: str, done: int, total: int) -> None:
         self.progress.update(self.tasks[benchmark], completed=done)
@@ -168,10 +169,10 @@ def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide
             write_report(result.analysis, html, result)
         except OSError as err:
             unwritten = f"cannot write the HTML report {html}: {err.strerror or err} (the results are in {db})"
-            err_console.print(f"[bold red]error:[/] {unwritten}", highlight=False)
+            err_console.print(f"[bold red]error:[/] {literal(unwritten)}", highlight=False)
         else:
-            inform(f"report written to {html}", out=out)
-    detail(f"[dim]check {result.check_id}: results stored in {db}[/]", out=out, highlight=False)
+            inform(f"report written to {literal(html)}", out=out)
+    detail(f"[dim]check {result.check_id}: results stored in {literal(db)}[/]", out=out, highlight=False)
     if not result.analysis.ready:
         raise typer.Exit(code=int(ExitStatus.FINDINGS))
     if unwritten:
@@ -337,7 +338,7 @@ def check_command(
                 target = described_target(described)
             except ResumeError as err:
                 raise typer.BadParameter(str(err)) from None
-            inform(f"resuming check {resume_id} on {target.nodeset}", out=out)
+            inform(f"resuming check {resume_id} on {literal(target.nodeset)}", out=out)
         else:
             target = selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
         try:

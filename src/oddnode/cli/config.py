@@ -20,6 +20,7 @@ def config_show(json_out: Annotated[bool, typer.Option("--json", help="Print the
     from rich.table import Table
 
     from oddnode.config import ConfigError, load_settings, settings_document
+    from oddnode.report.text import literal, literals
     from oddnode.transport.ssh import read_clush_conf
 
     try:
@@ -31,13 +32,14 @@ def config_show(json_out: Annotated[bool, typer.Option("--json", help="Print the
         return
     table = Table("setting", "value", "from", box=None)
     for key, setting in document["settings"].items():
-        table.add_row(key, "-" if setting["value"] is None else str(setting["value"]), setting["origin"])
+        table.add_row(*literals((key, "-" if setting["value"] is None else setting["value"], setting["origin"])))
     console.print(table)
-    inform(f"files read: {', '.join(document['files']) or 'none'}", highlight=False)
+    inform(f"files read: {literal(', '.join(document['files']) or 'none')}", highlight=False)
     clush = document["clush_conf"]
     given = {name: value for name, value in clush.items() if name != "files" and value is not None}
-    inform(f"clush.conf ({', '.join(clush['files']) or 'none read'}): "
-           + (", ".join(f"{name}={value}" for name, value in given.items()) or "nothing for ssh"), highlight=False)
+    inform(literal(f"clush.conf ({', '.join(clush['files']) or 'none read'}): "
+                   + (", ".join(f"{name}={value}" for name, value in given.items()) or "nothing for ssh")),
+           highlight=False)
 
 
 def register(app: typer.Typer) -> None:

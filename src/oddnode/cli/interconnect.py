@@ -44,6 +44,7 @@ from oddnode.interconnect import switchbench
 from oddnode.interconnect.pairs import CHECK_PATTERNS, DEFAULT_PORT
 from oddnode.interconnect.pingpong import DEFAULT_MESSAGE_SIZE, DEFAULT_SECONDS_PER_SIZE, DEFAULT_STREAM_SECONDS
 from oddnode.report import summaries
+from oddnode.report.text import literal
 
 INTERCONNECT_PANEL = "Interconnect"
 # Runs of each pattern, chain or all-to-all: fewer than a node benchmark's,
@@ -122,7 +123,7 @@ def print_pattern_run(pattern: str, summary, repetitions: int, db: Path, json_ou
         inform(line, highlight=False, out=out)
     trouble = summaries.troubled_pairs_line(summary.per_pair)
     if trouble and (quiet() or verbose()):
-        out.print(f"{pattern}: {trouble}", highlight=False)
+        out.print(f"{literal(pattern)}: {trouble}", highlight=False)
     detail(summaries.stored_line(db, summary.run_id), highlight=False, out=out)
 
 

@@ -35,6 +35,7 @@ from oddnode.cli.interconnect import MpiYieldOption, network_run
 from oddnode.cli.sets import RshAgentOption
 from oddnode.model import Severity
 from oddnode.report import summaries
+from oddnode.report.text import literal
 
 MODEL_FINDINGS = ("placement-sensitive",)
 
@@ -142,7 +143,7 @@ def model_command(
                 notes.append(f"the profile ran {selection.ranks} ranks on {job_nodes} nodes; the kernels run one "
                              "rank per node (the traffic between nodes)")
             for note in notes:
-                inform(note, highlight=False, out=out)
+                inform(literal(note), highlight=False, out=out)
             run = progress_run("model", lambda progress: measure(
                 store, target, selection, chosen, profile_id=profile_id, repetitions=repetitions, seed=seed,
                 seconds_per_size=seconds_per_size, rsh_agent=mpi_rsh_agent,
@@ -167,7 +168,7 @@ def model_command(
             inform("no placement-sensitive finding: packed and striped are within the noise "
                    f"(or not both measured with {repetitions} repetitions)", highlight=False)
     if plot is not None:
-        detail(f"figure: {plot}", highlight=False, out=out)
+        detail(f"figure: {literal(plot)}", highlight=False, out=out)
     detail(summaries.stored_line(db, run.run_id), highlight=False, out=out)
     exit_for_findings(findings)
 

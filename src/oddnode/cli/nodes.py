@@ -34,6 +34,7 @@ from oddnode.cli.common import (
 )
 from oddnode.plan import PROBE_TIMEOUT
 from oddnode.report import summaries
+from oddnode.report.text import literal
 
 NODES_PANEL = "Nodes"
 JsonOption = Annotated[bool, typer.Option(
@@ -85,8 +86,8 @@ def inventory_command(
             from oddnode.inventory.expectations import snapshot as write_snapshot
 
             snapshot.write_text(write_snapshot(dataset.facts, sorted(result.reports)), encoding="utf-8")
-            inform(f"expectations written to {snapshot}: edit it, then run oddnode diagnose --expect {snapshot}",
-                   out=out)
+            inform(f"expectations written to {literal(snapshot)}: edit it, then run oddnode diagnose --expect "
+                   f"{literal(snapshot)}", out=out)
     if not result.reports:
         raise could_not_run(f"no node gave an inventory ({len(result.unreachable)} unreachable, "
                             f"{len(result.failed)} failed: see above)")
@@ -118,7 +119,7 @@ def diagnose_command(
             from oddnode.report.terminal import findings_by_nodes
 
             console.print(findings_by_nodes(report.failures))
-    detail(f"[dim]findings recorded in {db}[/]", out=err_console if json_out else None, highlight=False)
+    detail(f"[dim]findings recorded in {literal(db)}[/]", out=err_console if json_out else None, highlight=False)
     exit_for_findings(report.failures, problems=bool(report.failures))
 
 

@@ -117,7 +117,7 @@ def numa_command(
                               seconds_per_size=seconds_per_size)
         target = selected_target(nodeset or nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
         with open_db(db, read_only=False, hold=False) as store:
-            run = progress_run(f"numa: {target.nodeset}", lambda progress: run_numa(
+            run = progress_run(f"numa: {escape(target.nodeset)}", lambda progress: run_numa(
                 store, target, options, repetitions, command=command_line(), on_progress=progress))
             dataset = store.load_dataset()
     from oddnode.analysis import analyze
@@ -128,7 +128,7 @@ def numa_command(
                 if f.kind in NUMA_FINDINGS]
     cells = len(run.cells)
     inform(f"numa: {len(run.layouts)} of {len(target.nodes)} nodes, {cells} cells, {repetitions} repetitions each "
-           f"({target.nodeset})", highlight=False, out=out)
+           f"({escape(target.nodeset)})", highlight=False, out=out)
     for node, reason in run.unanswered.items():
         (err_console if json_out else console).print(f"{escape(node)}: no NUMA layout: {escape(reason)}",
                                                      highlight=False)

@@ -127,7 +127,7 @@ def processes_command(
         with open_db(db, read_only=False, hold=False) as store:
             mapping, grouped_by, ungrouped = _groups(store, target.nodes, groups, groups_file)
             store.release()  # others may read the store while the nodes are accounted
-            result = progress_run(f"processes: {seconds:g} s on {target.nodeset}", lambda progress: collect_processes(
+            result = progress_run(f"processes: {seconds:g} s on {escape(target.nodeset)}", lambda progress: collect_processes(
                 target.transport, target.nodes, seconds, pacct, method, margin=timeout))
             run_id = store_processes(store, target, result, command_line())
     tables = [asymmetry_table(result.reports)]
@@ -138,7 +138,7 @@ def processes_command(
         typer.echo(json.dumps(processes_json(result.reports, result.reasons, tables, findings, run_id), indent=2,
                               default=json_default))
     inform(f"processes: {len(result.reports)} of {len(target.nodes)} nodes accounted over {seconds:g} s "
-           f"({target.nodeset})", highlight=False, out=out)
+           f"({escape(target.nodeset)})", highlight=False, out=out)
     for line in method_lines(result.reports):
         inform(escape(line), highlight=False, out=out)
     for line in note_lines(result.reports):
@@ -146,7 +146,7 @@ def processes_command(
     for line in unanswered_lines(result.reasons, result.unreachable):
         (err_console if json_out else console).print(line, highlight=False)
     if ungrouped:
-        inform(f"[dim]{fold(ungrouped)}: in no group of {grouped_by}, left out of the group table[/]",
+        inform(f"[dim]{escape(fold(ungrouped))}: in no group of {escape(grouped_by)}, left out of the group table[/]",
                highlight=False, out=out)
     if not json_out:
         if not quiet():

@@ -29,6 +29,7 @@ from oddnode.cli.common import (
     open_db,
     user_errors,
 )
+from oddnode.report.text import literal
 
 # With the set commands: a profile says which job shapes and message sizes a placement must serve.
 PROFILE_PANEL = "MPI applications"
@@ -51,7 +52,7 @@ def show_profile(profile, profile_id: int | None, json_out: bool, plot: Path | N
     else:
         print_profile(console, profile, profile_id, wide)
     if plot is not None:
-        inform(f"plot written to {plot}", highlight=False, out=err_console if json_out else None)
+        inform(f"plot written to {literal(plot)}", highlight=False, out=err_console if json_out else None)
 
 
 def store_and_show(profile, db: Path, json_out: bool, plot: Path | None, wide: bool) -> int:
@@ -59,7 +60,7 @@ def store_and_show(profile, db: Path, json_out: bool, plot: Path | None, wide: b
     with user_errors(), open_db(db, read_only=False) as store:
         profile_id = store.add_profile(profile, command=command_line())
     show_profile(profile, profile_id, json_out, plot, wide)
-    inform(f"stored as profile {profile_id} in {db}", highlight=False, out=err_console if json_out else None)
+    inform(f"stored as profile {profile_id} in {literal(db)}", highlight=False, out=err_console if json_out else None)
     return profile_id
 
 
@@ -157,7 +158,7 @@ def run_and_store(command: list[str], timeout: float | None, work_dir: Path | No
     store_and_show(profile, db, json_out, plot, wide)
     out = err_console if json_out else console
     if run.returncode != 0:
-        out.print(f"[bold red]the application failed[/]: {shlex.join(command)} exited with status "
+        out.print(f"[bold red]the application failed[/]: {literal(shlex.join(command))} exited with status "
                   f"{run.returncode} after {run.seconds:.1f} s (the profile holds what its ranks wrote)",
                   highlight=False)
         raise typer.Exit(code=_exit_status(run.returncode) or 1)

@@ -34,6 +34,7 @@ from oddnode.cli.common import (
 )
 from oddnode.cli.interconnect import network_run
 from oddnode.cli.nodes import NODES_PANEL
+from oddnode.report.text import literal
 
 # Rounds of a sweep unless told: the turns are the repetitions (the nodes
 # of a turn share its time), and six turns against six reach p = 2/924 =
@@ -66,7 +67,7 @@ def _print_list(db: Path, json_out: bool) -> None:
         print_json(rows)
         return
     if not rows:
-        console.print(f"No sweep in {db}.")
+        console.print(f"No sweep in {literal(db)}.")
         return
     shown, widths, _ = fit_columns(list(rows[0]), rows, console.width)
     console.print(fixed_table("Sweeps", None, shown, widths, rows, ("step", "command")))
@@ -162,7 +163,7 @@ def sweep_command(
 
         with user_errors():
             written = write_sweep_plots(analysis, plot)
-        inform(f"{len(written)} figure{'s' if len(written) != 1 else ''} written to {plot}", out=out)
+        inform(f"{len(written)} figure{'s' if len(written) != 1 else ''} written to {literal(plot)}", out=out)
 
 
 def _run(step, env, settings, default, repetitions, seed, command, parser, mpi_export, timeout, json_out,

@@ -10,6 +10,7 @@ import typer
 
 from oddnode.cli.common import console, fail, inform, testbed_errors, testbed_state_dir
 from oddnode.report import summaries
+from oddnode.report.text import literal
 from oddnode.testbed.lifecycle import DEFAULT_NODES
 
 testbed_app = typer.Typer(help="A virtual cluster on this machine (root): network namespaces with sshd.",
@@ -61,7 +62,7 @@ def testbed_status(state_dir: StateDirOption = None) -> None:
     from oddnode.testbed import status
 
     with testbed_errors():
-        console.print(status(testbed_state_dir(state_dir)).summary(), highlight=False)
+        console.print(literal(status(testbed_state_dir(state_dir)).summary()), highlight=False)
 
 
 @testbed_app.command("down")

@@ -8,7 +8,6 @@ from statistics import median
 from typing import Any
 
 from rich.console import Group
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -45,8 +44,7 @@ def cells_table(selection: Selection, width: int | None = None) -> Table:
                f"rank, {selection.ranks} ranks) is in these calls")
     if left_out:
         caption += f"; left out to fit: {', '.join(left_out)}"
-    plain = [{k: escape(v) for k, v in row.items()} for row in rows]
-    return fixed_table("Calls the model predicts", escape(caption), shown, widths, plain, (CALL, SIZE, POINT))
+    return fixed_table("Calls the model predicts", caption, shown, widths, rows, (CALL, SIZE, POINT))
 
 
 def placement_rows(run: ModelRun, verdict: PlacementVerdict | None) -> list[dict[str, str]]:
@@ -71,9 +69,8 @@ def placements_table(run: ModelRun, verdict: PlacementVerdict | None, repetition
     caption = f"median and range over {repetitions} repetition{'s' if repetitions != 1 else ''}"
     if left_out:
         caption += f"; left out to fit: {', '.join(left_out)}"
-    plain = [{k: escape(v) for k, v in row.items()} for row in rows]
     styles = ["green" if verdict and row[PLACEMENT] == verdict.best else None for row in rows]
-    return fixed_table("Predicted communication per placement", escape(caption), shown, widths, plain,
+    return fixed_table("Predicted communication per placement", caption, shown, widths, rows,
                        (PLACEMENT, NODES, GROUPS), styles)
 
 

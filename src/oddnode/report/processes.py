@@ -9,7 +9,6 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -18,6 +17,7 @@ from oddnode.model import Finding, NodeProcesses
 from oddnode.nodes import fold
 from oddnode.order import natural_key
 from oddnode.report.terminal import probability, table_width
+from oddnode.report.text import literal
 
 # Rows the table shows by default; the rest are counted in its caption.
 TOP = 20
@@ -69,7 +69,7 @@ def unanswered_lines(reasons: Mapping[str, str], unreachable: Mapping[str, objec
     by_reason: dict[tuple[str, str], list[str]] = defaultdict(list)
     for node, reason in reasons.items():
         by_reason["unreachable" if node in unreachable else "failed", reason].append(node)
-    return [f"[red]{label}:[/] {escape(fold(nodes))}: {escape(reason)}"
+    return [f"[red]{label}:[/] {literal(fold(nodes))}: {literal(reason)}"
             for (label, reason), nodes in sorted(by_reason.items(), key=lambda item: natural_key(fold(item[1])))]
 
 
@@ -142,7 +142,7 @@ def asymmetry_view(table: AsymmetryTable, width: int | None = None, show_all: bo
         caption.append(f"{hidden} more rows; --all --top 0 shows every row.")
     if left_out:
         caption.append(f"{', '.join(left_out)} left out to fit {width} columns; --wide shows them.")
-    out = Table(title=title, title_justify="left", caption=" ".join(caption), caption_justify="left")
+    out = Table(title=literal(title), title_justify="left", caption=literal(" ".join(caption)), caption_justify="left")
     for column in shown:
         out.add_column(column, justify="left" if column in _LEFT else "right", min_width=widths[column],
                        max_width=widths[column], overflow="fold")

@@ -137,7 +137,7 @@ def fixed_table(title: str, caption: str | None, shown: Sequence[str], widths: M
     for column in shown:
         # min_width holds a column whole where the table is wider than the
         # console (--wide); max_width wraps its header at the spaces.
-        table.add_column(column, justify="left" if column in left else "right", min_width=widths[column],
+        table.add_column(literal(column), justify="left" if column in left else "right", min_width=widths[column],
                          max_width=widths[column], overflow="fold")
     for index, row in enumerate(rows):
         style = styles[index] if index < len(styles) else None
