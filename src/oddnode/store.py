@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -39,7 +41,8 @@ from oddnode.model import (
     SetRuns,
     Severity,
 )
-from oddnode.nodes import label_members
+from oddnode.inputs import quote
+from oddnode.nodes import NodeNameError, label_members
 
 if TYPE_CHECKING:
     from oddnode.profile.model import Profile
@@ -54,6 +57,22 @@ FINDINGS_SOURCE = "findings"  # runs.source of an analysis run, even one that fo
 CHECK_SOURCE = "check"  # runs.source of a staged check's own run
 SWEEP_SOURCE = "sweep"  # runs.source of a parameter sweep's own run
 PROFILE_SOURCE = "profile"  # runs.source of the run that stored a profile: profile:<tool>
+
+# Every connection: DuckDB never loads or downloads an extension for a
+# store (given a SQLite or Parquet file it would fetch a reader over HTTP
+# into ~/.duckdb).
+DUCKDB_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+# A DuckDB file's main header: an 8-byte checksum, then this magic; then
+# two database headers, all three 4096 bytes, before the blocks.
+DUCKDB_MAGIC, DUCKDB_MAGIC_AT = b"DUCK", 8
+DUCKDB_HEADER_BYTES = 3 * 4096
+DAMAGED_REMEDY = "restore it from a copy, or start a new store with --db NEW_FILE"
+# What a stored node name may be (oddnode.nodes' rule), and the characters
+# of any stored label: node names, the dash of a pair, the brackets and
+# commas of a folded node set; never a group (@), a set operator, a space
+# or markup (/).  Checked in SQL, so a million labels cost one scan.
+NODE_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+LABEL_PATTERN = r"[A-Za-z0-9._\[\],-]+"
 
 _SCHEMA_V1 = """
 CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
@@ -253,6 +272,25 @@ class StoreUnavailable(StoreError):
     holds its lock, or the file system refuses it."""
 
 
+class LabelError(StoreError):
+    """A label or node name that is not one: refused on the way in, and
+    named when an older or hand-edited store holds one."""
+
+
+def check_label(label: object, kind: LabelKind | str) -> str:
+    """``label`` if it is a node name, a pair of them or a node set of
+    ``kind``, else LabelError quoting it.  Its characters are checked
+    before ClusterShell parses it: a group (``@x``) never reaches a resolver."""
+    if not isinstance(label, str) or not re.fullmatch(LABEL_PATTERN, label):
+        raise LabelError(f"label {quote(label)} is not a node name, a pair of nodes or a node set: refused")
+    try:
+        label_members(label, LabelKind(kind))
+    except (NodeNameError, ValueError) as err:
+        raise LabelError(f"label {quote(label)} is not a valid {LabelKind(kind).value} label ({err}): refused") \
+            from None
+    return label
+
+
 @dataclass(frozen=True)
 class StoredProfile:
     """One stored MPI profile, as listed: its id, where it came from, its size."""
@@ -339,6 +377,7 @@ class Store:
         self.hold = hold
         self.lock_wait = lock_wait
         self._transactions = 0
+        self._names_checked = False
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -401,6 +440,8 @@ class Store:
         """Append columns (named and ordered as the table's) in one scan."""
         names = ", ".join(f'"{name}"' for name in columns)
         self.con.register("_rows", columns)
+        if "node" in columns:
+            self._check_node_column("_rows", "node")
         self.con.execute(f"INSERT INTO {table} SELECT {names} FROM _rows")
         self.con.unregister("_rows")
 
@@ -418,6 +459,7 @@ class Store:
         if isinstance(rows, ResultBatch) and not rows:
             return
         self.con.register("_incoming", rows.columns() if isinstance(rows, ResultBatch) else rows)
+        self._check_incoming_labels()
         # The casts give columns of nothing but None (NULL) their type.
         self.con.execute("""
             INSERT INTO results SELECT ?, benchmark, metric, unit, direction, label, label_kind,
@@ -433,6 +475,26 @@ class Store:
         else:
             self._refresh_best(self.con.execute(
                 "SELECT DISTINCT benchmark, metric FROM results WHERE run_id = ?", [run_id]).fetchall())
+
+    def _check_incoming_labels(self) -> None:
+        """Refuse a write whose labels are not node names, pairs or node
+        sets: the node labels by one scan, the others (few) one by one."""
+        odd = self.con.execute("""
+            SELECT DISTINCT label, label_kind FROM _incoming
+            WHERE label IS NULL OR label_kind IS DISTINCT FROM 'node' OR NOT regexp_full_match(label, ?)
+        """, [NODE_PATTERN]).fetchall()
+        for label, kind in odd:
+            if kind not in {k.value for k in LabelKind}:
+                raise LabelError(f"label {quote(label)}: unknown label kind {quote(kind)}")
+            check_label(label, kind)
+
+    def _check_node_column(self, table: str, column: str) -> None:
+        """Refuse a registered column of node names holding something else."""
+        rows = self.con.execute(
+            f'SELECT "{column}" FROM {table} WHERE "{column}" IS NULL OR NOT regexp_full_match("{column}", ?) LIMIT 1',
+            [NODE_PATTERN]).fetchall()
+        if rows:
+            raise LabelError(f"node name {quote(rows[0][0])} is not one (letters, digits, '.', '_', '-'): refused")
 
     def _copy_best(self, run_id: int) -> None:
         """The best rows of a run's whole series whose labels have one valid
@@ -512,6 +574,8 @@ class Store:
     def add_node_status(self, run_id: int, stage: str, statuses: Iterable[tuple[str, str, str | None]]) -> None:
         """How each node fared in one stage: (node, status, detail)."""
         rows = [(run_id, node, stage, status, detail) for node, status, detail in statuses]
+        for _, node, *_ in rows:
+            check_label(node, LabelKind.NODE)
         if rows:
             self.con.executemany("INSERT INTO node_status VALUES (?, ?, ?, ?, ?)", rows)
 
@@ -632,6 +696,35 @@ class Store:
 
     # -- reading ---------------------------------------------------------
 
+    def check_names(self) -> None:
+        """Refuse to read labels and node names that are not ones (stored by
+        an older oddnode or by hand): a LabelError naming the first, before
+        any is parsed as a node set.  Once per Store; writes are checked."""
+        if self._names_checked:
+            return
+        odd = self.con.execute("""
+            SELECT label, label_kind FROM (
+                SELECT DISTINCT label, label_kind FROM best
+                UNION SELECT DISTINCT label, label_kind FROM results WHERE NOT valid OR label_kind <> 'node')
+            WHERE label_kind <> 'node' OR NOT regexp_full_match(label, $node)
+            ORDER BY label
+        """, {"node": NODE_PATTERN}).fetchall()
+        nodes = self.con.execute("""
+            SELECT node FROM (SELECT node FROM facts UNION ALL SELECT node FROM topology
+                UNION ALL SELECT node FROM run_nodes UNION ALL SELECT node FROM node_status
+                UNION ALL SELECT node FROM process_nodes)
+            WHERE NOT regexp_full_match(node, $node) LIMIT 1
+        """, {"node": NODE_PATTERN}).fetchall()
+        try:
+            for label, kind in odd:
+                check_label(label, kind)
+            for (node,) in nodes:
+                check_label(node, LabelKind.NODE)
+        except LabelError as err:
+            raise LabelError(f"results store {self.path}: {err} (stored by an older oddnode or by hand; "
+                             "delete its rows, or start a new store with --db NEW_FILE)") from None
+        self._names_checked = True
+
     def runs(self) -> list[tuple[Any, ...]]:
         return self.con.execute("SELECT * FROM runs ORDER BY id").fetchall()
 
@@ -642,6 +735,7 @@ class Store:
 
     def load_series(self) -> list[Series]:
         """Best value of every label, one Series per benchmark metric."""
+        self.check_names()
         meta = self.con.execute("""
             SELECT benchmark, metric, any_value(unit), any_value(direction), any_value(label_kind), count(*)
             FROM best GROUP BY benchmark, metric ORDER BY benchmark, metric
@@ -703,6 +797,7 @@ class Store:
         _latest_runs gives it)."""
         if not latest:
             return []
+        self.check_names()
         self.con.register("_latest", {
             "benchmark": np.array([b for b, _, _ in latest], dtype=object),
             "metric": np.array([m for _, m, _ in latest], dtype=object),
@@ -722,6 +817,7 @@ class Store:
 
     def load_set_runs(self) -> list[SetRuns]:
         """Every valid repetition of each set series' newest run."""
+        self.check_names()
         rows = self.con.execute("""
             WITH latest AS (SELECT benchmark, metric, max(run_id) AS run_id FROM results
                             WHERE label_kind = 'set' GROUP BY benchmark, metric)
@@ -743,6 +839,7 @@ class Store:
 
         An inventory is a snapshot: a fact a node no longer reports (a
         process that stopped) is gone, not kept from an older run."""
+        self.check_names()
         rows = self.con.execute("""
             WITH latest AS (SELECT node, max(run_id) AS run_id FROM facts GROUP BY node)
             SELECT key, node, value FROM facts JOIN latest USING (node, run_id) ORDER BY key, node
@@ -754,6 +851,7 @@ class Store:
 
     def load_topology(self) -> dict[str, str]:
         """Node -> group from the latest run that recorded a topology."""
+        self.check_names()
         rows = self.con.execute("""
             SELECT node, "group" FROM topology WHERE run_id = (SELECT max(run_id) FROM topology)
         """).fetchall()
@@ -780,6 +878,7 @@ class Store:
 
     def load_node_status(self) -> dict[str, NodeStage]:
         """Nodes that did not answer in the latest run of each stage."""
+        self.check_names()
         rows = self.con.execute("""
             WITH latest AS (SELECT stage, max(run_id) AS run_id FROM node_status GROUP BY stage)
             SELECT s.node, s.stage, s.status, s.detail FROM node_status s JOIN latest USING (stage, run_id)
@@ -808,6 +907,7 @@ class Store:
     def load_declared_nodes(self) -> list[str]:
         """The union of the node lists every run and import was given, each
         node where it was first declared (earliest run, then its position)."""
+        self.check_names()
         rows = self.con.execute("""
             SELECT node FROM run_nodes GROUP BY node ORDER BY min(run_id), arg_min(position, run_id), node
         """).fetchall()
@@ -952,12 +1052,19 @@ def open_store(path: str | os.PathLike[str] = DEFAULT_PATH, *, read_only: bool =
                lock_wait: float = LOCK_WAIT) -> Store:
     """Open (or create) a store, upgrading an older schema in place first.
     ``hold=False``: keep the file locked only while writing (see Store);
-    ``lock_wait``: seconds to wait for another process's lock."""
+    ``lock_wait``: seconds to wait for another process's lock.
+
+    A path that is not a DuckDB file, or one that was cut short, is a
+    StoreError naming it before DuckDB reads it; a store that cannot be
+    opened now (locked, unreadable) a StoreUnavailable."""
     path = os.fspath(path)
     if read_only and not os.path.exists(path):
         raise StoreError(f"no results store at {path}: import results first (oddnode import ...)")
+    if path != ":memory:":
+        check_store_file(path)
     store = _connect(path, read_only, lock_wait)
     try:
+        _check_blocks(store)
         version = _schema_version(store)
         if version is None:
             if read_only:
@@ -978,6 +1085,9 @@ def open_store(path: str | os.PathLike[str] = DEFAULT_PATH, *, read_only: bool =
                 store = _connect(path, True, lock_wait)
             else:
                 _upgrade(store, version)
+    except duckdb.Error as err:
+        store.close()
+        raise _damaged(path, err) from None
     except BaseException:
         store.close()
         raise
@@ -986,19 +1096,79 @@ def open_store(path: str | os.PathLike[str] = DEFAULT_PATH, *, read_only: bool =
     return store
 
 
+def check_store_file(path: str) -> None:
+    """Refuse, before DuckDB opens it, a path that is not a DuckDB file
+    (a directory, a FIFO or device, a SQLite or text file) or a DuckDB
+    file shorter than its header says (cut by a full disk or a copy); a
+    path that does not exist is a new store."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise StoreUnavailable(f"cannot open results store {path}: {err.strerror or err}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise StoreError(f"{path} is a directory, not a results store: name a file with --db")
+    if not stat.S_ISREG(info.st_mode):
+        raise StoreError(f"{path} is not a regular file (a device, FIFO or socket): name a results store with --db")
+    try:
+        with open(path, "rb") as file:
+            head = file.read(DUCKDB_HEADER_BYTES)
+    except OSError as err:
+        raise StoreUnavailable(f"cannot open results store {path}: {err.strerror or err}") from None
+    if head[DUCKDB_MAGIC_AT:DUCKDB_MAGIC_AT + len(DUCKDB_MAGIC)] != DUCKDB_MAGIC:
+        what = "an empty file" if not head else "SQLite" if head.startswith(b"SQLite format 3") else None
+        raise StoreError(f"not an oddnode store (DuckDB) file: {path}" + (f" ({what})" if what else "")
+                         + ": name a results store with --db, or a new file to start one")
+    if len(head) < DUCKDB_HEADER_BYTES:
+        raise StoreError(f"results store {path} is damaged: {len(head)} bytes, shorter than DuckDB's header "
+                         f"(cut short): {DAMAGED_REMEDY}")
+
+
+def _check_blocks(store: Store) -> None:
+    """Refuse a store file holding fewer blocks than DuckDB says it uses:
+    one cut short (a full disk, a copy interrupted), found before a query
+    reads past its end.  DuckDB drops free blocks from the end of the file,
+    never used ones.  Skipped while a write-ahead log is pending, whose
+    blocks the file does not hold yet."""
+    if store.path == ":memory:" or os.path.exists(f"{store.path}.wal"):
+        return
+    rows = store.con.execute(
+        "SELECT block_size, used_blocks FROM pragma_database_size() WHERE database_name = current_database()"
+    ).fetchall()
+    if not rows or not rows[0][0]:
+        return
+    ((block_size, used),) = rows
+    held = (os.path.getsize(store.path) - DUCKDB_HEADER_BYTES) // block_size
+    if used > held:
+        raise StoreError(f"results store {store.path} is damaged: it uses {used} blocks of {block_size} bytes, "
+                         f"the file holds {held} (cut short): {DAMAGED_REMEDY}")
+
+
+def _damaged(path: str, err: duckdb.Error) -> StoreError:
+    """A DuckDB error reading a store's own tables, as one line with what to do."""
+    if isinstance(err, duckdb.IOException) and "permission denied" in str(err).lower():
+        return StoreUnavailable(f"cannot open results store {path}: permission denied")
+    first = " ".join(str(err).split())
+    return StoreError(f"results store {path} is damaged ({quote(first)}): {DAMAGED_REMEDY}")
+
+
 def _connect(path: str, read_only: bool, lock_wait: float) -> Store:
     return Store(_connection(path, read_only, lock_wait), path, read_only=read_only, lock_wait=lock_wait)
 
 
 def _connection(path: str, read_only: bool, lock_wait: float) -> duckdb.DuckDBPyConnection:
     """A connection to the store file, waiting up to ``lock_wait`` seconds
-    while another process holds its lock."""
+    while another process holds its lock; never loading an extension."""
     deadline = time.monotonic() + lock_wait
     while True:
         try:
-            return duckdb.connect(path, read_only=read_only)
+            return duckdb.connect(path, read_only=read_only, config=DUCKDB_CONFIG)
         except duckdb.Error as err:
-            locked = "lock" in str(err).lower()
+            text = str(err).lower()
+            locked = "lock" in text
+            if not locked and "permission denied" not in text:
+                raise _damaged(path, err) from None
             if not locked or time.monotonic() >= deadline:
                 why = (f"another process has it open ({err}); a check lets others in between its writes, "
                        "other commands hold it until they end" if locked else str(err))
@@ -1013,7 +1183,11 @@ def _schema_version(store: Store) -> int | None:
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
     ).fetchall()[0][0]
     if has_meta:
-        return int(con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()[0][0])
+        rows = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+        if len(rows) != 1 or not re.fullmatch(r"[0-9]{1,9}", str(rows[0][0])):
+            found = "no schema version" if not rows else f"schema version {quote(rows[0][0])}"
+            raise StoreError(f"results store {store.path} is damaged: its meta table holds {found}: {DAMAGED_REMEDY}")
+        return int(rows[0][0])
     if con.execute("SELECT count(*) FROM information_schema.tables").fetchall()[0][0]:
         raise StoreError(f"{store.path} is a DuckDB file but not an oddnode results store")
     return None
