@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Group
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -135,10 +134,9 @@ def sweep_table(analysis: SweepAnalysis, width: int | None = None) -> Table:
     if narrowed:
         rows = sweep_rows(analysis, wide=False)
         shown, widths, left_out = _fit(list(rows[0]), rows, width, LEFT_OUT_FIRST)
-    # Units ([us]) and values are text, not markup: escaped after the widths are measured.
-    plain = [{column: escape(cell) for column, cell in row.items()} for row in rows]
-    return fixed_table(escape(_title(analysis)), escape(_caption(analysis, left_out, narrowed)), shown, widths,
-                       plain, _LEFT, _styles(analysis))
+    # Units ([us]) and values are text, not markup: fixed_table prints them as they are.
+    return fixed_table(_title(analysis), _caption(analysis, left_out, narrowed), shown, widths,
+                       rows, _LEFT, _styles(analysis))
 
 
 def _fit(columns: list[str], rows: list[dict[str, str]], width: int | None, droppable: Sequence[str]
