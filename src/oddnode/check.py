@@ -32,7 +32,8 @@ from oddnode.findings import Sensitivity, sort_findings
 from oddnode.inventory import InventoryResult, collect
 from oddnode.inventory.expectations import ExpectationReport, check_expectations, load_expectations
 from oddnode.model import Dataset, Finding, LabelKind, Severity
-from oddnode.nodes import NodeNameError, expand
+from oddnode.inputs import InputError, plain_path, read_text
+from oddnode.nodes import NodeNameError, expand, expand_command_line
 from oddnode.plan import PROBE_TIMEOUT, CheckPlan
 from oddnode.runner import RunSummary
 from oddnode.steps import StepContext, StepObserver
@@ -45,12 +46,13 @@ DIAGNOSTICS = "diagnostics"
 
 
 def read_hostfile(path: Path) -> list[str]:
-    """Node names or node sets, one a line; ``#`` comments and blank lines skipped."""
+    """Node names or node sets, one a line; ``#`` comments and blank lines
+    skipped.  The file is data: a group (``@name``) in it is refused."""
     names: list[str] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as err:
-        raise NodeNameError(f"cannot read host file {path}: {err.strerror or err}") from err
+        lines = read_text(path).splitlines()
+    except InputError as err:
+        raise NodeNameError(f"cannot read host file {plain_path(path)}: {err.detail}") from None
     for number, raw in enumerate(lines, start=1):
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -58,21 +60,27 @@ def read_hostfile(path: Path) -> list[str]:
         try:
             names.extend(expand(line.split()[0]))
         except NodeNameError as err:
-            raise NodeNameError(f"{path}:{number}: {err}") from None
+            raise NodeNameError(f"{plain_path(path)}:{number}: {err}") from None
     return names
 
 
 def select_nodes(nodes: str | None = None, exclude: str | None = None, hostfile: Path | None = None) -> list[str]:
     """The node list from ``-w``, ``--hostfile`` and ``-x``, in ClusterShell
     syntax, in the order given (``-w`` first, then the host file's lines):
-    the pair patterns follow it.  A node named twice keeps its first place."""
+    the pair patterns follow it.  A node named twice keeps its first place.
+    ``-w`` and ``-x`` may name the site's groups (``@rack1``), the host file
+    not.  Nodes named that leave none is an error, not the local machine."""
     chosen: list[str] = []
     if nodes:
-        chosen.extend(expand(nodes))
+        chosen.extend(expand_command_line(nodes))
     if hostfile:
         chosen.extend(read_hostfile(hostfile))
-    excluded = set(expand(exclude)) if exclude else set()
-    return [node for node in dict.fromkeys(chosen) if node not in excluded]
+    excluded = set(expand_command_line(exclude)) if exclude else set()
+    selected = [node for node in dict.fromkeys(chosen) if node not in excluded]
+    if (nodes or hostfile) and not selected:
+        given = " and ".join(option for option, value in (("-w", nodes), ("--hostfile", hostfile)) if value)
+        raise NodeNameError(f"no node left to run on ({given}{' minus -x' if exclude else ''})")
+    return selected
 
 
 def make_target(

@@ -15,8 +15,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ClusterShell.NodeSet import NodeSet, NodeSetException
+from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
 
+from oddnode.inputs import quote
 from oddnode.model import LabelKind
 
 # A hostname label as RFC 1123 allows it, plus dots for FQDNs and underscores
@@ -26,6 +27,15 @@ _DIGITS = re.compile(r"\d+")
 # The parts of a node set string at bracket depth 0 between commas; a part
 # with ClusterShell's set operators (! & ^) or spaces is one expression.
 _SET_OPERATORS = re.compile(r"[!&^\s]")
+# The most names one node set may give: ten times the largest clusters, and
+# a few seconds and some hundred MB to expand.  Checked before expanding.
+MAX_NODES = 1_000_000
+# A node set's text, token by token for counting: a bracket group of ranges,
+# a separator between names (comma or set operator), or a stray bracket.
+_TOKENS = re.compile(r"\[(?P<ranges>[^\[\]]*)\]|(?P<separator>[,!&^])|[\[\]]")
+# One item of a bracket group, as ClusterShell's RangeSet reads it: N, N-M or
+# N-M/STEP, blanks allowed around each number (and a sign before it).
+_RANGE = re.compile(r"\s*(?P<first>-?\d+)\s*(?:-\s*(?P<last>-?\d+)\s*(?:/\s*(?P<step>\d+)\s*)?)?")
 
 
 class NodeNameError(ValueError):
@@ -42,12 +52,53 @@ def validate_node_name(name: str) -> str:
     return name
 
 
-def fold(nodes: Iterable[str]) -> str:
-    """Fold node names into ClusterShell's compact form: node[001-003,010]."""
+def fold(nodes: Iterable[str], limit: int = MAX_NODES) -> str:
+    """Fold node names into ClusterShell's compact form: node[001-003,010].
+    No name is resolved as a group; names that are node sets count against
+    ``limit`` as in :func:`expand`."""
     names = sorted(set(nodes))
     if not names:
         return ""
-    return str(NodeSet.fromlist(names))
+    _check_size(",".join(name for name in names if not is_node_name(name)), limit, plain=len(names))
+    return str(NodeSet.fromlist(names, resolver=RESOLVER_NOGROUP))
+
+
+def node_count(nodeset: str) -> int:
+    """How many names ``nodeset`` gives at most, counted from its text
+    without expanding it: each bracket group's ranges (``1-100/2`` is 50)
+    multiply, comma-separated parts add, and so do the operands of a set
+    expression (``!``, ``&``, ``^`` give at most their sum).  A group
+    (``@rack1``) counts as one name: what it holds is not known here."""
+    total, product = 0, 1
+    for token in _TOKENS.finditer(nodeset):
+        if token["ranges"] is not None:
+            product *= _range_count(token["ranges"], nodeset)
+        elif token["separator"]:
+            total, product = total + product, 1
+        else:
+            raise NodeNameError(f"invalid node set {quote(nodeset)}: brackets unbalanced or nested")
+    return total + product
+
+
+def _range_count(ranges: str, nodeset: str) -> int:
+    """How many numbers a bracket's ranges (``1-3,7,10-20/5``) give."""
+    count = 0
+    for item in ranges.split(","):
+        match = _RANGE.fullmatch(item)
+        if match is None:
+            raise NodeNameError(f"invalid node set {quote(nodeset)}: bad range {quote(item.strip())}")
+        first, last, step = match["first"], match["last"] or match["first"], match["step"] or "1"
+        count += max(int(last) - int(first), 0) // max(int(step), 1) + 1
+    return count
+
+
+def _check_size(nodeset: str, limit: int, plain: int = 0) -> None:
+    """Refuse, before expanding, a node set of more than ``limit`` names
+    (``plain`` names already counted), so that ``node[1-20000000]`` costs
+    nothing but this message."""
+    if nodeset and (count := plain + node_count(nodeset)) > limit:
+        raise NodeNameError(f"node set {quote(nodeset)} gives {count:,} names, more than the {limit:,} "
+                            "accepted at once")
 
 
 def _top_level_parts(nodeset: str) -> list[str] | None:
@@ -68,29 +119,55 @@ def _top_level_parts(nodeset: str) -> list[str] | None:
     return [part for part in parts if part]
 
 
-def _expand_one(nodeset: str) -> list[str]:
+def _expand_one(nodeset: str, resolver: object) -> list[str]:
     try:
-        names = list(NodeSet(nodeset))
+        names = list(NodeSet(nodeset, resolver=resolver))
     except NodeSetException as err:
-        raise NodeNameError(f"invalid node set {nodeset!r}: {err}") from err
+        raise NodeNameError(f"invalid node set {quote(nodeset)}: {err}") from err
     for name in names:
         validate_node_name(name)
     return names
 
 
-def expand(nodeset: str) -> list[str]:
-    """Expand a node set (``node[001-004],login1``) into node names, in the
-    order written: the comma-separated parts one after another, each range in
-    natural order; a name given twice counts once, where it first appears.
-    An expression with set operators (``node[1-9]!node5``) comes out in
-    natural order, as ClusterShell computes it."""
+def _expand(nodeset: str, resolver: object, limit: int) -> list[str]:
+    """The names of ``nodeset`` in the order written (see :func:`expand`),
+    at most ``limit`` of them, groups resolved by ``resolver``."""
+    _check_size(nodeset, limit)
     parts = _top_level_parts(nodeset.strip())
     if parts is None:
-        return _expand_one(nodeset)
-    names: dict[str, None] = {}
-    for part in parts:
-        names.update(dict.fromkeys(_expand_one(part)))
+        names = dict.fromkeys(_expand_one(nodeset, resolver))
+    else:
+        names = {}
+        for part in parts:
+            names.update(dict.fromkeys(_expand_one(part, resolver)))
+    if len(names) > limit:  # groups from the command line, counted once resolved
+        raise NodeNameError(f"node set {quote(nodeset)} gives {len(names):,} names, more than the {limit:,} "
+                            "accepted at once")
     return list(names)
+
+
+def expand(nodeset: str, limit: int = MAX_NODES) -> list[str]:
+    """Expand a node set read from data (a file, a store, a label) into node
+    names, in the order written: the comma-separated parts one after another,
+    each range in natural order; a name given twice counts once, where it
+    first appears.  An expression with set operators (``node[1-9]!node5``)
+    comes out in natural order, as ClusterShell computes it.
+
+    Node names in data are data: a group (``@name``) is refused, never
+    resolved (a group source may run commands), and a set of more than
+    ``limit`` names is refused before it is expanded."""
+    if "@" in nodeset:
+        raise NodeNameError(f"node set {quote(nodeset)} names a group ('@'): groups are resolved only in "
+                            "-w and -x, never from a file")
+    return _expand(nodeset, RESOLVER_NOGROUP, limit)
+
+
+def expand_command_line(nodeset: str, limit: int = MAX_NODES) -> list[str]:
+    """Expand a node set the user typed (``-w``, ``-x``) as :func:`expand`
+    does, except that ``@group`` resolves through ClusterShell's standard
+    group sources (groups.conf), as clush resolves it: those are the site's
+    own configuration."""
+    return _expand(nodeset, None, limit)
 
 
 def _shape(name: str) -> str:
