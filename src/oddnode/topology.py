@@ -22,6 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from oddnode.inputs import InputError, parse_yaml, plain_path, quote, read_text
 from oddnode.nodes import NodeNameError, expand, fold
 
 # Group names are words a report can print and a shell cannot misread:
@@ -42,7 +43,7 @@ class TopologyError(ValueError):
 def check_group_name(name: str) -> str:
     """A group name a report can print, else ValueError saying which characters to use."""
     if not _GROUP_NAME.match(name):
-        raise ValueError(f"invalid group name {name!r}: use letters, digits, '.', '_', ':' and '-'")
+        raise ValueError(f"invalid group name {quote(name)}: use letters, digits, '.', '_', ':' and '-'")
     return name
 
 
@@ -56,7 +57,7 @@ def parse_topology(text: str, source: str = "<topology>") -> dict[str, str]:
             continue
         fields = line.split(None, 1)
         if len(fields) < 2:
-            raise TopologyError(source, number, f"group {fields[0]!r} has no nodes: write 'GROUP NODESET'")
+            raise TopologyError(source, number, f"group {quote(fields[0])} has no nodes: write 'GROUP NODESET'")
         group, nodeset = fields[0], ",".join(fields[1].split())
         try:
             check_group_name(group)
@@ -95,16 +96,17 @@ class Topology:
         return self.origin if self.kind == "file" else f"{self.kind}:{self.origin}"
 
 
-def load_topology(spec: str | Path, resolver=None) -> Topology:
+def load_topology(spec: str | Path, resolver=None, *, groups: bool = True) -> Topology:
     """The topology a ``--topology`` value names: ``@[SOURCE:]PATTERN`` is
-    ClusterShell groups (``resolver`` defaults to ClusterShell's standard one);
+    ClusterShell groups (``resolver`` defaults to ClusterShell's standard one),
+    unless ``groups`` is false (a path read from data is always a file);
     a file whose first significant line is ``SwitchName=`` (or ``BlockName=``)
     is Slurm's topology.conf, a YAML list of ``topology:`` entries Slurm's
     topology.yaml, anything else oddnode's own topology file."""
     from oddnode import topology_sources as sources
 
     text_spec = str(spec)
-    if sources.is_group_spec(text_spec):
+    if groups and sources.is_group_spec(text_spec):
         tree = sources.clustershell_topology(text_spec, resolver)
         return Topology(tree.groups, "clustershell", text_spec)
     text = _read_text(spec)
@@ -112,24 +114,21 @@ def load_topology(spec: str | Path, resolver=None) -> Topology:
         tree = sources.parse_slurm_topology(text, source=text_spec)
         return Topology(tree.groups, "slurm", text_spec, tree.parents)
     if _first_significant_line(text).startswith("-"):
-        import yaml
-
         try:
-            document = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            line = mark.line + 1 if mark is not None else None
-            raise TopologyError(text_spec, line, f"not valid YAML: {getattr(err, 'problem', None) or err}") from None
+            document = parse_yaml(text, text_spec)
+        except InputError as err:
+            raise TopologyError(text_spec, err.line, err.detail) from None
         if sources.is_slurm_topology_yaml(document):
             tree = sources.slurm_yaml_topology(document, source=text_spec)
             return Topology(tree.groups, "slurm", text_spec, tree.parents)
     return Topology(parse_topology(text, source=text_spec), "file", text_spec)
 
 
-def read_topology(spec: str | Path) -> dict[str, str]:
-    """Node -> group from any topology source ``load_topology`` reads; an
+def read_topology(path: str | Path) -> dict[str, str]:
+    """Node -> group from a topology file of any kind ``load_topology``
+    reads, never ClusterShell groups (the path may come from data); an
     empty file gives an empty mapping."""
-    return load_topology(spec).groups
+    return load_topology(path, groups=False).groups
 
 
 def _first_significant_line(text: str) -> str:
@@ -138,11 +137,9 @@ def _first_significant_line(text: str) -> str:
 
 def _read_text(path: str | Path) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise TopologyError(str(path), None, f"cannot read the topology file: {err.strerror or err}") from err
-    except UnicodeDecodeError as err:
-        raise TopologyError(str(path), None, f"not UTF-8 text: {err}") from err
+        return read_text(path)
+    except InputError as err:
+        raise TopologyError(plain_path(path), None, f"cannot read the topology file: {err.detail}") from None
 
 
 def format_topology(groups: dict[str, str]) -> str:
@@ -151,7 +148,7 @@ def format_topology(groups: dict[str, str]) -> str:
     members: dict[str, list[str]] = defaultdict(list)
     for node, group in groups.items():
         if not _GROUP_NAME.match(group):
-            raise TopologyError("<topology>", None, f"invalid group name {group!r} for {node}")
+            raise TopologyError("<topology>", None, f"invalid group name {quote(group)} for {node}")
         members[group].append(node)
     width = max((len(group) for group in members), default=0)
     lines = [HEADER]

@@ -21,6 +21,7 @@ import fnmatch
 import re
 from dataclasses import dataclass, field
 
+from oddnode.inputs import quote
 from oddnode.nodes import NodeNameError, expand, validate_node_name
 from oddnode.topology import TopologyError, check_group_name
 
@@ -92,6 +93,7 @@ def _switch_tree(lines: list[tuple[str, str, str]]) -> GroupTree:
     (FILE:LINE) and how another line's error names it (line N)."""
     tree = GroupTree()
     defined: dict[str, str] = {}
+    defined_where: dict[str, str] = {}
     node_place: dict[str, str] = {}
     children: list[tuple[str, str, str]] = []
     for where, place, line in lines:
@@ -102,14 +104,14 @@ def _switch_tree(lines: list[tuple[str, str, str]]) -> GroupTree:
         for word in words:
             key, equals, value = word.partition("=")
             if not equals or not key or not value:
-                raise TopologyError(where, None, f"{word!r} is not KEY=VALUE (a line reads "
+                raise TopologyError(where, None, f"{quote(word)} is not KEY=VALUE (a line reads "
                                     "'SwitchName=NAME Nodes=NODES' or 'SwitchName=NAME Switches=SWITCHES')")
             if key.lower() in pairs:
-                raise TopologyError(where, None, f"{key} is given twice")
+                raise TopologyError(where, None, f"{quote(key)} is given twice")
             pairs[key.lower()] = value
         leading = words[0].partition("=")[0].lower()
         if leading not in _LEADING_KEYS:
-            raise TopologyError(where, None, f"a line starts with SwitchName= (or BlockName=), not {words[0]!r}")
+            raise TopologyError(where, None, f"a line starts with SwitchName= (or BlockName=), not {quote(words[0])}")
         if leading == "blocksizes":
             continue  # the block plugin's sizes of aggregated blocks: no membership
         name = pairs[leading]
@@ -120,7 +122,7 @@ def _switch_tree(lines: list[tuple[str, str, str]]) -> GroupTree:
             raise TopologyError(where, None, str(err)) from None
         if name in defined:
             raise TopologyError(where, None, f"{what} {name} is already defined on {defined[name]}")
-        defined[name] = place
+        defined[name], defined_where[name] = place, where
         nodes, switches = pairs.get("nodes"), pairs.get("switches") if what == "switch" else None
         if nodes and switches:
             raise TopologyError(where, None, f"switch {name} has both Nodes= and Switches=: "
@@ -141,7 +143,32 @@ def _switch_tree(lines: list[tuple[str, str, str]]) -> GroupTree:
         if child not in defined:
             raise TopologyError(where, None, f"switch {parent} names switch {child}, defined nowhere")
         tree.parents.setdefault(child, []).append(parent)
+    _refuse_cycles(tree.parents, defined_where)
     return tree
+
+
+def _refuse_cycles(parents: dict[str, list[str]], where: dict[str, str]) -> None:
+    """Refuse a switch that is, through its parents, above itself, naming
+    the line of the switch that closes the loop; walked without recursion,
+    so that a chain of any length is no stack overflow."""
+    done: set[str] = set()
+    for start in parents:
+        if start in done:
+            continue
+        path, on_path, pending = [start], {start}, [iter(parents.get(start, ()))]
+        while pending:
+            parent = next(pending[-1], None)
+            if parent is None:
+                done.add(path[-1])
+                on_path.discard(path.pop())
+                pending.pop()
+            elif parent in on_path:
+                loop = " under ".join(path[path.index(parent):] + [parent])
+                raise TopologyError(where[parent], None, f"switches in a cycle: {loop}")
+            elif parent not in done:
+                path.append(parent)
+                on_path.add(parent)
+                pending.append(iter(parents.get(parent, ())))
 
 
 # ---------------------------------------------------------------- Slurm topology.yaml
@@ -217,7 +244,7 @@ def clustershell_topology(spec: str, resolver=None) -> GroupTree:
         namespace, pattern = "", body
     if not pattern:
         raise TopologyError(spec, None, "give a group or a pattern after '@' (@rack*, @switch:*)")
-    described = f"group source {namespace!r}" if namespace else "the default group source"
+    described = f"group source {quote(namespace)}" if namespace else "the default group source"
     try:
         sources = resolver.sources()
         if not sources:
@@ -227,12 +254,12 @@ def clustershell_topology(spec: str, resolver=None) -> GroupTree:
             raise TopologyError(spec, None, f"ClusterShell has no default group source: write @SOURCE:{pattern} "
                                 f"(sources: {', '.join(sources)})")
         if namespace and namespace not in sources:
-            raise TopologyError(spec, None, f"no ClusterShell group source {namespace!r}; "
+            raise TopologyError(spec, None, f"no ClusterShell group source {quote(namespace)}; "
                                 f"sources: {', '.join(sources) or 'none configured (groups.conf)'}")
         names = grouplist(namespace or None, resolver=resolver)
         matching = [name for name in names if fnmatch.fnmatchcase(name, pattern)]
         if not matching:
-            raise TopologyError(spec, None, f"no group of {described} matches {pattern!r}; "
+            raise TopologyError(spec, None, f"no group of {described} matches {quote(pattern)}; "
                                 f"its groups: {', '.join(names) or 'none'}")
         tree = GroupTree()
         for name in matching:

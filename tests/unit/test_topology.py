@@ -57,7 +57,7 @@ def test_unreadable_files_and_bad_group_names_to_format(tmp_path):
     with pytest.raises(TopologyError, match="cannot read the topology file"):
         read_topology(tmp_path / "missing")
     (tmp_path / "binary").write_bytes(b"\xff\xfe leaf1")
-    with pytest.raises(TopologyError, match="not UTF-8"):
+    with pytest.raises(TopologyError, match="not a text file"):
         read_topology(tmp_path / "binary")
     with pytest.raises(TopologyError, match="invalid group name"):
         format_topology({"node01": "leaf 1"})

@@ -130,7 +130,7 @@ def test_topology_conf_blocks_are_groups_and_block_sizes_ignored():
 @pytest.mark.parametrize("text, line, message", [
     ("SwitchName=s0 Nodes=cn-a[001-004]\nSwitchName=s1 Nodes=cn-a[004-008]\n", 2,
      "cn-a004 is already under s0 (line 1)"),
-    ("# leaves\nSwitchName=s0 Nodes=n[1-4]\nSwitchName=s1 \\\n  Nodes=n[5-8] \\\n  Nodes=n9\n", 3, "Nodes is given twice"),
+    ("# leaves\nSwitchName=s0 Nodes=n[1-4]\nSwitchName=s1 \\\n  Nodes=n[5-8] \\\n  Nodes=n9\n", 3, "'Nodes' is given twice"),
     ("SwitchName=s0 Nodes=n[1-4]\nSwitchName=s0 Nodes=n[5-8]\n", 2, "switch s0 is already defined on line 1"),
     ("SwitchName=s0 Nodes=n[1-4] Switches=s1\n", 1, "both Nodes= and Switches="),
     ("SwitchName=s0 Nodes=n[1-4]\nSwitchName=s1 LinkSpeed=10\n", 2, "switch s1 has no Nodes= or Switches="),
