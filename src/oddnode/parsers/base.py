@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,6 +65,11 @@ _JSON_START = re.compile(r"^\{", re.MULTILINE)
 # The largest whole number an output may give (a message size, a count, a
 # process number, an error code): what a signed 64-bit column holds.
 MAX_WHOLE = 2**63 - 1
+# The largest count or byte total one row of a profile may give: exact as a
+# float, and 1024 such rows still add up within a 64-bit column.
+MAX_PROFILE_COUNT = 2**53
+# The longest time one row of a profile may give: 10^9 s is about 32 years.
+MAX_PROFILE_SECONDS = 1e9
 
 
 def clip(text: object, limit: int = QUOTE_LIMIT) -> str:
@@ -72,13 +78,18 @@ def clip(text: object, limit: int = QUOTE_LIMIT) -> str:
     return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(shown)} characters)"
 
 
-def number(value: object, source: str, line: int | None, what: str) -> float:
-    """A number read from an output as a finite float: ``nan``, ``inf`` and
-    values past the float range (``1e999``) are refused, naming the line."""
+def number(value: object, source: str, line: int | None, what: str,
+           low: float = -math.inf, high: float = math.inf) -> float:
+    """A number read from an output as a finite float from ``low`` to
+    ``high``: ``nan``, ``inf`` and values past the float range (``1e999``)
+    are refused, naming the line."""
     try:
-        return finite(value, what)
+        result = finite(value, what)
     except ValueError as err:
         raise ParseError(source, line, str(err)) from None
+    if not low <= result <= high:
+        raise ParseError(source, line, f"{what} {quote(value)} is out of range ({low:g} to {high:g})")
+    return result
 
 
 def json_number(value: object, source: str, line: int | None, what: str) -> float:

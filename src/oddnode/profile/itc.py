@@ -38,7 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from oddnode.parsers.base import ParseError
+from oddnode.inputs import InputError, finite, quote, read_bytes
+from oddnode.parsers.base import MAX_PROFILE_COUNT, MAX_PROFILE_SECONDS, MAX_WHOLE, ParseError, number, whole
 from oddnode.profile.model import Profile, size_bucket
 
 _PLACE = re.compile(r"^(\d+):(\d+)$")
@@ -57,14 +58,15 @@ class _OpenState:
 def _place(text: str, source: str, lineno: int) -> tuple[int, int]:
     match = _PLACE.match(text)
     if not match:
-        raise ParseError(source, lineno, f"expected PROCESS:THREAD, found {text!r}")
-    return int(match.group(1)), int(match.group(2))
+        raise ParseError(source, lineno, f"expected PROCESS:THREAD, found {quote(text)}")
+    return (whole(match.group(1), source, lineno, "process", limit=MAX_PROFILE_COUNT),
+            whole(match.group(2), source, lineno, "thread", limit=MAX_PROFILE_COUNT))
 
 
-def _count(text: str, source: str, lineno: int, key: str) -> int:
-    if not text.isdigit():
-        raise ParseError(source, lineno, f"{key} needs a whole number, found {text!r}")
-    return int(text)
+def _count(text: str, source: str, lineno: int, key: str, limit: int = MAX_PROFILE_COUNT) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise ParseError(source, lineno, f"{key} needs a whole number, found {quote(text)}")
+    return whole(text, source, lineno, key, limit=limit)
 
 
 def parse_itc(
@@ -75,9 +77,15 @@ def parse_itc(
     hosts: Mapping[int, str] | None = None,
 ) -> Profile:
     """The profile in an xstftool ASCII dump; ParseError names the line."""
-    if not ticks_per_second > 0:
+    if not finite(ticks_per_second, "ticks_per_second") > 0:
         raise ValueError(f"ticks_per_second must be positive, not {ticks_per_second}")
     seconds = 1.0 / ticks_per_second
+
+    def duration_s(ticks: int, lineno: int | None) -> float:
+        """Ticks as seconds, refused past MAX_PROFILE_SECONDS (a tiny tick rate or a huge count)."""
+        return number(ticks * seconds, source, lineno, f"{ticks} ticks in seconds",
+                      low=0.0, high=MAX_PROFILE_SECONDS)
+
     profile = Profile(tool="itc", source=source)
     span: dict[int, list[int]] = {}  # rank -> [first tick, last tick]
     last_tick: dict[tuple[int, int], int] = {}
@@ -97,45 +105,49 @@ def parse_itc(
     def close(place: tuple[int, int], tick: int) -> None:
         state = open_states.pop(place, None)
         if state is not None and not state.covered:
-            profile.rank(place[0]).record(state.name, None, 1, (tick - state.start) * seconds,
-                                          (tick - state.start) * seconds)
+            time = duration_s(tick - state.start, state.lineno)
+            profile.rank(place[0]).record(state.name, None, 1, time, time)
 
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         parts = line.split(None, 2)
-        if not parts[0].isdigit():
-            raise ParseError(source, lineno, f"expected a record starting with a timestamp in ticks, found {line!r}")
+        if not (parts[0].isascii() and parts[0].isdigit()):
+            raise ParseError(source, lineno,
+                             f"expected a record starting with a timestamp in ticks, found {quote(line)}")
         if len(parts) < 3:
-            raise ParseError(source, lineno, f"record {line!r} has no fields after its kind")
-        tick, kind, rest = int(parts[0]), parts[1], parts[2]
+            raise ParseError(source, lineno, f"record {quote(line)} has no fields after its kind")
+        tick, kind, rest = _count(parts[0], source, lineno, "timestamp", MAX_WHOLE), parts[1], parts[2]
         records += 1
         if kind == "GLOBALOP":
             tokens = rest.split()
             name, pairs = tokens[0], tokens[1:]
             if len(pairs) % 2:
-                raise ParseError(source, lineno, f"GLOBALOP fields are KEY VALUE pairs; {pairs[-1]!r} has no value")
+                raise ParseError(source, lineno,
+                                 f"GLOBALOP fields are KEY VALUE pairs; {quote(pairs[-1])} has no value")
             fields = dict(zip(pairs[::2], pairs[1::2]))
             missing = [key for key in _REQUIRED if key not in fields]
             if missing:
                 raise ParseError(source, lineno, f"GLOBALOP {name} lacks {', '.join(missing)}")
             place = _place(fields["ON"], source, lineno)
-            sent, received, duration = (_count(fields[key], source, lineno, key) for key in ("SENT", "RECVD", "DURATION"))
+            sent, received = (_count(fields[key], source, lineno, key) for key in ("SENT", "RECVD"))
+            duration = _count(fields["DURATION"], source, lineno, "DURATION", MAX_WHOLE)
+            time = duration_s(duration, lineno)
             touch(place, tick, tick + duration, lineno)
-            profile.rank(place[0]).record(name, size_bucket(max(sent, received)), 1, duration * seconds,
-                                          duration * seconds, sent)
+            profile.rank(place[0]).record(name, size_bucket(max(sent, received)), 1, time, time, sent)
             state = open_states.get(place)
             if state is not None and state.name == name:
                 state.covered = True
         elif kind == "EXCHEXT":
             match = _EXCHEXT.match(rest)
             if not match:
-                raise ParseError(source, lineno, f'EXCHEXT record is not CPU P:T DOWNTO|UPTO "CLASS:FUNCTION": {line!r}')
+                raise ParseError(source, lineno,
+                                 f'EXCHEXT record is not CPU P:T DOWNTO|UPTO "CLASS:FUNCTION": {quote(line)}')
             place = _place(match.group(1), source, lineno)
             state_class, _, function = match.group(3).partition(":")
             if not function:
-                raise ParseError(source, lineno, f"state {match.group(3)!r} is not CLASS:FUNCTION")
+                raise ParseError(source, lineno, f"state {quote(match.group(3))} is not CLASS:FUNCTION")
             touch(place, tick, tick, lineno)
             close(place, tick)
             if state_class == "MPI":
@@ -151,7 +163,7 @@ def parse_itc(
         profile.notes.append(f"{state.name} on {place[0]}:{place[1]} entered at line {state.lineno} never left; not counted")
     for rank, (first, last) in span.items():
         entry = profile.rank(rank)
-        entry.wall = (last - first) * seconds
+        entry.wall = duration_s(last - first, None)
         if hosts and rank in hosts:
             entry.host = hosts[rank]
     for kind, (count, first_line) in sorted(unknown.items()):
@@ -165,7 +177,7 @@ def read_itc(path: str | Path, *, ticks_per_second: float, hosts: Mapping[int, s
     """Read an xstftool ASCII dump file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as err:
-        raise ParseError(str(path), None, f"cannot read: {err.strerror}") from None
+        text = read_bytes(path).decode("utf-8", errors="replace")
+    except InputError as err:  # missing, unreadable, or not a regular file
+        raise ParseError(str(path), None, f"cannot read: {err.detail}") from None
     return parse_itc(text, str(path), ticks_per_second=ticks_per_second, hosts=hosts)

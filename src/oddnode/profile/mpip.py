@@ -32,10 +32,12 @@ has no per-rank call rows and is refused with a message saying so.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
-from oddnode.parsers.base import ParseError
+from oddnode.inputs import InputError, quote, read_bytes
+from oddnode.parsers.base import MAX_PROFILE_COUNT, MAX_PROFILE_SECONDS, ParseError, whole
 from oddnode.profile.model import Profile, size_bucket
 
 _SECTION = re.compile(r"^@---\s+(.*?)\s*-*\s*$")
@@ -46,22 +48,24 @@ _TIME_COLUMNS = ["Task", "AppTime", "MPITime", "MPI%"]
 _CALL_TIME_COLUMNS = ["Name", "Site", "Rank", "Count", "Max", "Mean", "Min", "App%", "MPI%"]
 _SENT_COLUMNS = ["Name", "Site", "Rank", "Count", "Max", "Mean", "Min", "Sum"]
 _MS = 1e-3  # mpiP's call site times are in milliseconds
+_MAX_MS = MAX_PROFILE_SECONDS / _MS
 
 
-def _number(text: str, source: str, lineno: int, what: str) -> float:
+def _number(text: str, source: str, lineno: int, what: str, high: float = math.inf) -> float:
+    """A finite number from 0 to ``high``: nan, inf and 1e999 are refused."""
     try:
         value = float(text)
     except ValueError:
-        raise ParseError(source, lineno, f"{what}: expected a number, found {text!r}") from None
-    if value != value or value < 0:  # NaN or negative
-        raise ParseError(source, lineno, f"{what}: {text!r} is not a non-negative number")
+        raise ParseError(source, lineno, f"{what}: expected a number, found {quote(text)}") from None
+    if not (math.isfinite(value) and 0 <= value <= high):
+        raise ParseError(source, lineno, f"{what}: {quote(text)} is not a finite number from 0 to {high:g}")
     return value
 
 
 def _integer(text: str, source: str, lineno: int, what: str) -> int:
-    if not text.isdigit():
-        raise ParseError(source, lineno, f"{what}: expected a whole number, found {text!r}")
-    return int(text)
+    if not (text.isascii() and text.isdigit()):
+        raise ParseError(source, lineno, f"{what}: expected a whole number, found {quote(text)}")
+    return whole(text, source, lineno, what, limit=MAX_PROFILE_COUNT)
 
 
 def _section_kind(title: str) -> str | None:
@@ -109,7 +113,7 @@ def parse_mpip(text: str, source: str = "<mpiP report>") -> Profile:
             elif field and field.group(1) == "MPI Task Assignment":
                 parts = field.group(2).split()
                 if len(parts) != 2:
-                    raise ParseError(source, lineno, f"task assignment {field.group(2)!r} is not 'RANK HOST'")
+                    raise ParseError(source, lineno, f"task assignment {quote(field.group(2))} is not 'RANK HOST'")
                 hosts[_integer(parts[0], source, lineno, "task assignment rank")] = parts[1]
             continue
         if section is None:
@@ -118,7 +122,8 @@ def parse_mpip(text: str, source: str = "<mpiP report>") -> Profile:
         expected = {"time": _TIME_COLUMNS, "calls": _CALL_TIME_COLUMNS, "sent": _SENT_COLUMNS}[section]
         if not columns_seen:
             if tokens != expected:
-                raise ParseError(source, lineno, f"expected the column header {' '.join(expected)!r}, found {line!r}")
+                raise ParseError(source, lineno,
+                                 f"expected the column header {' '.join(expected)!r}, found {quote(line)}")
             columns_seen = True
             continue
         if section == "time":
@@ -156,8 +161,8 @@ def parse_mpip(text: str, source: str = "<mpiP report>") -> Profile:
 def _time_row(tokens: list[str], source: str, lineno: int, out: dict[int, tuple[float, float]]) -> None:
     if len(tokens) != 4:
         raise ParseError(source, lineno, f"MPI Time row needs 4 columns (Task AppTime MPITime MPI%), found {len(tokens)}")
-    app = _number(tokens[1], source, lineno, "AppTime")
-    mpi = _number(tokens[2], source, lineno, "MPITime")
+    app = _number(tokens[1], source, lineno, "AppTime", MAX_PROFILE_SECONDS)
+    mpi = _number(tokens[2], source, lineno, "MPITime", MAX_PROFILE_SECONDS)
     _number(tokens[3], source, lineno, "MPI%")
     if tokens[0] == "*":
         return
@@ -174,7 +179,7 @@ def _call_row(tokens: list[str], source: str, lineno: int, out: dict) -> None:
     name = tokens[0]
     site = _integer(tokens[1], source, lineno, "Site")
     count = _integer(tokens[3], source, lineno, "Count")
-    longest, mean = (_number(tokens[i], source, lineno, col) for i, col in ((4, "Max"), (5, "Mean")))
+    longest, mean = (_number(tokens[i], source, lineno, col, _MAX_MS) for i, col in ((4, "Max"), (5, "Mean")))
     for i in (6, 7, 8):
         _number(tokens[i], source, lineno, _CALL_TIME_COLUMNS[i])
     if tokens[2] == "*":
@@ -192,7 +197,7 @@ def _sent_row(tokens: list[str], source: str, lineno: int, out: dict) -> None:
     name = tokens[0]
     site = _integer(tokens[1], source, lineno, "Site")
     _integer(tokens[3], source, lineno, "Count")
-    values = [_number(tokens[i], source, lineno, _SENT_COLUMNS[i]) for i in (4, 5, 6, 7)]
+    values = [_number(tokens[i], source, lineno, _SENT_COLUMNS[i], MAX_PROFILE_COUNT) for i in (4, 5, 6, 7)]
     if tokens[2] == "*":
         return
     rank = _integer(tokens[2], source, lineno, "Rank")
@@ -205,7 +210,7 @@ def read_mpip(path: str | Path) -> Profile:
     """Read an mpiP report file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as err:
-        raise ParseError(str(path), None, f"cannot read: {err.strerror}") from None
+        text = read_bytes(path).decode("utf-8", errors="replace")
+    except InputError as err:  # missing, unreadable, or not a regular file
+        raise ParseError(str(path), None, f"cannot read: {err.detail}") from None
     return parse_mpip(text, str(path))
