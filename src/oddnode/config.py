@@ -13,6 +13,7 @@ say which file to edit.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -22,11 +23,20 @@ from typing import Any
 
 import yaml
 
+from oddnode.inputs import InputError, parse_yaml, quote, read_text
+
 SYSTEM_FILE = Path("/etc/oddnode/config.yaml")
 CONFIG_ENV = "ODDNODE_CONFIG"
 TRANSPORTS = ("local", "ssh", "slurm")
 _USER = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]*$")
 BUILT_IN = "built-in"
+# The longest duration any setting, option or plan value may give: a week
+# is longer than any check; beyond it a typo (1e23) would pass for a timeout
+# that never comes, or overflow the timers that wait for it.
+MAX_SECONDS = 7 * 24 * 3600.0
+# The most ssh connections at once: each is a process with its descriptors,
+# and no site runs more than some thousands.
+MAX_FANOUT = 65536
 
 
 class ConfigError(ValueError):
@@ -38,10 +48,33 @@ class ConfigError(ValueError):
         self.source, self.key, self.line, self.problem = source, key, line, problem
 
 
+def seconds(value: Any) -> float:
+    """``value`` as a duration: a finite number of seconds above 0 and at
+    most MAX_SECONDS; ValueError saying so (nan, inf, 0, -5, text)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        number = math.nan
+    if isinstance(value, bool) or not 0 < number <= MAX_SECONDS:
+        raise ValueError(f"a number of seconds above 0 and at most {MAX_SECONDS:g}, not {quote(value)}")
+    return number
+
+
+def expand_user(path: Path) -> Path:
+    """``~`` and ``~user`` expanded; ValueError naming an unknown user."""
+    try:
+        return path.expanduser()
+    except RuntimeError:
+        raise ValueError(f"{quote(str(path))}: its ~ names no user of this machine") from None
+
+
 def _path(value: Any, base: Path) -> Path:
     if not isinstance(value, str) or not value.strip():
         raise TypeError("a path (text)")
-    path = Path(value).expanduser()
+    try:
+        path = expand_user(Path(value))
+    except ValueError:
+        raise TypeError("a path whose ~USER is a user of this machine") from None
     return path if path.is_absolute() else base / path
 
 
@@ -52,14 +85,19 @@ def _user(value: Any, base: Path) -> str:
 
 
 def _seconds(value: Any, base: Path) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise TypeError("a number of seconds above 0")
-    return float(value)
+    if isinstance(value, str):  # $ODDNODE_... text; a file's YAML gives numbers
+        value = value.strip()
+    elif not isinstance(value, (int, float)):
+        raise TypeError(f"a number of seconds above 0 and at most {MAX_SECONDS:g}")
+    try:
+        return seconds(value)
+    except ValueError:
+        raise TypeError(f"a number of seconds above 0 and at most {MAX_SECONDS:g}") from None
 
 
 def _fanout(value: Any, base: Path) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise TypeError("a whole number of connections, at least 1")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_FANOUT:
+        raise TypeError(f"a whole number of connections from 1 to {MAX_FANOUT}")
     return value
 
 
@@ -101,23 +139,26 @@ class Setting:
 
 def config_files(environ: Mapping[str, str] = os.environ) -> list[Path]:
     """The files read, lowest precedence first: $ODDNODE_CONFIG alone, else the system's and the user's."""
-    if environ.get(CONFIG_ENV):
-        return [Path(environ[CONFIG_ENV]).expanduser()]
-    home = environ.get("XDG_CONFIG_HOME") or str(Path(environ.get("HOME") or Path.home()) / ".config")
-    return [SYSTEM_FILE, Path(home).expanduser() / "oddnode" / "config.yaml"]
+    try:
+        if environ.get(CONFIG_ENV):
+            return [expand_user(Path(environ[CONFIG_ENV]))]
+        home = environ.get("XDG_CONFIG_HOME") or str(Path(environ.get("HOME") or Path.home()) / ".config")
+        return [SYSTEM_FILE, expand_user(Path(home)) / "oddnode" / "config.yaml"]
+    except (ValueError, RuntimeError) as err:
+        raise ConfigError(f"${CONFIG_ENV}", str(err)) from None
 
 
 def parse_config(text: str, source: str, base: Path) -> dict[str, Setting]:
-    """The settings one file's text gives, checked; ``source`` names it in errors and origins."""
+    """The settings one file's text gives, checked; ``source`` names it in
+    errors and origins.  A key given twice, or YAML nested past the limit
+    of oddnode.inputs, is refused."""
     try:
+        data = parse_yaml(text, source)
         root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        raise ConfigError(source, f"not valid YAML: {err.problem or err.context}",
-                          line=mark.line + 1 if mark else None) from None
+    except InputError as err:
+        raise ConfigError(source, err.detail, line=err.line) from None
     except yaml.YAMLError as err:
-        raise ConfigError(source, f"not valid YAML: {err}") from None
+        raise ConfigError(source, f"not valid YAML: {quote(str(err))}") from None
     if data is None:
         return {}
     if not isinstance(data, dict) or not isinstance(root, yaml.MappingNode):
@@ -131,17 +172,18 @@ def parse_config(text: str, source: str, base: Path) -> dict[str, Setting]:
         try:
             parsed = KEYS[key].parse(value, base)
         except TypeError as err:
-            raise ConfigError(source, f"must be {err}, not {value!r}", key=key, line=line) from None
+            raise ConfigError(source, f"must be {err}, not {quote(value)}", key=key, line=line) from None
         settings[key] = Setting(parsed, f"{source}:{line}")
     return settings
 
 
 def load_config_file(path: Path) -> dict[str, Setting]:
-    """The settings of one file (a directory or unreadable file is an error)."""
+    """The settings of one file (a directory, FIFO, device or unreadable
+    file is an error)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ConfigError(str(path), f"cannot read the file: {err.strerror or err}") from None
+        text = read_text(path)
+    except InputError as err:
+        raise ConfigError(str(path), f"cannot read the file: {err.detail}") from None
     return parse_config(text, str(path), path.parent)
 
 
@@ -172,7 +214,12 @@ def load_settings(environ: Mapping[str, str] = os.environ) -> Settings:
         read.append(path)
     for key, spec in KEYS.items():
         if spec.environment and environ.get(spec.environment):
-            values[key] = Setting(spec.parse(environ[spec.environment], Path.cwd()), f"${spec.environment}")
+            try:
+                parsed = spec.parse(environ[spec.environment], Path.cwd())
+            except TypeError as err:
+                raise ConfigError(f"${spec.environment}", f"must be {err}, not {quote(environ[spec.environment])}") \
+                    from None
+            values[key] = Setting(parsed, f"${spec.environment}")
     return Settings(values, tuple(read))
 
 
