@@ -37,8 +37,9 @@ RunsArgument = Annotated[Optional[list[str]], typer.Argument(
 
 
 def _group_definitions(texts: list[str]) -> list[tuple[str, list[str]]]:
-    """--group NAME=NODESET, each expanded."""
-    from oddnode.nodes import expand
+    """--group NAME=NODESET, each expanded; typed by the user, as -w is,
+    so the node set may name the site's ClusterShell groups."""
+    from oddnode.nodes import expand_command_line
 
     definitions = []
     for text in texts:
@@ -46,7 +47,7 @@ def _group_definitions(texts: list[str]) -> list[tuple[str, list[str]]]:
         if not sep or not name.strip() or not nodeset.strip():
             raise typer.BadParameter(f"a group is NAME=NODESET (old=node[001-084]), not {text!r}",
                                      param_hint="--group")
-        definitions.append((name.strip(), expand(nodeset.strip())))
+        definitions.append((name.strip(), expand_command_line(nodeset.strip())))
     return definitions
 
 

@@ -26,6 +26,7 @@ from oddnode.cli.common import (
     open_db,
     user_errors,
 )
+from oddnode.report.text import literal
 
 HEALTH_PANEL = "Slurm"
 DEFAULT_BASELINE = Path("oddnode-baseline.yaml")
@@ -59,14 +60,15 @@ def act_on_nodes(actions, dry_run: bool, out) -> list[dict[str, Any]]:
                   "done": (not dry_run and error is None and bool(action.argv)), "error": error}
         records.append(record)
         if action.verb == "leave":
-            inform(f"{action.node}: left as it is: {action.why}", out=out, highlight=False)
+            inform(f"{literal(action.node)}: left as it is: {literal(action.why)}", out=out, highlight=False)
         elif dry_run:
-            out.print(f"would run: {action.command}", highlight=False)
+            out.print(f"would run: {literal(action.command)}", highlight=False)
         elif error:
-            err_console.print(f"[bold red]error:[/] {action.node}: could not {action.verb}: {error}", highlight=False)
+            err_console.print(f"[bold red]error:[/] {literal(action.node)}: could not {action.verb}: {literal(error)}",
+                              highlight=False)
         else:
-            out.print(f"{action.node}: {'drained' if action.verb == 'drain' else 'resumed'} ({action.why})",
-                      highlight=False)
+            done = "drained" if action.verb == "drain" else "resumed"
+            out.print(f"{literal(action.node)}: {done} ({literal(action.why)})", highlight=False)
     return records
 
 
@@ -98,7 +100,7 @@ def drain_for_check(problems, checked: int, *, dry_run: bool, limit: int | None,
     most = limit if limit is not None else max(1, math.floor(DRAIN_MAX_SHARE * checked))
     if len(by_node) > most:
         err_console.print(
-            f"[bold red]drain refused:[/] the findings name {len(by_node)} nodes ({fold(by_node)}), more than "
+            f"[bold red]drain refused:[/] the findings name {len(by_node)} nodes ({literal(fold(by_node))}), more than "
             f"--drain-max {most}: a problem this wide is the cluster's, not a few nodes'; drain by hand, or raise "
             "--drain-max", highlight=False)
         return []
@@ -216,14 +218,14 @@ def health_command(
                     "actions": actions}
         print_json(document)
     for problem in problems:
-        out.print(f"{name}: {problem.message}", highlight=False, soft_wrap=True)
+        out.print(f"{name}: {literal(problem.message)}", highlight=False, soft_wrap=True)
     for outcome in failed:
-        err_console.print(f"[bold red]error:[/] {name}: the {outcome.name} check could not run: {outcome.detail}",
-                          highlight=False)
+        err_console.print(f"[bold red]error:[/] {name}: the {outcome.name} check could not run: "
+                          f"{literal(outcome.detail)}", highlight=False)
     if not problems:
         seen = "; ".join(f"{o.name} {o.status}: {o.detail}" for o in outcomes)
-        inform(f"{name}: {'healthy' if not failed else 'no problem found'} in {elapsed:.1f} s ({seen})"
-               + (f"; {slurm_note}" if slurm_note else ""), out=out, highlight=False, soft_wrap=True)
+        inform(f"{name}: {'healthy' if not failed else 'no problem found'} in {elapsed:.1f} s ({literal(seen)})"
+               + (f"; {literal(slurm_note)}" if slurm_note else ""), out=out, highlight=False, soft_wrap=True)
     if problems:
         raise typer.Exit(code=int(ExitStatus.FINDINGS))
     if failed or any(record["error"] for record in actions):
@@ -267,7 +269,7 @@ def baseline_command(
     memory = (f"; triad at least {baseline.memory.minimum:,.0f} {baseline.memory.unit} (median "
               f"{baseline.memory.median:,.0f} over {baseline.memory.nodes} nodes)" if baseline.memory
               else "; no memory results in the check: facts only")
-    inform(f"baseline of check {baseline.source['check']} written to {output_file}: {len(baseline.expect)} "
+    inform(f"baseline of check {baseline.source['check']} written to {literal(output_file)}: {len(baseline.expect)} "
            f"expected facts{memory}", highlight=False)
 
 

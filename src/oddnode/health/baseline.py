@@ -34,9 +34,10 @@ from typing import Any
 import numpy as np
 import yaml
 
+from oddnode.inputs import InputError, parse_yaml, plain_path, quote, read_text
 from oddnode.inventory.expectations import Expectation, ExpectationError, parse_expectations, snapshot
 from oddnode.model import LabelKind
-from oddnode.nodes import fold
+from oddnode.nodes import expand, fold, validate_node_name
 
 MEMORY_SERIES = "memory.triad"
 # The drop below the cluster's median a healthy node never shows in a
@@ -162,12 +163,11 @@ def health_expectations(facts: dict[str, dict[str, str]], nodes: list[str]) -> s
 
 
 def expand_target_nodes(target: dict[str, Any]) -> list[str]:
-    """The nodes a stored check description names."""
-    from oddnode.nodes import expand
-
+    """The nodes a stored check description names: a store is data, so a
+    list is checked name by name and a node set never resolves groups."""
     nodes = target.get("nodes")
     if isinstance(nodes, list):
-        return [str(node) for node in nodes]
+        return [validate_node_name(str(node)) for node in nodes]
     return expand(nodes) if isinstance(nodes, str) and nodes else []
 
 
@@ -193,20 +193,21 @@ def _flow(value: Any) -> str:
 
 def read_baseline(path: str | Path) -> Baseline:
     """A baseline file; BaselineError naming the file and what is wrong."""
-    name = str(path)
+    name = plain_path(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise BaselineError(f"cannot read the baseline {name}: {err.strerror or err}") from None
+        text = read_text(path)
+    except InputError as err:
+        raise BaselineError(f"cannot read the baseline {name}: {err.detail}") from None
     try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise BaselineError(f"{name}: not YAML: {err}") from None
+        document = parse_yaml(text, name)
+    except InputError as err:
+        raise BaselineError(str(err)) from None
     if not isinstance(document, dict):
         raise BaselineError(f"{name}: a baseline is a mapping with expect, memory and source")
     unknown = set(document) - {"source", "expect", "memory"}
     if unknown:
-        raise BaselineError(f"{name}: unknown key {sorted(unknown)[0]!r} (a baseline holds source, expect, memory)")
+        raise BaselineError(f"{name}: unknown key {quote(sorted(unknown, key=str)[0])} "
+                            "(a baseline holds source, expect, memory)")
     expect_text = document.get("expect") or ""
     if not isinstance(expect_text, str):
         raise BaselineError(f"{name}: expect is the text of an expectations file (`expect: |` and its lines "
@@ -233,17 +234,17 @@ def _memory(section: Any, name: str) -> MemoryBaseline:
     for key in ("median", "minimum"):
         value = triad.get(key)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
-            raise BaselineError(f"{where}.triad.{key}: a bandwidth >= 0 is needed, not {value!r}")
+            raise BaselineError(f"{where}.triad.{key}: a bandwidth >= 0 is needed, not {quote(value)}")
         values[key] = float(value)
     options = section.get("options") or {}
     if not isinstance(options, dict) or set(options) - set(CARRIED_OPTIONS):
-        extra = sorted(set(options) - set(CARRIED_OPTIONS)) if isinstance(options, dict) else options
-        raise BaselineError(f"{where}.options: only {', '.join(CARRIED_OPTIONS)} are carried, not {extra!r}")
+        extra = sorted(set(options) - set(CARRIED_OPTIONS), key=str) if isinstance(options, dict) else options
+        raise BaselineError(f"{where}.options: only {', '.join(CARRIED_OPTIONS)} are carried, not {quote(extra)}")
     for key, value in options.items():
         number = (int, float) if key == "min_loop_seconds" else int
         if value is not None and (not isinstance(value, number) or isinstance(value, bool) or value < 0):
             kind = "a number of seconds" if key == "min_loop_seconds" else "a whole number"
-            raise BaselineError(f"{where}.options.{key}: {kind} >= 0, not {value!r}")
+            raise BaselineError(f"{where}.options.{key}: {kind} >= 0, not {quote(value)}")
     return MemoryBaseline(median=values["median"], mad=float(triad.get("mad") or 0.0),
                           nodes=int(triad.get("nodes") or 0), unit=str(triad.get("unit") or "MB/s"),
                           minimum=values["minimum"], options=dict(options))

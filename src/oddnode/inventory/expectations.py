@@ -46,7 +46,8 @@ from oddnode.findings.facts import MESSAGE_VALUES, NOT_REPORTED, one_value, pars
 from oddnode.findings.processes import NOT_RUNNING, SAMPLED_PREFIX, is_process_key, process_reporting_nodes
 from oddnode.findings.registry import first_few
 from oddnode.model import Finding, Severity
-from oddnode.nodes import fold
+from oddnode.inputs import InputError, plain_path, quote, read_text
+from oddnode.nodes import NodeNameError, expand, fold
 
 __all__ = [
     "Expectation",
@@ -214,12 +215,11 @@ class ExpectationReport:
 
 def load_expectations(path: str | Path) -> dict[str, Expectation]:
     """Expectations from a YAML file, key -> Expectation, validated."""
-    path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ExpectationError(str(path), f"cannot read the file: {err.strerror or err}") from None
-    return parse_expectations(text, source=str(path))
+        text = read_text(path)
+    except InputError as err:
+        raise ExpectationError(plain_path(path), f"cannot read the file: {err.detail}") from None
+    return parse_expectations(text, source=plain_path(path))
 
 
 def parse_expectations(text: str, source: str = "<expectations>") -> dict[str, Expectation]:
@@ -234,7 +234,9 @@ def parse_expectations(text: str, source: str = "<expectations>") -> dict[str, E
             source, f"not valid YAML: {err.problem or err.context}", line=mark.line + 1 if mark else None
         ) from None
     except yaml.YAMLError as err:
-        raise ExpectationError(source, f"not valid YAML: {err}") from None
+        raise ExpectationError(source, f"not valid YAML: {quote(str(err))}") from None
+    except RecursionError:
+        raise ExpectationError(source, "not valid YAML: nested too deeply") from None
     finally:
         loader.dispose()
     if data is None:
@@ -267,15 +269,13 @@ def _section(data: dict, lines: Mapping[str, int], source: str) -> dict[str, Exp
     expectations = {}
     for key, value in data.items():
         if not isinstance(key, str) or not key:
-            raise ExpectationError(source, f"a fact key must be a non-empty string, got {key!r}")
+            raise ExpectationError(source, f"a fact key must be a non-empty string, got {quote(key)}")
         expectations[key] = _expectation(key, value, source, lines.get(key))
     return {key: expectations[key] for key in sorted(expectations)}
 
 
 def _scoped_sections(scopes: Any, node: yaml.Node, source: str, line: int) -> dict[str, Expectation]:
     """The ``nodes`` sections, in the file's order, each expectation labelled with its node set."""
-    from oddnode.nodes import NodeNameError, expand
-
     if not isinstance(scopes, dict) or not isinstance(node, yaml.MappingNode):
         raise ExpectationError(source, "expected a mapping of node sets to expectations", key=SCOPES_KEY, line=line)
     scope_lines = _key_lines(node, source)
@@ -342,7 +342,7 @@ def _expectation(key: str, value: Any, source: str, line: int | None) -> Expecta
             return None
         item = value[name]
         if item is None or isinstance(item, (list, dict)):
-            raise error(f"{name} must be a single value, got {item!r}")
+            raise error(f"{name} must be a single value, got {quote(item)}")
         return str(item)
 
     def number(name: str) -> float | None:
@@ -351,7 +351,7 @@ def _expectation(key: str, value: Any, source: str, line: int | None) -> Expecta
             return None
         parsed = parse_number(item)
         if parsed is None:
-            raise error(f"{name} must be a number, got {item!r}")
+            raise error(f"{name} must be a number, got {quote(item)}")
         return parsed
 
     equals, match, regex = text("equals"), text("match"), text("regex")
@@ -362,7 +362,7 @@ def _expectation(key: str, value: Any, source: str, line: int | None) -> Expecta
         try:
             re.compile(regex)
         except re.error as err:
-            raise error(f"regex {regex!r} does not compile: {err}") from None
+            raise error(f"regex {quote(regex)} does not compile: {err}") from None
     one_of = None
     if "in" in value:
         choices = value["in"]
@@ -376,7 +376,7 @@ def _expectation(key: str, value: Any, source: str, line: int | None) -> Expecta
         raw = text("tolerance") or ""
         tolerance = _fraction(raw)
         if tolerance is None or not 0 <= tolerance < 1:
-            raise error(f"tolerance must be a fraction in [0, 1) such as 0.02 or 2%, got {raw!r}")
+            raise error(f"tolerance must be a fraction in [0, 1) such as 0.02 or 2%, got {quote(raw)}")
         if equals is None or parse_number(equals) is None:
             raise error("tolerance needs a numeric equals to be relative to")
     return Expectation(
