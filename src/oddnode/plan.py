@@ -16,11 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from oddnode.benchmarks import catalog
+from oddnode.config import seconds
+from oddnode.inputs import InputError, parse_yaml, quote, read_text
 from oddnode.runner import DEFAULT_REPETITIONS
 from oddnode.runner import DEFAULT_TIMEOUT as BENCHMARK_TIMEOUT
 from oddnode.steps import Step, make_options
 
 PROBE_TIMEOUT = 60.0  # seconds for the inventory probe on one node
+# The most repetitions of a benchmark: STAB runs a few to some tens; a
+# million would keep a check running for weeks, so more is a typo.
+MAX_REPETITIONS = 1_000_000
 
 
 @dataclass
@@ -50,8 +55,15 @@ class CheckPlan:
             raise ValueError(f"unknown stage {', '.join(unknown)} (stages: {', '.join(catalog.STAGES)})")
         # Always in STAB's order, whatever order they were named in.
         self.stages = tuple(stage for stage in catalog.STAGES if stage in self.stages)
-        if self.repetitions < 1:
-            raise ValueError(f"repetitions must be >= 1, got {self.repetitions}")
+        if isinstance(self.repetitions, bool) or not isinstance(self.repetitions, int) \
+                or not 1 <= self.repetitions <= MAX_REPETITIONS:
+            raise ValueError(f"repetitions must be >= 1 and at most {MAX_REPETITIONS}, a whole number, "
+                             f"not {quote(self.repetitions)}")
+        for name in ("benchmark_timeout", "probe_timeout"):
+            try:
+                setattr(self, name, seconds(getattr(self, name)))
+            except ValueError as err:
+                raise ValueError(f"{name} must be {err}") from None
         self.skip, self.add = tuple(self.skip), tuple(self.add)
         for name in [*self.skip, *self.add]:
             catalog.get_step(name)
@@ -105,14 +117,14 @@ def read_plan_file(path: Path) -> dict[str, Any]:
     """A plan file's contents, checked for shape (a mapping of the known
     keys, ``steps`` a mapping of mappings); values are checked when the
     plan is made."""
-    import yaml
-
     try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as err:
-        raise PlanError(f"cannot read plan file {path}: {err.strerror or err}") from None
-    except yaml.YAMLError as err:
-        raise PlanError(f"{path}: not YAML: {err}") from None
+        text = read_text(path)
+    except InputError as err:
+        raise PlanError(f"cannot read plan file {path}: {err.detail}") from None
+    try:
+        document = parse_yaml(text, path)
+    except InputError as err:
+        raise PlanError(str(err)) from None
     if document is None:
         return {}
     if not isinstance(document, dict):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from oddnode.benchmarks import BenchmarkSpec
+from oddnode.config import MAX_SECONDS
 from oddnode.registry import Registry
 from oddnode.runner import RunSummary, run_benchmark
 from oddnode.store import Store
@@ -171,6 +172,14 @@ def series_stage(benchmark: str) -> str | None:
 
 # -- options ------------------------------------------------------------------------
 
+# The largest count, size or number of elements an option may give: 2^40
+# elements of 8 bytes are 8 TiB, more memory than a node has, so a larger
+# value is a typo (1e23) that would fail mid-run instead of when planned.
+MAX_COUNT = 1 << 40
+# A seed names a random stream rather than counting anything: any 64-bit
+# unsigned number.
+MAX_SEED = (1 << 64) - 1
+
 
 def option_names(step: Step) -> list[str]:
     return [f.name for f in dataclasses.fields(step.options)]
@@ -191,16 +200,38 @@ def make_options(step: Step, values: Mapping[str, Any] | None = None) -> Any:
     if unknown:
         raise ValueError(f"{step.name} has no option {', '.join(map(repr, unknown))} "
                          f"(its options: {', '.join(option_names(step))})")
+    defaults = option_defaults(step)
     typed = {}
     for name, value in values.items():
         try:
             typed[name] = coerce(value, types_of[name])
+            check_range(name, typed[name], defaults[name])
         except (TypeError, ValueError) as err:
             raise ValueError(f"{step.name}.{name}: {err}") from None
     try:
         return step.options(**typed)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{step.name}: {err}") from None
+
+
+def check_range(name: str, value: Any, default: Any) -> None:
+    """Refuse a number no step can run with, whatever the step: every
+    number finite; a float (a duration or a fraction) above 0 and at most
+    MAX_SECONDS, or 0 where the default is 0 (none); a whole number (a
+    count, a size, a port, a CPU) 0 to MAX_COUNT.  A step's ``check``
+    then refuses what only it knows to be wrong."""
+    for number in value if isinstance(value, tuple) else (value,):
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            continue
+        if isinstance(number, float):
+            least = 0.0 if default == 0 else None
+            if not (number == least or 0 < number <= MAX_SECONDS):
+                above = "0 or above" if least is not None else "above 0"
+                raise ValueError(f"wants a finite number {above} and at most {MAX_SECONDS:g}, not {number!r}")
+        else:
+            most = MAX_SEED if name == "seed" else MAX_COUNT
+            if not 0 <= number <= most:
+                raise ValueError(f"wants a whole number from 0 to {most}, not {number}")
 
 
 def coerce(value: Any, kind: Any) -> Any:

@@ -66,7 +66,7 @@ def test_the_shown_plan_reads_back_as_the_same_plan(tmp_path):
     ("repetitions: 0\n", "repetitions must be >= 1"),
     ("stages: [memory]\nadd: [matrix]\n", "matrix belongs to the interconnect stage"),
     ("steps: {memory: {ntimes: [1, 2]}}\n", "memory.ntimes: wants a whole number"),
-    ("stages: [memory\n", "not YAML"),
+    ("stages: [memory\n", "not valid YAML"),
 ])
 def test_a_bad_plan_file_is_refused_naming_what(tmp_path, text, message):
     path = write(tmp_path / "plan.yaml", text)
