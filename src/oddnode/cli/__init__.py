@@ -3,6 +3,7 @@ per family of commands, assembled here with the options every command takes."""
 
 from __future__ import annotations
 
+import signal
 import sys
 import traceback
 from typing import Annotated
@@ -20,6 +21,7 @@ from oddnode.cli import model as model_cli
 from oddnode.cli import schema as schema_cli
 from oddnode.cli import health as health_cli
 from oddnode.cli.common import ExitStatus, Verbosity, configure_commands, console, err_console, fail, output
+from oddnode.transport.base import Terminated, interrupt_status
 
 app = typer.Typer(
     name="oddnode",
@@ -68,9 +70,29 @@ def _root(version: Annotated[bool, typer.Option("--version", help="Print the ver
     output.verbosity = Verbosity.QUIET if quiet else Verbosity.VERBOSE if verbose else Verbosity.NORMAL
 
 
+# The statuses of the interrupts that went by: click turns a
+# KeyboardInterrupt it meets into "Aborted!" and status 1, which would read
+# as findings; main() exits with the interrupt's status instead.
+_interrupted: list[int] = []
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    interrupt = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    _interrupted.append(interrupt_status(interrupt))
+    raise interrupt
+
+
 def main() -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _on_signal)
     try:
         app()
+    except SystemExit as done:
+        if _interrupted and done.code in (1, ExitStatus.FINDINGS):
+            sys.exit(_interrupted[-1])
+        raise
+    except KeyboardInterrupt as interrupt:
+        sys.exit(interrupt_status(interrupt))
     except Exception:
         # A defect, not a verdict: the traceback for a report, and the status
         # of a command that could not run rather than 1 (findings).

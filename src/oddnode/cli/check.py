@@ -53,6 +53,7 @@ from oddnode.steps import option_defaults
 from oddnode.report import summaries
 from oddnode.report.junit import STDOUT, check_suite, refuse_both_on_stdout, write_junit
 from oddnode.report.text import literal
+from oddnode.transport.base import interrupt_status
 
 
 class _CheckProgress:
@@ -67,6 +68,7 @@ class _CheckProgress:
                                  TextColumn("repetitions"), TimeElapsedColumn(), console=out, transient=False,
                                  disable=quiet())
         self.tasks: dict[str, int] = {}
+        self.under_way: str = "the diagnostics"  # what an interrupt stops, in words
 
     def __enter__(self):
         self.progress.start()
@@ -81,9 +83,11 @@ class _CheckProgress:
 
     def benchmark_started(self, benchmark: str, done: int, total: int) -> None:
         self.tasks[benchmark] = self.progress.add_task(literal(benchmark), total=total, completed=done)
+        self.under_way = f"{benchmark} repetition {done + 1} of {total}"
 
     def repetition_done(self, benchmark: str, done: int, total: int) -> None:
         self.progress.update(self.tasks[benchmark], completed=done)
+        self.under_way = f"{benchmark} repetition {done + 1} of {total}"
 
     def stage_judged(self, result) -> None:
         inform(summaries.stage_line(result), out=self.progress.console)
@@ -341,14 +345,19 @@ def check_command(
             inform(f"resuming check {resume_id} on {literal(target.nodeset)}", out=out)
         else:
             target = selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        progress = _CheckProgress(out)
         try:
-            with _CheckProgress(out) as progress:
+            with progress:
                 result = run_check(store, target, plan, keep_going=keep_going, command=command,
                                    sensitivity=sensitivity,
                                    resume=resume_id, observer=progress)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interrupt:
+            # The transport has ended the processes on the nodes on its way
+            # out; what they gave of this repetition is not stored.
+            err_console.print(f"stopped: {literal(progress.under_way)} on {literal(target.nodeset)}, its processes "
+                              "on the nodes ended and its partial results dropped", highlight=False)
             err_console.print(summaries.interrupted_line(db))
-            raise typer.Exit(code=130) from None
+            raise typer.Exit(code=interrupt_status(interrupt)) from None
     if junit:
         write_junit(check_suite(result), junit)
     drained = None

@@ -320,12 +320,42 @@ def _run_killable(argv, cwd, env, timeout):
         stdout, stderr = process.communicate(timeout=timeout)
         return process.returncode, stdout, stderr
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        _kill_session(process)
         stdout, stderr = process.communicate()
         return None, stdout, stderr
+    except BaseException:  # Stopped: the session goes with the runner
+        _kill_session(process)
+        process.wait()
+        raise
+
+
+def _kill_session(process):
+    """SIGKILL the process group a start_new_session child leads (its leader
+    is not reaped yet, so the id still names it)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+class Stopped(BaseException):
+    """The runner was told to stop (SIGTERM, SIGHUP, SIGINT): what it
+    started in a session of its own is killed, and it exits 128 + signal.
+    A BaseException, so that no report-making ``except Exception`` keeps it."""
+
+    def __init__(self, signum):
+        BaseException.__init__(self, signum)
+        self.signum = signum
+
+
+# The signals that stop the runner: coreutils timeout (at the timeout, or
+# when oddnode's ssh connection closed) and slurmstepd send SIGTERM; a lost
+# terminal SIGHUP; Ctrl-C on a local run SIGINT.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+def _stop(signum, frame):
+    raise Stopped(signum)
 
 
 def run_tool(spec, start_at=None, prepare=False):
@@ -423,6 +453,15 @@ def unpack(word):
 
 
 def main(argv):
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _stop)
+    try:
+        return _main(argv)
+    except Stopped as stopped:
+        return 128 + stopped.signum
+
+
+def _main(argv):
     try:
         if len(argv) < 2:
             raise ValueError("expected the packed JSON spec as the last argument")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
+import signal
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,19 @@ class NodeResult:
 
 class TransportError(RuntimeError):
     """A transport that cannot be used as asked (not in an allocation, no srun...)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, stopping oddnode the way Ctrl-C does: each transport ends
+    what it runs on the nodes as the exception passes through it."""
+
+    signum = signal.SIGTERM
+
+
+def interrupt_status(interrupt: KeyboardInterrupt) -> int:
+    """The exit status of a command stopped by ``interrupt``: 130 after
+    SIGINT (Ctrl-C), 143 after SIGTERM, as a shell reports a signal."""
+    return 128 + int(getattr(interrupt, "signum", signal.SIGINT))
 
 
 class Transport(Protocol):

@@ -81,6 +81,63 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
+# Seconds between two looks at a running command for a stop asked from
+# another thread (stop_process_groups): how late such a stop can start.
+STOP_POLL = 0.1
+
+# The stop event of every run_process_group under way, in any thread.
+_running: set[threading.Event] = set()
+_running_lock = threading.Lock()
+
+
+def stop_process_groups() -> int:
+    """Ask every run_process_group under way to end its process group now,
+    as at its timeout (each ends its own: only the thread that reaps a
+    leader signals its group).  Returns how many were asked."""
+    with _running_lock:
+        for stop in _running:
+            stop.set()
+        return len(_running)
+
+
+def _exited(pid: int) -> bool:
+    """Whether the child has exited, leaving it unreaped (its id stays ours)."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def _wait_done(pid: int, readers: list[threading.Thread], deadline: float, stop: threading.Event) -> bool:
+    """Wait until the command and every holder of its pipes have exited
+    (True), or the deadline passes or a stop is asked (False)."""
+    while not stop.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        alive = [reader for reader in readers if reader.is_alive()]
+        if alive:
+            alive[0].join(min(left, STOP_POLL))
+        elif _exited(pid):
+            return True
+        else:
+            stop.wait(min(left, STOP_POLL))
+    return False
+
+
+def _end_group(proc: subprocess.Popen, readers: list[threading.Thread], grace: float) -> None:
+    """SIGTERM to the process group, SIGKILL after ``grace`` seconds (even
+    when a second interrupt cuts the grace short), then reap the leader.
+    The leader is unreaped until then (at worst a zombie), so the group id
+    still names this group: no need to ask whether anyone is left."""
+    pgid = proc.pid  # start_new_session: the child leads its own group
+    try:
+        _signal_group(pgid, signal.SIGTERM)
+        grace_end = time.monotonic() + grace
+        for reader in readers:
+            reader.join(max(0.0, grace_end - time.monotonic()))
+    finally:
+        _signal_group(pgid, signal.SIGKILL)
+        proc.wait()
+
+
 def run_process_group(
     argv: Sequence[str],
     timeout: float,
@@ -90,11 +147,13 @@ def run_process_group(
 ) -> ProcessOutcome:
     """Run argv (no shell) in a new session and collect its output.
 
-    The process is the leader of a new process group. At the timeout that
-    group, recorded by its id, gets SIGTERM, then SIGKILL after ``grace``
-    seconds: the command's children go with it, nothing else is touched. The
-    leader is reaped only after the last signal, so its id cannot have been
-    reused by then. Output written before the cut is kept.
+    The process is the leader of a new process group. At the timeout, on an
+    interrupt (KeyboardInterrupt, re-raised once the group is gone) or on
+    stop_process_groups, that group, recorded by its id, gets SIGTERM, then
+    SIGKILL after ``grace`` seconds: the command's children go with it,
+    nothing else is touched. The leader is reaped only after the last
+    signal, so its id cannot have been reused by then. Output written before
+    the cut is kept.
 
     Raises OSError when argv cannot be started at all.
     """
@@ -110,50 +169,42 @@ def run_process_group(
         start_new_session=True,
         env=dict(env) if env is not None else None,
     )
-    pgid = proc.pid  # start_new_session: the child leads its own group
+    stop = threading.Event()
     stdout: list[TimedLine] = []
     stderr: list[TimedLine] = []
     readers = [
         threading.Thread(target=_collect, args=(proc.stdout, stdout), daemon=True),
         threading.Thread(target=_collect, args=(proc.stderr, stderr), daemon=True),
     ]
-    for reader in readers:
-        reader.start()
-
-    # Done means: the pipes are closed (the command and every child holding
-    # them have exited) and the leader has exited.
-    for reader in readers:
-        reader.join(max(0.0, deadline - time.monotonic()))
-    finished = not any(reader.is_alive() for reader in readers)
-    if finished:
-        try:
-            proc.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            finished = False
-
-    if finished:
-        ended = time.monotonic()
-        returncode: int | None = proc.returncode
-    else:
-        ended = time.monotonic()
-        _signal_group(pgid, signal.SIGTERM)
-        grace_end = time.monotonic() + grace
+    with _running_lock:
+        _running.add(stop)
+    try:
         for reader in readers:
-            reader.join(max(0.0, grace_end - time.monotonic()))
-        # The leader is not reaped yet (at worst a zombie), so the group id
-        # still names this group: no need to ask whether anyone is left.
-        _signal_group(pgid, signal.SIGKILL)
-        proc.wait()
-        returncode = None
-        for reader in readers:
-            # A process that left the group with setsid() could still hold a
-            # pipe; do not wait for it forever.
-            reader.join(grace)
+            reader.start()
+        # Done means: the pipes are closed (the command and every child
+        # holding them have exited) and the leader has exited.
+        finished = _wait_done(proc.pid, readers, deadline, stop)
+        ended = time.monotonic()
+        if finished:
+            proc.wait()
+        else:
+            _end_group(proc, readers, grace)
+            for reader in readers:
+                # A process that left the group with setsid() could still
+                # hold a pipe; do not wait for it forever.
+                reader.join(grace)
+    except BaseException:  # an interrupt: the group goes before the interrupt goes on
+        if proc.returncode is None:
+            _end_group(proc, readers, grace)
+        raise
+    finally:
+        with _running_lock:
+            _running.discard(stop)
 
     return ProcessOutcome(
         stdout=tuple(stdout),
         stderr=tuple(stderr),
-        returncode=returncode,
+        returncode=proc.returncode if finished else None,
         timed_out=not finished,
         started=started,
         ended=ended,

@@ -42,7 +42,7 @@ from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
 from oddnode.nodes import NodeNameError, fold, is_node_name, validate_node_name
 from oddnode.order import natural_sorted
 from oddnode.transport.base import NodeResult, NodeStatus, TransportError, register_transport
-from oddnode.transport.local import TimedLine, decode, run_process_group
+from oddnode.transport.local import TimedLine, decode, run_process_group, stop_process_groups
 
 # The environment variable slurmstepd sets to the node's Slurm NodeName.
 NODE_NAME_VARIABLE = "SLURMD_NODENAME"
@@ -390,6 +390,13 @@ class SlurmTransport:
             )
         results: dict[str, NodeResult] = {}
         with ThreadPoolExecutor(max_workers=len(groups) or 1) as pool:
-            for answer in pool.map(lambda item: self.run(item[1], item[0], timeout=timeout), groups.items()):
-                results.update(answer)
+            try:
+                for answer in pool.map(lambda item: self.run(item[1], item[0], timeout=timeout), groups.items()):
+                    results.update(answer)
+            except BaseException:
+                # An interrupt reaches this thread only: the steps' srun
+                # clients, in the pool's threads, are told to end (srun then
+                # cancels its step) before the pool is waited for.
+                stop_process_groups()
+                raise
         return {node: results[node] for node in commands}
