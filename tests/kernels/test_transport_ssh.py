@@ -26,7 +26,8 @@ import pytest
 
 from oddnode.nodes import NodeNameError
 from oddnode.transport import NodeStatus, TransportError, get_transport, python_command
-from oddnode.transport.ssh import SSH_CONNECTION_ERRORS, SshTransport, classify, remote_command, ssh_options
+from oddnode.transport.ssh import (REMOTE_WRAPPER, SSH_CONNECTION_ERRORS, SshTransport, classify, remote_command,
+                                   ssh_options)
 
 ECHO_ARGS = "import json, sys; print(json.dumps(sys.argv[1:]))"
 
@@ -174,7 +175,8 @@ def test_fake_ssh_gets_our_options_and_one_host_per_call(fake_ssh):
     calls = fake_ssh.calls()
     assert sorted(call[-2] for call in calls) == ["n1", "n2"]
     for call in calls:
-        assert call[-1] == "timeout --kill-after=5 30 echo 'hi there'"  # the node enforces the timeout
+        # The node enforces the timeout, in the wrapper that also stops the command with its ssh client.
+        assert shlex.split(call[-1]) == ["sh", "-c", REMOTE_WRAPPER, "oddnode-ssh", "30", "echo", "hi there"]
         assert call[1:3] == ["-F", str(fake_ssh.config)]
         assert "-oBatchMode=yes" in call
         assert "-oConnectTimeout=4" in call

@@ -66,6 +66,24 @@ _HOSTS_PLACEHOLDERS = ("%hosts", "%{hosts}")
 REMOTE_TIMEOUT_EXITS = (124, 137)
 REMOTE_KILL_GRACE = 5  # seconds between SIGTERM and SIGKILL on the node
 
+# What runs on the node: "$1" (seconds) is the limit of the command "$2"...
+# It runs under coreutils timeout, which leads a process group of its own and
+# ends the whole group at the limit (SIGTERM, then SIGKILL after the grace),
+# or as soon as it gets SIGTERM itself.  That SIGTERM comes from a watcher on
+# the ssh session's standard input, which oddnode holds open: when oddnode is
+# interrupted or killed, or the connection drops, sshd closes it, the watcher
+# reads its end, and the command stops at once instead of running on unseen.
+# The command reads /dev/null; the watcher is stopped when the command ends.
+REMOTE_WRAPPER = ('exec 3<&0 </dev/null; limit=$1; shift; '
+                  f'timeout --kill-after={REMOTE_KILL_GRACE} "$limit" "$@" & command=$!; '
+                  '{ cat <&3 >/dev/null 2>&1; kill -TERM "$command" 2>/dev/null; } & watcher=$!; exec 3<&-; '
+                  'wait "$command"; status=$?; kill "$watcher" 2>/dev/null; exit "$status"')
+# $0 of the wrapper, as ps shows it on the nodes.
+REMOTE_WRAPPER_NAME = "oddnode-ssh"
+
+# Seconds an interrupted run waits for ClusterShell to end its ssh clients.
+ABORT_WAIT = 5.0
+
 
 def classify(exit_code: int | None, stderr: str, *, timed_out: bool = False) -> NodeStatus:
     """How a node fared, from what ssh gave back."""
@@ -291,9 +309,10 @@ class SshTransport:
                                                           " on PATH: install the OpenSSH client"))
         # ClusterShell can only kill the local ssh client: sshd would leave the
         # remote command running, disturbing what is measured next.  So the
-        # node enforces the timeout itself (coreutils timeout, then SIGKILL
-        # after a grace), and the local cut comes later, for dead links only.
-        limit = ["timeout", f"--kill-after={REMOTE_KILL_GRACE}", str(math.ceil(timeout))]
+        # node enforces the timeout itself (REMOTE_WRAPPER), and ends the
+        # command when its ssh client goes; the local cut comes later, for
+        # dead links only.
+        limit = ["sh", "-c", REMOTE_WRAPPER, REMOTE_WRAPPER_NAME, str(math.ceil(timeout))]
         local_timeout = math.ceil(timeout) + REMOTE_KILL_GRACE + math.ceil(self.connect_timeout) + 2
         # Nodes given the same argv share one worker (one command line, built once).
         groups: dict[str, list[str]] = defaultdict(list)
@@ -309,9 +328,11 @@ class SshTransport:
         that no state is shared with any other task_self()."""
         collector = _Collector()
         failure: list[BaseException] = []
+        started: list[Any] = []  # the task, once its thread has it
 
         def body() -> None:
             task = task_self()
+            started.append(task)
             try:
                 for key, value in self.task_info().items():
                     task.set_info(key, value)
@@ -320,7 +341,8 @@ class SshTransport:
                 task.set_default("stdout_msgtree", False)
                 task.set_default("stderr_msgtree", False)
                 for nodeset, command in jobs:
-                    task.shell(command, nodes=nodeset, handler=collector, timeout=timeout, stderr=True, stdin=False)
+                    # stdin: the pipe to each ssh client stays open, for REMOTE_WRAPPER's watcher.
+                    task.shell(command, nodes=nodeset, handler=collector, timeout=timeout, stderr=True, stdin=True)
                 task.resume()
             except BaseException as err:  # handed to the caller's thread below
                 failure.append(err)
@@ -329,7 +351,11 @@ class SshTransport:
 
         thread = threading.Thread(target=body, name="oddnode-ssh", daemon=True)
         thread.start()
-        thread.join()
+        try:
+            thread.join()
+        except BaseException:  # an interrupt: end the ssh clients, and so the commands on the nodes
+            _abort(started, thread)
+            raise
         if failure:
             raise TransportError(f"ClusterShell failed: {failure[0]}") from failure[0]
         return collector
@@ -356,3 +382,15 @@ class SshTransport:
         if status is NodeStatus.UNREACHABLE:
             return NodeResult(node, status, stdout, stderr, None, duration)
         return NodeResult(node, status, stdout, stderr, exit_code, duration)
+
+
+def _abort(started: list[Any], thread: threading.Thread) -> None:
+    """Abort an interrupted task from the caller's thread: ClusterShell
+    kills the ssh clients it started (their recorded processes), which
+    closes their sessions, and REMOTE_WRAPPER ends each node's command.
+    A task that never started or already ended has nothing to abort."""
+    if started and thread.is_alive():
+        try:
+            started[0].abort()
+        finally:
+            thread.join(ABORT_WAIT)
