@@ -359,7 +359,8 @@ def findn_table(series: Series, sweep: Sequence[ChiSquared]) -> Table:
 def correlation_table(correlations: Sequence[Correlation], title: str) -> Table:
     table = Table(title=literal(title), title_justify="left", caption=CORRELATION_CAVEAT)
     for column in ("|r|", "r", "p", "Spearman ρ", "p(ρ)", "n", "x", "y"):
-        table.add_column(column, justify="right" if column not in ("x", "y") else "left")
+        table.add_column(column, justify="right" if column not in ("x", "y") else "left",
+                         overflow="fold" if column in ("x", "y") else "ellipsis")
     for c in correlations:
         table.add_row(f"{abs(c.pearson_r):.2f}", f"{c.pearson_r:.2f}", probability(c.pearson_p),
                       f"{c.spearman_r:.2f}", probability(c.spearman_p), str(c.n), literal(c.x), literal(c.y))
@@ -368,7 +369,7 @@ def correlation_table(correlations: Sequence[Correlation], title: str) -> Table:
 
 def common_table(counts: Sequence[tuple[str, int]]) -> Table:
     table = Table(title="Nodes common to failed runs", title_justify="left")
-    table.add_column("node")
+    table.add_column("node", overflow="fold")
     table.add_column("failed runs", justify="right")
     for node, count in counts:
         table.add_row(literal(node), str(count))
@@ -378,9 +379,9 @@ def common_table(counts: Sequence[tuple[str, int]]) -> Table:
 def expectation_table(report: ExpectationReport) -> Table:
     """Pass or fail for every expectation, failures first."""
     table = Table(title="Expectations", title_justify="left")
-    table.add_column("fact")
+    table.add_column("fact", overflow="fold")
     table.add_column("result")
-    table.add_column("nodes failing")
+    table.add_column("nodes failing", overflow="fold")
     for finding in report.failures:
         table.add_row(literal(finding.subject), Text("FAIL", style="bold red"), literal(finding.nodes))
     for key in report.passed:
