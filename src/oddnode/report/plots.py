@@ -15,6 +15,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+# Labels, titles and legends hold benchmark, node and file names: text, never
+# mathtext (a name with two dollar signs, as a$\x$, would end the figure with
+# a ParseFatalException).
+matplotlib.rcParams["text.parse_math"] = False
 
 import matplotlib.lines  # noqa: E402
 import matplotlib.patches  # noqa: E402
