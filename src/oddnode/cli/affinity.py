@@ -31,6 +31,7 @@ from oddnode.cli.common import (
     selected_target,
     testbed_errors,
     user_errors,
+    positive_seconds,
 )
 from oddnode.cli.nodes import NODES_PANEL
 
@@ -65,7 +66,7 @@ def affinity_command(
     slurm_job: Annotated[Optional[str], typer.Option(
         "--slurm-job", help="A Slurm job's processes on each node (scontrol listpids JOBID).")] = None,
     seconds: Annotated[float, typer.Option(
-        "--seconds", help="Seconds to sample where each thread runs.")] = DEFAULT_SECONDS,
+        "--seconds", callback=positive_seconds, help="Seconds to sample where each thread runs.")] = DEFAULT_SECONDS,
     show_all: Annotated[bool, typer.Option("--all", help="Every thread in the table, not only the busy ones.")]
     = False,
     top: Annotated[int, typer.Option("--top", help="Thread rows at most (0: no limit).")] = DEFAULT_TOP,
@@ -73,7 +74,7 @@ def affinity_command(
     = False,
     wide: WideOption = False,
     timeout: Annotated[float, typer.Option(
-        "--timeout", help="Seconds a node may take beyond --seconds.")] = DEFAULT_MARGIN,
+        "--timeout", callback=positive_seconds, help="Seconds a node may take beyond --seconds.")] = DEFAULT_MARGIN,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
     testbed: TestbedOption = False,

@@ -44,6 +44,7 @@ from oddnode.cli.common import (
     testbed_errors,
     testbed_state_dir,
     user_errors,
+    positive_seconds,
 )
 from oddnode.benchmarks import catalog
 from oddnode.kernels.noise import capped_noise_options
@@ -201,6 +202,7 @@ def check_command(
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
     timeout: Annotated[Optional[float], typer.Option(
+        callback=positive_seconds,
         help=f"Seconds the inventory probe may take on a node (default {CheckPlan.probe_timeout:g}).")] = None,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
     expect: Annotated[Optional[Path], typer.Option("--expect", help="Expectations file (YAML).")] = None,
@@ -226,6 +228,7 @@ def check_command(
     resume: Annotated[bool, typer.Option(
         help="Go on with the newest unfinished check in --db (its nodes and plan).")] = False,
     benchmark_timeout: Annotated[Optional[float], typer.Option(
+        callback=positive_seconds,
         help=f"Seconds one repetition may take on a node (default {CheckPlan.benchmark_timeout:g}).")] = None,
     memory_elements: Annotated[Optional[int], typer.Option(
         help="Doubles per array of the memory kernel (memory.elements, default 4x this machine's last-level "
@@ -236,6 +239,7 @@ def check_command(
         help=f"Repeat each timed memory loop until it lasts about this long, 0: one pass "
              f"({_default('memory.min_loop_seconds')}).")] = None,
     noise_seconds: Annotated[Optional[float], typer.Option(
+        callback=positive_seconds,
         help=f"Seconds the noise kernel measures, on every CPU of every node at once "
              f"({_default('noise.seconds')}).")] = None,
     threads: Annotated[Optional[int], typer.Option(
@@ -259,12 +263,14 @@ def check_command(
         help="Message sizes in bytes of the ping-pong and of the set benchmarks, comma-separated (pairs.sizes, "
              "sets.sizes, scale.sizes; default 0 B to 4 MiB).")] = None,
     seconds_per_size: Annotated[Optional[float], typer.Option(
+        callback=positive_seconds,
         help=f"Seconds each message size is timed ({_default('pairs.seconds_per_size')}; sets.seconds_per_size, "
              f"scale.seconds_per_size).")] = None,
     set_size: Annotated[Optional[int], typer.Option(
         help=f"Nodes per set of the sets stage ({_default('sets.size')}, smaller when the cluster holds fewer than "
              "two sets).")] = None,
     bisection_seconds: Annotated[Optional[float], typer.Option(
+        callback=positive_seconds,
         help=f"Seconds each bisection stream lasts ({_default('bisection.seconds')}).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
     junit: JunitOption = None,

@@ -239,10 +239,27 @@ FanoutOption = Annotated[Optional[int], typer.Option(
     "--fanout", help="ssh connections at once (default: clush.conf's fanout, else 64).")]
 UserOption = Annotated[Optional[str], typer.Option(
     "-l", "--user", metavar="USER", help="Remote user for ssh (default: clush.conf's ssh_user, else ssh's own).")]
+
+
+def positive_seconds(param: typer.CallbackParam, value: Optional[float]) -> Optional[float]:
+    """The callback of every duration option: a finite number of seconds
+    above 0 and at most a week (config.seconds), else one line naming the
+    option and exit 2, before anything runs (nan, inf, 0 and -5 parse as floats)."""
+    from oddnode.config import seconds
+
+    if value is None:
+        return None
+    try:
+        return seconds(value)
+    except ValueError as err:
+        raise fail(f"{max(param.opts, key=len)} must be {err}") from None
+
+
 ConnectTimeoutOption = Annotated[Optional[float], typer.Option(
-    "--connect-timeout", metavar="SECONDS", min=0.001,
+    "--connect-timeout", metavar="SECONDS", callback=positive_seconds,
     help="Seconds ssh may take to connect to a node (default: clush.conf's connect_timeout, else 10).")]
-TimeoutOption = Annotated[float, typer.Option("--timeout", help="Seconds a node may take for a probe.")]
+TimeoutOption = Annotated[float, typer.Option(
+    "--timeout", callback=positive_seconds, help="Seconds a node may take for a probe.")]
 TestbedOption = Annotated[bool, typer.Option("--testbed", help="Run on the nodes of the running testbed.")]
 TOPOLOGY_HELP = ("Topology, so that findings can name a group (leaf switch, chassis): a file of 'GROUP NODESET' "
                  "lines, Slurm's topology.conf or topology.yaml (its leaf switches), or '@[SOURCE:]PATTERN', "

@@ -39,6 +39,7 @@ from oddnode.cli.common import (
     testbed_errors,
     user_errors,
     verbose,
+    positive_seconds,
 )
 from oddnode.interconnect import switchbench
 from oddnode.interconnect.pairs import CHECK_PATTERNS, DEFAULT_PORT
@@ -69,7 +70,8 @@ PairsFileOption = Annotated[Optional[Path], typer.Option(
 MpiYieldOption = Annotated[Optional[bool], typer.Option(
     "--mpi-yield/--no-mpi-yield", help="Idle MPI ranks yield their CPU (Open MPI's mpi_yield_when_idle): for nodes "
                                        "whose CPUs are capped or shared; default on with --testbed only.")]
-SecondsPerSizeOption = Annotated[float, typer.Option("--seconds-per-size", help="Seconds each message size is timed.")]
+SecondsPerSizeOption = Annotated[float, typer.Option("--seconds-per-size", callback=positive_seconds,
+    help="Seconds each message size is timed.")]
 StreamMessageSizeOption = Annotated[int, typer.Option("--message-size", help="Bytes per write of each stream.")]
 ServerPortOption = Annotated[int, typer.Option("--port", help="TCP port the servers listen on.")]
 JsonOption = Annotated[bool, typer.Option(
@@ -213,7 +215,8 @@ def bisection_command(
     repetitions: Annotated[int, typer.Option(
         "-r", "--repetitions", help="Runs of the cut pairs at once, and of each alone.")] = NETWORK_REPETITIONS,
     message_size: StreamMessageSizeOption = DEFAULT_MESSAGE_SIZE,
-    seconds: Annotated[float, typer.Option("--seconds", help="Seconds each stream lasts.")] = DEFAULT_STREAM_SECONDS,
+    seconds: Annotated[float, typer.Option("--seconds", callback=positive_seconds,
+        help="Seconds each stream lasts.")] = DEFAULT_STREAM_SECONDS,
     both: Annotated[bool, typer.Option(
         "--both", help="Stream both ways at once (a pair's bandwidth is their sum).")] = False,
     port: ServerPortOption = DEFAULT_PORT,
@@ -311,7 +314,8 @@ def switchbench_chain_command(
         "--lengths", help="Chain lengths k, comma-separated (default 2 to N).")] = None,
     message_size: Annotated[int, typer.Option(
         "--message-size", help="Bytes per write of the stream.")] = DEFAULT_MESSAGE_SIZE,
-    seconds: Annotated[float, typer.Option("--seconds", help="Seconds each chain streams.")] = DEFAULT_STREAM_SECONDS,
+    seconds: Annotated[float, typer.Option("--seconds", callback=positive_seconds,
+        help="Seconds each chain streams.")] = DEFAULT_STREAM_SECONDS,
     port: Annotated[int, typer.Option(
         "--port", help="TCP port every relay and the last node listen on.")] = switchbench.DEFAULT_PORT,
     json_out: JsonOption = False,
@@ -353,7 +357,8 @@ def switchbench_stream_command(
     repetitions: PatternRepetitionsOption = NETWORK_REPETITIONS,
     serial: SerialOption = False,
     message_size: StreamMessageSizeOption = DEFAULT_MESSAGE_SIZE,
-    seconds: Annotated[float, typer.Option("--seconds", help="Seconds each pair streams.")] = DEFAULT_STREAM_SECONDS,
+    seconds: Annotated[float, typer.Option("--seconds", callback=positive_seconds,
+        help="Seconds each pair streams.")] = DEFAULT_STREAM_SECONDS,
     port: ServerPortOption = switchbench.DEFAULT_PORT,
     seed: PatternSeedOption = 0,
     pairs_file: PairsFileOption = None,

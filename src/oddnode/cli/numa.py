@@ -38,6 +38,7 @@ from oddnode.cli.common import (
     selected_target,
     testbed_errors,
     user_errors,
+    positive_seconds,
 )
 from oddnode.cli.nodes import NODES_PANEL
 from oddnode.report import summaries
@@ -77,7 +78,8 @@ def numa_command(
         "--bandwidth-bytes", help="The ping-pong's message size for the bandwidth matrix.")]
     = DEFAULT_BANDWIDTH_BYTES,
     seconds_per_size: Annotated[float, typer.Option(
-        "--seconds-per-size", help="Seconds of ping-pong per message size.")] = DEFAULT_SECONDS_PER_SIZE,
+        "--seconds-per-size", callback=positive_seconds,
+            help="Seconds of ping-pong per message size.")] = DEFAULT_SECONDS_PER_SIZE,
     every_node: Annotated[bool, typer.Option(
         "--all", help="Every node's matrices (default: the cluster's median and the nodes the findings name).")]
     = False,

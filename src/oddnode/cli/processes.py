@@ -39,6 +39,7 @@ from oddnode.cli.common import (
     selected_target,
     testbed_errors,
     user_errors,
+    positive_seconds,
 )
 from oddnode.cli.nodes import NODES_PANEL
 from oddnode.nodes import fold
@@ -92,7 +93,7 @@ def processes_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the counts, tables and findings as JSON.")] = False,
     wide: WideOption = False,
     timeout: Annotated[float, typer.Option(
-        "--timeout", help="Seconds a node may take beyond --seconds.")] = DEFAULT_MARGIN,
+        "--timeout", callback=positive_seconds, help="Seconds a node may take beyond --seconds.")] = DEFAULT_MARGIN,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,

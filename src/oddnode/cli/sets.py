@@ -32,6 +32,7 @@ from oddnode.cli.common import (
     progress_run,
     quiet,
     user_errors,
+    positive_seconds,
 )
 from oddnode.cli.interconnect import NETWORK_REPETITIONS, MpiYieldOption, network_run
 from oddnode.report import summaries
@@ -57,7 +58,8 @@ BenchmarksOption = Annotated[Optional[str], typer.Option(
 SizesOption = Annotated[Optional[str], typer.Option(
     "--sizes", help="Message sizes in bytes, comma-separated (default 0, 1 B to 4 MiB by powers of two).")]
 SecondsPerSizeOption = Annotated[Optional[float], typer.Option(
-    "--seconds-per-size", help="Seconds each benchmark and message size is timed (default 0.2).")]
+    "--seconds-per-size", callback=positive_seconds,
+        help="Seconds each benchmark and message size is timed (default 0.2).")]
 CommandOption = Annotated[Optional[str], typer.Option(
     "--command", help="Run an installed MPI application instead, from a template run on each set's first node: "
                       "{hosts} (members, comma-separated), {ranks}, {first}, {hostfile} (a hostfile of the "
@@ -65,7 +67,7 @@ CommandOption = Annotated[Optional[str], typer.Option(
 ParserOption = Annotated[Optional[str], typer.Option(
     "--parser", help="With --command: the parser of its output (npb, hpcc, imb, osu, …; see oddnode import).")]
 CommandTimeoutOption = Annotated[Optional[float], typer.Option(
-    "--command-timeout", help="With --command: seconds one run may take (default 600).")]
+    "--command-timeout", callback=positive_seconds, help="With --command: seconds one run may take (default 600).")]
 FileOption = Annotated[Optional[list[str]], typer.Option(
     "--file", help="With --command: NAME=PATH, a file the run's directory gets (repeatable), e.g. "
                    "hpccinf.txt=./hpccinf.txt.")]

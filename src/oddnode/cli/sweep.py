@@ -31,6 +31,7 @@ from oddnode.cli.common import (
     open_db,
     progress_run,
     user_errors,
+    positive_seconds,
 )
 from oddnode.cli.interconnect import network_run
 from oddnode.cli.nodes import NODES_PANEL
@@ -103,7 +104,8 @@ def sweep_command(
                                              "mpiexec) starts, with -x NAME; off for another MPI's launcher.")]
     = True,
     timeout: Annotated[float, typer.Option(
-        "--timeout", help="Seconds one repetition of the step may take on a node.")] = SWEEP_TIMEOUT,
+        "--timeout", callback=positive_seconds,
+            help="Seconds one repetition of the step may take on a node.")] = SWEEP_TIMEOUT,
     alpha: Annotated[float, typer.Option(
         help="False-alarm probability of each series (Holm-corrected over its sizes and settings).")]
     = SWEEP_ALPHA,
