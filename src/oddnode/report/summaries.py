@@ -50,12 +50,14 @@ def stab_import_line(summary, db: Path | str) -> str:
 
 
 def ignored_import_lines(summary) -> list[str]:
-    return [f"[dim]ignored {literal(ignored)} (not a plot.* file, units.csv, inventory.csv, topology.csv, nodes or failed)[/]"
+    return [f"[dim]ignored {literal(ignored)} "
+            "(not a plot.* file, units.csv, inventory.csv, topology.csv, nodes or failed)[/]"
             for ignored in summary.ignored]
 
 
 def tool_import_line(summary, db: Path | str) -> str:
-    return f"run {summary.run_id}: {summary.files} files, {summary.labels} labels, {summary.measurements} measurements -> {literal(db)}"
+    return (f"run {summary.run_id}: {summary.files} files, {summary.labels} labels, "
+            f"{summary.measurements} measurements -> {literal(db)}")
 
 
 def invalid_import_lines(summary) -> list[str]:
@@ -210,8 +212,8 @@ def set_run_line(family: str, summary: SetRunSummary) -> str:
     repetitions = len({repetition for repetition, _ in summary.outcomes})
     bad = runs - summary.count("ok")
     trouble = (f"; [red]{summary.count('failed')} failed, {summary.count('invalid')} invalid[/]" if bad else "")
-    return (f"{literal(family)} {literal(summary.ordering)}: {runs} set runs ({sets} distinct sets, {repetitions} repetitions), "
-            f"run {summary.run_id}{trouble}")
+    return (f"{literal(family)} {literal(summary.ordering)}: {runs} set runs ({sets} distinct sets, "
+            f"{repetitions} repetitions), run {summary.run_id}{trouble}")
 
 
 def no_set_findings(kinds: Sequence[str]) -> str:
@@ -269,7 +271,8 @@ def interrupted_line(db: Path | str) -> str:
 
 def testbed_up_line(bed: Any) -> str:
     """The nodes brought up and how to reach them."""
-    return f"testbed up: {literal(bed.nodeset)} ({len(bed.nodes)} nodes); ssh -F {literal(bed.ssh_config)} {literal(bed.nodes[0])}"
+    return (f"testbed up: {literal(bed.nodeset)} ({len(bed.nodes)} nodes); "
+            f"ssh -F {literal(bed.ssh_config)} {literal(bed.nodes[0])}")
 
 
 def testbed_leaves_line(bed: Any) -> str | None:

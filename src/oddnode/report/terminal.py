@@ -451,7 +451,8 @@ def stream_table(summary: StreamRunSummary, limit: int = MAX_PAIR_ROWS) -> Table
         table.add_column(column, justify="left" if column == "pair" else "right")
     for label in shown:
         if label not in best:
-            table.add_row(literal(label), Text("failed", style="red"), "-", "-", Text(problems[label][:60], style="red"))
+            table.add_row(literal(label), Text("failed", style="red"), "-", "-",
+                          Text(problems[label][:60], style="red"))
             continue
         forth, back = best[label]
         percent = (forth + back) / median * 100 if median else math.nan
