@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from oddnode import __version__
+from oddnode.io.atomic import inside, output_directory, replacing, write_atomically
 from oddnode.io.stab import PLOT_PREFIX, UNITS_FILE
 from oddnode.store import SCHEMA_VERSION, Store
 
@@ -42,9 +43,9 @@ class ExportError(ValueError):
 
 def export_plot_files(store: Store, out_dir: os.PathLike[str] | str, benchmarks: list[str] | None = None) -> list[Path]:
     """Write ``plot.<benchmark>`` files (best value per label, lowest first,
-    as STAB's tools list them) and a units.csv that keeps unit and direction."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    as STAB's tools list them) and a units.csv that keeps unit and direction.
+    A file's name is the benchmark's made safe (io.atomic.safe_file_name):
+    a stored name never writes outside ``out_dir``."""
     series = store.load_series()
     if benchmarks:
         wanted = set(benchmarks)
@@ -54,39 +55,40 @@ def export_plot_files(store: Store, out_dir: os.PathLike[str] | str, benchmarks:
             raise ExportError(f"no results for {', '.join(missing)} in {store.path}")
     if not series:
         raise ExportError(f"no results to export in {store.path}")
-    written = []
+    out = output_directory(out_dir)
+    written, names = [], []
     for s in series:
-        path = out / f"{PLOT_PREFIX}{s.name}"
+        path = inside(out, f"{PLOT_PREFIX}{s.name}")
+        name = path.name[len(PLOT_PREFIX):]  # the name the import will read back
         order = sorted(range(len(s)), key=lambda i: (s.values[i], s.labels[i]))
-        with path.open("w", encoding="utf-8") as fh:
-            fh.write(f"# {s.name}: best of {s.label_kind.value}, unit {s.unit or 'none'}, "
-                     f"{s.direction.value} is better, {len(s)} results (oddnode {__version__})\n")
-            for i in order:
-                fh.write(f"{float(s.values[i])!r} {s.labels[i]}\n")
-        written.append(path)
-    units = out / UNITS_FILE
-    with units.open("w", encoding="utf-8") as fh:
-        fh.write("benchmark,unit,direction\n")
-        for s in series:
-            fh.write(f"{s.name},{s.unit},{s.direction.value}\n")
-    written.append(units)
+        lines = [f"# {name}: best of {s.label_kind.value}, unit {s.unit or 'none'}, "
+                 f"{s.direction.value} is better, {len(s)} results (oddnode {__version__})\n"]
+        lines += [f"{float(s.values[i])!r} {s.labels[i]}\n" for i in order]
+        written.append(_write(path, "".join(lines)))
+        names.append(name)
+    units = ["benchmark,unit,direction\n",
+             *(f"{name},{s.unit},{s.direction.value}\n" for name, s in zip(names, series))]
+    written.append(_write(out / UNITS_FILE, "".join(units)))
     return written
+
+
+def _write(path: Path, text: str) -> Path:
+    write_atomically(path, text.encode("utf-8"))
+    return path
 
 
 def export_tables(store: Store, out_dir: os.PathLike[str] | str, fmt: str) -> list[Path]:
     """Write every table as <table>.<fmt> plus schema.json naming the version."""
     if fmt not in TABLE_FORMATS:
         raise ExportError(f"unknown export format {fmt!r} (known: plot, {', '.join(TABLE_FORMATS)})")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_directory(out_dir)
     written = []
     for table, query in EXPORTED_TABLES.items():
         path = out / f"{table}.{fmt}"
-        quoted = str(path).replace("'", "''")
-        store.con.execute(f"COPY ({query}) TO '{quoted}' {TABLE_FORMATS[fmt]}")
+        with replacing(path) as temporary:
+            quoted = str(temporary).replace("'", "''")
+            store.con.execute(f"COPY ({query}) TO '{quoted}' {TABLE_FORMATS[fmt]}")
         written.append(path)
-    schema = out / "schema.json"
-    schema.write_text(json.dumps({"schema_version": SCHEMA_VERSION, "oddnode": __version__,
-                                  "tables": list(EXPORTED_TABLES)}, indent=2) + "\n")
-    written.append(schema)
+    written.append(_write(out / "schema.json", json.dumps({"schema_version": SCHEMA_VERSION, "oddnode": __version__,
+                                                           "tables": list(EXPORTED_TABLES)}, indent=2) + "\n"))
     return written

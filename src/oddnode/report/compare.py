@@ -398,10 +398,11 @@ def plot_file_name(comparison: Comparison, s: SeriesComparison) -> str:
 
 
 def write_plots(comparison: Comparison, directory: Path) -> list[Path]:
-    """One PNG per series compared, in ``directory`` (made if missing)."""
+    """One PNG per series compared, in ``directory`` (made if missing, its parent never)."""
+    from oddnode.io.atomic import output_directory
     from oddnode.report.plots import save_figure
 
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = output_directory(directory)
     written = []
     used: set[str] = set()
     for s in comparison.series:

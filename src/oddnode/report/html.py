@@ -327,8 +327,10 @@ def render_report(analysis: Analysis, check: CheckResult | None = None) -> str:
 
 
 def write_report(analysis: Analysis, path: os.PathLike[str] | str, check: CheckResult | None = None) -> Path:
-    """The report of an analysis; of a staged check, with a section per stage."""
+    """The report of an analysis; of a staged check, with a section per
+    stage; written as io.atomic writes every output (its directory never made)."""
+    from oddnode.io.atomic import write_atomically
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_report(analysis, check), encoding="utf-8")
+    write_atomically(path, render_report(analysis, check).encode("utf-8"))
     return path

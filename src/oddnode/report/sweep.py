@@ -301,10 +301,11 @@ def plot_name(s: SeriesSweep) -> str:
 
 
 def write_sweep_plots(analysis: SweepAnalysis, directory: Path) -> list[Path]:
-    """One PNG per series of the sweep, in ``directory`` (made if missing)."""
+    """One PNG per series of the sweep, in ``directory`` (made if missing, its parent never)."""
+    from oddnode.io.atomic import output_directory
     from oddnode.report.plots import save_figure
 
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = output_directory(directory)
     written, used = [], set()
     for s in analysis.series:
         name, stem, number = plot_name(s), plot_name(s)[:-4], 2
