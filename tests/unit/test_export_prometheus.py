@@ -10,7 +10,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import invoke
-from oddnode.io.export import ExportError
+from oddnode.analysis import analyze
+from oddnode.io.atomic import OutputUnwritable
 from oddnode.io.prometheus import escape_label_value, prometheus_text, write_textfile
 from oddnode.model import Direction, Finding, LabelKind, Severity
 from oddnode.store import CHECK_SOURCE, ResultBatch, open_store
@@ -58,6 +59,11 @@ def db(tmp_path):
     return path
 
 
+def verdict_text(store, written: float) -> str:
+    """The textfile as the command writes it: the verdict of an analysis made now."""
+    return prometheus_text(store, analyze(store.load_dataset(), require_data=True), written=written)
+
+
 def samples(text: str) -> dict[str, list]:
     """Family name -> its samples, as prometheus_client parses the text."""
     return {family.name: family.samples for family in text_string_to_metric_families(text)}
@@ -71,7 +77,7 @@ def value(found: dict[str, list], family: str, **labels: str) -> float:
 
 def test_findings_per_node_kind_and_severity(db):
     with open_store(db, read_only=True) as store:
-        found = samples(prometheus_text(store, written=1_700_000_000.0))
+        found = samples(verdict_text(store, written=1_700_000_000.0))
     assert value(found, "oddnode_findings", node="gpu004", kind="slow-node", severity="warning") == 2
     assert value(found, "oddnode_findings", node="gpu005", kind="slow-node", severity="warning") == 1
     assert value(found, "oddnode_findings", node="gpu006", kind="slow-node", severity="warning") == 0
@@ -90,7 +96,7 @@ def test_findings_per_node_kind_and_severity(db):
 
 def test_newest_result_and_members_of_pairs_and_sets(db):
     with open_store(db, read_only=True) as store:
-        found = samples(prometheus_text(store, written=1_700_000_000.0))
+        found = samples(verdict_text(store, written=1_700_000_000.0))
     # The newest run wins over the older, higher one; its best repetition.
     assert value(found, "oddnode_result", node="cn-a17", benchmark="stream", metric="triad") == 5100.0
     assert value(found, "oddnode_result", node="gpu010", benchmark="stream", metric="triad") == 5109.0
@@ -109,7 +115,7 @@ def test_newest_result_and_members_of_pairs_and_sets(db):
 def test_check_times_and_written_time(db):
     with open_store(db, read_only=True) as store:
         started = {node: when for node, when in store.latest_run_per_node(CHECK_SOURCE).items()}
-        found = samples(prometheus_text(store, written=1_700_000_000.0))
+        found = samples(verdict_text(store, written=1_700_000_000.0))
     assert value(found, "oddnode_textfile_written_timestamp_seconds") == 1_700_000_000.0
     stamps = {s.labels["node"]: s.value for s in found["oddnode_last_check_timestamp_seconds"]}
     assert set(stamps) == set(NODES)
@@ -124,7 +130,7 @@ def test_label_values_are_escaped():
 
 def test_every_family_has_help_and_type(db):
     with open_store(db, read_only=True) as store:
-        text = prometheus_text(store, written=1.0)
+        text = verdict_text(store, written=1.0)
     assert 'metric="size \\"4\\\\096\\""' in text
     names = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")}
     assert names == {line.split()[2] for line in text.splitlines() if line.startswith("# HELP")}
@@ -142,7 +148,7 @@ def test_write_replaces_atomically(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", broken)
-    with pytest.raises(ExportError, match="No space left"):
+    with pytest.raises(OutputUnwritable, match="No space left"):
         write_textfile("oddnode_x 2\n", target)
     assert target.read_text() == "oddnode_x 1\n"  # the old file stays whole
     assert os.listdir(tmp_path) == ["oddnode.prom"]  # no temporary left behind

@@ -4,6 +4,9 @@ synthetic dataset and the export."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -25,6 +28,8 @@ from oddnode.cli.common import (
     err_console,
     inform,
     analysis_document,
+    could_not_run,
+    fail,
     print_json,
     open_db,
     quiet,
@@ -54,6 +59,21 @@ class ExportFormat(str, Enum):
     prometheus = "prometheus"
 
 
+@contextmanager
+def writing() -> Iterator[None]:
+    """An output path refused (a directory, a symbolic link, a missing
+    directory: exit 2) or a write the system refused (no space: exit 3),
+    as one line."""
+    from oddnode.io.atomic import OutputRefused, OutputUnwritable
+
+    try:
+        yield
+    except OutputRefused as err:
+        raise fail(str(err)) from None
+    except OutputUnwritable as err:
+        raise could_not_run(str(err)) from None
+
+
 def load_series(db: Path, benchmark: str):
     with open_db(db) as store:
         return store.load_dataset().by_name(benchmark)
@@ -67,12 +87,17 @@ def export_command(
 ) -> None:
     """Export benchmarks back to plot files, every table to CSV, Parquet or
     JSON, or the verdict per node to a Prometheus textfile."""
+    from oddnode.analysis import analyze
     from oddnode.io.export import export_plot_files, export_tables
     from oddnode.io.prometheus import prometheus_text, write_textfile
 
-    with user_errors(), open_db(db) as store:
+    with writing(), user_errors(), open_db(db) as store:
         if fmt is ExportFormat.prometheus:
-            write_textfile(prometheus_text(store), out)
+            # The verdict of an analysis made now (with the findings last
+            # recorded): a store imported but never analysed is not green.
+            analysed = time.time()
+            analysis = analyze(store.load_dataset(), correlations=False, require_data=True)
+            write_textfile(prometheus_text(store, analysis, analysed=analysed), out)
             if str(out) != "-":
                 inform(f"wrote {out}")
             return
@@ -277,13 +302,13 @@ def judge(paths: list[Path] | None, location: Path, groups, sensitivity):
             if paths:
                 import_stab(store, paths, command="oddnode analyze")
             save_topology(store, groups)
-            result = analyze(store.load_dataset(), sensitivity)
+            result = analyze(store.load_dataset(), sensitivity, require_data=True)
             store.record_findings("oddnode analyze", result.findings)
         return result, None
     # Read-only while judging: a store one may read but not write is
     # judged all the same, and only the findings' record is lost.
     with open_store(location, read_only=True) as store:
-        result = analyze(store.load_dataset(), sensitivity)
+        result = analyze(store.load_dataset(), sensitivity, require_data=True)
     try:
         with open_store(location) as store:
             store.record_findings("oddnode analyze", result.findings)
@@ -326,6 +351,7 @@ def analyze_command(
     Exit 1 when a finding reaches a warning (--fail-on), 0 when the
     cluster is ready."""
     from oddnode.findings import Sensitivity
+    from oddnode.io.atomic import check_target
     from oddnode.store import StoreError
 
     from oddnode.report.junit import STDOUT, analysis_suite, refuse_both_on_stdout, write_junit
@@ -334,6 +360,10 @@ def analyze_command(
         refuse_both_on_stdout(junit, json_out)
     except ValueError as err:
         raise typer.BadParameter(str(err)) from None
+    with writing():  # the outputs refused before the work, not after
+        for output in (junit if junit != STDOUT else None, html):
+            if output is not None:
+                check_target(output)
     with user_errors():
         sensitivity = Sensitivity(alpha=alpha, min_effect=min_effect)
         location = db or (Path(":memory:") if paths else DEFAULT_DB)
@@ -344,7 +374,8 @@ def analyze_command(
     if not_recorded:
         err_console.print(f"[yellow]{not_recorded}[/]", highlight=False)
     if junit:
-        write_junit(analysis_suite(result), junit)
+        with writing():
+            write_junit(analysis_suite(result), junit)
     if json_out:
         print_json(analysis_document(result))
     else:
@@ -354,14 +385,16 @@ def analyze_command(
     if html:
         from oddnode.report.html import write_report
 
-        write_report(result, html)
+        with writing():
+            write_report(result, html)
         inform(f"report written to {html}", out=out)
     if not not_recorded and str(location) != ":memory:":
         detail(f"[dim]findings recorded in {location}[/]", out=out, highlight=False)
     if truth:
         compare_with_truth(truth, result.findings, out)
     threshold = {FailOn.warning: Severity.WARNING, FailOn.error: Severity.ERROR}.get(fail_on)
-    if threshold and any(f.severity.rank >= threshold.rank for f in result.findings):
+    # Nothing to judge is never a pass, whatever --fail-on says.
+    if not result.judged or threshold and any(f.severity.rank >= threshold.rank for f in result.findings):
         raise typer.Exit(code=1)
 
 

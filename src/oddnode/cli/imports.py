@@ -3,8 +3,11 @@ outputs of the tools oddnode has a parser for."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -12,7 +15,28 @@ from oddnode.cli.common import DEFAULT_DB, DbOption, command_line, console, info
 from oddnode.model import Direction
 from oddnode.report import summaries
 
+if TYPE_CHECKING:
+    from oddnode.store import Store
+
 import_app = typer.Typer(help="Import results that already exist.", no_args_is_help=True)
+
+
+@contextmanager
+def store_to_import_into(db: Path) -> Iterator[Store]:
+    """The store opened for writing.  The importers write in one
+    transaction, so a failed import leaves an existing store as it was; a
+    store this import created is removed again, so that no empty store is
+    left to be judged later as if it held results."""
+    created = [db, db.with_name(db.name + ".wal")]  # DuckDB's file and its write-ahead log
+    existed = os.path.lexists(db)
+    try:
+        with open_db(db, read_only=False) as store:
+            yield store
+    except BaseException:
+        if not existed:
+            for path in created:
+                path.unlink(missing_ok=True)
+        raise
 
 
 @import_app.command("stab")
@@ -28,7 +52,7 @@ def import_stab_command(
     failed)."""
     from oddnode.io.stab import import_stab
 
-    with user_errors(), open_db(db, read_only=False) as store:
+    with user_errors(), store_to_import_into(db) as store:
         summary = import_stab(store, paths, benchmark=benchmark, unit=unit, direction=direction,
                               repetitions=repetitions, command=command_line())
     inform(summaries.stab_import_line(summary, db))
@@ -95,7 +119,7 @@ def tool_import_command(tool: str):
     ) -> None:
         from oddnode.io.tool_import import import_tool_outputs
 
-        with user_errors(), open_db(db, read_only=False) as store:
+        with user_errors(), store_to_import_into(db) as store:
             summary = import_tool_outputs(store, tool, files, label=label, label_from=label_from,
                                           command=command_line())
         inform(summaries.tool_import_line(summary, db))

@@ -192,7 +192,8 @@ def analysis_suite(analysis: Analysis, rules: Sequence[str] | None = None, *,
                    timestamp: datetime | None = None, hostname: str | None = None) -> ET.Element:
     """The analysis as one testsuite: a testcase per finding rule that ran
     (all registered ones by default), passing when it found nothing; a
-    finding of a kind no rule names gets a testcase of its kind."""
+    finding of a kind no rule names gets a testcase of its kind.  With
+    nothing to judge, the no-data finding fails and every rule is skipped."""
     from oddnode.findings.registry import RULE_KINDS, RULES
 
     names = list(rules) if rules is not None else RULES.names()
@@ -204,10 +205,12 @@ def analysis_suite(analysis: Analysis, rules: Sequence[str] | None = None, *,
     for finding in analysis.findings:
         by_case.setdefault(rule_of.get(finding.kind, finding.kind), []).append(finding)
     suite = _suite(ANALYZE_SUITE, timestamp, hostname,
-                   {"oddnode": __version__, "ready": str(analysis.ready).lower(),
+                   {"oddnode": __version__, "ready": str(analysis.ready).lower(), "verdict": analysis.verdict,
                     "alpha": analysis.sensitivity.alpha, "min_effect": analysis.sensitivity.min_effect})
     for name, findings in by_case.items():
-        _testcase(suite, f"oddnode.analyze.{name}", name, findings)
+        case = _testcase(suite, f"oddnode.analyze.{name}", name, findings)
+        if not analysis.judged and not findings:  # a rule with nothing to read did not pass
+            ET.SubElement(case, "skipped", message="nothing to judge: the store holds no result")
     return _count(suite, None)
 
 
@@ -226,8 +229,9 @@ def to_xml(suite: ET.Element) -> bytes:
 
 
 def write_junit(suite: ET.Element, destination: str | Path) -> None:
-    """Write the document to a file atomically (a temporary file beside it,
-    then renamed), or to stdout for ``-``."""
+    """Write the document to a file as io.atomic writes every output (a
+    regular file in one rename; a device or FIFO written through; anything
+    else refused), or to stdout for ``-``."""
     document = to_xml(suite)
     if str(destination) == STDOUT:
         sys.stdout.buffer.write(document) if hasattr(sys.stdout, "buffer") else sys.stdout.write(document.decode())
