@@ -43,12 +43,12 @@ class OutputUnwritable(OSError):
     """A write the system refused (no space, no permission, a FIFO nobody
     reads): one line naming the path (the command could not run: exit 3)."""
 
-    def __str__(self) -> str:  # the line itself, without OSError's "[Errno N]"
-        return self.strerror
+    def __str__(self) -> str:  # one line, without OSError's "[Errno N]"
+        return f"cannot write {self.filename}: {self.strerror}"
 
 
 def _unwritable(path: Path, err: OSError) -> OutputUnwritable:
-    return OutputUnwritable(err.errno, f"cannot write {path}: {err.strerror or err}")
+    return OutputUnwritable(err.errno, err.strerror or str(err), str(path))
 
 
 def _kind(mode: int) -> str:
@@ -102,7 +102,7 @@ def _write_through(path: Path, data: bytes) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as err:
         if err.errno == errno.ENXIO:
-            raise OutputUnwritable(err.errno, f"cannot write {path}: no process reads the FIFO") from None
+            raise OutputUnwritable(err.errno, "no process reads the FIFO", str(path)) from None
         raise _unwritable(path, err) from None
     try:
         os.set_blocking(fd, True)
