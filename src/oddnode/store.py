@@ -11,12 +11,13 @@ the analysis reads one row per label.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import stat
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -354,6 +355,21 @@ class ResultBatch:
     def columns(self) -> dict[str, np.ndarray]:
         """The columns as arrays DuckDB scans directly; None stays NULL."""
         return {c: np.array(getattr(self, c), dtype=object) for c in RESULT_COLUMNS}
+
+
+def _reading(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A read of the store whose file turns out damaged (a block that fails
+    its checksum, or lies past the file's end) as one StoreError saying
+    what to do, not DuckDB's exception."""
+    @functools.wraps(method)
+    def read(self: Store, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except duckdb.Error as err:
+            if not _is_damage(err):
+                raise
+            raise _damaged(self.path, err) from None
+    return read
 
 
 class Store:
@@ -696,6 +712,7 @@ class Store:
 
     # -- reading ---------------------------------------------------------
 
+    @_reading
     def check_names(self) -> None:
         """Refuse to read labels and node names that are not ones (stored by
         an older oddnode or by hand): a LabelError naming the first, before
@@ -725,14 +742,17 @@ class Store:
                              "delete its rows, or start a new store with --db NEW_FILE)") from None
         self._names_checked = True
 
+    @_reading
     def runs(self) -> list[tuple[Any, ...]]:
         return self.con.execute("SELECT * FROM runs ORDER BY id").fetchall()
 
+    @_reading
     def series_names(self) -> list[tuple[str, str]]:
         return self.con.execute(
             "SELECT DISTINCT benchmark, metric FROM results ORDER BY 1, 2"
         ).fetchall()
 
+    @_reading
     def load_series(self) -> list[Series]:
         """Best value of every label, one Series per benchmark metric."""
         self.check_names()
@@ -789,6 +809,7 @@ class Store:
         return self.con.execute(
             "SELECT benchmark, metric, max(run_id) FROM results GROUP BY benchmark, metric ORDER BY 1, 2").fetchall()
 
+    @_reading
     def load_failures(self) -> list[Failure]:
         return self._failures_of(self._latest_runs())
 
@@ -815,6 +836,7 @@ class Store:
             failures.append(Failure(benchmark, label, kind, repetition, label_members(label, kind)))
         return failures
 
+    @_reading
     def load_set_runs(self) -> list[SetRuns]:
         """Every valid repetition of each set series' newest run."""
         self.check_names()
@@ -834,6 +856,7 @@ class Store:
                         values=np.array(values, dtype=np.float64))
                 for benchmark, metric, unit, direction, labels, repetitions, values in rows]
 
+    @_reading
     def load_facts(self) -> dict[str, dict[str, str]]:
         """Every node's facts from the latest run that reported it: key -> node -> value.
 
@@ -849,6 +872,7 @@ class Store:
             facts.setdefault(key, {})[node] = value
         return facts
 
+    @_reading
     def load_topology(self) -> dict[str, str]:
         """Node -> group from the latest run that recorded a topology."""
         self.check_names()
@@ -857,6 +881,7 @@ class Store:
         """).fetchall()
         return dict(rows)
 
+    @_reading
     def load_processes(self, run_id: int | None = None) -> dict[str, NodeProcesses]:
         """Node -> its process accounting in one run (default: the latest that has any)."""
         if run_id is None:
@@ -876,6 +901,7 @@ class Store:
                                     source=source or "", notes=tuple(json.loads(notes or "[]")), start=float(start))
                 for node, method, start, seconds, source, notes in nodes}
 
+    @_reading
     def load_node_status(self) -> dict[str, NodeStage]:
         """Nodes that did not answer in the latest run of each stage."""
         self.check_names()
@@ -886,6 +912,7 @@ class Store:
         """).fetchall()
         return {node: NodeStage(stage, status, detail or "") for node, stage, status, detail in rows}
 
+    @_reading
     def load_details(self, names: Sequence[str] = DETAILED_SERIES) -> dict[str, dict[str, list[dict[str, Any]]]]:
         """The parameters of every valid repetition of the named node series
         (benchmark names, metric ``value``) in each one's newest run:
@@ -904,6 +931,7 @@ class Store:
             details.setdefault(benchmark, {}).setdefault(label, []).append(json.loads(parameters))
         return details
 
+    @_reading
     def load_declared_nodes(self) -> list[str]:
         """The union of the node lists every run and import was given, each
         node where it was first declared (earliest run, then its position)."""
@@ -913,6 +941,7 @@ class Store:
         """).fetchall()
         return [node for (node,) in rows]
 
+    @_reading
     def load_dataset(self) -> Dataset:
         # One scan of the results names every series and finds its newest run.
         latest = self._latest_runs()
@@ -929,6 +958,7 @@ class Store:
             details=self.load_details(),
         )
 
+    @_reading
     def latest_check(self) -> tuple[int, str, dict[str, Any], dict[str, Any]] | None:
         """The newest staged check: (id, status, target, plan), or None."""
         rows = self.con.execute(
@@ -938,6 +968,7 @@ class Store:
         ((check_id, status, target, plan),) = rows
         return int(check_id), status, json.loads(target), json.loads(plan)
 
+    @_reading
     def check_steps(self, check_id: int) -> dict[str, tuple[int, int, int]]:
         """step -> (run id, repetitions wanted, repetitions stored) of a check."""
         rows = self.con.execute("""
@@ -947,6 +978,7 @@ class Store:
         """, [check_id]).fetchall()
         return {step: (int(run_id), int(wanted), int(done)) for step, run_id, wanted, done in rows}
 
+    @_reading
     def sweeps(self) -> list[tuple[int, datetime, str, str, int, int]]:
         """Every sweep: (id, started, command, step, repetitions, runs stored), oldest first."""
         rows = self.con.execute("""
@@ -956,6 +988,7 @@ class Store:
         """).fetchall()
         return [(int(i), started, command, step, int(reps), int(runs)) for i, started, command, step, reps, runs in rows]
 
+    @_reading
     def load_sweep(self, sweep_id: int | None = None) -> tuple[int, str, dict[str, Any], int, int, list[tuple[Any, ...]]]:
         """A sweep (default: the newest) and every result of its runs: (id,
         step, grid, repetitions, seed, rows of (setting, round, run id,
@@ -980,6 +1013,7 @@ class Store:
         """, [sweep_id]).fetchall()
         return int(sweep_id), step, json.loads(grid), int(repetitions), int(seed), rows
 
+    @_reading
     def profiles(self) -> list[StoredProfile]:
         """Every stored MPI profile, oldest first."""
         rows = self.con.execute("""
@@ -993,11 +1027,13 @@ class Store:
                               None if run is None else int(run))
                 for i, tool, source, command, created, ranks, hosts, run in rows]
 
+    @_reading
     def latest_profile_id(self) -> int | None:
         """The newest profile's id; None when the store holds none."""
         ((profile_id,),) = self.con.execute("SELECT max(profile_id) FROM profiles").fetchall()
         return None if profile_id is None else int(profile_id)
 
+    @_reading
     def profile(self, profile_id: int) -> Profile:
         """A stored MPI profile, as it was stored (ranks in order); StoreError
         when the store holds no such profile."""
@@ -1028,6 +1064,7 @@ class Store:
                 int(count), float(time_), float(max_time), int(nbytes))
         return profile
 
+    @_reading
     def latest_run_per_node(self, source: str) -> dict[str, datetime]:
         """Node -> start (UTC, naive) of the newest run of ``source`` whose
         node list named it: when a check last ran on each node."""
@@ -1037,6 +1074,7 @@ class Store:
         """, [source]).fetchall()
         return dict(rows)
 
+    @_reading
     def latest_findings(self) -> list[Finding]:
         rows = self.con.execute("""
             SELECT kind, severity, subject, nodes, message, evidence, remedy FROM findings
@@ -1145,6 +1183,13 @@ def _check_blocks(store: Store) -> None:
                          f"the file holds {held} (cut short): {DAMAGED_REMEDY}")
 
 
+def _is_damage(err: duckdb.Error) -> bool:
+    """Whether DuckDB's error says its file is damaged: cut short, or a
+    block that fails its checksum."""
+    text = str(err).lower()
+    return "corrupt" in text or "could not read enough bytes" in text
+
+
 def _damaged(path: str, err: duckdb.Error) -> StoreError:
     """A DuckDB error reading a store's own tables, as one line with what to do."""
     if isinstance(err, duckdb.IOException) and "permission denied" in str(err).lower():
@@ -1166,7 +1211,7 @@ def _connection(path: str, read_only: bool, lock_wait: float) -> duckdb.DuckDBPy
             return duckdb.connect(path, read_only=read_only, config=DUCKDB_CONFIG)
         except duckdb.Error as err:
             text = str(err).lower()
-            locked = "lock" in text
+            locked = re.search(r"\block\b", text) is not None  # a lock, not a "block" that is corrupt
             if not locked and "permission denied" not in text:
                 raise _damaged(path, err) from None
             if not locked or time.monotonic() >= deadline:

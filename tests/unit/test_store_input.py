@@ -156,3 +156,16 @@ def test_a_store_holding_a_bad_node_name_in_facts_is_named(tmp_path):
     with duckdb.connect(str(path)) as connection:
         connection.execute("INSERT INTO facts VALUES (1, '[red]node04', 'cpu', 'x')")
     one_line_error(invoke("analyze", "--db", path), "'[red]node04'")
+
+
+def test_a_block_that_fails_its_checksum_is_damaged_not_locked(tmp_path):
+    whole = bytearray(filled(tmp_path / "whole.duckdb", [f"node{i:04d}" for i in range(3000)]).read_bytes())
+    for block in (0, 1):  # the first block is read when opened, the second when the results are
+        at = 3 * 4096 + block * 262144 + 1000  # past DuckDB's headers, into a block of 256 KiB
+        damaged = bytearray(whole)
+        damaged[at:at + 5000] = b"\x01" * 5000
+        path = tmp_path / f"corrupt{block}.duckdb"
+        path.write_bytes(damaged)
+        with pytest.raises(StoreError, match="is damaged .*checksum.*restore it from a copy"):
+            open_store(path, read_only=True).load_dataset()
+        one_line_error(invoke("stats", "--db", path), "is damaged")
