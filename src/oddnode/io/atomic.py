@@ -1,4 +1,4 @@
-"""Every file oddnode writes goes through here.
+"""How oddnode writes an output file (a report, an export, a textfile).
 
 A regular file (or a name not yet taken) is written beside its place and
 renamed over it, so that a reader that may open it at any moment (a CI
@@ -52,8 +52,7 @@ def _unwritable(path: Path, err: OSError) -> OutputUnwritable:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link")):
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"), (stat.S_ISBLK, "a block device")):
         if test(mode):
             return name
     return "not a regular file"
@@ -105,6 +104,8 @@ def _write_through(path: Path, data: bytes) -> None:
             raise OutputUnwritable(err.errno, "no process reads the FIFO", str(path)) from None
         raise _unwritable(path, err) from None
     try:
+        if not _is_stream(os.fstat(fd).st_mode):  # swapped for a file since it was looked at
+            raise OutputRefused(f"{path} changed while being written: not written")
         os.set_blocking(fd, True)
         view = memoryview(data)
         while view:
