@@ -68,6 +68,15 @@ def test_analyze_of_an_empty_store_is_not_ready(empty_store):
     assert document["ready"] is False and document["verdict"] == "no data"
 
 
+def test_runs_with_nothing_judged_are_not_ready(tmp_path):
+    store = tmp_path / "s.duckdb"
+    with open_store(store) as opened:  # a run that declared its nodes and stored nothing
+        opened.new_run("oddnode run stream", nodes=NODES)
+    result = invoke("analyze", "--db", store, "--json")
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["verdict"] == "no data"
+
+
 def test_junit_of_an_empty_store_is_not_all_green(empty_store, tmp_path):
     report = tmp_path / "junit.xml"
     result = invoke("analyze", "--db", empty_store, "--junit", report)
