@@ -140,6 +140,8 @@ def json_document(text: str, source: str, tool: str) -> tuple[Any, int] | None:
         raise ParseError(source, line + err.lineno - 1, f"{tool} JSON is malformed or truncated: {err.msg}") from None
     except RecursionError:
         raise ParseError(source, line, f"{tool} JSON is nested too deeply") from None
+    except ValueError as err:  # a whole number of more digits than int() reads
+        raise ParseError(source, line, f"{tool} JSON refused: {quote(str(err))}") from None
     try:
         return parse_json(text[start.start():end], source), line
     except InputError as err:

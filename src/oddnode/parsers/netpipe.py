@@ -23,7 +23,7 @@ from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, clip, nu
 from oddnode.units import canonical_unit
 
 _ROW_START = re.compile(r"^\s*(\d+):\s+(\d+) bytes\s+(\d+) times -->")
-_ROW_END = re.compile(r"([-+\d.eE]+) Mbps in\s+([-+\d.eE]+) usec\s*$")
+_ROW_END = re.compile(r"(\S+) Mbps in\s+(\S+) usec\s*$")  # the numbers judged by number()
 _RANK_HOST = re.compile(r"^\d+: \S+$")
 _TCP_MARK = "Send and receive buffers are"
 _MBPS_TO_MB_PER_S = 2**20 / 8 / 1e6  # NetPIPE Mbps (2^20 bits/s) -> 10^6 bytes/s

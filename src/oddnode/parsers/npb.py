@@ -30,10 +30,11 @@ _VERDICTS = ("SUCCESSFUL", "UNSUCCESSFUL", "NOT PERFORMED")
 _TIME_RESOLUTION_S = 0.01
 
 
-def _report(lines: list[str], start: int) -> tuple[dict[str, str], dict[str, str] | None, int]:
+def _report(lines: list[str], start: int) -> tuple[dict[str, str], dict[str, int], dict[str, str] | None, int]:
     """Fields of the report starting after line index ``start``, its compile
     options (None when the header is missing), and the index of the line after it."""
     fields: dict[str, str] = {}
+    field_lines: dict[str, int] = {}  # field -> its line number
     compile_options: dict[str, str] = {}
     index = start + 1
     in_compile = False
@@ -54,8 +55,10 @@ def _report(lines: list[str], start: int) -> tuple[dict[str, str], dict[str, str
             field = _FIELD.match(line)
             if field:
                 (compile_options if in_compile else fields)[field.group(1).strip()] = field.group(2)
+                if not in_compile:
+                    field_lines[field.group(1).strip()] = index + 1
         index += 1
-    return fields, (compile_options if in_compile else None), index
+    return fields, field_lines, (compile_options if in_compile else None), index
 
 
 @register_parser("npb")
@@ -74,7 +77,14 @@ def parse_npb(text: str, source: str) -> ParsedOutput:
             continue
         name = completed.group(1)
         report_line = index + 1
-        fields, compile_options, after = _report(lines, index)
+        fields, field_lines, compile_options, after = _report(lines, index)
+
+        def field_number(key: str) -> float:
+            return number(fields[key], source, field_lines[key], f"NPB field {key!r}")
+
+        def field_whole(key: str) -> int:
+            return whole(fields[key], source, field_lines[key], f"NPB field {key!r}")
+
         missing = [key for key in _REQUIRED if key not in fields]
         if compile_options is None:
             missing.append("Compile options")
@@ -93,8 +103,8 @@ def parse_npb(text: str, source: str) -> ParsedOutput:
         context = lines[context_start:index]
         banner = next((m for m in map(_BANNER.search, context) if m), None)
         npb_class = fields["Class"].strip()
-        time_s = number(fields["Time in seconds"], source, report_line, "NPB field 'Time in seconds'")
-        rate = number(fields["Mop/s total"], source, report_line, "NPB field 'Mop/s total'")
+        time_s = field_number("Time in seconds")
+        rate = field_number("Mop/s total")
         verification = fields["Verification"].strip()
 
         run_problems: list[str] = []
@@ -113,7 +123,7 @@ def parse_npb(text: str, source: str) -> ParsedOutput:
 
         parameters: dict[str, Any] = {
             "size": re.sub(r"\s+", "", fields.get("Size", "")),
-            "iterations": whole(fields.get("Iterations", "0"), source, report_line, "NPB field 'Iterations'"),
+            "iterations": field_whole("Iterations") if "Iterations" in fields else 0,
             "version": fields.get("Version", ""),
         }
         for key, name_in_parameters in (
@@ -123,7 +133,7 @@ def parse_npb(text: str, source: str) -> ParsedOutput:
             ("Active procs", "active_processes"),
         ):
             if key in fields:
-                parameters[name_in_parameters] = whole(fields[key], source, report_line, f"NPB field {key!r}")
+                parameters[name_in_parameters] = field_whole(key)
 
         benchmark = f"npb.{name.lower()}.{npb_class}"
         measurements.append(
@@ -161,7 +171,7 @@ def parse_npb(text: str, source: str) -> ParsedOutput:
             run["suite"] = banner.group(1) or f"NPB{banner.group(2)}"
         if "Mop/s/thread" in fields or "Mop/s/process" in fields:
             key = "Mop/s/thread" if "Mop/s/thread" in fields else "Mop/s/process"
-            run["mops_per_" + key.rsplit("/", 1)[1]] = number(fields[key], source, report_line, f"NPB field {key!r}")
+            run["mops_per_" + key.rsplit("/", 1)[1]] = field_number(key)
         runs.append(run)
         context_start = after
         index = after
