@@ -494,7 +494,8 @@ class Store:
 
     def _check_incoming_labels(self) -> None:
         """Refuse a write whose labels are not node names, pairs or node
-        sets: the node labels by one scan, the others (few) one by one."""
+        sets (the node labels by one scan, the others, few, one by one), or
+        whose repetition numbers do not fit the store's column."""
         odd = self.con.execute("""
             SELECT DISTINCT label, label_kind FROM _incoming
             WHERE label IS NULL OR label_kind IS DISTINCT FROM 'node' OR NOT regexp_full_match(label, ?)
@@ -503,6 +504,14 @@ class Store:
             if kind not in {k.value for k in LabelKind}:
                 raise LabelError(f"label {quote(label)}: unknown label kind {quote(kind)}")
             check_label(label, kind)
+        # The results' repetition column is a 32-bit INTEGER.
+        wide = self.con.execute("""
+            SELECT label, repetition FROM _incoming
+            WHERE repetition IS NOT NULL AND TRY_CAST(repetition AS INTEGER) IS NULL LIMIT 1
+        """).fetchall()
+        if wide:
+            raise StoreError(f"label {quote(wide[0][0])}: repetition {quote(wide[0][1])} is not a whole number "
+                             f"from -2^31 to 2^31-1: refused")
 
     def _check_node_column(self, table: str, column: str) -> None:
         """Refuse a registered column of node names holding something else."""

@@ -169,3 +169,12 @@ def test_a_block_that_fails_its_checksum_is_damaged_not_locked(tmp_path):
         with pytest.raises(StoreError, match="is damaged .*checksum.*restore it from a copy"):
             open_store(path, read_only=True).load_dataset()
         one_line_error(invoke("stats", "--db", path), "is damaged")
+
+
+def test_a_repetition_number_past_the_column_is_refused_naming_it(tmp_path):
+    with open_store(tmp_path / "s.duckdb") as store:
+        batch = ResultBatch()
+        batch.add("memory", "node01", None, repetition=2**31, valid=False)
+        with pytest.raises(StoreError, match="repetition 2147483648 is not a whole number"):
+            with store.transaction():
+                store.add_results(store.new_run("test"), batch)
