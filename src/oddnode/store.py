@@ -1200,11 +1200,12 @@ def _is_damage(err: duckdb.Error) -> bool:
 
 
 def _damaged(path: str, err: duckdb.Error) -> StoreError:
-    """A DuckDB error reading a store's own tables, as one line with what to do."""
-    if isinstance(err, duckdb.IOException) and "permission denied" in str(err).lower():
-        return StoreUnavailable(f"cannot open results store {path}: permission denied")
+    """DuckDB's error on a store as one line: a damaged file with what to
+    do, else a store that cannot be opened now (StoreUnavailable)."""
     first = " ".join(str(err).split())
-    return StoreError(f"results store {path} is damaged ({quote(first)}): {DAMAGED_REMEDY}")
+    if _is_damage(err):
+        return StoreError(f"results store {path} is damaged ({quote(first)}): {DAMAGED_REMEDY}")
+    return StoreUnavailable(f"cannot open results store {path}: {quote(first)}")
 
 
 def _connect(path: str, read_only: bool, lock_wait: float) -> Store:
@@ -1221,12 +1222,12 @@ def _connection(path: str, read_only: bool, lock_wait: float) -> duckdb.DuckDBPy
         except duckdb.Error as err:
             text = str(err).lower()
             locked = re.search(r"\block\b", text) is not None  # a lock, not a "block" that is corrupt
-            if not locked and "permission denied" not in text:
+            if not locked:
                 raise _damaged(path, err) from None
-            if not locked or time.monotonic() >= deadline:
-                why = (f"another process has it open ({err}); a check lets others in between its writes, "
-                       "other commands hold it until they end" if locked else str(err))
-                raise StoreUnavailable(f"cannot open results store {path}: {why}") from err
+            if time.monotonic() >= deadline:
+                raise StoreUnavailable(f"cannot open results store {path}: another process has it open ({err}); "
+                                       "a check lets others in between its writes, other commands hold it until "
+                                       "they end") from err
         time.sleep(LOCK_POLL)
 
 

@@ -178,3 +178,9 @@ def test_a_repetition_number_past_the_column_is_refused_naming_it(tmp_path):
         with pytest.raises(StoreError, match="repetition 2147483648 is not a whole number"):
             with store.transaction():
                 store.add_results(store.new_run("test"), batch)
+
+
+def test_a_store_in_a_missing_directory_cannot_be_opened_and_is_not_called_damaged(tmp_path):
+    with pytest.raises(StoreError, match="cannot open results store") as raised:
+        open_store(tmp_path / "absent" / "s.duckdb")
+    assert "damaged" not in str(raised.value)
