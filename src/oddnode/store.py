@@ -42,7 +42,7 @@ from oddnode.model import (
     SetRuns,
     Severity,
 )
-from oddnode.inputs import quote
+from oddnode.inputs import parse_json, quote
 from oddnode.nodes import NodeNameError, label_members
 
 if TYPE_CHECKING:
@@ -969,13 +969,25 @@ class Store:
 
     @_reading
     def latest_check(self) -> tuple[int, str, dict[str, Any], dict[str, Any]] | None:
-        """The newest staged check: (id, status, target, plan), or None."""
+        """The newest staged check: (id, status, target, plan), or None; a
+        LabelError when its stored nodes are not node names (a store
+        edited by hand), before anything reaches them."""
         rows = self.con.execute(
             "SELECT check_id, status, target, plan FROM checks ORDER BY check_id DESC LIMIT 1").fetchall()
         if not rows:
             return None
         ((check_id, status, target, plan),) = rows
-        return int(check_id), status, json.loads(target), json.loads(plan)
+        where = f"{self.path} (check {check_id})"
+        target, plan = parse_json(target, where), parse_json(plan, where)
+        nodes = target.get("nodes") if isinstance(target, dict) else None
+        if not isinstance(nodes, list) or not isinstance(plan, dict):
+            raise StoreError(f"{where}: its stored target or plan is not one oddnode wrote: {DAMAGED_REMEDY}")
+        try:
+            for node in nodes:
+                check_label(node, LabelKind.NODE)
+        except LabelError as err:
+            raise LabelError(f"{where}: {err} (stored by hand or by an older oddnode)") from None
+        return int(check_id), status, target, plan
 
     @_reading
     def check_steps(self, check_id: int) -> dict[str, tuple[int, int, int]]:

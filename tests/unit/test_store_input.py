@@ -184,3 +184,10 @@ def test_a_store_in_a_missing_directory_cannot_be_opened_and_is_not_called_damag
     with pytest.raises(StoreError, match="cannot open results store") as raised:
         open_store(tmp_path / "absent" / "s.duckdb")
     assert "damaged" not in str(raised.value)
+
+
+def test_a_stored_check_target_with_a_group_is_refused_before_it_reaches_a_resolver(tmp_path):
+    with open_store(tmp_path / "s.duckdb") as store:
+        store.start_check(1, {"nodes": ["node01", "@x';touch${IFS}/tmp/M;'"], "transport": "local"}, {})
+        with pytest.raises(LabelError, match="check 1.*refused"):
+            store.latest_check()
