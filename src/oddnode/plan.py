@@ -149,7 +149,7 @@ def parse_settings(texts: Sequence[str]) -> dict[str, dict[str, str]]:
         name, equals, value = text.partition("=")
         step, dot, option = name.strip().partition(".")
         if not (equals and dot and step and option):
-            raise PlanError(f"a setting is STEP.OPTION=VALUE (e.g. memory.threads=1), not {text!r}")
+            raise PlanError(f"a setting is STEP.OPTION=VALUE (e.g. memory.threads=1), not {quote(text)}")
         parameters.setdefault(step, {})[option.strip()] = value.strip()
     return parameters
 

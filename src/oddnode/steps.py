@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from oddnode.benchmarks import BenchmarkSpec
 from oddnode.config import MAX_SECONDS
+from oddnode.inputs import quote
 from oddnode.registry import Registry
 from oddnode.runner import RunSummary, run_benchmark
 from oddnode.store import Store
@@ -198,7 +199,7 @@ def make_options(step: Step, values: Mapping[str, Any] | None = None) -> Any:
     types_of = typing.get_type_hints(step.options)
     unknown = [name for name in values if name not in types_of]
     if unknown:
-        raise ValueError(f"{step.name} has no option {', '.join(map(repr, unknown))} "
+        raise ValueError(f"{step.name} has no option {', '.join(map(quote, unknown))} "
                          f"(its options: {', '.join(option_names(step))})")
     defaults = option_defaults(step)
     typed = {}
@@ -247,7 +248,7 @@ def coerce(value: Any, kind: Any) -> Any:
         element = typing.get_args(kind)[0]
         items = [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
         if not isinstance(items, (list, tuple)):
-            raise TypeError(f"wants a list, not {value!r}")
+            raise TypeError(f"wants a list, not {quote(value)}")
         return tuple(coerce(item, element) for item in items)
     if kind is bool:
         return _boolean(value)
@@ -255,21 +256,21 @@ def coerce(value: Any, kind: Any) -> Any:
         return _whole(value)
     if kind is float:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise TypeError(f"wants a number, not {value!r}")
+            raise TypeError(f"wants a number, not {quote(value)}")
         try:
             return float(value)
         except ValueError:
-            raise ValueError(f"wants a number, not {value!r}") from None
+            raise ValueError(f"wants a number, not {quote(value)}") from None
     if kind is str:
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            raise TypeError(f"wants text, not {value!r}")
+            raise TypeError(f"wants text, not {quote(value)}")
         return str(value)
     raise TypeError(f"options of type {kind} cannot be set")
 
 
 def _whole(value: Any) -> int:
     if isinstance(value, bool):
-        raise TypeError(f"wants a whole number, not {value!r}")
+        raise TypeError(f"wants a whole number, not {quote(value)}")
     if isinstance(value, int):
         return value
     if isinstance(value, float) and value.is_integer():
@@ -279,7 +280,7 @@ def _whole(value: Any) -> int:
             return int(value.strip().replace("_", ""))
         except ValueError:
             pass
-    raise ValueError(f"wants a whole number, not {value!r}")
+    raise ValueError(f"wants a whole number, not {quote(value)}")
 
 
 def _boolean(value: Any) -> bool:
@@ -290,7 +291,7 @@ def _boolean(value: Any) -> bool:
         return True
     if text in ("false", "no", "off", "0"):
         return False
-    raise ValueError(f"wants true or false, not {value!r}")
+    raise ValueError(f"wants true or false, not {quote(value)}")
 
 
 # -- node benchmarks ------------------------------------------------------------------
