@@ -123,3 +123,12 @@ def test_a_good_configuration_still_reads(tmp_path):
     settings = parse_config("fanout: 128\nconnect_timeout: 2.5\nstore: ~/r.duckdb\n", "site.yaml", tmp_path)
     assert settings["fanout"].value == 128 and settings["connect_timeout"].value == 2.5
     assert settings["store"].value == Path("~/r.duckdb").expanduser()
+
+
+def test_zero_passes_where_an_option_says_it_means_none_or_all():
+    result = invoke("check", "--show-plan", "--memory-min-seconds", "0")
+    assert result.exit_code == 0 and "min_loop_seconds: 0.0" in result.output, result.output
+    for value in ("nan", "-1"):
+        result = invoke("check", "--show-plan", "--memory-min-seconds", value)
+        assert result.exit_code == 2 and "--memory-min-seconds must be" in result.text, result.output
+    assert invoke("processes", "--seconds", "inf").exit_code == 2

@@ -45,6 +45,7 @@ from oddnode.cli.common import (
     testbed_state_dir,
     user_errors,
     positive_seconds,
+    seconds_or_zero,
 )
 from oddnode.benchmarks import catalog
 from oddnode.kernels.noise import capped_noise_options
@@ -236,6 +237,7 @@ def check_command(
     memory_ntimes: Annotated[Optional[int], typer.Option(
         help=f"Timed iterations of the memory kernel, the first discarded ({_default('memory.ntimes')}).")] = None,
     memory_min_seconds: Annotated[Optional[float], typer.Option(
+        callback=seconds_or_zero,
         help=f"Repeat each timed memory loop until it lasts about this long, 0: one pass "
              f"({_default('memory.min_loop_seconds')}).")] = None,
     noise_seconds: Annotated[Optional[float], typer.Option(

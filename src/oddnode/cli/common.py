@@ -255,6 +255,11 @@ def positive_seconds(param: typer.CallbackParam, value: Optional[float]) -> Opti
         raise fail(f"{max(param.opts, key=len)} must be {err}") from None
 
 
+def seconds_or_zero(param: typer.CallbackParam, value: Optional[float]) -> Optional[float]:
+    """positive_seconds, 0 allowed: for options whose 0 means none or all."""
+    return value if value == 0 else positive_seconds(param, value)
+
+
 ConnectTimeoutOption = Annotated[Optional[float], typer.Option(
     "--connect-timeout", metavar="SECONDS", callback=positive_seconds,
     help="Seconds ssh may take to connect to a node (default: clush.conf's connect_timeout, else 10).")]

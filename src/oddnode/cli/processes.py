@@ -40,6 +40,7 @@ from oddnode.cli.common import (
     testbed_errors,
     user_errors,
     positive_seconds,
+    seconds_or_zero,
 )
 from oddnode.cli.nodes import NODES_PANEL
 from oddnode.nodes import fold
@@ -73,7 +74,8 @@ def _groups(store, nodes: list[str], fact: str | None, groups_file: Path | None)
 
 def processes_command(
     seconds: Annotated[float, typer.Option(
-        "--seconds", help="Seconds to account on every node at once (0 with --pacct: the whole file).")]
+        "--seconds", callback=seconds_or_zero,
+        help="Seconds to account on every node at once (0 with --pacct: the whole file).")]
     = DEFAULT_SECONDS,
     pacct: Annotated[Optional[str], typer.Option(
         "--pacct", help="An accounting file on the nodes to read instead (e.g. /var/log/account/pacct; a rotated "
