@@ -5,7 +5,6 @@ nothing of the interrupted repetition runs on in the nodes, and
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from oddnode.check import resumable_check, run_check
 from oddnode.store import open_store
-from oddnode.transport.base import NodeResult, NodeStatus, Target, Terminated, interrupt_status
+from oddnode.transport.base import NodeStatus, Target, Terminated, interrupt_status
 from test_check_stages import NODES, ScriptedCluster, kernel_stdout, plan
 
 # Seconds a process may take to go once oddnode was told to stop: the local
@@ -49,7 +49,7 @@ cli.main()
 # only what the command started; the remote side sees its stdin close).
 FAKE_SSH = """\
 #!{python}
-import os, shlex, sys
+import os, sys
 os.execvpe("sh", ["sh", "-c", sys.argv[-1]], dict(os.environ, FAKE_NODE=sys.argv[-2]))
 """
 
@@ -123,6 +123,33 @@ def test_a_signal_ends_the_local_process_group_and_exits_128_plus_the_signal(tmp
         assert wait_for(lambda: not alive(pids[0]), GONE_WITHIN), "the command outlived oddnode"
     finally:
         cleanup(pids)
+
+
+# Any command of the real command line: click turns an interrupt into
+# "Aborted!" and status 1, which main() gives back as the signal's status.
+ANY_COMMAND = """\
+import sys, time
+import oddnode.cli as cli
+
+@cli.app.command("nap")
+def nap() -> None:
+    open({ready!r}, "w").write("1")
+    time.sleep(60)
+
+sys.argv = ["oddnode", "nap"]
+cli.main()
+"""
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_every_command_exits_with_the_signal_s_status_not_findings(tmp_path, signum, status):
+    ready = tmp_path / "ready"
+    script = tmp_path / "nap.py"
+    script.write_text(ANY_COMMAND.format(ready=str(ready)))
+    oddnode = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               start_new_session=True)
+    assert wait_for(ready.exists, STARTED_WITHIN)
+    assert stop(oddnode, signum) == status
 
 
 def test_the_node_runner_ends_the_tool_it_started_in_a_session_of_its_own(tmp_path):

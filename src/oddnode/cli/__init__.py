@@ -70,9 +70,10 @@ def _root(version: Annotated[bool, typer.Option("--version", help="Print the ver
     output.verbosity = Verbosity.QUIET if quiet else Verbosity.VERBOSE if verbose else Verbosity.NORMAL
 
 
-# The statuses of the interrupts that went by: click turns a
-# KeyboardInterrupt it meets into "Aborted!" and status 1, which would read
-# as findings; main() exits with the interrupt's status instead.
+# The statuses of the interrupts that went by: typer turns a
+# KeyboardInterrupt it meets into status 130 (click into "Aborted!" and 1,
+# which would read as findings), whatever the signal; main() exits with the
+# interrupt's own status instead.
 _interrupted: list[int] = []
 
 
@@ -88,7 +89,7 @@ def main() -> None:
     try:
         app()
     except SystemExit as done:
-        if _interrupted and done.code in (1, ExitStatus.FINDINGS):
+        if _interrupted and done.code in (ExitStatus.FINDINGS, 130):
             sys.exit(_interrupted[-1])
         raise
     except KeyboardInterrupt as interrupt:
