@@ -168,6 +168,28 @@ def test_the_node_runner_ends_the_tool_it_started_in_a_session_of_its_own(tmp_pa
         cleanup(pids)
 
 
+def test_a_stop_from_another_thread_ends_the_group_as_a_timeout_would(tmp_path):
+    """The slurm transport runs several srun steps from a pool's threads; an
+    interrupt reaches the main thread only, which stops them all."""
+    import threading
+
+    from oddnode.transport.local import run_process_group, stop_process_groups
+
+    pid_file = tmp_path / "sleep.pid"
+    outcome = []
+    worker = threading.Thread(target=lambda: outcome.append(run_process_group(long_command(pid_file), 120)))
+    worker.start()
+    pids = recorded_pids([pid_file])
+    try:
+        assert stop_process_groups() == 1
+        worker.join(GONE_WITHIN)
+        assert not worker.is_alive() and outcome[0].timed_out and outcome[0].returncode is None
+        assert not alive(pids[0])
+        assert stop_process_groups() == 0  # none left under way
+    finally:
+        cleanup(pids)
+
+
 @pytest.fixture
 def fake_ssh(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
