@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import tracemalloc
 from pathlib import Path
@@ -292,3 +293,32 @@ def test_data_never_names_a_group():
         with pytest.raises(NodeNameError, match="names a group"):
             expand(label)
     assert MAX_NODES == 1_000_000
+
+
+# ---------------------------------------------------------------- topology files
+
+
+@pytest.mark.parametrize("name, text, where", [
+    ("topology.conf", "SwitchName=l1 Nodes=n[1-2]\nSwitchName=s1 Switches=l1,s2\nSwitchName=s2 Switches=s1\n",
+     "topology.conf:2: switches in a cycle: s1 under s2 under s1"),
+    ("topology.conf", "SwitchName=s1 Switches=s1\n", "topology.conf:1: switches in a cycle: s1 under s1"),
+    ("topology.yaml", "- topology: t\n  tree:\n    switches:\n      - switch: s1\n        children: s2\n"
+                      "      - switch: s2\n        children: s1\n",
+     "topology t, entry 2: switches in a cycle: s2 under s1 under s2"),
+    ("topology.yaml", "- topology: t\n  topology: u\n  flat: true\n", "topology.yaml:2: key 'topology' given twice"),
+    ("topology.yaml", "- " + "[" * 100 + "]" * 100 + "\n", "nested deeper than 64"),
+])
+def test_topology_files_refuse_cycles_and_loose_yaml(tmp_path, name, text, where):
+    from oddnode.topology import TopologyError, load_topology
+
+    with pytest.raises(TopologyError, match=re.escape(where)):
+        load_topology(write(tmp_path / name, text))
+
+
+def test_a_topology_fifo_is_refused_and_a_path_is_never_a_group(tmp_path):
+    from oddnode.topology import TopologyError, read_topology
+
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(TopologyError, match="not a regular file"):
+        read_topology(tmp_path / "fifo")
+    assert read_topology(write(tmp_path / "@leaf*", "leaf1 n[1-2]\n")) == {"n1": "leaf1", "n2": "leaf1"}
