@@ -286,5 +286,5 @@ def test_check_says_what_it_stopped_and_exits_130_or_143(tmp_path, monkeypatch, 
     db = tmp_path / "check.duckdb"
     result = CliRunner().invoke(app, ["check", "--transport", "local", "--db", str(db)])
     assert result.exit_code == status, result.output
-    assert "stopped: the diagnostics on" in result.output
+    assert "stopped: the diagnostics stage on" in " ".join(result.output.split())
     assert "check --resume" in result.output

@@ -70,7 +70,7 @@ class _CheckProgress:
                                  TextColumn("repetitions"), TimeElapsedColumn(), console=out, transient=False,
                                  disable=quiet())
         self.tasks: dict[str, int] = {}
-        self.under_way: str = "the diagnostics"  # what an interrupt stops, in words
+        self.under_way = "the diagnostics stage"  # what an interrupt stops, in words
 
     def __enter__(self):
         self.progress.start()
@@ -80,6 +80,7 @@ class _CheckProgress:
         self.progress.stop()
 
     def stage_started(self, stage: str) -> None:
+        self.under_way = f"the {stage} stage"
         if stage == "diagnostics":
             inform("[bold]diagnostics[/]: inventory of every node", out=self.progress.console)
 
@@ -89,7 +90,7 @@ class _CheckProgress:
 
     def repetition_done(self, benchmark: str, done: int, total: int) -> None:
         self.progress.update(self.tasks[benchmark], completed=done)
-        self.under_way = f"{benchmark} repetition {done + 1} of {total}"
+        self.under_way = f"{benchmark} repetition {done + 1} of {total}" if done < total else f"the {benchmark} step"
 
     def stage_judged(self, result) -> None:
         inform(summaries.stage_line(result), out=self.progress.console)
