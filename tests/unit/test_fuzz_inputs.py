@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -227,6 +228,36 @@ def test_profile_readers_on_arbitrary_text(kind, text):
 @given(data=st.data())
 def test_profile_readers_on_mutated_fixtures(kind, data):
     profile_or_refuse(PROFILES[kind], data.draw(fixture_texts(kind).flatmap(mutated)))
+
+
+# -- long lines ------------------------------------------------------------------
+
+# Lines that make a backtracking pattern take quadratic or cubic time when it
+# lets two parts take the same characters (spaces, digits): a 16 MB line of
+# them would hang the import.  At 100,000 characters a linear parse takes
+# milliseconds, a quadratic one minutes.
+LONG = 100_000
+LONG_LINES = (
+    "[" * LONG, "a" + " " * LONG + "b", "@ " + " " * LONG + ":", "@--- " + " -" * (LONG // 2) + "x",
+    "# " + " " * LONG + "x", " Class = " + " " * LONG + "y", "1" * LONG, "!! Benchmark " + " " * LONG + "x",
+    "1 " * (LONG // 2), "# OSU MPI " + "Test " * (LONG // 5) + "x", "correct " * (LONG // 8),
+    "1 GLOBALOP " + "a " * (LONG // 2), "\t" * LONG + "x", "  0: 1 bytes 1 times --> " + "1" * LONG,
+)
+LONG_LINE_SECONDS = 2.0  # per parse: a thousand times what a linear parse takes
+
+
+@pytest.mark.parametrize("reader", [*TOOLS, *PROFILES])
+def test_long_lines_take_linear_time(reader):
+    parse = PROFILES.get(reader) or (lambda text, tool=reader: get_parser(tool)(text, "long.out"))
+    lines = fixtures(reader)[0].read_text(errors="replace").splitlines()
+    for at in range(0, len(lines) + 1, max(1, len(lines) // 6)):
+        for long_line in LONG_LINES:
+            started = time.perf_counter()
+            try:
+                parse("\n".join([*lines[:at], long_line, *lines[at:]]))
+            except ParseError as err:
+                check_error(err)
+            assert time.perf_counter() - started < LONG_LINE_SECONDS, (at, long_line[:40])
 
 
 # -- STAB directories -------------------------------------------------------------

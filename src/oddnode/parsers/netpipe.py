@@ -23,7 +23,6 @@ from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, clip, nu
 from oddnode.units import canonical_unit
 
 _ROW_START = re.compile(r"^\s*(\d+):\s+(\d+) bytes\s+(\d+) times -->")
-_ROW_END = re.compile(r"(\S+) Mbps in\s+(\S+) usec\s*$")  # the numbers judged by number()
 _RANK_HOST = re.compile(r"^\d+: \S+$")
 _TCP_MARK = "Send and receive buffers are"
 _MBPS_TO_MB_PER_S = 2**20 / 8 / 1e6  # NetPIPE Mbps (2^20 bits/s) -> 10^6 bytes/s
@@ -47,6 +46,16 @@ def _transport(text: str, source: str) -> str:
     return "unknown"
 
 
+def _row_end(line: str) -> tuple[str, str] | None:
+    """The Mbps and usec fields of a row's end ("0.27 Mbps in 28.06 usec"),
+    or None.  Split, not matched by a pattern: a search for a number before
+    "Mbps" takes quadratic time on a long line of digits."""
+    fields = line.split()
+    if len(fields) >= 5 and fields[-4:-2] == ["Mbps", "in"] and fields[-1] == "usec":
+        return fields[-5], fields[-2]
+    return None
+
+
 def _stdout_rows(lines: list[str], source: str) -> tuple[list[tuple[int, float, float, int]], list[str]]:
     """(bytes, Mbps, usec, repetitions) rows, and lines interleaved into them."""
     rows, interleaved = [], []
@@ -61,10 +70,10 @@ def _stdout_rows(lines: list[str], source: str) -> tuple[list[tuple[int, float, 
             line = line[start.end():]
         if pending is None:
             continue
-        end = _ROW_END.search(line)
+        end = _row_end(line)
         if end:
-            rows.append((pending[1], number(end.group(1), source, lineno, "Mbps"),
-                         number(end.group(2), source, lineno, "usec"), pending[2]))
+            rows.append((pending[1], number(end[0], source, lineno, "Mbps"),
+                         number(end[1], source, lineno, "usec"), pending[2]))
             pending = None
         elif line.strip():
             interleaved.append(clip(line.strip()))  # e.g. MPI ranks printing their host names

@@ -14,10 +14,10 @@ from oddnode.units import canonical_unit
 
 _COMPLETED = re.compile(r"^\s*([A-Z]{2}) Benchmark Completed\.?\s*$")
 _BANNER = re.compile(r"NAS Parallel Benchmarks\s*(?:\(([^)]*)\)|([\d.]+))\s*-+\s*([A-Z]{2}) Benchmark")
-_FIELD = re.compile(r"^\s*([A-Za-z][\w /()]*?)\s*=\s*(.*?)\s*$")
+_FIELD_NAME = re.compile(r"[A-Za-z][\w /()]*")
 # lines before a report that say why the benchmark's own check failed
 _FAILURE_DETAIL = re.compile(
-    r"VERIFICATION FAILED|Failed partial verification|correct .* is|L2 Norm is|"
+    r"VERIFICATION FAILED|Failed partial verification|correct [^=]{0,80}? is|L2 Norm is|"
     r"Verification failed|FAILURE|\bfailed\b",
     re.IGNORECASE,
 )
@@ -28,6 +28,17 @@ _VERDICTS = ("SUCCESSFUL", "UNSUCCESSFUL", "NOT PERFORMED")
 
 # NPB prints the time with two decimals: 0.00 means "under 5 ms", not a time.
 _TIME_RESOLUTION_S = 0.01
+
+
+def _field(line: str) -> tuple[str, str] | None:
+    """``Name = value`` as (name, value), or None.  Split at the first "=",
+    not matched by one pattern: spaces that both sides of a pattern may
+    take make it backtrack in quadratic time on a long line."""
+    name, equals, value = line.partition("=")
+    name = name.strip()
+    if not equals or not _FIELD_NAME.fullmatch(name):
+        return None
+    return name, value.strip()
 
 
 def _report(lines: list[str], start: int) -> tuple[dict[str, str], dict[str, int], dict[str, str] | None, int]:
@@ -52,11 +63,11 @@ def _report(lines: list[str], start: int) -> tuple[dict[str, str], dict[str, int
         elif stripped.startswith(("Please send", "NAS Parallel Benchmarks")):
             break
         else:
-            field = _FIELD.match(line)
+            field = _field(line)
             if field:
-                (compile_options if in_compile else fields)[field.group(1).strip()] = field.group(2)
+                (compile_options if in_compile else fields)[field[0]] = field[1]
                 if not in_compile:
-                    field_lines[field.group(1).strip()] = index + 1
+                    field_lines[field[0]] = index + 1
         index += 1
     return fields, field_lines, (compile_options if in_compile else None), index
 
