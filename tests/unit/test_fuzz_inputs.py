@@ -510,3 +510,26 @@ def test_stab_refuses_a_fifo_given_as_a_plot_file(store, tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(InputError, match="not a regular file"):
         import_stab(store, [fifo])
+
+
+# -- the command line: exit 2 and one line -------------------------------------------
+
+@pytest.mark.parametrize(("command", "name", "text"), [
+    (["import", "fio"], "node01.json", _with(_fio(), ("jobs",), [1, 2])),
+    (["import", "iperf3"], "node01.json", _with(_iperf3(), ("start",), [])),
+    (["import", "stream"], "node01.out", _replace("stream", "stream_c.out", "Triad:          44164.1",
+                                                  "Triad:          inf")),
+    (["import", "mpip"], "run.mpiP", _replace("mpip", "ring_np2.mpiP", "   1         12 ", "   1        nan ")),
+    (["import", "itc", "--ticks-per-second", "1e6"], "run.dump",
+     "1 GLOBALOP MPI_Bcast ON 0:1 SENT 1e999 RECVD 4 DURATION 5\n"),
+])
+def test_the_command_line_says_one_line_and_exits_2(tmp_path, command, name, text):
+    from conftest import invoke
+
+    path = tmp_path / name
+    path.write_text(text)
+    label = ["--label", "node01"] if command[1] not in ("mpip", "itc") else ["--json"]
+    result = invoke(*command, path, *label, "--db", tmp_path / "s.duckdb")
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: ") and result.output.count("\n") == 1, result.output
+    assert "Traceback" not in result.output and "NaN" not in result.output and "Infinity" not in result.output
