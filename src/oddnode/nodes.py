@@ -22,7 +22,7 @@ from oddnode.model import LabelKind
 
 # A hostname label as RFC 1123 allows it, plus dots for FQDNs and underscores
 # that some sites use; nothing a shell would interpret.
-_NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _DIGITS = re.compile(r"\d+")
 # The parts of a node set string at bracket depth 0 between commas; a part
 # with ClusterShell's set operators (! & ^) or spaces is one expression.
@@ -43,12 +43,12 @@ class NodeNameError(ValueError):
 
 
 def is_node_name(name: str) -> bool:
-    return bool(_NODE_NAME.match(name))
+    return bool(_NODE_NAME.fullmatch(name))  # fullmatch: '$' would let a final newline pass
 
 
 def validate_node_name(name: str) -> str:
     if not is_node_name(name):
-        raise NodeNameError(f"invalid node name {name!r}: use letters, digits, '.', '_' and '-'")
+        raise NodeNameError(f"invalid node name {quote(name)}: use letters, digits, '.', '_' and '-'")
     return name
 
 

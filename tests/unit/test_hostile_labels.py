@@ -322,3 +322,11 @@ def test_a_topology_fifo_is_refused_and_a_path_is_never_a_group(tmp_path):
     with pytest.raises(TopologyError, match="not a regular file"):
         read_topology(tmp_path / "fifo")
     assert read_topology(write(tmp_path / "@leaf*", "leaf1 n[1-2]\n")) == {"n1": "leaf1", "n2": "leaf1"}
+
+
+def test_a_node_name_ends_where_its_text_ends():
+    from oddnode.nodes import is_node_name, validate_node_name
+
+    assert is_node_name("node01") and not is_node_name("node01\n")
+    with pytest.raises(NodeNameError, match=r"^invalid node name .{200}\.\.\. \(20002 characters\): use letters"):
+        validate_node_name("x;" * 10000)
