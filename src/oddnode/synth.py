@@ -715,7 +715,9 @@ def _prepare(out_dir: Path) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise SynthError(f"{out_dir} exists and is not a directory")
     if not out_dir.exists():
-        out_dir.mkdir(parents=True)
+        if not out_dir.parent.is_dir():
+            raise SynthError(f"cannot write {out_dir}: directory {out_dir.parent} does not exist")
+        out_dir.mkdir()
         return
     if not any(out_dir.iterdir()):
         return

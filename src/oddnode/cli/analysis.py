@@ -5,8 +5,6 @@ synthetic dataset and the export."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -28,8 +26,6 @@ from oddnode.cli.common import (
     err_console,
     inform,
     analysis_document,
-    could_not_run,
-    fail,
     print_json,
     open_db,
     quiet,
@@ -38,6 +34,7 @@ from oddnode.cli.common import (
     user_errors,
 )
 from oddnode.model import Severity
+from oddnode.report.text import literal
 from oddnode.synth import CASE_STUDY_NODES, DEFAULT_SEED
 
 RESULTS_PANEL = "Results and statistics"
@@ -59,21 +56,6 @@ class ExportFormat(str, Enum):
     prometheus = "prometheus"
 
 
-@contextmanager
-def writing() -> Iterator[None]:
-    """An output path refused (a directory, a symbolic link, a missing
-    directory: exit 2) or a write the system refused (no space: exit 3),
-    as one line."""
-    from oddnode.io.atomic import OutputRefused, OutputUnwritable
-
-    try:
-        yield
-    except OutputRefused as err:
-        raise fail(str(err)) from None
-    except OutputUnwritable as err:
-        raise could_not_run(str(err)) from None
-
-
 def load_series(db: Path, benchmark: str):
     with open_db(db) as store:
         return store.load_dataset().by_name(benchmark)
@@ -91,7 +73,7 @@ def export_command(
     from oddnode.io.export import export_plot_files, export_tables
     from oddnode.io.prometheus import prometheus_text, write_textfile
 
-    with writing(), user_errors(), open_db(db) as store:
+    with user_errors(), open_db(db) as store:
         if fmt is ExportFormat.prometheus:
             # The verdict of an analysis made now (with the findings last
             # recorded): a store imported but never analysed is not green.
@@ -99,13 +81,13 @@ def export_command(
             analysis = analyze(store.load_dataset(), correlations=False, require_data=True)
             write_textfile(prometheus_text(store, analysis, analysed=analysed), out)
             if str(out) != "-":
-                inform(f"wrote {out}")
+                inform(f"wrote {literal(out)}")
             return
         if fmt is ExportFormat.plot:
             written = export_plot_files(store, out, benchmark)
         else:
             written = export_tables(store, out, fmt.value)
-    inform(f"wrote {len(written)} files to {out}")
+    inform(f"wrote {len(written)} files to {literal(out)}")
 
 
 def stats_command(
@@ -176,7 +158,7 @@ def dist_command(
             from oddnode.report.plots import histogram_figure, save_figure
 
             save_figure(histogram_figure(series, bins=chosen), plot)
-            inform(f"histogram written to {plot}", out=err_console if json_out else None)
+            inform(f"histogram written to {literal(plot)}", out=err_console if json_out else None)
 
 
 def findn_command(
@@ -224,7 +206,7 @@ def correlate_command(
             from oddnode.report.plots import save_figure, scatter_figure
 
             save_figure(scatter_figure(a, b, result), plot)
-            inform(f"scatter plot written to {plot}", out=err_console if json_out else None)
+            inform(f"scatter plot written to {literal(plot)}", out=err_console if json_out else None)
 
 
 def findc_command(
@@ -323,7 +305,7 @@ def compare_with_truth(truth: Path, findings, out) -> None:
 
     with user_errors():
         check = check_findings(read_truth(truth), findings)
-    out.print(check.summary(), highlight=False)
+    out.print(literal(check.summary()), highlight=False)
     if not check.ok:
         raise typer.Exit(code=1)
 
@@ -360,7 +342,7 @@ def analyze_command(
         refuse_both_on_stdout(junit, json_out)
     except ValueError as err:
         raise typer.BadParameter(str(err)) from None
-    with writing():  # the outputs refused before the work, not after
+    with user_errors():  # the outputs refused before the work, not after
         for output in (junit if junit != STDOUT else None, html):
             if output is not None:
                 check_target(output)
@@ -372,9 +354,9 @@ def analyze_command(
         result, not_recorded = judge(paths, location, read_topology(topology), sensitivity)
     out = err_console if json_out or junit == STDOUT else console
     if not_recorded:
-        err_console.print(f"[yellow]{not_recorded}[/]", highlight=False)
+        err_console.print(f"[yellow]{literal(not_recorded)}[/]", highlight=False)
     if junit:
-        with writing():
+        with user_errors():
             write_junit(analysis_suite(result), junit)
     if json_out:
         print_json(analysis_document(result))
@@ -385,11 +367,11 @@ def analyze_command(
     if html:
         from oddnode.report.html import write_report
 
-        with writing():
+        with user_errors():
             write_report(result, html)
-        inform(f"report written to {html}", out=out)
+        inform(f"report written to {literal(html)}", out=out)
     if not not_recorded and str(location) != ":memory:":
-        detail(f"[dim]findings recorded in {location}[/]", out=out, highlight=False)
+        detail(f"[dim]findings recorded in {literal(location)}[/]", out=out, highlight=False)
     if truth:
         compare_with_truth(truth, result.findings, out)
     threshold = {FailOn.warning: Severity.WARNING, FailOn.error: Severity.ERROR}.get(fail_on)
@@ -409,7 +391,8 @@ def synth_command(
 
     with user_errors():
         truth = generate(out, nodes=nodes, seed=seed, faults=not healthy)
-    inform(f"wrote {out}: {nodes} nodes, {len(truth.findings)} planted faults (ground truth in {out / 'truth.json'})")
+    inform(f"wrote {literal(out)}: {nodes} nodes, {len(truth.findings)} planted faults (ground truth in "
+           f"{literal(out / 'truth.json')})")
 
 
 STAB_ALIASES = {"anal": stats_command, "dplot": dist_command, "cplot": correlate_command, "xcommon": common_command}

@@ -33,6 +33,7 @@ from oddnode.cli.common import (
     console,
     detail,
     err_console,
+    fail,
     inform,
     print_json,
     message_sizes,
@@ -53,6 +54,7 @@ from oddnode.plan import CheckPlan, PlanError, layered_parameters, make_plan, pa
 from oddnode.cli.nodes import print_unanswered
 from oddnode.steps import option_defaults
 from oddnode.report import summaries
+from oddnode.io.atomic import check_target
 from oddnode.report.junit import STDOUT, check_suite, refuse_both_on_stdout, write_junit
 from oddnode.report.text import literal
 from oddnode.transport.base import interrupt_status
@@ -150,6 +152,7 @@ def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide
     """A finished check for people (or as JSON), its HTML report, and its
     exit status: 1 when the cluster is not ready.  ``stdout_taken``: stdout
     carries another document (--junit -), people's lines go to stderr."""
+    from oddnode.io.atomic import OutputRefused
     from oddnode.report.html import write_report
     from oddnode.report.terminal import expectation_table, print_analysis
 
@@ -174,8 +177,9 @@ def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide
     if html:
         try:
             write_report(result.analysis, html, result)
-        except OSError as err:
-            unwritten = f"cannot write the HTML report {html}: {err.strerror or err} (the results are in {db})"
+        except (OSError, OutputRefused) as err:
+            reason = getattr(err, "strerror", None) or err
+            unwritten = f"cannot write the HTML report {html}: {reason} (the results are in {db})"
             err_console.print(f"[bold red]error:[/] {literal(unwritten)}", highlight=False)
         else:
             inform(f"report written to {literal(html)}", out=out)
@@ -333,12 +337,16 @@ def check_command(
         sensitivity = Sensitivity(alpha=alpha, min_effect=min_effect)
         refuse_both_on_stdout(junit, json_out)
     except (PlanError, ValueError) as err:
-        raise typer.BadParameter(str(err)) from None
+        raise fail(str(err)) from None
     if dry_run and not drain:
         raise typer.BadParameter("--dry-run shows what --drain would do: give both")
     if show_plan:
         typer.echo(yaml.safe_dump(plan_document(plan), sort_keys=False), nl=False)
         return
+    with user_errors():  # outputs refused before hours of benchmarks, not after
+        for output in (html, None if junit == STDOUT else junit):
+            if output is not None:
+                check_target(output)
     with user_errors(), testbed_errors(), open_db(db, read_only=False, hold=False) as store:
         save_topology(store, read_topology(topology, testbed))
         _refuse_orderings_without_topology(plan, store)
@@ -368,7 +376,8 @@ def check_command(
             err_console.print(summaries.interrupted_line(db))
             raise typer.Exit(code=interrupt_status(interrupt)) from None
     if junit:
-        write_junit(check_suite(result), junit)
+        with user_errors():
+            write_junit(check_suite(result), junit)
     drained = None
     if drain:
         from oddnode.cli.health import drain_for_check

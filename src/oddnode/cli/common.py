@@ -173,8 +173,9 @@ def user_errors() -> Iterator[None]:
     """Turn the library's errors into one clear line: the input's, or a
     store that lacks what was asked (exit 2); a store that cannot be opened
     now, or a transport that cannot be used here (exit 3)."""
-    from oddnode.io.export import ExportError
     from oddnode.inputs import InputError
+    from oddnode.io.atomic import OutputUnwritable
+    from oddnode.io.export import ExportError
     from oddnode.nodes import NodeNameError
     from oddnode.store import StoreError, StoreUnavailable
     from oddnode.synth import SynthError
@@ -182,7 +183,7 @@ def user_errors() -> Iterator[None]:
 
     try:
         yield
-    except (StoreUnavailable, TransportError) as err:
+    except (StoreUnavailable, TransportError, OutputUnwritable) as err:
         raise could_not_run(str(err)) from None
     except (InputError, StoreError, ExportError, NodeNameError, SynthError, KeyError, ValueError) as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
@@ -253,6 +254,13 @@ def positive_seconds(param: typer.CallbackParam, value: Optional[float]) -> Opti
         return seconds(value)
     except ValueError as err:
         raise fail(f"{max(param.opts, key=len)} must be {err}") from None
+
+
+def positive_number(param: typer.CallbackParam, value: Optional[float]) -> Optional[float]:
+    """The callback of a rate or factor option: finite and above 0."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise fail(f"{max(param.opts, key=len)} must be a finite number above 0, not {value!r}")
+    return value
 
 
 def seconds_or_zero(param: typer.CallbackParam, value: Optional[float]) -> Optional[float]:

@@ -85,7 +85,9 @@ def inventory_command(
         if snapshot:
             from oddnode.inventory.expectations import snapshot as write_snapshot
 
-            snapshot.write_text(write_snapshot(dataset.facts, sorted(result.reports)), encoding="utf-8")
+            from oddnode.io.atomic import write_atomically
+
+            write_atomically(snapshot, write_snapshot(dataset.facts, sorted(result.reports)).encode("utf-8"))
             inform(f"expectations written to {literal(snapshot)}: edit it, then run oddnode diagnose --expect "
                    f"{literal(snapshot)}", out=out)
     if not result.reports:

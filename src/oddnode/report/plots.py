@@ -29,6 +29,7 @@ from matplotlib import transforms  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from scipy import stats  # noqa: E402
 
+from oddnode.io.atomic import write_atomically  # noqa: E402
 from oddnode.model import LabelKind, Series  # noqa: E402
 from oddnode.stats.correlation import Correlation, join_by_label  # noqa: E402
 from oddnode.stats.describe import describe_values  # noqa: E402
@@ -202,7 +203,9 @@ def save_figure(fig: Figure, path: str | Path) -> None:
     fmt = _SAVE_FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise ValueError(f"cannot save a figure as {path.suffix or '(no suffix)'!r}: use .png or .svg")
-    fig.savefig(path, format=fmt, dpi=FIGURE_DPI, metadata=_metadata(fmt))
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=fmt, dpi=FIGURE_DPI, metadata=_metadata(fmt))
+    write_atomically(path, buffer.getvalue())
 
 
 def _metadata(fmt: str) -> dict[str, None]:
