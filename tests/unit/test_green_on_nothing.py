@@ -61,7 +61,7 @@ def test_analyze_of_an_empty_store_is_not_ready(empty_store):
     for fail_on in ("warning", "never"):  # never: exit 0 only when it could judge
         result = invoke("analyze", "--db", empty_store, "--fail-on", fail_on)
         assert result.exit_code == 1, result.output
-        assert "NOT READY" in result.text and "nothing to judge" in result.text
+        assert "NO DATA" in result.text and "nothing to judge" in result.text and "READY:" not in result.text
     printed = invoke("analyze", "--db", empty_store, "--json")
     assert printed.exit_code == 1
     document = json.loads(printed.stdout)

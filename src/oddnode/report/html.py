@@ -304,7 +304,8 @@ def render_report(analysis: Analysis, check: CheckResult | None = None) -> str:
         alpha=analysis.sensitivity.alpha,
         min_effect_pct=f"{analysis.sensitivity.min_effect * 100:g}",
         ready=analysis.ready,
-        verdict="READY for production" if analysis.ready else "NOT READY for production",
+        verdict=("NO DATA: nothing to judge" if not analysis.judged
+                 else "READY for production" if analysis.ready else "NOT READY for production"),
         reasons=reasons,
         stages=_stages(analysis, check) if check is not None else [],
         findings=findings,

@@ -270,7 +270,10 @@ def _finding_line(f: Finding, indent: str) -> Text:
 
 
 def verdict(analysis: Analysis) -> Text:
-    """READY, or NOT READY with the count of errors and warnings."""
+    """READY, NOT READY with the count of errors and warnings, or NO DATA
+    when the store held nothing to judge."""
+    if not analysis.judged:
+        return Text("NO DATA: nothing to judge (no result, failed run or fact in the store).", style="bold red")
     if analysis.ready:
         return Text("READY: no warning or error.", style="bold green")
     counts: dict[str, int] = defaultdict(int)
