@@ -20,9 +20,14 @@ EXIT_STATUS = (
     ("0", "Success: the command ran (for check, analyze with --fail-on and diagnose: the cluster is ready)."),
     ("1", "Not ready: check found a problem, analyze a finding at its --fail-on severity or a mismatch with "
           "--truth, diagnose a failed expectation."),
-    ("2", "Bad usage or input: an unknown option, an unreadable file, a missing store, a testbed without root; "
-          "the error is said in one line."),
-    ("130", "check was interrupted: every finished repetition is kept, check --resume goes on."),
+    ("2", "Bad usage or input: an unknown option, a malformed or unreadable file, a damaged store, an output path "
+          "that is not a file; the error is said in one line."),
+    ("3", "Could not run: no node answered, the store is locked by another process, the transport cannot be used "
+          "here, the testbed needs root, an output could not be written, or an unexpected error (its traceback "
+          "printed)."),
+    ("130", "Interrupted (SIGINT, Ctrl-C): what the command ran on the nodes is ended, every finished repetition "
+            "is kept, check --resume goes on."),
+    ("143", "Stopped by SIGTERM: as for 130."),
 )
 ENVIRONMENT = (
     ("ODDNODE_DB", "The results store, where --db is not given."),
