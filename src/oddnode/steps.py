@@ -215,6 +215,10 @@ def make_options(step: Step, values: Mapping[str, Any] | None = None) -> Any:
         raise ValueError(f"{step.name}: {err}") from None
 
 
+# The highest TCP port (ports are 16-bit; 0 asks the system for any).
+MAX_PORT = 65535
+
+
 def check_range(name: str, value: Any, default: Any) -> None:
     """Refuse a number no step can run with, whatever the step: every
     number finite; a float (a duration or a fraction) above 0 and at most
@@ -229,6 +233,9 @@ def check_range(name: str, value: Any, default: Any) -> None:
             if not (number == least or 0 < number <= MAX_SECONDS):
                 above = "0 or above" if least is not None else "above 0"
                 raise ValueError(f"wants a finite number {above} and at most {MAX_SECONDS:g}, not {number!r}")
+        elif name == "port" or name.endswith("_port"):
+            if not 1 <= number <= MAX_PORT:
+                raise ValueError(f"wants a TCP port from 1 to {MAX_PORT}, not {number}")
         else:
             most = MAX_SEED if name == "seed" else MAX_COUNT
             if not 0 <= number <= most:

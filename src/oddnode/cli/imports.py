@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from oddnode.cli.common import DEFAULT_DB, DbOption, command_line, console, inform, open_db, user_errors
+from oddnode.cli.common import DEFAULT_DB, DbOption, command_line, console, inform, open_db, positive_number, user_errors
 from oddnode.model import Direction
 from oddnode.report import summaries
 
@@ -88,7 +88,7 @@ def import_mpip_command(
 def import_itc_command(
     file: Annotated[Path, typer.Argument(help="An Intel Trace Collector ASCII dump (xstftool FILE.stf --dump).")],
     ticks_per_second: Annotated[float, typer.Option(
-        "--ticks-per-second", help="The trace's clock resolution: timestamps and durations are in these ticks.")],
+        "--ticks-per-second", callback=positive_number, help="The trace's clock resolution: timestamps and durations are in these ticks.")],
     hosts: Annotated[Optional[str], typer.Option(
         "--hosts", help="The host of each rank, comma-separated in rank order (the dump names none).")] = None,
     json_out: ProfileJsonOption = False,

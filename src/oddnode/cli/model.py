@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from oddnode.cli.common import (
+    positive_seconds,
     DEFAULT_DB,
     DbOption,
     ExcludeOption,
@@ -94,7 +95,7 @@ def model_command(
     max_points: Annotated[int, typer.Option(
         "--max-points", help="At most this many benchmark sizes are measured.")] = 8,
     seconds_per_size: Annotated[float, typer.Option(
-        "--seconds-per-size", help="Seconds each benchmark size is timed per placement and repetition.")] = 0.2,
+        "--seconds-per-size", callback=positive_seconds, help="Seconds each benchmark size is timed per placement and repetition.")] = 0.2,
     mpi_rsh_agent: RshAgentOption = None,
     mpi_yield: MpiYieldOption = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the model as JSON.")] = False,

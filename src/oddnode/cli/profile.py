@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from oddnode.cli.common import (
+    positive_seconds,
     DEFAULT_DB,
     DbOption,
     ExcludeOption,
@@ -91,7 +92,7 @@ def profile_command(
         "--show", metavar="ID|latest", help="Report a stored profile instead of running one.")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the stored profiles.")] = False,
     timeout: Annotated[Optional[float], typer.Option(
-        "--timeout", help="Seconds the application may run before it is stopped (default: no limit).")] = None,
+        "--timeout", callback=positive_seconds, help="Seconds the application may run before it is stopped (default: no limit).")] = None,
     work_dir: Annotated[Optional[Path], typer.Option(
         "--work-dir", help="Directory rank 0 writes the gathered profile file to, kept there (default: the current one).")] = None,
     json_out: ProfileJsonOption = False,

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from oddnode.cli.common import console, fail, inform, testbed_errors, testbed_state_dir
+from oddnode.cli.common import console, fail, inform, positive_number, testbed_errors, testbed_state_dir
 from oddnode.report import summaries
 from oddnode.report.text import literal
 from oddnode.testbed.lifecycle import DEFAULT_NODES
@@ -142,7 +142,7 @@ def fault_hog(node: str, seconds: Annotated[int, typer.Option(help="How long it 
 @fault_app.command("daemon")
 def fault_spawning_daemon(
         node: str,
-        period_ms: Annotated[float, typer.Option("--period-ms", help="Milliseconds between two rounds of commands.")] = 20.0,
+        period_ms: Annotated[float, typer.Option("--period-ms", callback=positive_number, help="Milliseconds between two rounds of commands.")] = 20.0,
         seconds: Annotated[int, typer.Option(help="How long it runs.")] = 600,
         state_dir: StateDirOption = None) -> None:
     """Start a daemon inside one node that spawns short-lived commands (basename, sed, sh) every period."""
@@ -155,7 +155,7 @@ def fault_spawning_daemon(
 
 RateOption = Annotated[Optional[str], typer.Option("--rate", help="The shaped rate, e.g. 10mbit.")]
 SlowerOption = Annotated[Optional[float], typer.Option(
-    "--slower", help="Divide the link's rate by this (10: a tenth of the others).")]
+    "--slower", callback=positive_number, help="Divide the link's rate by this (10: a tenth of the others).")]
 
 
 def _shaping(rate: Optional[str], slower: Optional[float]) -> tuple[Optional[int], Optional[float]]:
@@ -204,7 +204,7 @@ def fault_linecard_rate(leaf: Annotated[str, typer.Argument(help="A leaf switch:
 
 
 @fault_app.command("delay")
-def fault_link_delay(node: str, ms: Annotated[float, typer.Option("--ms", help="Milliseconds each way.")],
+def fault_link_delay(node: str, ms: Annotated[float, typer.Option("--ms", callback=positive_number, help="Milliseconds each way.")],
                      state_dir: StateDirOption = None) -> None:
     """Delay every packet on one node's link (tc netem; the kernel needs sch_netem)."""
     from oddnode.testbed import fault_delay
