@@ -186,7 +186,9 @@ class Dataset:
         as STAB's ``anal spp cut``), or those under a metric prefix
         (``pingpong.cut:bandwidth``); metrics in natural order (sizes as numbers)."""
         benchmark, _, prefix = name.partition(":")
-        exact = [s for s in self.series if s.name == name]
+        # A benchmark whose own name holds a colon (a site's, or a URL) is
+        # picked whole before the name is split.
+        exact = [s for s in self.series if s.name == name] or [s for s in self.series if s.benchmark == name]
         chosen = exact or [
             s for s in self.series
             if s.benchmark == benchmark and (not prefix or s.metric.startswith(prefix + "."))

@@ -214,6 +214,7 @@ class SeriesSamples:
 def load_samples(store: Store, run_ids: Iterable[int] | None = None) -> dict[tuple[str, str], SeriesSamples]:
     """Each series' repetitions from the newest of ``run_ids`` that measured
     it (None: the newest run of each series in the whole store)."""
+    store.check_names()
     where = ""
     if run_ids is not None:
         ids = sorted(set(int(i) for i in run_ids))
