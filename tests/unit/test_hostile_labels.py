@@ -112,7 +112,6 @@ def test_hostfile(site, tmp_path, label):
     assert "hosts:2" in result.stderr
 
 
-@pytest.mark.xfail(reason="check --show-plan prints the plan before it reads the node options (cli/check.py)")
 @pytest.mark.parametrize("options", [["--hostfile", "hosts"], ["-w", "bad[[x"], ["-w", "n[1-2]", "-x", "n[1-2]"]])
 def test_node_options_are_parsed_before_the_plan_is_shown(site, tmp_path, options):
     write(tmp_path / "hosts", f"node01\n{LABELS[0]}\n")

@@ -302,7 +302,7 @@ def check_command(
     judged across nodes before the next; a stage with warnings
     stops the check unless --continue. Exit 1 when not ready, 130 when
     interrupted (everything finished is kept: --resume goes on)."""
-    from oddnode.check import ResumeError, described_target, resumable_check, run_check
+    from oddnode.check import ResumeError, described_target, resumable_check, run_check, select_nodes
     from oddnode.findings import Sensitivity
 
     command = command_line()
@@ -340,6 +340,10 @@ def check_command(
         raise fail(str(err)) from None
     if dry_run and not drain:
         raise typer.BadParameter("--dry-run shows what --drain would do: give both")
+    if resume and (nodes or hostfile or exclude or testbed):
+        raise fail("--resume goes on with the nodes of the interrupted check: name none")
+    with user_errors():  # the node options read before anything is shown, opened or run
+        select_nodes(nodes, exclude, hostfile)
     if show_plan:
         typer.echo(yaml.safe_dump(plan_document(plan), sort_keys=False), nl=False)
         return
@@ -347,21 +351,21 @@ def check_command(
         for output in (html, None if junit == STDOUT else junit):
             if output is not None:
                 check_target(output)
+    target = None
+    if not resume:
+        with user_errors(), testbed_errors():
+            target = selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
     with user_errors(), testbed_errors(), open_db(db, read_only=False, hold=False) as store:
         save_topology(store, read_topology(topology, testbed))
         _refuse_orderings_without_topology(plan, store)
         resume_id = None
         if resume:
-            if nodes or hostfile or exclude or testbed:
-                raise typer.BadParameter("--resume goes on with the nodes of the interrupted check: name none")
             try:
                 resume_id, described, plan = resumable_check(store)
                 target = described_target(described)
             except ResumeError as err:
                 raise typer.BadParameter(str(err)) from None
             inform(f"resuming check {resume_id} on {literal(target.nodeset)}", out=out)
-        else:
-            target = selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
         progress = _CheckProgress(out)
         try:
             with progress:
