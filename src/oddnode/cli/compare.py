@@ -23,6 +23,7 @@ from oddnode.cli.common import (
     quiet,
     user_errors,
 )
+from oddnode.report.text import literal, literals
 
 # The comparison's family-wise false-alarm probability (compare.DEFAULT_ALPHA,
 # written out so that the command line starts without scipy; a unit test
@@ -85,8 +86,8 @@ def _print_runs(db: Path, json_out: bool) -> None:
         table.add_column(column, justify="right" if column in ("id", "check", "series", "results") else "left",
                          overflow="fold")
     for row in rows:
-        table.add_row(str(row["id"]), row["started"].replace("T", " "), str(row["check_id"] or ""),
-                      str(row["series"]), str(row["results"]), row["command"], row["source"] or "")
+        table.add_row(*literals((row["id"], row["started"].replace("T", " "), row["check_id"] or "",
+                                 row["series"], row["results"], row["command"], row["source"] or "")))
     console.print(table)
 
 
@@ -164,7 +165,7 @@ def compare_command(
 
         with user_errors():
             written = write_plots(comparison, plot)
-        inform(f"{len(written)} figure{'s' if len(written) != 1 else ''} written to {plot}", out=out)
+        inform(f"{len(written)} figure{'s' if len(written) != 1 else ''} written to {literal(plot)}", out=out)
     raise typer.Exit(code=comparison.exit_status)
 
 

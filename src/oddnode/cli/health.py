@@ -14,6 +14,7 @@ from typing import Annotated, Any, Iterable, Optional
 import typer
 
 from oddnode.cli.common import (
+    positive_seconds,
     DEFAULT_DB,
     DbOption,
     ExitStatus,
@@ -144,7 +145,7 @@ def health_command(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the scontrol commands instead of running them.")] = False,
     memory_timeout: Annotated[float, typer.Option(
-        help="Seconds the memory kernel may take, its first build included (slurmd ends a health check "
+        callback=positive_seconds, help="Seconds the memory kernel may take, its first build included (slurmd ends a health check "
              "program at 60).")] = 40.0,
     json_out: Annotated[bool, typer.Option("--json", help="Print the checks and problems as JSON.")] = False,
 ) -> None:
@@ -262,10 +263,8 @@ def baseline_command(
     if str(output_file) == "-":
         typer.echo(text, nl=False)
         return
-    try:
+    with user_errors():
         write_atomically(output_file, text.encode())
-    except OSError as err:
-        raise fail(f"cannot write {output_file}: {err.strerror or err}") from None
     memory = (f"; triad at least {baseline.memory.minimum:,.0f} {baseline.memory.unit} (median "
               f"{baseline.memory.median:,.0f} over {baseline.memory.nodes} nodes)" if baseline.memory
               else "; no memory results in the check: facts only")
