@@ -12,6 +12,7 @@ crash follow the properties.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -157,7 +158,7 @@ def retyped_json(draw, text: str) -> str:
         parent = document
         for key in path[:-1]:
             parent = parent[key]
-        parent[path[-1]] = draw(st.sampled_from((*BAD_JSON, DEEP)))
+        parent[path[-1]] = copy.deepcopy(draw(st.sampled_from((*BAD_JSON, DEEP))))  # never one shared list
     # Nesting written out after dumping: json.dumps itself stops at a depth.
     return json.dumps(document).replace(json.dumps(DEEP), deep + "]" * len(deep))
 
