@@ -81,6 +81,7 @@ from typing import Any
 import numpy as np
 
 from oddnode import __version__
+from oddnode.inputs import load_json
 from oddnode.io.stab import FAILED_FILE, INVENTORY_FILE, PLOT_PREFIX, TOPOLOGY_FILE, UNITS_FILE
 from oddnode.model import Finding
 from oddnode.nodes import NodeNameError, expand, fold
@@ -321,12 +322,7 @@ def read_truth(path: Path | str) -> Truth:
     path = Path(path)
     if path.is_dir():
         path = path / TRUTH_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise SynthError(f"{path}: {err.strerror or err}") from None
-    except json.JSONDecodeError as err:
-        raise SynthError(f"{path}: not JSON ({err})") from None
+    data = load_json(path)  # a file like any other: strict, regular, bounded
     try:
         return Truth.from_json(data)
     except SynthError as err:
