@@ -411,6 +411,13 @@ def test_mpip_refuses_non_finite_numbers(kind, name, old, bad):
     assert caught.value.line == next(i for i, line in enumerate(text.splitlines(), 1) if new in line)
 
 
+def test_mpip_rank_past_32_bits_is_refused():
+    text = _replace("mpip", "ring_np2.mpiP", "   1         12          6    50.00", "2147483648  12  6  50.00")
+    with pytest.raises(ParseError, match=r"Task '2147483648' is out of range") as caught:
+        parse_mpip(text, "run.mpiP")
+    assert caught.value.line == 21
+
+
 def test_mpip_huge_count_is_refused_not_an_overflow():
     text = (FIXTURES / "mpip" / "ring_np2.mpiP").read_text()
     old = "Send                 1    1   1000      6.1"
@@ -426,6 +433,7 @@ def test_mpip_huge_count_is_refused_not_an_overflow():
     ("1 GLOBALOP MPI_Bcast ON 0:1 COM X(2) SENT 4 RECVD 4 DURATION 9223372036854775807", "seconds"),
     ("9" * 5000 + " GLOBALOP MPI_Bcast ON 0:1 COM X(2) SENT 4 RECVD 4 DURATION 5", "timestamp"),
     ("1 GLOBALOP MPI_Bcast ON 0:" + "9" * 30 + " COM X(2) SENT 4 RECVD 4 DURATION 5", "thread"),
+    ("1 GLOBALOP MPI_Bcast ON 2147483648:1 COM X(2) SENT 4 RECVD 4 DURATION 5", "process"),  # past 32 bits
 ])
 def test_itc_refuses_out_of_range_numbers(record, message):
     with pytest.raises(ParseError, match=message) as caught:

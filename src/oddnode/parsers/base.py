@@ -70,6 +70,8 @@ MAX_WHOLE = 2**63 - 1
 MAX_PROFILE_COUNT = 2**53
 # The longest time one row of a profile may give: 10^9 s is about 32 years.
 MAX_PROFILE_SECONDS = 1e9
+# The largest MPI rank: the store keeps ranks as 32-bit integers.
+MAX_RANK = 2**31 - 1
 
 
 def clip(text: object, limit: int = QUOTE_LIMIT) -> str:

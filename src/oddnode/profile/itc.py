@@ -39,7 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oddnode.inputs import InputError, finite, quote, read_bytes
-from oddnode.parsers.base import MAX_PROFILE_COUNT, MAX_PROFILE_SECONDS, MAX_WHOLE, ParseError, number, whole
+from oddnode.parsers.base import (
+    MAX_PROFILE_COUNT, MAX_PROFILE_SECONDS, MAX_RANK, MAX_WHOLE, ParseError, number, whole,
+)
 from oddnode.profile.model import Profile, size_bucket
 
 _PLACE = re.compile(r"^(\d+):(\d+)$")
@@ -59,7 +61,7 @@ def _place(text: str, source: str, lineno: int) -> tuple[int, int]:
     match = _PLACE.match(text)
     if not match:
         raise ParseError(source, lineno, f"expected PROCESS:THREAD, found {quote(text)}")
-    return (whole(match.group(1), source, lineno, "process", limit=MAX_PROFILE_COUNT),
+    return (whole(match.group(1), source, lineno, "process", limit=MAX_RANK),
             whole(match.group(2), source, lineno, "thread", limit=MAX_PROFILE_COUNT))
 
 
@@ -129,7 +131,7 @@ def parse_itc(
             fields = dict(zip(pairs[::2], pairs[1::2]))
             missing = [key for key in _REQUIRED if key not in fields]
             if missing:
-                raise ParseError(source, lineno, f"GLOBALOP {name} lacks {', '.join(missing)}")
+                raise ParseError(source, lineno, f"GLOBALOP {quote(name)} lacks {', '.join(missing)}")
             place = _place(fields["ON"], source, lineno)
             sent, received = (_count(fields[key], source, lineno, key) for key in ("SENT", "RECVD"))
             duration = _count(fields["DURATION"], source, lineno, "DURATION", MAX_WHOLE)

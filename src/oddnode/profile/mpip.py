@@ -37,7 +37,7 @@ import re
 from pathlib import Path
 
 from oddnode.inputs import InputError, quote, read_bytes
-from oddnode.parsers.base import MAX_PROFILE_COUNT, MAX_PROFILE_SECONDS, ParseError, whole
+from oddnode.parsers.base import MAX_PROFILE_COUNT, MAX_PROFILE_SECONDS, MAX_RANK, ParseError, whole
 from oddnode.profile.model import Profile, size_bucket
 
 _SECTION = re.compile(r"^@---\s+(.*?)\s*-*\s*$")
@@ -62,10 +62,10 @@ def _number(text: str, source: str, lineno: int, what: str, high: float = math.i
     return value
 
 
-def _integer(text: str, source: str, lineno: int, what: str) -> int:
+def _integer(text: str, source: str, lineno: int, what: str, limit: int = MAX_PROFILE_COUNT) -> int:
     if not (text.isascii() and text.isdigit()):
         raise ParseError(source, lineno, f"{what}: expected a whole number, found {quote(text)}")
-    return whole(text, source, lineno, what, limit=MAX_PROFILE_COUNT)
+    return whole(text, source, lineno, what, limit=limit)
 
 
 def _section_kind(title: str) -> str | None:
@@ -114,7 +114,7 @@ def parse_mpip(text: str, source: str = "<mpiP report>") -> Profile:
                 parts = field.group(2).split()
                 if len(parts) != 2:
                     raise ParseError(source, lineno, f"task assignment {quote(field.group(2))} is not 'RANK HOST'")
-                hosts[_integer(parts[0], source, lineno, "task assignment rank")] = parts[1]
+                hosts[_integer(parts[0], source, lineno, "task assignment rank", MAX_RANK)] = parts[1]
             continue
         if section is None:
             continue
@@ -166,7 +166,7 @@ def _time_row(tokens: list[str], source: str, lineno: int, out: dict[int, tuple[
     _number(tokens[3], source, lineno, "MPI%")
     if tokens[0] == "*":
         return
-    rank = _integer(tokens[0], source, lineno, "Task")
+    rank = _integer(tokens[0], source, lineno, "Task", MAX_RANK)
     if rank in out:
         raise ParseError(source, lineno, f"task {rank} appears twice in the MPI Time table")
     out[rank] = (app, mpi)
@@ -184,7 +184,7 @@ def _call_row(tokens: list[str], source: str, lineno: int, out: dict) -> None:
         _number(tokens[i], source, lineno, _CALL_TIME_COLUMNS[i])
     if tokens[2] == "*":
         return
-    rank = _integer(tokens[2], source, lineno, "Rank")
+    rank = _integer(tokens[2], source, lineno, "Rank", MAX_RANK)
     if (name, site, rank) in out:
         raise ParseError(source, lineno, f"{name} site {site} rank {rank} appears twice")
     out[(name, site, rank)] = (lineno, count, count * mean * _MS, longest * _MS)
@@ -200,7 +200,7 @@ def _sent_row(tokens: list[str], source: str, lineno: int, out: dict) -> None:
     values = [_number(tokens[i], source, lineno, _SENT_COLUMNS[i], MAX_PROFILE_COUNT) for i in (4, 5, 6, 7)]
     if tokens[2] == "*":
         return
-    rank = _integer(tokens[2], source, lineno, "Rank")
+    rank = _integer(tokens[2], source, lineno, "Rank", MAX_RANK)
     if (name, site, rank) in out:
         raise ParseError(source, lineno, f"{name} site {site} rank {rank} appears twice")
     out[(name, site, rank)] = (lineno, values[1], values[3])
