@@ -46,6 +46,13 @@ def quote(text: object, limit: int = QUOTE_LIMIT) -> str:
     return f"{shown[:limit]}... ({len(shown)} characters)"
 
 
+def clip(text: object, limit: int = QUOTE_LIMIT) -> str:
+    """Text from input for an error line, as it is (no quotes added), cut
+    to ``limit`` characters."""
+    shown = str(text)
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(shown)} characters)"
+
+
 def check_regular_file(path: os.PathLike[str] | str) -> None:
     """Refuse, before reading, anything that is not a regular file: a
     FIFO would block forever, a device (``/dev/zero``) never ends."""
@@ -221,6 +228,6 @@ def plain_path(path: os.PathLike[str] | str) -> str:
 
 
 __all__ = [
-    "InputError", "MAX_DEPTH", "MAX_FILE_BYTES", "QUOTE_LIMIT", "check_regular_file", "finite", "load_json",
+    "InputError", "MAX_DEPTH", "MAX_FILE_BYTES", "QUOTE_LIMIT", "check_regular_file", "clip", "finite", "load_json",
     "load_yaml", "parse_json", "parse_yaml", "plain_path", "quote", "read_bytes", "read_text",
 ]

@@ -21,8 +21,11 @@ from oddnode.inputs import quote
 from oddnode.model import LabelKind
 
 # A hostname label as RFC 1123 allows it, plus dots for FQDNs and underscores
-# that some sites use; nothing a shell would interpret.
-_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# that some sites use; nothing a shell would interpret; at most 253
+# characters, the longest DNS name (a 16 MB "name" in a file is no host).
+MAX_NAME = 253
+NODE_NAME_PATTERN = rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME - 1}}}"
+_NODE_NAME = re.compile(NODE_NAME_PATTERN)
 _DIGITS = re.compile(r"\d+")
 # The parts of a node set string at bracket depth 0 between commas; a part
 # with ClusterShell's set operators (! & ^) or spaces is one expression.
@@ -48,7 +51,8 @@ def is_node_name(name: str) -> bool:
 
 def validate_node_name(name: str) -> str:
     if not is_node_name(name):
-        raise NodeNameError(f"invalid node name {quote(name)}: use letters, digits, '.', '_' and '-'")
+        raise NodeNameError(f"invalid node name {quote(name)}: use letters, digits, '.', '_' and '-', "
+                            f"at most {MAX_NAME} of them")
     return name
 
 

@@ -43,7 +43,7 @@ from oddnode.model import (
     Severity,
 )
 from oddnode.inputs import parse_json, quote
-from oddnode.nodes import NodeNameError, label_members
+from oddnode.nodes import NODE_NAME_PATTERN, NodeNameError, label_members
 
 if TYPE_CHECKING:
     from oddnode.profile.model import Profile
@@ -72,7 +72,7 @@ DAMAGED_REMEDY = "restore it from a copy, or start a new store with --db NEW_FIL
 # of any stored label: node names, the dash of a pair, the brackets and
 # commas of a folded node set; never a group (@), a set operator, a space
 # or markup (/).  Checked in SQL, so a million labels cost one scan.
-NODE_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+NODE_PATTERN = NODE_NAME_PATTERN
 LABEL_PATTERN = r"[A-Za-z0-9._\[\],-]+"
 
 _SCHEMA_V1 = """

@@ -329,3 +329,13 @@ def test_a_node_name_ends_where_its_text_ends():
     assert is_node_name("node01") and not is_node_name("node01\n")
     with pytest.raises(NodeNameError, match=r"^invalid node name .{200}\.\.\. \(20002 characters\): use letters"):
         validate_node_name("x;" * 10000)
+
+
+def test_a_node_name_is_at_most_as_long_as_a_dns_name(tmp_path):
+    from oddnode.nodes import MAX_NAME, is_node_name
+
+    assert is_node_name("n" * MAX_NAME) and not is_node_name("n" * (MAX_NAME + 1))
+    directory = _stab_dir(tmp_path, "plot.copy", f"100 {'n' * 100_000}\n")
+    result = oddnode("import", "stab", directory, "--db", tmp_path / "s.duckdb", cwd=tmp_path, check=False)
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert len(result.stderr) < 1200 and not (tmp_path / "s.duckdb").exists()

@@ -32,11 +32,10 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from oddnode.inputs import InputError, check_regular_file, quote, read_text
+from oddnode.inputs import InputError, check_regular_file, clip, quote, read_text
 from oddnode.io.plot_table import FILES_TABLE, ROWS_TABLE, add_rows, drop_tables, parse_plot_files
 from oddnode.model import DEFAULT_METRIC, Direction, LabelKind
 from oddnode.nodes import NodeNameError, expand, is_node_name, label_kind, label_members
-from oddnode.parsers.base import clip
 from oddnode.store import ResultBatch, Store
 from oddnode.units import UnknownUnitError, canonical_unit
 

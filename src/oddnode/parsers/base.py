@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from oddnode.inputs import QUOTE_LIMIT, InputError, finite, parse_json, quote
+from oddnode.inputs import InputError, finite, parse_json, quote
 from oddnode.model import DEFAULT_METRIC, Direction
 from oddnode.registry import Registry, UnknownNameError
 
@@ -72,12 +72,6 @@ MAX_PROFILE_COUNT = 2**53
 MAX_PROFILE_SECONDS = 1e9
 # The largest MPI rank: the store keeps ranks as 32-bit integers.
 MAX_RANK = 2**31 - 1
-
-
-def clip(text: object, limit: int = QUOTE_LIMIT) -> str:
-    """Text from an output for a problem line, cut to ``limit`` characters."""
-    shown = str(text)
-    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(shown)} characters)"
 
 
 def number(value: object, source: str, line: int | None, what: str,

@@ -8,7 +8,8 @@ from typing import Any
 
 from oddnode.model import Direction
 from oddnode.inputs import quote
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, clip, number, register_parser, whole
+from oddnode.inputs import clip
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, register_parser, whole
 from oddnode.units import canonical_unit
 
 _BEGIN_SUMMARY = "Begin of Summary section."

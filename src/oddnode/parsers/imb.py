@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 
 from oddnode.model import Direction
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, clip, number, register_parser, whole
+from oddnode.inputs import clip
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, register_parser, whole
 from oddnode.units import canonical_unit
 
 _BANNER = re.compile(r"Intel\(R\) MPI Benchmarks\s+(\S+?),?\s+(.*?)\s*$")

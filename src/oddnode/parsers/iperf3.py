@@ -21,9 +21,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from oddnode.inputs import clip
 from oddnode.model import Direction
 from oddnode.parsers.base import (
-    Measurement, ParsedOutput, ParseError, clip, json_document, json_number, mapping, register_parser,
+    Measurement, ParsedOutput, ParseError, json_document, json_number, mapping, register_parser,
 )
 from oddnode.units import canonical_unit
 

@@ -19,7 +19,8 @@ import re
 
 from oddnode.model import Direction
 from oddnode.inputs import quote
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, clip, number, register_parser, whole
+from oddnode.inputs import clip
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, register_parser, whole
 from oddnode.units import canonical_unit
 
 _ROW_START = re.compile(r"^\s*(\d+):\s+(\d+) bytes\s+(\d+) times -->")

@@ -17,7 +17,8 @@ import re
 
 from oddnode.model import Direction
 from oddnode.inputs import quote
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, clip, number, register_parser, whole
+from oddnode.inputs import clip
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, register_parser, whole
 from oddnode.units import canonical_unit
 
 _TITLE = re.compile(r"^#\s*(OSU\s+.*?\bTest)(?:\s+v(\S+))?\s*$", re.IGNORECASE)

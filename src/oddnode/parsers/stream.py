@@ -7,7 +7,8 @@ import re
 from typing import Any
 
 from oddnode.model import Direction
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, clip, number, register_parser, whole
+from oddnode.inputs import clip
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, register_parser, whole
 from oddnode.units import canonical_unit
 
 KERNELS = ("Copy", "Scale", "Add", "Triad")
