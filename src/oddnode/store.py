@@ -476,10 +476,14 @@ class Store:
             return
         self.con.register("_incoming", rows.columns() if isinstance(rows, ResultBatch) else rows)
         self._check_incoming_labels()
-        # The casts give columns of nothing but None (NULL) their type.
+        # The casts give columns of nothing but None (NULL) their type.  A
+        # value that is not a finite number (a parser's slip, a division by
+        # a zero time; NaN arrives as NULL) is kept, but never as a valid
+        # result: it counts as a failed run, not as a node that is missing.
         self.con.execute("""
             INSERT INTO results SELECT ?, benchmark, metric, unit, direction, label, label_kind,
-                CAST(repetition AS INTEGER), CAST(value AS DOUBLE), valid,
+                CAST(repetition AS INTEGER), CAST(value AS DOUBLE),
+                valid AND value IS NOT NULL AND isfinite(CAST(value AS DOUBLE)),
                 CAST(parameters AS VARCHAR), CAST(raw_ref AS VARCHAR)
             FROM _incoming
         """, [run_id])

@@ -191,3 +191,16 @@ def test_a_stored_check_target_with_a_group_is_refused_before_it_reaches_a_resol
         store.start_check(1, {"nodes": ["node01", "@x';touch${IFS}/tmp/M;'"], "transport": "local"}, {})
         with pytest.raises(LabelError, match="check 1.*refused"):
             store.latest_check()
+
+
+def test_a_value_that_is_not_finite_is_never_a_valid_result(tmp_path):
+    with open_store(tmp_path / "s.duckdb") as store:
+        batch = ResultBatch()
+        for label, value in (("node01", 1000.0), ("node02", float("inf")), ("node03", float("nan"))):
+            batch.add("memory", label, value)
+        with store.transaction():
+            store.add_results(store.new_run("test"), batch)
+        valid = dict(store.con.execute("SELECT label, valid FROM results").fetchall())
+        best = [label for (label,) in store.con.execute("SELECT label FROM best").fetchall()]
+    assert valid == {"node01": True, "node02": False, "node03": False}
+    assert best == ["node01"]
