@@ -144,6 +144,20 @@ def test_table_export_has_every_table(store, tmp_path, fmt):
         export_tables(store, out, "xml")
 
 
+def test_json_export_holds_no_nan_or_infinity(store, tmp_path):
+    from oddnode.store import ResultBatch
+
+    batch = ResultBatch()
+    batch.add("memory", "node01", float("inf"))
+    batch.add("memory", "node02", 5.0)
+    with store.transaction():
+        store.add_results(store.new_run("test"), batch)
+    export_tables(store, tmp_path / "out", "json")
+    text = (tmp_path / "out" / "results.json").read_text()
+    assert sorted((row["value"] is None, row["valid"]) for row in json.loads(text)) == [(False, True), (True, False)]
+    assert "Infinity" not in text and "NaN" not in text
+
+
 def test_nodes_file_is_the_declared_node_list_in_its_order(store, tmp_path):
     d = tmp_path / "results"
     write(d / "plot.triad", "1.0 cn-0003\n2.0 cn-0001\n")

@@ -77,6 +77,16 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
+def _json_numbers(store: Store, query: str) -> str:
+    """``query`` with every floating-point column's NaN and infinities as
+    null: DuckDB writes them as NaN and Infinity, which JSON has not (an
+    invalid result keeps the value a tool printed, infinite or not)."""
+    columns = store.con.execute(f"DESCRIBE {query}").fetchall()
+    chosen = [f'CASE WHEN isfinite("{name}") THEN "{name}" END AS "{name}"' if kind in ("DOUBLE", "FLOAT")
+              else f'"{name}"' for name, kind, *_ in columns]
+    return f"SELECT {', '.join(chosen)} FROM ({query})"
+
+
 def export_tables(store: Store, out_dir: os.PathLike[str] | str, fmt: str) -> list[Path]:
     """Write every table as <table>.<fmt> plus schema.json naming the version."""
     if fmt not in TABLE_FORMATS:
@@ -85,6 +95,8 @@ def export_tables(store: Store, out_dir: os.PathLike[str] | str, fmt: str) -> li
     written = []
     for table, query in EXPORTED_TABLES.items():
         path = out / f"{table}.{fmt}"
+        if fmt == "json":
+            query = _json_numbers(store, query)
         with replacing(path) as temporary:
             quoted = str(temporary).replace("'", "''")
             store.con.execute(f"COPY ({query}) TO '{quoted}' {TABLE_FORMATS[fmt]}")
