@@ -161,23 +161,30 @@ def run_process_group(
         raise ValueError(f"timeout must be positive, not {timeout}")
     started = time.monotonic()
     deadline = started + timeout
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        env=dict(env) if env is not None else None,
-    )
+    # Recorded before the start: a stop asked while the command starts is
+    # not missed (the group is ended as soon as it exists).
     stop = threading.Event()
+    with _running_lock:
+        _running.add(stop)
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=dict(env) if env is not None else None,
+        )
+    except BaseException:
+        with _running_lock:
+            _running.discard(stop)
+        raise
     stdout: list[TimedLine] = []
     stderr: list[TimedLine] = []
     readers = [
         threading.Thread(target=_collect, args=(proc.stdout, stdout), daemon=True),
         threading.Thread(target=_collect, args=(proc.stderr, stderr), daemon=True),
     ]
-    with _running_lock:
-        _running.add(stop)
     try:
         for reader in readers:
             reader.start()
