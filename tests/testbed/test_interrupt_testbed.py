@@ -1,19 +1,24 @@
-"""Ctrl-C during `oddnode check` over ssh, on 4 real testbed nodes (root):
-nothing of the interrupted repetition runs on in the nodes, and
-`check --resume` redoes that repetition from scratch."""
+"""Ctrl-C during `oddnode check` over ssh, and inside a Slurm allocation
+through srun, on 4 real testbed nodes (root): nothing of the interrupted
+repetition runs on in the nodes, and `check --resume` redoes that
+repetition from scratch."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+import oddnode as oddnode_package
 from oddnode.store import open_store
-from oddnode.testbed import _state, _system
+from oddnode.testbed import _state, _system, slurm
 from testbed_support import needs_root, running_testbed
 
 pytestmark = needs_root
@@ -26,12 +31,31 @@ REPETITIONS = 2
 # Seconds the nodes may take to be rid of the interrupted repetition: the
 # wrapper's SIGTERM at once, its SIGKILL after REMOTE_KILL_GRACE (5 s).
 GONE_WITHIN = 8.0
+# Through Slurm: srun's SIGTERM reaches the tasks at once; srun itself gets
+# SIGKILL 10 s later, and slurmstepd ends the step's last processes then.
+GONE_WITHIN_SLURM = 20.0
 STARTED_WITHIN = 60.0  # the first repetition builds the kernel on every node
+SOURCE = Path(oddnode_package.__file__).resolve().parents[1]  # the src directory these tests import
+HAS_SLURM = all(shutil.which(tool) for tool in slurm.TOOLS)
+
+
+@pytest.fixture(scope="module", params=["ssh", pytest.param("slurm", marks=pytest.mark.skipif(
+    not HAS_SLURM, reason="no Slurm (Debian: slurm-wlm, munge)"))])
+def transport(request) -> str:
+    """How the check reaches the nodes: over ssh, or inside an allocation."""
+    return request.param
 
 
 @pytest.fixture(scope="module")
-def bed(tmp_path_factory):
-    yield from running_testbed(tmp_path_factory, NODES)
+def bed(transport, tmp_path_factory):
+    yield from running_testbed(tmp_path_factory, NODES, slurm=transport == "slurm")
+
+
+def in_allocation(bed, argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """``salloc -N NODES ARGV`` as an administrator runs it, with the
+    environment that reaches the testbed's Slurm and these tests' oddnode."""
+    return ["salloc", f"-N{NODES}", *argv], {**os.environ, **slurm.environment(bed.state_dir),
+                                             "PYTHONPATH": str(SOURCE)}
 
 
 def node_namespaces(bed) -> dict[str, int]:
@@ -79,24 +103,42 @@ def stored_repetitions(db) -> list[int]:
         return []
 
 
-def test_ctrl_c_stops_the_nodes_and_resume_redoes_the_repetition(bed, tmp_path):
+def start_check(bed, transport: str, db: Path, cwd: Path) -> tuple[subprocess.Popen, int]:
+    """The check as a process, and the PID of oddnode itself (inside
+    ``salloc`` through Slurm, as an administrator runs it there)."""
+    options = ["--db", str(db), "--stages", "memory", "-r", str(REPETITIONS), *MEMORY]
+    if transport == "ssh":
+        argv, env = oddnode("check", "-w", bed.nodeset, "--transport", "ssh", "--ssh-config", str(bed.ssh_config),
+                            *options), None
+    else:
+        argv, env = in_allocation(bed, oddnode("check", "--transport", "slurm", *options))
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env,
+                               start_new_session=True)  # the signal reaches oddnode alone, as `kill -INT PID` would
+    if transport == "ssh":
+        return process, process.pid
+    # salloc's one child, once the allocation is granted.
+    children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+    child = wait_for(lambda: children.exists() and children.read_text().split(), 60)
+    assert child, "salloc never started oddnode"
+    return process, int(child[0])
+
+
+def test_ctrl_c_stops_the_nodes_and_resume_redoes_the_repetition(bed, transport, tmp_path):
     namespaces = node_namespaces(bed)
     before = processes(namespaces)
     db = tmp_path / "check.duckdb"
-    check = subprocess.Popen(
-        oddnode("check", "-w", bed.nodeset, "--transport", "ssh", "--ssh-config", str(bed.ssh_config),
-                "--db", str(db), "--stages", "memory", "-r", str(REPETITIONS), *MEMORY),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,  # its HTML report goes there
-        start_new_session=True)  # the signal reaches oddnode alone, as `kill -INT PID` would
+    check, pid = start_check(bed, transport, db, tmp_path)  # its HTML report goes in tmp_path
     try:
         assert wait_for(lambda: 1 in stored_repetitions(db), STARTED_WITHIN), "repetition 1 was never stored"
         # Repetition 2 under way on every node.
         busy = wait_for(lambda: len(extra(processes(namespaces), before)) == NODES, 30, 0.1)
         assert busy, "repetition 2 never ran on every node"
-        time.sleep(1.0)
+        # Through Slurm the allocation's own processes count as busy too:
+        # give srun the seconds it takes to start the repetition's tasks.
+        time.sleep(1.0 if transport == "ssh" else 6.0)
         assert stored_repetitions(db) == [1], "caught too late: repetition 2 already ended"
-        check.send_signal(signal.SIGINT)
-        _, err = check.communicate(timeout=30)
+        os.kill(pid, signal.SIGINT)
+        _, err = check.communicate(timeout=60)
     finally:
         if check.poll() is None:
             check.kill()
@@ -104,13 +146,16 @@ def test_ctrl_c_stops_the_nodes_and_resume_redoes_the_repetition(bed, tmp_path):
     assert check.returncode == 130, err
     assert f"stopped: memory repetition 2 of {REPETITIONS}" in " ".join(err.split())
 
-    left = wait_for(lambda: not extra(processes(namespaces), before), GONE_WITHIN)
+    left = wait_for(lambda: not extra(processes(namespaces), before),
+                    GONE_WITHIN if transport == "ssh" else GONE_WITHIN_SLURM)
     assert left, f"processes left in the nodes: {extra(processes(namespaces), before)}"
     assert stored_repetitions(db) == [1]  # nothing of the interrupted repetition
 
     resumed_at = time.time()
-    done = subprocess.run(oddnode("check", "--resume", "--db", str(db)), capture_output=True, text=True,
-                          cwd=tmp_path, timeout=120)
+    argv, env = oddnode("check", "--resume", "--db", str(db)), None
+    if transport == "slurm":
+        argv, env = in_allocation(bed, argv)
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=180)
     assert done.returncode in (0, 1), done.stderr
     with open_store(db, read_only=True) as store:
         rows = store.con.execute("""
