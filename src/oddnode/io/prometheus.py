@@ -156,10 +156,11 @@ def current_findings(analysis: Analysis, recorded: Sequence[Finding]) -> list[Fi
 
 def prometheus_text(store: Store, analysis: Analysis, *, analysed: float | None = None,
                     written: float | None = None) -> str:
-    """The verdict of ``analysis``, an analysis of ``store`` made at
-    ``analysed`` (default: now), as textfile-collector text; ExportError
+    """The verdict of ``analysis``, an analysis of ``store``'s dataset made
+    at ``analysed`` (default: now), its series and node list as the
+    analysis read them, as textfile-collector text; ExportError
     when the store holds no results, findings or checks."""
-    series = store.load_series()
+    series = analysis.dataset.series
     recorded = store.latest_findings()
     checked = store.latest_run_per_node(CHECK_SOURCE)
     if not series and not recorded and not checked:
@@ -167,7 +168,7 @@ def prometheus_text(store: Store, analysis: Analysis, *, analysed: float | None 
                           "(run oddnode check or oddnode import first)")
     now = time.time()
     families = verdict_families(series, current_findings(analysis, recorded), checked,
-                                store.load_declared_nodes(), now if written is None else written,
+                                analysis.dataset.declared_nodes, now if written is None else written,
                                 now if analysed is None else analysed, analysis.judged)
     return render(families)
 
