@@ -101,8 +101,11 @@ def _check_size(nodeset: str, limit: int, plain: int = 0) -> None:
     (``plain`` names already counted), so that ``node[1-20000000]`` costs
     nothing but this message."""
     if nodeset and (count := plain + node_count(nodeset)) > limit:
-        raise NodeNameError(f"node set {quote(nodeset)} gives {count:,} names, more than the {limit:,} "
-                            "accepted at once")
+        raise _too_many(nodeset, count, limit)
+
+
+def _too_many(nodeset: str, count: int, limit: int) -> NodeNameError:
+    return NodeNameError(f"node set {quote(nodeset)} gives {count:,} names, more than the {limit:,} accepted at once")
 
 
 def _top_level_parts(nodeset: str) -> list[str] | None:
@@ -145,8 +148,7 @@ def _expand(nodeset: str, resolver: object, limit: int) -> list[str]:
         for part in parts:
             names.update(dict.fromkeys(_expand_one(part, resolver)))
     if len(names) > limit:  # groups from the command line, counted once resolved
-        raise NodeNameError(f"node set {quote(nodeset)} gives {len(names):,} names, more than the {limit:,} "
-                            "accepted at once")
+        raise _too_many(nodeset, len(names), limit)
     return list(names)
 
 

@@ -68,11 +68,11 @@ DUCKDB_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensio
 DUCKDB_MAGIC, DUCKDB_MAGIC_AT = b"DUCK", 8
 DUCKDB_HEADER_BYTES = 3 * 4096
 DAMAGED_REMEDY = "restore it from a copy, or start a new store with --db NEW_FILE"
-# What a stored node name may be (oddnode.nodes' rule), and the characters
-# of any stored label: node names, the dash of a pair, the brackets and
-# commas of a folded node set; never a group (@), a set operator, a space
-# or markup (/).  Checked in SQL, so a million labels cost one scan.
-NODE_PATTERN = NODE_NAME_PATTERN
+# The characters of any stored label (a stored node name follows
+# oddnode.nodes' NODE_NAME_PATTERN): node names, the dash of a pair, the
+# brackets and commas of a folded node set; never a group (@), a set
+# operator, a space or markup (/).  Checked in SQL, so a million labels
+# cost one scan.
 LABEL_PATTERN = r"[A-Za-z0-9._\[\],-]+"
 
 _SCHEMA_V1 = """
@@ -503,7 +503,7 @@ class Store:
         odd = self.con.execute("""
             SELECT DISTINCT label, label_kind FROM _incoming
             WHERE label IS NULL OR label_kind IS DISTINCT FROM 'node' OR NOT regexp_full_match(label, ?)
-        """, [NODE_PATTERN]).fetchall()
+        """, [NODE_NAME_PATTERN]).fetchall()
         for label, kind in odd:
             if kind not in {k.value for k in LabelKind}:
                 raise LabelError(f"label {quote(label)}: unknown label kind {quote(kind)}")
@@ -521,7 +521,7 @@ class Store:
         """Refuse a registered column of node names holding something else."""
         rows = self.con.execute(
             f'SELECT "{column}" FROM {table} WHERE "{column}" IS NULL OR NOT regexp_full_match("{column}", ?) LIMIT 1',
-            [NODE_PATTERN]).fetchall()
+            [NODE_NAME_PATTERN]).fetchall()
         if rows:
             raise LabelError(f"node name {quote(rows[0][0])} is not one (letters, digits, '.', '_', '-'): refused")
 
@@ -738,13 +738,13 @@ class Store:
                 UNION SELECT DISTINCT label, label_kind FROM results WHERE NOT valid OR label_kind <> 'node')
             WHERE label_kind <> 'node' OR NOT regexp_full_match(label, $node)
             ORDER BY label
-        """, {"node": NODE_PATTERN}).fetchall()
+        """, {"node": NODE_NAME_PATTERN}).fetchall()
         nodes = self.con.execute("""
             SELECT node FROM (SELECT node FROM facts UNION ALL SELECT node FROM topology
                 UNION ALL SELECT node FROM run_nodes UNION ALL SELECT node FROM node_status
                 UNION ALL SELECT node FROM process_nodes)
             WHERE NOT regexp_full_match(node, $node) LIMIT 1
-        """, {"node": NODE_PATTERN}).fetchall()
+        """, {"node": NODE_NAME_PATTERN}).fetchall()
         try:
             for label, kind in odd:
                 check_label(label, kind)
