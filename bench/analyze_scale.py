@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from oddnode.analysis import analyze
-from oddnode.io.stab import import_stab
+from oddnode.judge.analysis import analyze
+from oddnode.store.stab import import_stab
 from oddnode.store import open_store
 
 GOAL_RATIO = 3.0

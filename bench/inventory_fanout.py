@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from oddnode.check import make_target
-from oddnode.inventory import collect
+from oddnode.app.check import make_target
+from oddnode.measure.collect.inventory import collect
 from oddnode.testbed import down, up
 
 

@@ -27,8 +27,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from oddnode.kernels.jobs import parse_runner_output
-from oddnode.kernels.memory import default_elements, last_level_cache_bytes, memory_kernel_argv, parse_memory_output
+from oddnode.reach.jobs import parse_runner_output
+from oddnode.measure.node.memory import (
+    default_elements,
+    last_level_cache_bytes,
+    memory_kernel_argv,
+    parse_memory_output,
+)
 
 GOAL = 0.95
 SCALAR = 3.0

@@ -85,7 +85,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from oddnode.kernels.mpi_collectives import collectives_argv, parse_collectives_run, run_seconds
+from oddnode.measure.set.collectives import collectives_argv, parse_collectives_run, run_seconds
 from oddnode.parsers import get_parser
 
 BANDWIDTH_GOAL = 0.95  # ours >= 95% of IMB's rate at every size from BANDWIDTH_FROM

@@ -49,8 +49,8 @@ import time
 
 import numpy as np
 
-from oddnode.kernels.jobs import parse_runner_output
-from oddnode.kernels.noise import noise_kernel_argv, parse_noise_output, read_noise_output
+from oddnode.reach.jobs import parse_runner_output
+from oddnode.measure.node.noise import noise_kernel_argv, parse_noise_output, read_noise_output
 
 PERIOD_GOAL = 0.05
 DETOUR_GOAL = 0.20

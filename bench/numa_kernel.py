@@ -30,14 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from memory_kernel import GOAL, _stream_triad, build_stream  # noqa: E402
 
-from oddnode.kernels.jobs import parse_runner_output  # noqa: E402
-from oddnode.kernels.memory import (  # noqa: E402
+from oddnode.reach.jobs import parse_runner_output  # noqa: E402
+from oddnode.measure.node.memory import (
     default_elements,
     last_level_cache_bytes,
     memory_kernel_argv,
     parse_memory_output,
 )
-from oddnode.kernels.numa import parse_cpu_list  # noqa: E402
+from oddnode.measure.node.numa import parse_cpu_list  # noqa: E402
 
 # The reference copy beside the repository (the run says so when it is missing).
 STREAM_SOURCE = Path("/work/shared/refs/stream.c")

@@ -49,7 +49,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from oddnode.interconnect.pingpong import (
+from oddnode.measure.pair.pingpong import (
     parse_pingpong_run,
     parse_stream_run,
     ping_run_seconds,

@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from oddnode.profile.profiler import build_profiler_library  # noqa: E402
+from oddnode.measure.profile.profiler import build_profiler_library  # noqa: E402
 
 GOAL = 1.05
 TRANSPORTS = {"shm": "self,vader", "tcp": "self,tcp"}

@@ -73,7 +73,7 @@ def invoke(*args):
     result's ``text`` is its output unwrapped, for matching phrases."""
     from typer.testing import CliRunner
 
-    from oddnode.cli import app
+    from oddnode.app.cli import app
 
     result = CliRunner().invoke(app, [str(a) for a in args])
     result.text = " ".join(result.output.split())
@@ -84,8 +84,8 @@ def invoke(*args):
 def scripted(monkeypatch):
     """Make the node commands run on a scripted cluster: returns the setter
     ``use(transport, nodes)``."""
-    from oddnode.cli import interconnect
-    from oddnode.transport.base import Target
+    from oddnode.app.cli import interconnect
+    from oddnode.reach.base import Target
 
     def use(transport, nodes):
         monkeypatch.setattr(interconnect, "selected_target", lambda *args: Target(list(nodes), transport))

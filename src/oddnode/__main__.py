@@ -1,3 +1,3 @@
-from oddnode.cli import main
+from oddnode.app.cli import main
 
 main()

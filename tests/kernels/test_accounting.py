@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.accounting.collect import collector_argv, parse_collector_output
-from oddnode.accounting.pacct import RECORD_SIZE
+from oddnode.measure.collect.accounting import collector_argv, parse_collector_output
+from oddnode.onnode.pacct import RECORD_SIZE
 from test_inventory import OLD_PYTHONS
 
 HEADER = Path("/usr/include/linux/acct.h")

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from conftest import oddnode
-from oddnode.affinity.collect import parse_sampler_output, sampler_argv
-from oddnode.affinity.model import node_affinity_from_json
-from oddnode.affinity.topology import parse_hwloc_xml, read_sysfs
+from oddnode.measure.collect.affinity import parse_sampler_output, sampler_argv
+from oddnode.readings.affinity import node_affinity_from_json
+from oddnode.onnode.cpu_topology import parse_hwloc_xml, read_sysfs
 from oddnode.findings.affinity import oversubscribed_cores, remote_memory, unpinned
 from test_inventory import OLD_PYTHONS
 
@@ -223,7 +223,7 @@ def test_the_command_reports_the_pinned_pair(children, tmp_path):
 
 
 def test_the_inventory_reports_every_numa_node_as_the_affinity_report_does():
-    from oddnode.inventory.collect import parse_probe_output, probe_argv
+    from oddnode.measure.collect.inventory import parse_probe_output, probe_argv
 
     done = subprocess.run(probe_argv(), capture_output=True, text=True, timeout=120)
     facts = parse_probe_output("cn-a17", done.stdout).facts

@@ -17,16 +17,16 @@ import pytest
 
 from conftest import FIXTURES as ALL_FIXTURES
 from conftest import openmp_problem
-from oddnode.benchmarks.hpl import HPCC_OUTPUT, HPL_THRESHOLD, hpcc_input, hpl_benchmark
-from oddnode.kernels.dgemm import COMPUTE_STAGE, dgemm_benchmark
-from oddnode.kernels.dgemm import BLAS_THREAD_VARIABLES, dgemm_kernel_argv, parse_dgemm_output
-from oddnode.kernels.jobs import RUNNER_VERSION, parse_runner_output, runner_argv
-from oddnode.model import Direction
+from oddnode.measure.node.hpl import HPCC_OUTPUT, HPL_THRESHOLD, hpcc_input, hpl_benchmark
+from oddnode.measure.node.dgemm import COMPUTE_STAGE, dgemm_benchmark
+from oddnode.measure.node.dgemm import BLAS_THREAD_VARIABLES, dgemm_kernel_argv, parse_dgemm_output
+from oddnode.reach.jobs import RUNNER_VERSION, parse_runner_output, runner_argv
+from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError, ToolUnavailable
-from oddnode.runner import run_benchmark
-from oddnode.transport import get_transport
-from oddnode.transport.base import Target
-from oddnode.transport.local import local_node_name
+from oddnode.measure.runner import run_benchmark
+from oddnode.reach import get_transport
+from oddnode.reach.base import Target
+from oddnode.reach.local import local_node_name
 
 ORDER = 300
 NTIMES = 3

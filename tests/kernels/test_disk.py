@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import openmp_problem
-from oddnode.kernels.disk import (
+from oddnode.measure.node.disk import (
     DISK_STAGE,
     disk_benchmark,
     disk_kernel_argv,
@@ -26,13 +26,13 @@ from oddnode.kernels.disk import (
     parse_disk_run,
     parse_fio_report,
 )
-from oddnode.kernels.jobs import ToolReport, parse_runner_output, runner_argv
-from oddnode.model import Direction
+from oddnode.reach.jobs import ToolReport, parse_runner_output, runner_argv
+from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError, ToolUnavailable
-from oddnode.runner import run_benchmark
-from oddnode.transport import get_transport
-from oddnode.transport.base import Target
-from oddnode.transport.local import local_node_name
+from oddnode.measure.runner import run_benchmark
+from oddnode.reach import get_transport
+from oddnode.reach.base import Target
+from oddnode.reach.local import local_node_name
 
 MiB = 1024**2
 SIZE = 16 * MiB

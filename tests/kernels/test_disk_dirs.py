@@ -10,12 +10,12 @@ import os
 import pytest
 
 from conftest import openmp_problem
-from oddnode.benchmarks import catalog
-from oddnode.kernels.disk import DiskOptions, directory_metric
-from oddnode.steps import StepContext, make_options
-from oddnode.transport import get_transport
-from oddnode.transport.base import Target
-from oddnode.transport.local import local_node_name
+from oddnode.measure import catalog
+from oddnode.measure.node.disk import DiskOptions, directory_metric
+from oddnode.measure.steps import StepContext, make_options
+from oddnode.reach import get_transport
+from oddnode.reach.base import Target
+from oddnode.reach.local import local_node_name
 
 MiB = 1024**2
 

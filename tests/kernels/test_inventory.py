@@ -15,19 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.inventory import (
+from oddnode.measure.collect.inventory import (
     InventoryResult,
     ProbeOutputError,
     ProbeReport,
-    collect,
     derive_facts,
     parse_dmidecode_memory,
     parse_probe_output,
     probe_argv,
     probe_source,
 )
-from oddnode.inventory.node_probe import PROBE_VERSION
-from oddnode.transport import NodeResult, NodeStatus
+from oddnode.measure.collect.inventory import collect
+from oddnode.onnode.node_probe import PROBE_VERSION
+from oddnode.reach import NodeResult, NodeStatus
 from conftest import FIXTURES
 
 CORE_FACTS = ("cpu_model", "cpu_threads", "memory_total_kb", "kernel", "os", "arch")
@@ -179,7 +179,7 @@ def test_a_failing_tool_is_a_note_not_an_error(tmp_path):
 
 @linux_only
 def test_one_broken_section_loses_only_itself(monkeypatch):
-    from oddnode.inventory import node_probe
+    from oddnode.onnode import node_probe
 
     def broken(facts, notes):
         facts["half_written"] = "x"

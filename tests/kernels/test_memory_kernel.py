@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.kernels.jobs import (
+from oddnode.reach.jobs import (
     PREPARE_OPTION,
     kernel_source,
     parse_runner_output,
@@ -24,7 +24,7 @@ from oddnode.kernels.jobs import (
     start_timing,
     with_runner_options,
 )
-from oddnode.kernels.memory import (
+from oddnode.measure.node.memory import (
     MEMORY_KERNELS,
     MIN_ELEMENTS,
     default_elements,
@@ -32,7 +32,7 @@ from oddnode.kernels.memory import (
     memory_kernel_argv,
     parse_memory_output,
 )
-from oddnode.model import Direction
+from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError, get_parser
 
 ELEMENTS = 2_000_000

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.kernels.jobs import decode_job, encode_job, parse_runner_output
-from oddnode.kernels.mpi_collectives import (
+from oddnode.reach.jobs import decode_job, encode_job, parse_runner_output
+from oddnode.measure.set.collectives import (
     BENCHMARKS,
     CORRUPT_RANK_VARIABLE,
     DEFAULT_BENCHMARKS,
@@ -33,9 +33,9 @@ from oddnode.kernels.mpi_collectives import (
     parse_collectives_run,
     run_seconds,
 )
-from oddnode.model import Direction
+from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError
-from oddnode.units import canonical_unit
+from oddnode.core.units import canonical_unit
 from test_pingpong_kernel import run_alone
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "mpi_collectives"

@@ -13,8 +13,8 @@ import subprocess
 
 import pytest
 
-from oddnode.kernels.jobs import decode_job, encode_job
-from oddnode.kernels.mpi_demo_app import (
+from oddnode.reach.jobs import decode_job, encode_job
+from oddnode.measure.profile.demo_app import (
     CORRUPT_RANK_VARIABLE,
     demo_app_argv,
     expected_calls,

@@ -10,20 +10,20 @@ import subprocess
 
 import pytest
 
-from oddnode.analysis import analyze
-from oddnode.interconnect.pairs import PingPongOptions, run_pairs
-from oddnode.kernels.jobs import PREPARE_OPTION, decode_job
+from oddnode.judge.analysis import analyze
+from oddnode.measure.pair.pairs import PingPongOptions, run_pairs
+from oddnode.reach.jobs import PREPARE_OPTION, decode_job
 from oddnode.store import open_store
-from oddnode.transport.base import NodeResult, NodeStatus, Target
+from oddnode.reach.base import NodeResult, NodeStatus, Target
 
-from oddnode.interconnect.mpi_pingpong import (
+from oddnode.measure.pair.mpi_pingpong import (
     MPI_PINGPONG_BENCHMARK,
     mpi_ping_argv,
     mpirun_launcher,
     parse_mpi_pingpong_output,
     parse_mpi_pingpong_run,
 )
-from oddnode.kernels.jobs import parse_runner_output
+from oddnode.reach.jobs import parse_runner_output
 from oddnode.parsers.base import ParseError
 from test_pairs_runner import slowed
 from test_pingpong_kernel import GOOD_PING, run_alone

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.kernels.jobs import kernel_source
-from oddnode.kernels.mpi_demo_app import parse_demo_app_output
-from oddnode.profile.model import size_bucket
-from oddnode.profile.profiler import WRAPPED_CALLS, ProfilerError, build_profiler_library, run_profiled
+from oddnode.reach.jobs import kernel_source
+from oddnode.measure.profile.demo_app import parse_demo_app_output
+from oddnode.readings.profile import size_bucket
+from oddnode.measure.profile.profiler import WRAPPED_CALLS, ProfilerError, build_profiler_library, run_profiled
 from test_mpi_collectives import local_launcher
 
 # An MPI program that leaves without MPI_Finalize, as a crashed one.

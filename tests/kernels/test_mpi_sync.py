@@ -16,8 +16,8 @@ from contextlib import ExitStack
 
 import pytest
 
-from oddnode.kernels.jobs import decode_job, encode_job, parse_runner_output, runner_argv
-from oddnode.kernels.mpi_sync import (
+from oddnode.reach.jobs import decode_job, encode_job, parse_runner_output, runner_argv
+from oddnode.measure.set.mpi_sync import (
     CAPPED_TEST_INTERVAL_US,
     CORRUPT_RANK_VARIABLE,
     KERNEL,

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES
-from oddnode.kernels.jobs import parse_runner_output, runner_argv
-from oddnode.kernels.noise import (
+from oddnode.reach.jobs import parse_runner_output, runner_argv
+from oddnode.measure.node.noise import (
     CPU_COLUMNS,
     NoiseStep,
     NoiseOptions,
@@ -24,8 +24,8 @@ from oddnode.kernels.noise import (
     parse_noise_output,
     read_noise_output,
 )
-from oddnode.kernels.noise_series import DETOUR_MAX, DETOUR_RATE, LOST_FRACTION
-from oddnode.model import Direction
+from oddnode.readings.noise_series import DETOUR_MAX, DETOUR_RATE, LOST_FRACTION
+from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError, get_parser
 
 NOISE_FIXTURES = FIXTURES / "noise"

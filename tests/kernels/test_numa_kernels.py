@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.check import make_target
-from oddnode.kernels.jobs import runner_argv
-from oddnode.kernels.memory import memory_kernel_argv
-from oddnode.kernels.numa import (
+from oddnode.app.check import make_target
+from oddnode.reach.jobs import runner_argv
+from oddnode.measure.node.memory import memory_kernel_argv
+from oddnode.measure.node.numa import (
     NumaOptions,
     numa_mpi_argv,
     parse_mpi_cell,

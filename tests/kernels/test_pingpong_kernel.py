@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from oddnode.interconnect.pingpong import (
+from oddnode.measure.pair.pingpong import (
     DEFAULT_SIZES,
     PINGPONG_BENCHMARK,
     STREAM_BENCHMARKS,
@@ -30,8 +30,8 @@ from oddnode.interconnect.pingpong import (
     pingpong_serve_argv,
     pingpong_stream_argv,
 )
-from oddnode.kernels.jobs import decode_job, parse_runner_output, runner_argv
-from oddnode.model import Direction
+from oddnode.reach.jobs import decode_job, parse_runner_output, runner_argv
+from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError
 
 SIZES = [0, 1, 64, 4096, 65536]

@@ -8,11 +8,11 @@ import subprocess
 import numpy as np
 import pytest
 
-from oddnode.analysis import analyze
-from oddnode.io.stab import import_stab
+from oddnode.judge.analysis import analyze
+from oddnode.store.stab import import_stab
 from oddnode.report.html import write_report
 from oddnode.store import open_store
-from oddnode.synth import generate
+from oddnode.app.synth import generate
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (make test installs it)")
@@ -62,8 +62,8 @@ def test_screenshot_shows_the_verdict(report, tmp_path):
 
 
 def test_a_checks_report_renders_a_section_per_stage(tmp_path):
-    from oddnode.check import CheckPlan, run_check
-    from oddnode.transport.base import Target
+    from oddnode.app.check import CheckPlan, run_check
+    from oddnode.reach.base import Target
     from test_check_stages import MEMORY_ONLY, NODES, ScriptedCluster
 
     with open_store(tmp_path / "check.duckdb") as store:
@@ -86,10 +86,10 @@ def test_interconnect_section_only_with_pair_data(report, tmp_path):
     from test_matrix import MatrixCluster
     from test_pairs_runner import NODES, OPTIONS, PairCluster
 
-    from oddnode.interconnect.bisection import run_bisection
-    from oddnode.interconnect.matrix import run_matrix
-    from oddnode.interconnect.pairs import run_pairs
-    from oddnode.transport.base import Target
+    from oddnode.measure.pair.bisection import run_bisection
+    from oddnode.measure.pair.matrix import run_matrix
+    from oddnode.measure.pair.pairs import run_pairs
+    from oddnode.reach.base import Target
 
     path, _ = report
     assert 'id="interconnect"' not in chromium("--dump-dom", path.as_uri(), profile=tmp_path / "p1").stdout

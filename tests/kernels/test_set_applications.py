@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from oddnode.benchmarks.hpl import hpcc_input
-from oddnode.sets.jobs import command_job
+from oddnode.measure.node.hpl import hpcc_input
+from oddnode.measure.set.jobs import command_job
 
 pytestmark = pytest.mark.skipif(
     any(shutil.which(tool) is None for tool in ("mpirun", "hpcc")),

@@ -13,7 +13,7 @@ from contextlib import ExitStack
 
 import pytest
 
-from oddnode.interconnect.pingpong import (
+from oddnode.measure.pair.pingpong import (
     RELAY_BENCHMARK,
     parse_pingpong_run,
     parse_relay_output,
@@ -24,7 +24,7 @@ from oddnode.interconnect.pingpong import (
     pingpong_serve_argv,
     pingpong_stream_argv,
 )
-from oddnode.interconnect.switchbench import (
+from oddnode.measure.pair.switchbench import (
     ALLTOALL_BENCHMARK,
     PhaseLine,
     alltoall_argv,
@@ -33,7 +33,7 @@ from oddnode.interconnect.switchbench import (
     parse_alltoall_output,
     parse_alltoall_run,
 )
-from oddnode.kernels.jobs import PREPARE_OPTION, decode_job, parse_runner_output, runner_argv, with_runner_options
+from oddnode.reach.jobs import PREPARE_OPTION, decode_job, parse_runner_output, runner_argv, with_runner_options
 from oddnode.parsers.base import ParseError
 from test_pingpong_kernel import HAS_IPV6, finish, free_port, kernel_env, run_alone, started  # noqa: F401
 

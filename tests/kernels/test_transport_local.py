@@ -10,16 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.nodes import NodeNameError
-from oddnode.transport import (
-    NodeStatus,
-    TransportError,
-    UnknownTransportError,
-    get_transport,
-    python_command,
-    transports,
-)
-from oddnode.transport.local import LocalTransport, local_node_name, run_process_group
+from oddnode.core.nodes import NodeNameError
+from oddnode.reach import NodeStatus, TransportError, UnknownTransportError, get_transport, python_command, transports
+from oddnode.reach.local import LocalTransport, local_node_name, run_process_group
 
 
 def run_one(argv, timeout=30.0, nodes=()):

@@ -24,10 +24,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from oddnode.nodes import NodeNameError
-from oddnode.transport import NodeStatus, TransportError, get_transport, python_command
-from oddnode.transport.ssh import (REMOTE_WRAPPER, SSH_CONNECTION_ERRORS, SshTransport, classify, remote_command,
-                                   ssh_options)
+from oddnode.core.nodes import NodeNameError
+from oddnode.reach import NodeStatus, TransportError, get_transport, python_command
+from oddnode.reach.ssh import REMOTE_WRAPPER, SSH_CONNECTION_ERRORS, SshTransport, classify, remote_command, ssh_options
 
 ECHO_ARGS = "import json, sys; print(json.dumps(sys.argv[1:]))"
 

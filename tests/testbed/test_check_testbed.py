@@ -7,8 +7,8 @@ import time
 import pytest
 
 from oddnode import testbed as tb
-from oddnode.check import CheckPlan, make_target, run_check
-from oddnode.model import Severity
+from oddnode.app.check import CheckPlan, make_target, run_check
+from oddnode.core.model import Severity
 from oddnode.store import open_store
 from testbed_support import needs_root, running_testbed
 

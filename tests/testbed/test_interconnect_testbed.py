@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from oddnode import testbed as tb
-from oddnode.check import CheckPlan, make_target, run_check
+from oddnode.app.check import CheckPlan, make_target, run_check
 from oddnode.store import open_store
-from oddnode.topology import read_topology
+from oddnode.core.topology import read_topology
 from testbed_support import needs_root, running_testbed
 
 pytestmark = needs_root
@@ -72,8 +72,8 @@ def test_a_slow_uplink_names_its_leaf_not_its_nodes(clean, tmp_path):
 
 
 def test_bisection_is_full_on_non_blocking_uplinks_and_falls_with_a_slow_one(clean, tmp_path):
-    from oddnode.interconnect.bisection import run_bisection
-    from oddnode.interconnect.pairs import StreamOptions
+    from oddnode.measure.pair.bisection import run_bisection
+    from oddnode.measure.pair.pairs import StreamOptions
 
     target = make_target(clean.nodes, "ssh", clean.ssh_config)
     options = StreamOptions(message_size=1 << 18, seconds=1.0)
@@ -105,9 +105,9 @@ MATRIX_NODES = [f"node{i:02d}" for i in range(3, 9)]
 def matrix_warnings(bed, tmp_path) -> set[tuple[str, str]]:
     """The warnings of an all-pairs matrix over MATRIX_NODES (0 B for the
     latency, 128 KiB for the bandwidth it judges)."""
-    from oddnode.analysis import analyze
-    from oddnode.interconnect.matrix import run_matrix
-    from oddnode.interconnect.pairs import PingPongOptions
+    from oddnode.judge.analysis import analyze
+    from oddnode.measure.pair.matrix import run_matrix
+    from oddnode.measure.pair.pairs import PingPongOptions
 
     target = make_target(MATRIX_NODES, "ssh", bed.ssh_config)
     with open_store(tmp_path / "matrix.duckdb") as store:
@@ -133,7 +133,7 @@ def test_the_matrix_names_the_node_behind_links_slow_alone_too(clean, tmp_path):
 
 def test_the_daisy_chain_scales_and_stops_where_a_slow_node_joins(clean, tmp_path):
     from oddnode.findings import Sensitivity, get_rule
-    from oddnode.interconnect.switchbench import ChainOptions, run_chain
+    from oddnode.measure.pair.switchbench import ChainOptions, run_chain
 
     # Five nodes: the two cores relay 70-80 MB/s through the bridges in all,
     # so eight (7 hops of 12 MB/s) sometimes find this machine's own limit.
@@ -164,8 +164,8 @@ STREAM_NODES = [f"node{i:02d}" for i in range(3, 7)]
 
 
 def test_pairwise_streams_fill_both_links_and_the_slow_nodes_pair_falls(clean, tmp_path):
-    from oddnode.interconnect.pairs import StreamOptions
-    from oddnode.interconnect.switchbench import run_streams
+    from oddnode.measure.pair.pairs import StreamOptions
+    from oddnode.measure.pair.switchbench import run_streams
 
     target = make_target(STREAM_NODES, "ssh", clean.ssh_config)
     options = StreamOptions(message_size=1 << 18, seconds=1.0)
@@ -184,7 +184,7 @@ def test_pairwise_streams_fill_both_links_and_the_slow_nodes_pair_falls(clean, t
 
 
 def test_the_all_to_all_phases_wait_for_the_slow_node_in_every_phase(clean, tmp_path):
-    from oddnode.interconnect.switchbench import AllToAllOptions, run_alltoall
+    from oddnode.measure.pair.switchbench import AllToAllOptions, run_alltoall
 
     # Six ranks, five phases of 256 KiB flows (21 ms at the link rate).
     target = make_target(MATRIX_NODES, "ssh", clean.ssh_config)
@@ -218,8 +218,8 @@ def mpi_pair_warnings(bed, tmp_path, name: str) -> set[tuple[str, str]]:
     """The warnings of one run of the four patterns with the MPI kernel."""
     import shutil
 
-    from oddnode.analysis import analyze
-    from oddnode.interconnect.pairs import CHECK_PATTERNS, PingPongOptions, run_pairs
+    from oddnode.judge.analysis import analyze
+    from oddnode.measure.pair.pairs import CHECK_PATTERNS, PingPongOptions, run_pairs
 
     if shutil.which("mpirun") is None or shutil.which("mpicc") is None:
         pytest.skip("no mpirun or mpicc (Debian: openmpi-bin, libopenmpi-dev)")

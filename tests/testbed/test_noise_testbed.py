@@ -27,9 +27,9 @@ import pytest
 
 from oddnode import testbed as tb
 from oddnode.testbed import cgroups
-from oddnode.check import CheckPlan, make_target, run_check
+from oddnode.app.check import CheckPlan, make_target, run_check
 from oddnode.findings.noise import KIND
-from oddnode.kernels.noise import capped_noise_options
+from oddnode.measure.node.noise import capped_noise_options
 from oddnode.store import open_store
 from testbed_support import needs_root, running_testbed
 

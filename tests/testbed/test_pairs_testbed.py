@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from oddnode import testbed as tb
-from oddnode.check import make_target
-from oddnode.interconnect.pairs import PingPongOptions, run_pairs
+from oddnode.app.check import make_target
+from oddnode.measure.pair.pairs import PingPongOptions, run_pairs
 from oddnode.store import open_store
 from testbed_support import needs_root, running_testbed
 

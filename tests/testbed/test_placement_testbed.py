@@ -41,9 +41,9 @@ from statistics import median
 import pytest
 
 from oddnode import testbed as tb
-from oddnode.kernels.jobs import kernel_source
-from oddnode.kernels.mpi_demo_app import parse_demo_app_output
-from oddnode.profile.model import OUTSIDE_RUN
+from oddnode.reach.jobs import kernel_source
+from oddnode.measure.profile.demo_app import parse_demo_app_output
+from oddnode.readings.profile import OUTSIDE_RUN
 from oddnode.store import open_store
 from testbed_support import needs_root, running_testbed
 

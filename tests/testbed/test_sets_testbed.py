@@ -18,9 +18,9 @@ import shutil
 import pytest
 
 from oddnode import testbed as tb
-from oddnode.check import CheckPlan, make_target, run_check
+from oddnode.app.check import CheckPlan, make_target, run_check
 from oddnode.store import open_store
-from oddnode.topology import read_topology
+from oddnode.core.topology import read_topology
 from testbed_support import needs_root, running_testbed
 
 pytestmark = [needs_root, pytest.mark.skipif(

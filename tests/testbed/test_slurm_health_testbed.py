@@ -33,7 +33,7 @@ import pytest
 
 import oddnode
 from oddnode import testbed as tb
-from oddnode.health.slurm import REASON_PREFIX, parse_node_state
+from oddnode.app.health.slurm import REASON_PREFIX, parse_node_state
 from oddnode.testbed import slurm
 from conftest import oddnode as run_oddnode
 from testbed_support import needs_root, running_testbed

@@ -28,7 +28,7 @@ import pytest
 
 import oddnode as oddnode_package
 from oddnode import testbed as tb
-from oddnode.nodes import expand
+from oddnode.core.nodes import expand
 from oddnode.testbed import slurm
 from oddnode.testbed._system import alive
 from oddnode.testbed._state import read_state

@@ -14,10 +14,10 @@ import shutil
 import pytest
 
 from oddnode import testbed as tb
-from oddnode.analysis import analyze
-from oddnode.check import make_target
+from oddnode.judge.analysis import analyze
+from oddnode.app.check import make_target
 from oddnode.store import open_store
-from oddnode.sync.runner import SyncOptions, run_sync
+from oddnode.measure.set.sync import SyncOptions, run_sync
 from testbed_support import needs_root, running_testbed
 
 pytestmark = needs_root
@@ -92,8 +92,8 @@ def test_a_daemon_spawning_short_commands_makes_its_node_the_sync_laggard(clean,
 
 
 def test_compare_says_the_cluster_got_faster_without_the_daemon(clean, runs):
-    from oddnode.compare import compare_runs
-    from oddnode.compare.judge import Verdict
+    from oddnode.judge.compare import compare_runs
+    from oddnode.judge.compare.verdicts import Verdict
 
     for state in ("daemon", "healthy"):
         if ("tcp", state) not in runs:

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from oddnode import testbed as tb
-from oddnode.check import make_target
-from oddnode.interconnect.pairs import PingPongOptions, run_pairs
+from oddnode.app.check import make_target
+from oddnode.measure.pair.pairs import PingPongOptions, run_pairs
 from oddnode.store import open_store
 from oddnode.testbed import config, network
 from oddnode.testbed.faults import _shaped_rate
-from oddnode.topology import read_topology
+from oddnode.core.topology import read_topology
 from testbed_support import needs_root, running_testbed
 
 # -- without root -----------------------------------------------------------

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from oddnode.nodes import fold
+from oddnode.core.nodes import fold
 
 SCHEMES = ("cn", "rack", "gpu", "unpadded")
 FAULTS = ("less-memory", "old-bios", "fewer-cores", "slow-memory", "dead-disk", "never-booted")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from oddnode.kernels.numa_series import BANDWIDTH, LATENCY, PINGPONG, TRIAD, cell_series
-from oddnode.model import Direction, LabelKind
+from oddnode.readings.numa_series import BANDWIDTH, LATENCY, PINGPONG, TRIAD, cell_series
+from oddnode.core.model import Direction, LabelKind
 from oddnode.store import ResultBatch, open_store
 
 REPETITIONS = 3

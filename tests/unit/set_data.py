@@ -7,7 +7,7 @@ and of each uplink's share among the flows that cross it, divided by the
 slowdown of its slowest member (a competing process or a weak card makes
 every set it is in wait for it), with noise.  A member that fails makes the
 whole run fail.  The sets come from the real partition
-(``oddnode.sets.partition``), the rows go through the real store, and the
+(``oddnode.readings.partition``), the rows go through the real store, and the
 dataset comes back from ``Store.load_dataset``; ``direct_dataset`` builds
 the same set runs without a store, for sweeps over many seeds.
 """
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from oddnode.model import Dataset, Direction, Failure, LabelKind, SetRuns
-from oddnode.nodes import expand, fold
-from oddnode.sets.partition import scale_counts, scale_plans, set_plans
-from oddnode.sets.series import LIST_ORDERINGS, SCALE, SETS, SORTED, set_series
+from oddnode.core.model import Dataset, Direction, Failure, LabelKind, SetRuns
+from oddnode.core.nodes import expand, fold
+from oddnode.readings.partition import scale_counts, scale_plans, set_plans
+from oddnode.readings.sets_series import LIST_ORDERINGS, SCALE, SETS, SORTED, set_series
 from oddnode.store import ResultBatch, Store
 
 SIZE = 1 << 20  # bytes per message: bandwidth.1048576 and time.1048576

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from oddnode.model import Dataset, Direction, LabelKind, SetRuns
-from oddnode.nodes import fold
-from oddnode.sets.partition import scale_counts, scale_plans
-from oddnode.sets.series import SCALE, SHUFFLED, set_series
+from oddnode.core.model import Dataset, Direction, LabelKind, SetRuns
+from oddnode.core.nodes import fold
+from oddnode.readings.partition import scale_counts, scale_plans
+from oddnode.readings.sets_series import SCALE, SHUFFLED, set_series
 from oddnode.store import ResultBatch, Store
-from oddnode.sync.series import (
+from oddnode.readings.sync_series import (
     COMPUTE,
     EFFICIENCY,
     EXTRA_WAIT,

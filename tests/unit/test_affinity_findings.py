@@ -9,11 +9,11 @@ import json
 import pytest
 from rich.console import Console
 
-from oddnode.affinity.collect import DEFAULT_MARGIN, parse_sampler_output, sampler_argv
-from oddnode.affinity.model import AffinityOutputError, node_affinity_from_json
-from oddnode.affinity.node_affinity import AFFINITY_VERSION, DEFAULT_SECONDS
-from oddnode.affinity.sampler import SelectionError, parse_listpids, parse_numa_maps
-from oddnode.cli import affinity as cli_affinity
+from oddnode.measure.collect.affinity import DEFAULT_MARGIN, parse_sampler_output, sampler_argv
+from oddnode.readings.affinity import AffinityOutputError, node_affinity_from_json
+from oddnode.onnode.node_affinity import AFFINITY_VERSION, DEFAULT_SECONDS
+from oddnode.onnode.affinity_sampler import SelectionError, parse_listpids, parse_numa_maps
+from oddnode.app.cli import affinity as cli_affinity
 from oddnode.findings import find_all
 from oddnode.findings.affinity import (
     AFFINITY_DETAILS,
@@ -24,8 +24,8 @@ from oddnode.findings.affinity import (
     remote_memory,
     unpinned,
 )
-from oddnode.model import Dataset, Severity
-from oddnode.nodes import expand
+from oddnode.core.model import Dataset, Severity
+from oddnode.core.nodes import expand
 from oddnode.report.affinity import affinity_json, numa_view, process_view, thread_view
 
 GIB_KB = 1024 * 1024
@@ -252,7 +252,7 @@ def test_sampler_argv_checks_its_selection():
 
 
 def test_the_sampler_fits_a_remote_command_line():
-    from oddnode.transport.ssh import MAX_REMOTE_COMMAND, remote_command
+    from oddnode.reach.ssh import MAX_REMOTE_COMMAND, remote_command
 
     argv = sampler_argv(command="x" * 15, seconds=2)
     assert len(remote_command(argv).encode()) <= MAX_REMOTE_COMMAND * 0.75  # room for the modules to grow

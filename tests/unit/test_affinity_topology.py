@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from oddnode.affinity.model import node_affinity_from_json
-from oddnode.affinity.node_affinity import AFFINITY_VERSION
-from oddnode.affinity.topology import (
+from oddnode.readings.affinity import node_affinity_from_json
+from oddnode.onnode.node_affinity import AFFINITY_VERSION
+from oddnode.onnode.cpu_topology import (
     TopologyError,
     format_cpulist,
     parse_cpulist,
@@ -21,7 +21,7 @@ from oddnode.affinity.topology import (
     read_sysfs,
     read_topology,
 )
-from oddnode.inventory.node_probe import NUMA_CPUS_KEY, NUMA_DISTANCES_KEY, NUMA_MEMORY_KEY
+from oddnode.onnode.node_probe import NUMA_CPUS_KEY, NUMA_DISTANCES_KEY, NUMA_MEMORY_KEY
 
 HWLOC = FIXTURES / "hwloc"
 GIB_KB = 1024 * 1024

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from oddnode.interconnect.bisection import (
+from oddnode.measure.pair.bisection import (
     ALONE_BENCHMARK,
     BISECTION_BENCHMARK,
     CUT_BENCHMARK,
@@ -17,7 +17,7 @@ from oddnode.interconnect.bisection import (
     run_bisection,
 )
 from oddnode.store import open_store
-from oddnode.transport.base import NodeResult, NodeStatus, Target
+from oddnode.reach.base import NodeResult, NodeStatus, Target
 from test_pairs_runner import NODES, job_args
 from test_pingpong_kernel import GOOD_STREAM
 from test_runner import prepared_report, runner_report
@@ -130,7 +130,7 @@ def test_repetitions_must_be_positive(store):
 
 
 def test_the_report_shows_the_bisection_only_when_stored(store):
-    from oddnode.analysis import analyze
+    from oddnode.judge.analysis import analyze
     from oddnode.report.html import render_report
 
     assert 'id="bisection"' not in render_report(analyze(store.load_dataset()))

@@ -3,9 +3,9 @@ import json
 import pytest
 
 from conftest import write
-from oddnode.check import make_target, read_hostfile, select_nodes
-from oddnode.nodes import NodeNameError
-from oddnode.transport import UnknownTransportError
+from oddnode.app.check import make_target, read_hostfile, select_nodes
+from oddnode.core.nodes import NodeNameError
+from oddnode.reach import UnknownTransportError
 
 
 def test_nodes_from_options_hostfile_and_exclusions(tmp_path):
@@ -35,7 +35,7 @@ def test_transport_choice():
 
 
 def test_check_judges_the_nodes_checked_not_others_the_store_remembers(tmp_path):
-    from oddnode.check import CheckPlan, run_check
+    from oddnode.app.check import CheckPlan, run_check
     from oddnode.store import open_store
 
     target = make_target([], None)
@@ -48,7 +48,7 @@ def test_check_judges_the_nodes_checked_not_others_the_store_remembers(tmp_path)
 
 
 def test_a_resumed_check_reaches_the_nodes_the_same_way(tmp_path):
-    from oddnode.check import describe_target, described_target, make_target
+    from oddnode.app.check import describe_target, described_target, make_target
 
     config = write(tmp_path / "ssh_config", "Host *\n  Port 2222\n")
     target = make_target(["node01", "node02"], "ssh", config, 16)

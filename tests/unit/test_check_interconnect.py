@@ -9,9 +9,9 @@ import dataclasses
 
 import pytest
 
-from oddnode.check import CheckPlan, run_check
+from oddnode.app.check import CheckPlan, run_check
 from oddnode.store import open_store
-from oddnode.transport.base import Target
+from oddnode.reach.base import Target
 from test_bisection import SwitchCluster
 from test_check_stages import ScriptedCluster
 from test_pairs_runner import PairCluster, job_args

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from conftest import write
-from oddnode.plan import (
+from oddnode.measure.plan import (
     CheckPlan,
     PlanError,
     layered_parameters,
@@ -86,7 +86,7 @@ def test_an_unreadable_plan_file_is_named(tmp_path):
 def show_plan(*args):
     from typer.testing import CliRunner
 
-    from oddnode.cli import app
+    from oddnode.app.cli import app
 
     return CliRunner().invoke(app, ["check", "--show-plan", *map(str, args)])
 

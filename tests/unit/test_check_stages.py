@@ -9,13 +9,13 @@ import re
 
 import pytest
 
-from oddnode.check import CheckPlan, ResumeError, resumable_check, run_check
+from oddnode.app.check import CheckPlan, ResumeError, resumable_check, run_check
 from oddnode.findings import Sensitivity
-from oddnode.inventory.node_probe import PROBE_VERSION
+from oddnode.onnode.node_probe import PROBE_VERSION
 from oddnode.report.html import render_report
 from oddnode.store import open_store
-from oddnode.transport.base import NodeResult, NodeStatus, Target
-from oddnode.kernels.jobs import PREPARE_OPTION, decode_job
+from oddnode.reach.base import NodeResult, NodeStatus, Target
+from oddnode.reach.jobs import PREPARE_OPTION, decode_job
 from test_runner import KERNEL_STDOUT, prepared_report, runner_report
 
 NODES = [f"node{i:02d}" for i in range(1, 9)]

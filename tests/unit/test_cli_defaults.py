@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from oddnode.cli import app
+from oddnode.app.cli import app
 
 
 def default(*path: str, option: str):
@@ -25,13 +25,13 @@ def test_analyze_and_check_warn_as_readily_as_the_findings_do_by_default():
 
 
 def test_inventory_waits_for_a_node_as_long_as_the_check_does():
-    from oddnode.plan import PROBE_TIMEOUT
+    from oddnode.measure.plan import PROBE_TIMEOUT
 
     assert default("inventory", option="timeout") == PROBE_TIMEOUT
 
 
 def test_interconnect_commands_use_the_runners_ports_sizes_and_seconds():
-    from oddnode.interconnect import pairs, pingpong, switchbench
+    from oddnode.measure.pair import pairs, pingpong, switchbench
 
     assert default("pairs", option="port") == default("matrix", option="port") == pairs.DEFAULT_PORT
     assert default("bisection", option="port") == pairs.DEFAULT_PORT
@@ -45,7 +45,7 @@ def test_interconnect_commands_use_the_runners_ports_sizes_and_seconds():
 
 def test_the_store_synth_and_testbed_defaults_are_their_modules():
     from oddnode.store import DEFAULT_PATH
-    from oddnode.synth import CASE_STUDY_NODES, DEFAULT_SEED
+    from oddnode.app.synth import CASE_STUDY_NODES, DEFAULT_SEED
     from oddnode.testbed.lifecycle import DEFAULT_NODES
 
     assert str(default("stats", option="db")) == DEFAULT_PATH

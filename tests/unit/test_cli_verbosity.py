@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 
 from conftest import invoke, write
-from oddnode.cli import common
-from oddnode.runner import RunSummary
+from oddnode.app.cli import common
+from oddnode.measure.runner import RunSummary
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def test_quiet_pairs_still_names_the_pairs_that_failed(scripted, tmp_path):
 
 def check_progress(verbosity, monkeypatch):
     """The check's observer at a verbosity, printing into a string."""
-    from oddnode.cli.check import _CheckProgress
+    from oddnode.app.cli.check import _CheckProgress
 
     monkeypatch.setattr(common.output, "verbosity", verbosity)
     out = io.StringIO()

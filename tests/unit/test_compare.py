@@ -15,7 +15,7 @@ from rich.console import Console
 
 from conftest import invoke, oddnode
 from foreign import write_foreign_cluster
-from oddnode.compare import (
+from oddnode.judge.compare import (
     DEFAULT_ALPHA,
     Comparison,
     SelectionError,
@@ -28,10 +28,10 @@ from oddnode.compare import (
     groups_from_sets,
     select_runs,
 )
-from oddnode.compare import significance as sig
-from oddnode.io.stab import import_stab
-from oddnode.model import Direction, LabelKind
-from oddnode.nodes import expand
+from oddnode.stats import significance as sig
+from oddnode.store.stab import import_stab
+from oddnode.core.model import Direction, LabelKind
+from oddnode.core.nodes import expand
 from oddnode.report.compare import comparison_view, write_plots
 from oddnode.store import ResultBatch, open_store
 from set_data import Fabric, write_sets
@@ -333,7 +333,7 @@ def write_sync_run(store, nodes, daemon, seed, repetitions=3, counts=(2, 4, 8)):
     rank's node, a set of one; repetition: the set run's number; the wait
     per iteration and the iterations it came last).  A node running a
     daemon slows every set it is in: the others wait for it."""
-    from oddnode.nodes import fold
+    from oddnode.core.nodes import fold
 
     rng = np.random.default_rng(seed)
     batch = ResultBatch()
@@ -538,8 +538,8 @@ def test_list_shows_the_runs_with_results(db):
 def test_defaults_are_the_library_s():
     import typer
 
-    from oddnode.cli import app
-    from oddnode.compare import DEFAULT_MIN_EFFECT
+    from oddnode.app.cli import app
+    from oddnode.judge.compare import DEFAULT_MIN_EFFECT
     from oddnode.findings import Sensitivity
 
     command = typer.main.get_command(app).commands["compare"]

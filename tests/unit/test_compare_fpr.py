@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from oddnode.compare import Settings, Verdict, compare_samples
-from oddnode.compare import significance as sig
-from oddnode.compare.samples import SeriesSamples
-from oddnode.model import Direction, LabelKind
+from oddnode.judge.compare import Settings, Verdict, compare_samples
+from oddnode.stats import significance as sig
+from oddnode.judge.compare.samples import SeriesSamples
+from oddnode.core.model import Direction, LabelKind
 
 # (nodes, repetitions per node, series): shapes that take each path of the
 # tests: subjects judged alone, series judged by the exact, Monte Carlo and

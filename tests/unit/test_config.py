@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import write
-from oddnode import config
-from oddnode.config import ConfigError, load_settings, parse_config
-from oddnode.transport.ssh import ClushSettings, SshTransport, read_clush_conf
+from oddnode.core import config
+from oddnode.core.config import ConfigError, load_settings, parse_config
+from oddnode.reach.ssh import ClushSettings, SshTransport, read_clush_conf
 
 ALLOCATION = {"SLURM_JOB_NODELIST": "cn-a[17-18],gpu-b3", "SLURM_JOB_NUM_NODES": "3"}
 
@@ -124,7 +124,7 @@ def srun_here(tmp_path, monkeypatch):
 
 
 def test_inside_an_allocation_slurm_is_the_default(srun_here):
-    from oddnode.check import make_target
+    from oddnode.app.check import make_target
 
     target = make_target([], None, environ=ALLOCATION)
     assert target.transport.name == "slurm" and target.nodes == ["cn-a17", "cn-a18", "gpu-b3"]
@@ -141,7 +141,7 @@ def test_inside_an_allocation_slurm_is_the_default(srun_here):
 @pytest.fixture
 def recorded(monkeypatch):
     """make_target replaced by a recorder that stops the command."""
-    import oddnode.check
+    import oddnode.app.check
 
     calls = []
 
@@ -152,12 +152,12 @@ def recorded(monkeypatch):
         calls.append({"nodes": nodes, "transport": transport, "ssh_config": ssh_config, "fanout": fanout, **options})
         raise Stop("recorded")
 
-    monkeypatch.setattr(oddnode.check, "make_target", record)
+    monkeypatch.setattr(oddnode.app.check, "make_target", record)
     return calls
 
 
 def invoke(*args):
-    from oddnode.cli import app
+    from oddnode.app.cli import app
 
     return CliRunner().invoke(app, [str(arg) for arg in args])
 

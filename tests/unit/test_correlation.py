@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from oddnode.model import Direction, LabelKind, Series
+from oddnode.core.model import Direction, LabelKind, Series
 from oddnode.stats.correlation import (
     CORRELATION_CAVEAT,
     Correlation,

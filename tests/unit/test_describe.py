@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from oddnode.model import Direction, Failure, LabelKind, Series
+from oddnode.core.model import Direction, Failure, LabelKind, Series
 from oddnode.stats.common import common_nodes
 from oddnode.stats.describe import describe, describe_values
 

@@ -4,8 +4,8 @@ side-by-side table (directory x pass, median over nodes) in text and HTML."""
 import numpy as np
 import pytest
 
-from oddnode.benchmarks import catalog
-from oddnode.kernels.disk import (
+from oddnode.measure import catalog
+from oddnode.measure.node.disk import (
     DIRECTORY_TABLE_TITLE,
     DiskOptions,
     directory_metric,
@@ -13,8 +13,8 @@ from oddnode.kernels.disk import (
     directory_table_lines,
     disk_directories,
 )
-from oddnode.model import Direction, LabelKind, Series
-from oddnode.steps import make_options
+from oddnode.core.model import Direction, LabelKind, Series
+from oddnode.measure.steps import make_options
 
 NODES = np.array(["cn-a17", "cn-a18", "gpu003", "gpu010"], dtype=object)
 

@@ -3,12 +3,7 @@ expect different facts from one file."""
 
 import pytest
 
-from oddnode.inventory.expectations import (
-    ExpectationError,
-    check_expectations,
-    governed_nodes,
-    parse_expectations,
-)
+from oddnode.findings.expectations import ExpectationError, check_expectations, governed_nodes, parse_expectations
 from oddnode.report.nodes_json import expectation_verdicts
 
 SITE = """\

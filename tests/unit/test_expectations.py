@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from oddnode.inventory.expectations import (
+from oddnode.findings.expectations import (
     Expectation,
     ExpectationError,
     ExpectationReport,
@@ -18,7 +18,7 @@ from oddnode.inventory.expectations import (
     parse_expectations,
     snapshot,
 )
-from oddnode.model import Severity
+from oddnode.core.model import Severity
 
 
 def nodes(n: int) -> list[str]:

@@ -10,10 +10,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import invoke
-from oddnode.analysis import analyze
-from oddnode.io.atomic import OutputUnwritable
-from oddnode.io.prometheus import escape_label_value, prometheus_text, write_textfile
-from oddnode.model import Direction, Finding, LabelKind, Severity
+from oddnode.judge.analysis import analyze
+from oddnode.core.atomic import OutputUnwritable
+from oddnode.report.prometheus import escape_label_value, prometheus_text, write_textfile
+from oddnode.core.model import Direction, Finding, LabelKind, Severity
 from oddnode.store import CHECK_SOURCE, ResultBatch, open_store
 
 GPUS = [f"gpu{i:03d}" for i in range(3, 11)]

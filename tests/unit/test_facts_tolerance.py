@@ -12,7 +12,7 @@ import pytest
 
 from oddnode.findings import find_all
 from oddnode.findings.facts import NOT_REPORTED, one_value, parse_number
-from oddnode.model import Dataset, Severity
+from oddnode.core.model import Dataset, Severity
 
 # Keys a site's scripts may use for MemTotal in kB: none of them is ours.
 MEMORY_KEYS = ("mem_total_kb", "MemTotal", "physmem_kb", "Mem Total (kB)")
@@ -133,7 +133,7 @@ def test_10000_nodes_and_200_keys_warn_of_the_small_node_and_note_the_brief_comm
 def test_our_own_memory_facts_name_a_small_node_once():
     """memory_total_gib is derived from memory_total_kb by collect: one
     finding for one fault, as the testbed's check expects."""
-    from oddnode.inventory import derive_facts
+    from oddnode.measure.collect.inventory import derive_facts
 
     names = node_names("cn", 8)
     kb = {node: 263856012 - 4096 * i for i, node in enumerate(names)}

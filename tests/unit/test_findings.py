@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from oddnode.findings import RULES, Sensitivity, UnknownRuleError, find_all
-from oddnode.model import Dataset, Direction, Failure, LabelKind, NodeStage, Series, Severity
-from oddnode.nodes import fold
+from oddnode.core.model import Dataset, Direction, Failure, LabelKind, NodeStage, Series, Severity
+from oddnode.core.nodes import fold
 
 # ---------------------------------------------------------------- builders
 

@@ -10,16 +10,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from oddnode.cli import app
-from oddnode.interconnect.fit import (
-    MAX_RELATIVE_ERROR,
-    fit_sized_times,
-    fit_table,
-    fittable_benchmarks,
-    sized_times,
-)
-from oddnode.io.tool_import import import_tool_outputs
-from oddnode.model import Direction, LabelKind
+from oddnode.app.cli import app
+from oddnode.readings.fit import MAX_RELATIVE_ERROR, fit_sized_times, fit_table, fittable_benchmarks, sized_times
+from oddnode.store.tool_import import import_tool_outputs
+from oddnode.core.model import Direction, LabelKind
 from oddnode.store import ResultBatch, open_store
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -157,7 +151,7 @@ def test_pairs_series_median_over_pairs_and_one_pair(tmp_path):
         sized_times(series, "pingpong.sort", label="cn-a17")
 
     from oddnode.report.fit import fit_figures
-    from oddnode.model import Dataset
+    from oddnode.core.model import Dataset
 
     (figure,) = fit_figures(Dataset(series=series))
     assert figure.title.endswith("pingpong.sort") and "median over 3 pairs" in figure.caption
@@ -223,7 +217,7 @@ def test_cli_reads_result_directories(store, tmp_path):
 
 
 def test_report_draws_point_to_point_fits_only(store):
-    from oddnode.analysis import analyze
+    from oddnode.judge.analysis import analyze
     from oddnode.report.html import render_report
 
     html = render_report(analyze(dataset(store)))

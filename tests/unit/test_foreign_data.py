@@ -4,9 +4,9 @@ spellings, units and node naming, with and without planted faults."""
 import pytest
 
 from foreign import FAULTS, SCHEMES, write_foreign_cluster
-from oddnode.analysis import analyze
-from oddnode.io.stab import import_stab
-from oddnode.model import Severity
+from oddnode.judge.analysis import analyze
+from oddnode.store.stab import import_stab
+from oddnode.core.model import Severity
 from oddnode.store import open_store
 
 

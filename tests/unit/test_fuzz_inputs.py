@@ -24,13 +24,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from oddnode.inputs import InputError
-from oddnode.io.stab import import_stab
-from oddnode.io.tool_import import import_tool_outputs
+from oddnode.core.inputs import InputError
+from oddnode.store.stab import import_stab
+from oddnode.store.tool_import import import_tool_outputs
 from oddnode.parsers import ParsedOutput, ParseError, get_parser
-from oddnode.profile.itc import parse_itc, read_itc
-from oddnode.profile.model import Profile, to_json
-from oddnode.profile.mpip import parse_mpip, read_mpip
+from oddnode.parsers.itc import parse_itc, read_itc
+from oddnode.readings.profile import Profile, to_json
+from oddnode.parsers.mpip import parse_mpip, read_mpip
 from oddnode.store import open_store
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -12,8 +12,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import invoke
-from oddnode.analysis import NO_DATA, analyze
-from oddnode.model import Dataset
+from oddnode.judge.analysis import NO_DATA, analyze
+from oddnode.core.model import Dataset
 from oddnode.report.junit import structure_problems
 from oddnode.store import CHECK_SOURCE, open_store
 

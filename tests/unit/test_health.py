@@ -15,12 +15,18 @@ import numpy as np
 import pytest
 
 from conftest import invoke
-from oddnode.health import checks
-from oddnode.health.baseline import (
-    BaselineError, MemoryBaseline, baseline_from_store, baseline_text, read_baseline)
-from oddnode.health.slurm import (
-    REASON_LIMIT, REASON_PREFIX, NodeState, SlurmError, drain_reason, parse_node_state, plan_actions)
-from oddnode.inventory.expectations import parse_expectations
+from oddnode.app.health import checks
+from oddnode.app.health.baseline import BaselineError, MemoryBaseline, baseline_from_store, baseline_text, read_baseline
+from oddnode.app.health.slurm import (
+    REASON_LIMIT,
+    REASON_PREFIX,
+    NodeState,
+    SlurmError,
+    drain_reason,
+    parse_node_state,
+    plan_actions,
+)
+from oddnode.findings.expectations import parse_expectations
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "slurm"
 
@@ -125,7 +131,7 @@ def test_the_memory_minimum_is_the_tolerance_or_five_robust_sigmas_below_the_med
 
 
 def test_a_baseline_reads_back_as_written(tmp_path):
-    from oddnode.health.baseline import Baseline
+    from oddnode.app.health.baseline import Baseline
 
     text = "smt: off\nbios_version: 1.10\nmemory_total_kb: {min: 257000000}\n"
     written = Baseline(expect=parse_expectations(text), expect_text=text, source={"check": 4, "nodes": "cn-a[01-16]"},
@@ -348,15 +354,15 @@ def test_health_needs_something_to_compare_with():
 
 def problems_naming(*node_sets: str):
     from oddnode.findings.problems import group_problems
-    from oddnode.model import Finding, Severity
+    from oddnode.core.model import Finding, Severity
 
     return group_problems([Finding("outlier", Severity.WARNING, "memory.triad", nodes, f"{nodes} is slow", {}, "")
                            for nodes in node_sets])
 
 
 def test_a_check_drains_the_nodes_its_problems_name(slurm):
-    from oddnode.cli.common import console
-    from oddnode.cli.health import drain_for_check
+    from oddnode.app.cli.common import console
+    from oddnode.app.cli.health import drain_for_check
 
     records = drain_for_check(problems_naming("cn-a17"), 8, dry_run=False, limit=None, out=console, check_id=12)
     assert [(r["node"], r["action"], r["done"]) for r in records] == [("cn-a17", "drain", True)]
@@ -365,8 +371,8 @@ def test_a_check_drains_the_nodes_its_problems_name(slurm):
 
 
 def test_a_check_drains_nothing_when_its_problems_name_too_many_nodes(slurm, capsys):
-    from oddnode.cli.common import console
-    from oddnode.cli.health import drain_for_check
+    from oddnode.app.cli.common import console
+    from oddnode.app.cli.health import drain_for_check
 
     assert drain_for_check(problems_naming("cn-a17", "cn-a18", "gpu003"), 8, dry_run=False, limit=None,
                            out=console) == []
@@ -380,8 +386,8 @@ def test_a_check_drains_nothing_when_its_problems_name_too_many_nodes(slurm, cap
 def test_a_node_slurm_does_not_know_stops_the_drain_with_its_name(slurm):
     import typer
 
-    from oddnode.cli.common import console
-    from oddnode.cli.health import drain_for_check
+    from oddnode.app.cli.common import console
+    from oddnode.app.cli.health import drain_for_check
 
     with pytest.raises(typer.Exit) as stopped:
         drain_for_check(problems_naming("login1"), 8, dry_run=False, limit=None, out=console)

@@ -24,7 +24,7 @@ import duckdb
 import pytest
 
 from conftest import FIXTURES, oddnode, write
-from oddnode.nodes import MAX_NODES, NodeNameError, expand, expand_command_line, fold, node_count
+from oddnode.core.nodes import MAX_NODES, NodeNameError, expand, expand_command_line, fold, node_count
 
 LABELS = [
     "@x';touch${IFS}MARKER;',node05",
@@ -212,8 +212,8 @@ def hostile_resolver(site):
 def test_the_node_set_functions_never_resolve_a_group(hostile_resolver, tmp_path):
     """What every reader of a store goes through, whatever the store
     checks first: labels expanded, their nodes listed, node names folded."""
-    from oddnode.model import LabelKind
-    from oddnode.nodes import label_members
+    from oddnode.core.model import LabelKind
+    from oddnode.core.nodes import label_members
 
     for label in LABELS:
         with pytest.raises(NodeNameError, match="names a group"):
@@ -239,7 +239,7 @@ def test_groups_on_the_command_line_resolve_through_the_site(site, tmp_path):
 
 
 def test_empty_selection_is_an_error(tmp_path):
-    from oddnode.check import select_nodes
+    from oddnode.app.check import select_nodes
 
     with pytest.raises(NodeNameError, match="no node left"):
         select_nodes("n[1-2]", "n[1-2]")
@@ -308,14 +308,14 @@ def test_data_never_names_a_group():
     ("topology.yaml", "- " + "[" * 100 + "]" * 100 + "\n", "nested deeper than 64"),
 ])
 def test_topology_files_refuse_cycles_and_loose_yaml(tmp_path, name, text, where):
-    from oddnode.topology import TopologyError, load_topology
+    from oddnode.core.topology import TopologyError, load_topology
 
     with pytest.raises(TopologyError, match=re.escape(where)):
         load_topology(write(tmp_path / name, text))
 
 
 def test_a_topology_fifo_is_refused_and_a_path_is_never_a_group(tmp_path):
-    from oddnode.topology import TopologyError, read_topology
+    from oddnode.core.topology import TopologyError, read_topology
 
     os.mkfifo(tmp_path / "fifo")
     with pytest.raises(TopologyError, match="not a regular file"):
@@ -324,7 +324,7 @@ def test_a_topology_fifo_is_refused_and_a_path_is_never_a_group(tmp_path):
 
 
 def test_a_node_name_ends_where_its_text_ends():
-    from oddnode.nodes import is_node_name, validate_node_name
+    from oddnode.core.nodes import is_node_name, validate_node_name
 
     assert is_node_name("node01") and not is_node_name("node01\n")
     with pytest.raises(NodeNameError, match=r"^invalid node name .{200}\.\.\. \(20002 characters\): use letters"):
@@ -332,7 +332,7 @@ def test_a_node_name_ends_where_its_text_ends():
 
 
 def test_a_node_name_is_at_most_as_long_as_a_dns_name(tmp_path):
-    from oddnode.nodes import MAX_NAME, is_node_name
+    from oddnode.core.nodes import MAX_NAME, is_node_name
 
     assert is_node_name("n" * MAX_NAME) and not is_node_name("n" * (MAX_NAME + 1))
     directory = _stab_dir(tmp_path, "plot.copy", f"100 {'n' * 100_000}\n")

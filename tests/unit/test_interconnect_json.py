@@ -11,8 +11,8 @@ import statistics
 import pytest
 
 from conftest import invoke
-from oddnode.analysis import analyze
-from oddnode.nodes import expand
+from oddnode.judge.analysis import analyze
+from oddnode.core.nodes import expand
 from oddnode.store import open_store
 
 GPUS = expand("gpu[003-014]")  # twelve nodes: a pattern has six pairs

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from oddnode.check import resumable_check, run_check
+from oddnode.app.check import resumable_check, run_check
 from oddnode.store import open_store
-from oddnode.transport.base import NodeStatus, Target, Terminated, interrupt_status
+from oddnode.reach.base import NodeStatus, Target, Terminated, interrupt_status
 from test_check_stages import NODES, ScriptedCluster, kernel_stdout, plan
 
 # Seconds a process may take to go once oddnode was told to stop: the local
@@ -31,8 +31,8 @@ STARTED_WITHIN = 30.0
 # a repetition, without building a kernel.
 ODDNODE = """\
 import sys
-import oddnode.cli as cli
-from oddnode.transport import get_transport
+import oddnode.app.cli as cli
+from oddnode.reach import get_transport
 
 def app():
     transport = get_transport({transport!r}, **{options!r})
@@ -129,7 +129,7 @@ def test_a_signal_ends_the_local_process_group_and_exits_128_plus_the_signal(tmp
 # "Aborted!" and status 1, which main() gives back as the signal's status.
 ANY_COMMAND = """\
 import sys, time
-import oddnode.cli as cli
+import oddnode.app.cli as cli
 
 @cli.app.command("nap")
 def nap() -> None:
@@ -153,7 +153,7 @@ def test_every_command_exits_with_the_signal_s_status_not_findings(tmp_path, sig
 
 
 def test_the_node_runner_ends_the_tool_it_started_in_a_session_of_its_own(tmp_path):
-    from oddnode.kernels.jobs import tool_argv
+    from oddnode.reach.jobs import tool_argv
 
     pid_file = tmp_path / "tool.pid"
     # The runner starts a tool (fio, hpcc) in its own session, out of reach
@@ -173,7 +173,7 @@ def test_a_stop_from_another_thread_ends_the_group_as_a_timeout_would(tmp_path):
     interrupt reaches the main thread only, which stops them all."""
     import threading
 
-    from oddnode.transport.local import run_process_group, stop_process_groups
+    from oddnode.reach.local import run_process_group, stop_process_groups
 
     pid_file = tmp_path / "sleep.pid"
     outcome = []
@@ -219,7 +219,7 @@ def test_the_command_on_each_ssh_node_ends_with_its_ssh_client(tmp_path, fake_ss
 
 
 def test_a_finished_ssh_command_returns_at_once_its_watcher_holding_nothing_open(tmp_path, fake_ssh):
-    from oddnode.transport.ssh import SshTransport
+    from oddnode.reach.ssh import SshTransport
 
     started = time.monotonic()
     results = SshTransport(ssh_config=fake_ssh).run(["n1", "n2"], ["sh", "-c", "echo done; exit 3"], timeout=30)
@@ -276,13 +276,13 @@ def test_an_interrupt_while_a_repetition_is_stored_keeps_none_of_it(tmp_path, mo
 
 @pytest.mark.parametrize(("interrupt", "status"), [(KeyboardInterrupt(), 130), (Terminated(), 143)])
 def test_check_says_what_it_stopped_and_exits_130_or_143(tmp_path, monkeypatch, interrupt, status):
-    import oddnode.check
-    from oddnode.cli import app
+    import oddnode.app.check
+    from oddnode.app.cli import app
 
     def run_check_interrupted(*args, **kwargs):
         raise interrupt
 
-    monkeypatch.setattr(oddnode.check, "run_check", run_check_interrupted)
+    monkeypatch.setattr(oddnode.app.check, "run_check", run_check_interrupted)
     db = tmp_path / "check.duckdb"
     result = CliRunner().invoke(app, ["check", "--transport", "local", "--db", str(db)])
     assert result.exit_code == status, result.output

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from oddnode.parsers.base import ParseError
-from oddnode.profile.itc import parse_itc, read_itc
-from oddnode.profile.model import ZERO_BUCKET, communication_share, compute_times, histogram, imbalance, time_by_call
+from oddnode.parsers.itc import parse_itc, read_itc
+from oddnode.readings.profile import ZERO_BUCKET, communication_share, compute_times, histogram, imbalance, time_by_call
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "itc"
 DUMP = FIXTURES / "alltoall_np2.dump"

@@ -14,7 +14,7 @@ import pytest
 import typer
 
 from conftest import FIXTURES, invoke, write
-from oddnode.nodes import expand
+from oddnode.core.nodes import expand
 from oddnode.report.schema import DOCUMENTS, DocumentInvalid, commands_of, load_schema, validate
 
 pytest.importorskip("jsonschema")
@@ -72,9 +72,9 @@ def common_documents(tmp_path, **_):
 
 
 def analysis_documents(tmp_path, monkeypatch, **_):
-    from oddnode.cli import check as check_cli
-    from oddnode.synth import generate
-    from oddnode.transport.base import Target
+    from oddnode.app.cli import check as check_cli
+    from oddnode.app.synth import generate
+    from oddnode.reach.base import Target
     from test_check_stages import ScriptedCluster
 
     generate(tmp_path / "cluster", nodes=40)
@@ -88,7 +88,7 @@ def analysis_documents(tmp_path, monkeypatch, **_):
 
 
 def fit_documents(tmp_path, **_):
-    from oddnode.io.tool_import import import_tool_outputs
+    from oddnode.store.tool_import import import_tool_outputs
     from oddnode.store import open_store
 
     db = tmp_path / "fit.duckdb"
@@ -173,8 +173,8 @@ def sweep_documents(tmp_path, scripted, **_):
 
 
 def node_documents(tmp_path, monkeypatch, **_):
-    from oddnode.cli import nodes as nodes_cli
-    from oddnode.transport.base import Target
+    from oddnode.app.cli import nodes as nodes_cli
+    from oddnode.reach.base import Target
     from test_nodes_json import NODES, ProbeCluster
 
     cluster = ProbeCluster(facts={"cn-a19": {"bios_version": "2.5.0"}}, down=["cn-b01"], broken=["cn-a21"],
@@ -200,8 +200,8 @@ def health_documents(tmp_path, monkeypatch, **_):
 
 
 def process_documents(tmp_path, monkeypatch, **_):
-    from oddnode.cli import processes as processes_cli
-    from oddnode.transport.base import Target
+    from oddnode.app.cli import processes as processes_cli
+    from oddnode.reach.base import Target
     from test_pacct_collector import ScriptedCluster
     from test_process_asymmetry_cli import NODES, background
 
@@ -224,7 +224,7 @@ def profile_documents(tmp_path, **_):
 def builder_documents(tmp_path, **_):
     """Documents of the commands that measure on nodes with their own
     probes, from the functions those commands print."""
-    from oddnode.kernels.numa import NumaRun
+    from oddnode.measure.node.numa import NumaRun
     from oddnode.report.affinity import affinity_json
     from oddnode.report.numa import numa_json
     from oddnode.report.placement import model_document
@@ -244,7 +244,7 @@ def builder_documents(tmp_path, **_):
 
 
 def _numpy(value):
-    from oddnode.cli.common import json_default
+    from oddnode.app.cli.common import json_default
 
     return json_default(value)
 
@@ -384,7 +384,7 @@ def _walk(node):
 
 def _json_commands() -> dict[str, object]:
     """Every command of the CLI that takes --json, by its full name: is it hidden?"""
-    from oddnode.cli import app
+    from oddnode.app.cli import app
 
     found = {}
 
@@ -401,7 +401,7 @@ def _json_commands() -> dict[str, object]:
 
 def test_every_command_with_json_has_a_document_and_every_document_a_command():
     commands = _json_commands()
-    from oddnode.cli.analysis import STAB_ALIASES
+    from oddnode.app.cli.analysis import STAB_ALIASES
 
     # STAB's names (anal, dplot, ...), hidden, run stats, dist, ...: their documents.
     hidden = {name for name, is_hidden in commands.items() if is_hidden}
@@ -445,7 +445,7 @@ def test_the_document_list_fits_80_columns():
 
     from rich.console import Console
 
-    from oddnode.cli.schema import documents_table
+    from oddnode.app.cli.schema import documents_table
 
     out = Console(width=80, file=io.StringIO(), record=True)
     out.print(documents_table())

@@ -10,13 +10,13 @@ from datetime import datetime, timezone
 import pytest
 
 from conftest import invoke
-from oddnode.analysis import Analysis
-from oddnode.check import CheckResult, StageResult
+from oddnode.judge.analysis import Analysis
+from oddnode.app.check import CheckResult, StageResult
 from oddnode.findings.registry import RULES
-from oddnode.inventory import InventoryResult
-from oddnode.model import Dataset, Finding, Severity
+from oddnode.measure.collect.inventory import InventoryResult
+from oddnode.core.model import Dataset, Finding, Severity
 from oddnode.report.junit import analysis_suite, check_suite, structure_problems, to_xml, write_junit
-from oddnode.runner import RunSummary
+from oddnode.measure.runner import RunSummary
 
 MOMENT = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
 
@@ -61,7 +61,7 @@ def test_a_check_has_a_testcase_per_stage_and_a_failure_per_serious_finding():
     found = cases(suite)
     assert list(found) == ["diagnostics", "memory", "noise", "disk"]
     memory = found["memory"]
-    assert memory.get("classname") == "oddnode.check.memory" and float(memory.get("time")) == 12.5
+    assert memory.get("classname") == "oddnode.app.check.memory" and float(memory.get("time")) == 12.5
     failures = memory.findall("failure")
     assert [(f.get("type"), f.get("message").split(":")[0]) for f in failures] == [
         ("outlier", "cn-a17"), ("noisy-benchmark", "gpu[003-010]")]
@@ -141,8 +141,8 @@ def test_an_analysis_has_a_testcase_per_rule_passing_when_it_found_nothing():
 
 
 def test_check_writes_junit_from_the_command_line(tmp_path, monkeypatch):
-    from oddnode.cli import check as check_cli
-    from oddnode.transport.base import Target
+    from oddnode.app.cli import check as check_cli
+    from oddnode.reach.base import Target
     from test_check_stages import ScriptedCluster
 
     nodes = ["cn-a17", *(f"gpu{i:03d}" for i in range(3, 10))]
@@ -171,7 +171,7 @@ def test_junit_and_json_cannot_share_stdout(tmp_path):
 
 
 def test_analyze_junit_on_stdout_is_one_document(tmp_path):
-    from oddnode.synth import generate
+    from oddnode.app.synth import generate
 
     generate(tmp_path / "data", nodes=32, seed=3, faults=True)
     result = invoke("analyze", tmp_path / "data", "--junit", "-")

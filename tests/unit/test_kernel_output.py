@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oddnode.kernels.output import number, read_kernel_output, whole
+from oddnode.parsers.kernel_output import number, read_kernel_output, whole
 from oddnode.parsers.base import ParseError
 
 OUTPUT = """\

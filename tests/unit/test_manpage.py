@@ -11,8 +11,8 @@ import subprocess
 import pytest
 import typer
 
-from oddnode.cli import app
-from oddnode.cli.manpage import main, man_page, roff
+from oddnode.app.cli import app
+from oddnode.app.cli.manpage import main, man_page, roff
 
 # The roff requests the page may use (man(7) macros).
 REQUESTS = {"TH", "SH", "SS", "TP", "PP", "RS", "RE", "B"}

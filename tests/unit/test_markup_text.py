@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.text import Text
 
 from conftest import invoke
-from oddnode.model import Direction, LabelKind
-from oddnode.profile.model import Profile
+from oddnode.core.model import Direction, LabelKind
+from oddnode.readings.profile import Profile
 from oddnode.report.terminal import common_table, fit_columns, fixed_table
 from oddnode.report.text import literal, literals
 from oddnode.store import ResultBatch, open_store
@@ -166,7 +166,7 @@ def test_a_name_longer_than_the_terminal_folds_in_its_cell():
 
 
 def test_stats_fits_a_long_odd_name_to_80_columns(tmp_path, monkeypatch):
-    from oddnode.cli import common
+    from oddnode.app.cli import common
 
     monkeypatch.setattr(common.console, "width", 80)  # a terminal's width, not a pipe's
     long = "bench" + COLOUR * 30

@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from oddnode.analysis import analyze
+from oddnode.judge.analysis import analyze
 from oddnode.findings import Sensitivity
 from oddnode.findings.pairs import (
     BAD_LINK,
@@ -20,11 +20,11 @@ from oddnode.findings.pairs import (
     SLOW_LINK_FRACTION,
     slow_pair_limit,
 )
-from oddnode.interconnect.matrix import halving_levels, retest_rounds, run_matrix
-from oddnode.interconnect.pairs import PingPongOptions
-from oddnode.interconnect.patterns import is_disjoint
+from oddnode.measure.pair.matrix import halving_levels, retest_rounds, run_matrix
+from oddnode.measure.pair.pairs import PingPongOptions
+from oddnode.readings.patterns import is_disjoint
 from oddnode.store import open_store
-from oddnode.transport.base import NodeResult, NodeStatus, Target
+from oddnode.reach.base import NodeResult, NodeStatus, Target
 from test_pairs_runner import NODES, OPTIONS, job_args, slowed
 from test_runner import prepared_report, runner_report
 

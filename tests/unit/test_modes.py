@@ -12,7 +12,7 @@ import pytest
 
 from oddnode.findings import RULE_KINDS, RULES, Sensitivity, find_all
 from oddnode.findings.population import analyse, find_modes
-from oddnode.model import Dataset, Direction, LabelKind, Series, Severity
+from oddnode.core.model import Dataset, Direction, LabelKind, Series, Severity
 from oddnode.stats import modes
 from oddnode.stats.calibrate import MODES_NULLS, split_ratios
 from oddnode.stats.distribution import best_two_group_split

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.kernels.mpi_demo_app import (
+from oddnode.measure.profile.demo_app import (
     CALLS,
     TOOL,
     expected_calls,

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from oddnode.kernels.mpirun import (
+from oddnode.reach.mpirun import (
     PROBE_ARGV,
     PROBE_SEPARATOR,
     MpiLauncher,
@@ -22,10 +22,10 @@ from oddnode.kernels.mpirun import (
     srun_node_reasons,
     why_no_plugin,
 )
-from oddnode.sets.jobs import srun_launch_reasons
-from oddnode.sets.runner import SetsOptions, run_sets
+from oddnode.measure.set.jobs import srun_launch_reasons
+from oddnode.measure.set.runner import SetsOptions, run_sets
 from oddnode.store import open_store
-from oddnode.transport.base import NodeResult, NodeStatus, Target, TransportError
+from oddnode.reach.base import NodeResult, NodeStatus, Target, TransportError
 
 from test_runner import runner_report
 from test_sets_runner import SIZES, SetCluster, job_spec, set_output
@@ -233,7 +233,7 @@ def test_srun_asked_for_where_it_cannot_launch_is_refused_before_any_run():
 def test_an_srun_the_runner_starts_does_not_label_the_ranks_output(monkeypatch):
     # The transport's `srun --label` hands its task SLURM_LABELIO=1; a nested
     # srun would take it as its own and prefix the ranks' lines with "0: ".
-    from oddnode.kernels import node_runner
+    from oddnode.onnode import node_runner
 
     task = {"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "13", "SLURM_JOB_NODELIST": "cn-a[01-08]",
             "SLURM_STEP_ID": "2", "SLURM_LABELIO": "1", "SLURM_CONF": "/etc/slurm/slurm.conf"}

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from oddnode.parsers.base import ParseError
-from oddnode.profile.model import communication_share, histogram, imbalance, time_by_call
-from oddnode.profile.mpip import parse_mpip, read_mpip
+from oddnode.readings.profile import communication_share, histogram, imbalance, time_by_call
+from oddnode.parsers.mpip import parse_mpip, read_mpip
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mpip"
 RING = FIXTURES / "ring_np2.mpiP"

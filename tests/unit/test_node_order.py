@@ -4,11 +4,11 @@ and followed by the pair patterns (STAB's sort, cut and fold)."""
 import pytest
 
 from conftest import write
-from oddnode.check import read_hostfile, select_nodes
-from oddnode.interconnect.patterns import pattern_pairs
-from oddnode.nodes import NodeNameError, expand
-from oddnode.order import natural_sorted
-from oddnode.transport.slurm import allocation_nodes
+from oddnode.app.check import read_hostfile, select_nodes
+from oddnode.readings.patterns import pattern_pairs
+from oddnode.core.nodes import NodeNameError, expand
+from oddnode.core.order import natural_sorted
+from oddnode.reach.slurm import allocation_nodes
 
 
 def test_expand_keeps_the_written_order_of_its_parts():

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from oddnode.kernels.jobs import encode_job, runner_source
-from oddnode.transport.base import python_command
+from oddnode.reach.jobs import encode_job, runner_source
+from oddnode.reach.base import python_command
 
 LIBRARY_SOURCE = "int oddnode_answer(void) { return 42; }\n"
 

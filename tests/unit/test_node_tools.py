@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.kernels.jobs import parse_tool_output, tool_argv
+from oddnode.reach.jobs import parse_tool_output, tool_argv
 from oddnode.parsers.base import ParseError, ToolUnavailable
 
 

@@ -9,9 +9,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from oddnode.cli import app, nodes as nodes_cli
-from oddnode.inventory.node_probe import PROBE_VERSION
-from oddnode.transport.base import NodeResult, NodeStatus, Target
+from oddnode.app.cli import app, nodes as nodes_cli
+from oddnode.onnode.node_probe import PROBE_VERSION
+from oddnode.reach.base import NodeResult, NodeStatus, Target
 
 NODES = ["cn-a17", "cn-a18", "cn-a19", "cn-a20", "cn-a21", "cn-b01"]
 BASE_FACTS = {"kernel": "6.1.0-18-amd64", "cpu_model": "AMD EPYC 7763", "bios_version": "2.7.3",

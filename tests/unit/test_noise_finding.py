@@ -12,14 +12,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from oddnode.analysis import analyze
+from oddnode.judge.analysis import analyze
 from oddnode.findings import find_all
 from oddnode.findings.noise import KIND, node_noise, pattern
 from oddnode.findings.problems import group_problems
 from oddnode.findings.related import explain_by_processes
-from oddnode.kernels.noise_series import DETOUR_MAX, DETOUR_RATE, LOST_FRACTION
-from oddnode.model import DETAILED_SERIES, Dataset, Direction, Finding, LabelKind, Series, Severity
-from oddnode.nodes import expand
+from oddnode.readings.noise_series import DETOUR_MAX, DETOUR_RATE, LOST_FRACTION
+from oddnode.core.model import DETAILED_SERIES, Dataset, Direction, Finding, LabelKind, Series, Severity
+from oddnode.core.nodes import expand
 
 REPETITIONS = 3
 TICK_MS = 4.0  # the period every healthy node shows: a 250 Hz timer tick

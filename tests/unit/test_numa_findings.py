@@ -11,8 +11,8 @@ import pytest
 from numa_data import load, parameters_of, store_cluster
 from oddnode.findings import find_all
 from oddnode.findings.numa import RATIO, SLOW, attribute, numa_matrices, ratio_series
-from oddnode.kernels.numa_series import BANDWIDTH, LATENCY, PINGPONG, TRIAD
-from oddnode.nodes import expand
+from oddnode.readings.numa_series import BANDWIDTH, LATENCY, PINGPONG, TRIAD
+from oddnode.core.nodes import expand
 
 NAMES = {"cn": "cn-a[01-12]", "gpu": "gpu[003-014]", "rack": "r01n[01-06],r02n[01-06]"}
 

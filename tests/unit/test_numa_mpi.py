@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from numa_data import cluster_results
-from oddnode.kernels.jobs import decode_job
+from oddnode.reach.jobs import decode_job
 from oddnode.findings import find_all
 from oddnode.findings.numa import RATIO, SLOW, measure_words, numa_matrices
-from oddnode.kernels.numa import (
+from oddnode.measure.node.numa import (
     MPI_LAUNCHER,
     MPI_MISSING,
     NumaLayout,
@@ -29,13 +29,13 @@ from oddnode.kernels.numa import (
     parse_mpi_cell,
     parse_numa_mpi_output,
 )
-from oddnode.kernels.numa_series import BANDWIDTH, LATENCY, MPI_PINGPONG, PINGPONG, cell_series, split_cell_series
-from oddnode.model import Direction, LabelKind
-from oddnode.nodes import expand
+from oddnode.readings.numa_series import BANDWIDTH, LATENCY, MPI_PINGPONG, PINGPONG, cell_series, split_cell_series
+from oddnode.core.model import Direction, LabelKind
+from oddnode.core.nodes import expand
 from oddnode.parsers.base import ParseError
 from oddnode.report.numa import node_table_view, numa_json
 from oddnode.store import open_store
-from oddnode.transport.ssh import MAX_REMOTE_COMMAND, remote_command
+from oddnode.reach.ssh import MAX_REMOTE_COMMAND, remote_command
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "numa"
 PINNED = (FIXTURES / "mpi_pingpong_pinned.txt").read_text()

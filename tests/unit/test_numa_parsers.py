@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.kernels.jobs import decode_job
-from oddnode.kernels.memory import memory_kernel_argv, parse_memory_output
-from oddnode.affinity.topology import format_cpulist
-from oddnode.kernels.numa import (
+from oddnode.reach.jobs import decode_job
+from oddnode.measure.node.memory import memory_kernel_argv, parse_memory_output
+from oddnode.onnode.cpu_topology import format_cpulist
+from oddnode.measure.node.numa import (
     NumaOptions,
     numa_layout,
     parse_cpu_list,
@@ -26,8 +26,8 @@ from oddnode.kernels.numa import (
     plan_cells,
     shm_pingpong_argv,
 )
-from oddnode.kernels.numa_series import PINGPONG, TRIAD, cell_series, is_numa_series, split_cell_series
-from oddnode.model import Direction
+from oddnode.readings.numa_series import PINGPONG, TRIAD, cell_series, is_numa_series, split_cell_series
+from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError, get_parser
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "numa"

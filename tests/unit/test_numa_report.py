@@ -9,11 +9,11 @@ import json
 from rich.console import Console
 
 from numa_data import load, store_cluster
-from oddnode.analysis import analyze
-from oddnode.cli import numa as numa_cli
+from oddnode.judge.analysis import analyze
+from oddnode.app.cli import numa as numa_cli
 from oddnode.findings import find_all
-from oddnode.kernels import numa as numa_kernels
-from oddnode.nodes import expand
+from oddnode.measure.node import numa as numa_kernels
+from oddnode.core.nodes import expand
 from oddnode.report.html import render_report
 from oddnode.report.numa import numa_json, print_numa
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from conftest import invoke, write
-from oddnode import config
-from oddnode.config import ConfigError, load_settings, parse_config
-from oddnode.plan import PlanError, make_plan, parse_settings, read_plan_file
+from oddnode.core import config
+from oddnode.core.config import ConfigError, load_settings, parse_config
+from oddnode.measure.plan import PlanError, make_plan, parse_settings, read_plan_file
 
 
 @pytest.mark.parametrize("option", ["--benchmark-timeout", "--timeout", "--bisection-seconds", "--connect-timeout",

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import invoke
-from oddnode.io.atomic import (
+from oddnode.core.atomic import (
     OutputRefused,
     OutputUnwritable,
     check_target,

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from oddnode.analysis import analyze
+from oddnode.judge.analysis import analyze
 from oddnode.findings import Sensitivity, find_all
 from oddnode.findings.pairs import OVERSUBSCRIPTION_RATIO, compare_sorted_shuffled, comparison_metric
-from oddnode.interconnect.patterns import pairs_shuffle, pairs_sort
-from oddnode.model import Dataset, Direction, LabelKind, Series
+from oddnode.readings.patterns import pairs_shuffle, pairs_sort
+from oddnode.core.model import Dataset, Direction, LabelKind, Series
 from oddnode.store import ResultBatch, open_store
 
 TWELVE = [f"node{i:02d}" for i in range(1, 13)]
@@ -116,7 +116,7 @@ def test_the_finding_comes_from_a_store(tmp_path):
 
 
 def test_the_report_shows_sorted_against_shuffled():
-    from oddnode.analysis import analyze
+    from oddnode.judge.analysis import analyze
     from oddnode.report.html import render_report
 
     html = render_report(analyze(cluster(lambda a, b: 300.0, leaves(2)), correlations=False))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from oddnode.accounting.pacct import (
+from oddnode.onnode.pacct import (
     AFORK,
     AHZ,
     AXSIG,

@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from conftest import FIXTURES
-from oddnode.accounting import node_collector, proc_sampler
-from oddnode.accounting.collect import (
+from oddnode.onnode import accounting_collector as node_collector, proc_sampler
+from oddnode.measure.collect.accounting import (
     AccountingOutputError,
     classify,
     collect_processes,
@@ -22,10 +22,10 @@ from oddnode.accounting.collect import (
     parse_collector_output,
     store_processes,
 )
-from oddnode.accounting.node_collector import ENCLOSING, OURS, ABSENT, find_marker, whole_file
-from oddnode.accounting.proc_sampler import PF_KTHREAD, ProcSampler, tally_seen
-from oddnode.model import CommandCount, NodeProcesses
-from oddnode.transport.base import NodeResult, NodeStatus, Target
+from oddnode.onnode.accounting_collector import ENCLOSING, OURS, ABSENT, find_marker, whole_file
+from oddnode.onnode.proc_sampler import PF_KTHREAD, ProcSampler, tally_seen
+from oddnode.core.model import CommandCount, NodeProcesses
+from oddnode.reach.base import NodeResult, NodeStatus, Target
 from test_pacct import pack
 
 
@@ -57,7 +57,7 @@ def test_markers_get_names_of_their_own_and_no_count():
 
 
 def read_one(data):
-    from oddnode.accounting.pacct import unpack_record
+    from oddnode.onnode.pacct import unpack_record
 
     return unpack_record(data, "x", 0)
 

@@ -3,7 +3,7 @@ from itertools import combinations, permutations
 
 import pytest
 
-from oddnode.interconnect.patterns import (
+from oddnode.readings.patterns import (
     ALL_PAIRS,
     FILE_PATTERN,
     PATTERNS,
@@ -19,7 +19,7 @@ from oddnode.interconnect.patterns import (
     read_pairs_file,
     shared_nodes,
 )
-from oddnode.nodes import NodeNameError, split_pair
+from oddnode.core.nodes import NodeNameError, split_pair
 
 
 def names(n: int) -> list[str]:

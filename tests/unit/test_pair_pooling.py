@@ -10,8 +10,8 @@ import pytest
 
 from oddnode.findings import find_all
 from oddnode.findings.pairs import pair_series
-from oddnode.interconnect.patterns import pair_label, pattern_pairs
-from oddnode.model import Dataset, Direction, LabelKind, Series
+from oddnode.readings.patterns import pair_label, pattern_pairs
+from oddnode.core.model import Dataset, Direction, LabelKind, Series
 
 EIGHT = [f"node{i:02d}" for i in range(1, 9)]
 TWELVE = [f"node{i:02d}" for i in range(1, 13)]

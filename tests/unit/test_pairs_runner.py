@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from oddnode.analysis import analyze
-from oddnode.interconnect.pairs import PingPongOptions, run_pairs
-from oddnode.kernels.jobs import PREPARE_OPTION, decode_job
+from oddnode.judge.analysis import analyze
+from oddnode.measure.pair.pairs import PingPongOptions, run_pairs
+from oddnode.reach.jobs import PREPARE_OPTION, decode_job
 from oddnode.store import open_store
-from oddnode.transport.base import NodeResult, NodeStatus, Target
+from oddnode.reach.base import NodeResult, NodeStatus, Target
 from test_pingpong_kernel import GOOD_PING
 from test_runner import prepared_report, runner_report
 

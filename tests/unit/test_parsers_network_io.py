@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from oddnode.model import Direction
+from oddnode.core.model import Direction
 from oddnode.parsers import ParsedOutput, ParseError, get_parser, parsers
 from conftest import FIXTURES
 
@@ -444,7 +444,7 @@ def test_another_tools_output_is_a_parse_error(tool):
     ("iperf3", "iperf3/udp_1G.json"), ("netpipe", "netpipe/NPopenmpi.stdout"),
 ])
 def test_units_are_canonical_and_series_unique(tool, relative):
-    from oddnode.units import canonical_unit
+    from oddnode.core.units import canonical_unit
 
     out = parse(tool, relative)
     assert out.tool == tool

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from oddnode.model import Direction
+from oddnode.core.model import Direction
 from oddnode.parsers import ParseError, get_parser, parsers
-from oddnode.units import canonical_unit
+from oddnode.core.units import canonical_unit
 from conftest import FIXTURES
 
 

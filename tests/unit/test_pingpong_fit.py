@@ -3,12 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from oddnode.interconnect.fit import (
-    MAX_RELATIVE_ERROR,
-    find_switch_point,
-    fit_latency_bandwidth,
-    fit_table,
-)
+from oddnode.readings.fit import MAX_RELATIVE_ERROR, find_switch_point, fit_latency_bandwidth, fit_table
 
 # Ping-pong's usual sizes: 0 and every power of two up to 4 MiB.
 SIZES = [0] + [2**k for k in range(23)]

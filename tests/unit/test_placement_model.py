@@ -9,9 +9,9 @@ import pytest
 
 from oddnode.findings import Sensitivity, find_all
 from oddnode.findings.placement import PLACEMENT_ALPHA, placement_sensitive
-from oddnode.model import Dataset, Direction, SetRuns, Severity
-from oddnode.profile.model import ZERO_BUCKET, CallStats, Profile, size_bucket
-from oddnode.profile.placement import (
+from oddnode.core.model import Dataset, Direction, SetRuns, Severity
+from oddnode.readings.profile import ZERO_BUCKET, CallStats, Profile, size_bucket
+from oddnode.readings.placement import (
     Point,
     predict,
     predictions_by_repetition,
@@ -19,7 +19,7 @@ from oddnode.profile.placement import (
     representative_size,
     select,
 )
-from oddnode.profile.placement_runs import candidates, prediction_metric
+from oddnode.measure.profile.placement_runs import candidates, prediction_metric
 
 
 def profile_of(cells: dict[tuple[str, int | None], tuple[int, float, int]], ranks: int = 4,

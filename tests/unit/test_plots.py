@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from oddnode.model import Direction, LabelKind, Series
+from oddnode.core.model import Direction, LabelKind, Series
 from oddnode.report.plots import (
     figure_to_png_base64,
     figure_to_svg,

@@ -9,9 +9,9 @@ import json
 
 from rich.console import Console
 
-from oddnode.analysis import analyze
+from oddnode.judge.analysis import analyze
 from oddnode.findings.problems import group_problems, symptom_summary
-from oddnode.model import Dataset, Severity
+from oddnode.core.model import Dataset, Severity
 from oddnode.report.html import render_report
 from oddnode.report.terminal import print_analysis
 from test_findings import make_series, node_names

@@ -14,18 +14,12 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from oddnode.accounting.pacct import BURST_SECONDS
-from oddnode.accounting.table import (
-    ASYMMETRY_RATIO,
-    asymmetry_table,
-    groups_from_fact,
-    poisson_excess,
-    rate_ratio,
-)
-from oddnode.analysis import analyze
+from oddnode.onnode.pacct import BURST_SECONDS
+from oddnode.readings.accounting import ASYMMETRY_RATIO, asymmetry_table, groups_from_fact, poisson_excess, rate_ratio
+from oddnode.judge.analysis import analyze
 from oddnode.findings import Sensitivity, find_all
 from oddnode.findings.process_asymmetry import KIND, asymmetry_findings, process_asymmetry_findings
-from oddnode.model import CommandCount, Dataset, NodeProcesses
+from oddnode.core.model import CommandCount, Dataset, NodeProcesses
 from oddnode.report.processes import asymmetry_view, nothing_stands_out, shown_rows
 from test_related import memory
 
@@ -288,7 +282,7 @@ def test_a_slow_result_on_the_node_shows_the_fingerprint_as_its_cause():
 def test_a_noisy_node_finding_on_the_node_is_a_symptom_too():
     from oddnode.findings.problems import group_problems
     from oddnode.findings.related import explain_by_processes
-    from oddnode.model import Finding, Severity
+    from oddnode.core.model import Finding, Severity
 
     names = FOREIGN["gpu"]
     (asymmetry,) = warnings(cluster(names, seed=3, daemon=["gpu007"]))

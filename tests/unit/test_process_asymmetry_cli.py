@@ -9,11 +9,12 @@ import json
 import pytest
 
 from conftest import invoke, write
-from oddnode.accounting import collect, node_collector
-from oddnode.cli import processes as cli
+from oddnode.measure.collect import accounting as collect
+from oddnode.onnode import accounting_collector as node_collector
+from oddnode.app.cli import processes as cli
 from oddnode.report import processes as report
 from oddnode.store import open_store
-from oddnode.transport.base import NodeResult, NodeStatus, Target
+from oddnode.reach.base import NodeResult, NodeStatus, Target
 from test_pacct_collector import ScriptedCluster, answer
 
 NODES = ["cn-a10", "cn-a11", "cn-a12", "cn-a13", "cn-b01", "cn-b02", "cn-b03", "cn-b04"]

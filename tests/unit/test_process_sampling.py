@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.analysis import analyze
+from oddnode.judge.analysis import analyze
 from oddnode.findings import find_all
 from oddnode.findings.processes import SEEN_BRIEFLY, is_persistent, parse_sampled
-from oddnode.inventory import collect
-from oddnode.inventory.node_probe import (
+from oddnode.measure.collect.inventory import collect
+from oddnode.onnode.node_probe import (
     PF_KTHREAD,
     SNAPSHOTS,
     parse_stat,
@@ -25,8 +25,8 @@ from oddnode.inventory.node_probe import (
     read_snapshot,
     summarise_snapshots,
 )
-from oddnode.model import Dataset, Severity
-from oddnode.transport.local import LocalTransport
+from oddnode.core.model import Dataset, Severity
+from oddnode.reach.local import LocalTransport
 from test_related import memory
 
 linux_only = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the probe reads Linux's /proc")

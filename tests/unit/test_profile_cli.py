@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import invoke
-from oddnode.profile import read_itc, read_mpip
+from oddnode.parsers.itc import read_itc
+from oddnode.parsers.mpip import read_mpip
 from oddnode.store import open_store
 from test_profile_report import scripted
 
@@ -45,11 +46,11 @@ def profiler(monkeypatch, tmp_path):
         profile.command = None
         return FakeRun(profile, calls.returncode, tmp_path, 12.5)
 
-    module = types.ModuleType("oddnode.profile.profiler")
+    module = types.ModuleType("oddnode.measure.profile.profiler")
     module.run_profiled = run_profiled
     module.ProfilerError = FakeProfilerError
     module.build_profiler_library = lambda target=None: tmp_path / "libprofiler.so"
-    monkeypatch.setitem(sys.modules, "oddnode.profile.profiler", module)
+    monkeypatch.setitem(sys.modules, "oddnode.measure.profile.profiler", module)
     return calls
 
 
@@ -96,7 +97,7 @@ def test_a_profiler_error_is_one_line_and_exit_2(profiler, tmp_path):
 
 
 def test_nodes_build_on_the_target(profiler, tmp_path, monkeypatch):
-    from oddnode.cli import common
+    from oddnode.app.cli import common
 
     seen = []
     monkeypatch.setattr(common, "selected_target", lambda *args: seen.append(args) or "TARGET")

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from oddnode.profile.model import (
+from oddnode.readings.profile import (
     ZERO_BUCKET,
     Profile,
     RankProfile,
@@ -125,7 +125,7 @@ def test_to_json_is_serialisable_and_carries_the_derived_numbers():
 
 
 def test_start_up_and_shut_down_are_outside_the_run_and_its_time_in_mpi():
-    from oddnode.profile.model import startup_time
+    from oddnode.readings.profile import startup_time
     from oddnode.report.profile import summary_line
 
     profile = Profile(tool="oddnode", source="run")

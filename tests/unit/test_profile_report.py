@@ -8,7 +8,7 @@ import re
 
 from rich.console import Console
 
-from oddnode.profile import Profile
+from oddnode.readings.profile import Profile
 from oddnode.report.profile import (
     FOLD_RANKS,
     duration,

@@ -7,7 +7,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from oddnode.profile import Profile, read_itc, read_mpip
+from oddnode.readings.profile import Profile
+from oddnode.parsers.itc import read_itc
+from oddnode.parsers.mpip import read_mpip
 from oddnode.store import SCHEMA_VERSION, StoreError, open_store
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

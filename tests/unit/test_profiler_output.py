@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.kernels.jobs import kernel_source
+from oddnode.reach.jobs import kernel_source
 from oddnode.parsers.base import ParseError
-from oddnode.profile import ProfilerError, parse_profiler_output, profiled_argv, read_profiler_output
-from oddnode.profile.model import ZERO_BUCKET, communication_share, histogram
-from oddnode.profile.profiler import WRAPPED_CALLS, launcher_kind
+from oddnode.measure.profile.profiler import ProfilerError, parse_profiler_output, profiled_argv, read_profiler_output
+from oddnode.readings.profile import ZERO_BUCKET, communication_share, histogram
+from oddnode.measure.profile.profiler import WRAPPED_CALLS, launcher_kind
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mpi_profiler"
 DEMO = FIXTURES / "demo_app_3ranks.txt"

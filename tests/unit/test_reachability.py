@@ -1,5 +1,5 @@
 from oddnode.findings import find_all
-from oddnode.model import Dataset, NodeStage, Severity
+from oddnode.core.model import Dataset, NodeStage, Severity
 
 
 def test_unanswered_nodes_are_errors_folded_by_stage_and_status():

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from oddnode.analysis import analyze
-from oddnode.model import Dataset, Direction
+from oddnode.judge.analysis import analyze
+from oddnode.core.model import Dataset, Direction
 from test_findings import make_series, node_names, pair_series, warnings_and_errors
 
 
@@ -90,7 +90,7 @@ def test_lower_is_better_series_are_related_on_their_worse_side():
 
 def test_a_finding_whose_nodes_are_not_a_node_set_is_left_as_it_is():
     from oddnode.findings.related import explain_by_processes
-    from oddnode.model import Finding, Severity
+    from oddnode.core.model import Finding, Severity
 
     odd = Finding("weak-pair-member", Severity.WARNING, "pingpong.sort:bandwidth.65536", "node 05 (bad name)",
                   "message", {}, "remedy")

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from oddnode.benchmarks import catalog
-from oddnode.interconnect.pingpong import pingpong_ping_argv, pingpong_serve_argv, pingpong_stream_argv
-from oddnode.kernels.jobs import runner_argv
-from oddnode.steps import NodeBenchmark
-from oddnode.transport.base import TransportError
-from oddnode.transport.ssh import MAX_REMOTE_COMMAND, remote_command
+from oddnode.measure import catalog
+from oddnode.measure.pair.pingpong import pingpong_ping_argv, pingpong_serve_argv, pingpong_stream_argv
+from oddnode.reach.jobs import runner_argv
+from oddnode.measure.steps import NodeBenchmark
+from oddnode.reach.base import TransportError
+from oddnode.reach.ssh import MAX_REMOTE_COMMAND, remote_command
 
 KERNELS_WITH_RANKS = ("alltoall", "tcp_sync", "mpi_collectives", "mpi_pingpong", "mpi_sync", "mpi_demo_app")
 

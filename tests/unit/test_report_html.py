@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from oddnode.analysis import analyze
-from oddnode.model import Dataset, LabelKind
+from oddnode.judge.analysis import analyze
+from oddnode.core.model import Dataset, LabelKind
 from oddnode.report.html import MIN_CORRELATION_LABELS, render_report
 from test_findings import make_series, node_names
 

@@ -13,9 +13,9 @@ import pytest
 from matplotlib.figure import Figure
 from rich.console import Console
 
-from oddnode.analysis import analyze
-from oddnode.model import Dataset, Direction, LabelKind
-from oddnode.nodes import fold
+from oddnode.judge.analysis import analyze
+from oddnode.core.model import Dataset, Direction, LabelKind
+from oddnode.core.nodes import fold
 from oddnode.report.html import render_report
 from oddnode.report.plots import ordering_spread_figure, scaling_figure
 from oddnode.report.sets import (
@@ -32,9 +32,9 @@ from oddnode.report.sets import (
     variability_ratio,
 )
 from oddnode.report.terminal import number, print_analysis
-from oddnode.sets.analysis import ordering_table
-from oddnode.sets.partition import scale_counts, scale_plans, set_plans
-from oddnode.sets.series import SCALE, SETS, set_series
+from oddnode.readings.sets import ordering_table
+from oddnode.readings.partition import scale_counts, scale_plans, set_plans
+from oddnode.readings.sets_series import SCALE, SETS, set_series
 from oddnode.store import ResultBatch, open_store
 
 SIZES = (0, 8, 65536, 4194304)

@@ -13,16 +13,16 @@ import duckdb
 import pytest
 
 from conftest import openmp_problem
-from oddnode.kernels.jobs import PREPARE_OPTION, RUNNER_VERSION, parse_tool_output
-from oddnode.model import Direction
+from oddnode.reach.jobs import PREPARE_OPTION, RUNNER_VERSION, parse_tool_output
+from oddnode.core.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput
-from oddnode.benchmarks import BenchmarkSpec
-from oddnode.kernels.memory import MEMORY_STAGE, memory_benchmark
-from oddnode.runner import MIN_LEAD, run_benchmark
+from oddnode.measure.benchmarks import BenchmarkSpec
+from oddnode.measure.node.memory import MEMORY_STAGE, memory_benchmark
+from oddnode.measure.runner import MIN_LEAD, run_benchmark
 from oddnode.store import SCHEMA_VERSION, open_store
-from oddnode.transport import get_transport
-from oddnode.transport.base import NodeResult, NodeStatus, Target
-from oddnode.transport.local import local_node_name
+from oddnode.reach import get_transport
+from oddnode.reach.base import NodeResult, NodeStatus, Target
+from oddnode.reach.local import local_node_name
 
 KERNELS = ("copy", "scale", "add", "triad")
 

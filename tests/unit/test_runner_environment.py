@@ -5,7 +5,7 @@ taken for a rank srun launched and mpirun finds every node of the job."""
 
 from __future__ import annotations
 
-from oddnode.kernels import node_runner
+from oddnode.onnode import node_runner
 
 # A task of `srun -N1 -w cn-a17 --overlap ...` inside `salloc -N4`, as
 # slurmstepd sets its environment (values as Slurm 22.05 writes them).

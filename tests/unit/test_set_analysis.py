@@ -1,4 +1,4 @@
-"""The pure readings of set results (oddnode.sets.analysis) against numbers
+"""The pure readings of set results (oddnode.readings.sets) against numbers
 worked out by hand from the runs that made them, read back through the store."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from foreign import node_names
-from oddnode.model import Direction, LabelKind
-from oddnode.nodes import expand
-from oddnode.sets.analysis import (
+from oddnode.core.model import Direction, LabelKind
+from oddnode.core.nodes import expand
+from oddnode.readings.sets import (
     failed_set_members,
     failed_set_runs,
     member_correlations,
@@ -21,7 +21,7 @@ from oddnode.sets.analysis import (
     set_members,
     set_series_name,
 )
-from oddnode.sets.series import SCALE, SETS, SHUFFLED, SORTED
+from oddnode.readings.sets_series import SCALE, SETS, SHUFFLED, SORTED
 from oddnode.store import open_store
 from set_data import (
     SIZE,
@@ -220,7 +220,7 @@ def test_sets_whose_worst_member_has_poor_memory_run_slowly(tmp_path):
 
 
 def _worst_of(dataset, sets, node_benchmark):
-    from oddnode.sets.analysis import worst_member_series
+    from oddnode.readings.sets import worst_member_series
     nodes = dataset.by_name(node_benchmark)
     derived, _ = worst_member_series(sets, nodes)
     return dict(zip(derived.labels.tolist(), derived.values.tolist()))

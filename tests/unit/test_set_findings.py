@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 from foreign import SCHEMES, node_names
-from oddnode.analysis import analyze
+from oddnode.judge.analysis import analyze
 from oddnode.findings import RULES, Sensitivity, find_all, get_rule
 from oddnode.findings.sets import (
     CONTENTION_FLOOR_PCT,
@@ -23,10 +23,10 @@ from oddnode.findings.sets import (
     round_tails,
     weak_set_members,
 )
-from oddnode.model import Severity
-from oddnode.nodes import expand, fold
-from oddnode.sets.partition import set_plans
-from oddnode.sets.series import SHUFFLED, SORTED
+from oddnode.core.model import Severity
+from oddnode.core.nodes import expand, fold
+from oddnode.readings.partition import set_plans
+from oddnode.readings.sets_series import SHUFFLED, SORTED
 from set_data import (
     LINK,
     Fabric,

@@ -7,7 +7,7 @@ from itertools import combinations
 
 import pytest
 
-from oddnode.sets.partition import scale_counts, scale_plans, set_plans
+from oddnode.readings.partition import scale_counts, scale_plans, set_plans
 
 NODES = [f"cn-{i:04d}" for i in range(1, 13)]
 

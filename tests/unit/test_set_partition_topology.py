@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from oddnode.nodes import expand
-from oddnode.sets.partition import (
+from oddnode.core.nodes import expand
+from oddnode.readings.partition import (
     UNGROUPED,
     node_groups,
     packed_order,
@@ -129,7 +129,7 @@ def test_a_node_named_twice_is_refused_naming_it():
 
 
 def test_scale_orderings_stay_those_of_the_node_list():
-    from oddnode.sets.partition import scale_plans
+    from oddnode.readings.partition import scale_plans
 
     with pytest.raises(ValueError, match="packed only for oddnode sets|only for oddnode sets"):
         scale_plans(LISTED, [2, 4], "packed", 1)

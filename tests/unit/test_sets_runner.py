@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.analysis import analyze
-from oddnode.kernels.jobs import PREPARE_OPTION, decode_job
-from oddnode.nodes import fold
-from oddnode.sets.analysis import failed_set_members, scaling_curves
-from oddnode.sets.jobs import HOSTFILE, check_template, command_job, template_argv
-from oddnode.sets.runner import SetsOptions, check_set_size_for, run_scale, run_sets
+from oddnode.judge.analysis import analyze
+from oddnode.reach.jobs import PREPARE_OPTION, decode_job
+from oddnode.core.nodes import fold
+from oddnode.readings.sets import failed_set_members, scaling_curves
+from oddnode.measure.set.jobs import HOSTFILE, check_template, command_job, template_argv
+from oddnode.measure.set.runner import SetsOptions, check_set_size_for, run_scale, run_sets
 from oddnode.store import open_store
-from oddnode.transport.base import NodeResult, NodeStatus, Target
+from oddnode.reach.base import NodeResult, NodeStatus, Target
 
 from conftest import invoke
 from test_runner import prepared_report, runner_report
@@ -312,8 +312,8 @@ def test_the_scale_command_refuses_counts_beyond_the_nodes(scripted, tmp_path):
 
 
 def test_the_check_types_the_sets_stage_options():
-    from oddnode.benchmarks import catalog
-    from oddnode.plan import make_plan, parse_settings
+    from oddnode.measure import catalog
+    from oddnode.measure.plan import make_plan, parse_settings
 
     plan = make_plan(stages=("sets",), parameters=parse_settings(["sets.size=4", "sets.orderings=shuffled"]))
     options = plan.options("sets")
@@ -323,8 +323,8 @@ def test_the_check_types_the_sets_stage_options():
 
 @pytest.mark.parametrize("step", ["sets", "scale"])
 def test_a_check_refuses_a_set_job_it_could_not_run_before_any_run(step):
-    from oddnode.benchmarks import catalog
-    from oddnode.steps import make_options
+    from oddnode.measure import catalog
+    from oddnode.measure.steps import make_options
 
     checked = catalog.get_step(step)
     with pytest.raises(Exception, match="no parser named 'nope'"):

@@ -12,13 +12,13 @@ import re
 import pytest
 from rich.console import Console
 
-from oddnode.nodes import expand
+from oddnode.core.nodes import expand
 from oddnode.report.sets import ordering_table_view, placed_sets_view, set_views, sets_json
-from oddnode.sets.analysis import placed_sets
-from oddnode.sets.runner import SetsOptions, SetsStep, run_sets
-from oddnode.steps import StepContext
+from oddnode.readings.sets import placed_sets
+from oddnode.measure.set.runner import SetsOptions, SetsStep, run_sets
+from oddnode.measure.steps import StepContext
 from oddnode.store import open_store
-from oddnode.transport.base import Target
+from oddnode.reach.base import Target
 
 from conftest import invoke
 from test_sets_runner import SIZES, SetCluster
@@ -221,7 +221,7 @@ def test_scale_refuses_packed(scripted, tmp_path):
 
 
 def test_the_check_accepts_packed_and_striped_orderings_and_scale_does_not():
-    from oddnode.plan import make_plan, parse_settings
+    from oddnode.measure.plan import make_plan, parse_settings
 
     plan = make_plan(stages=("sets",), parameters=parse_settings(["sets.orderings=sorted,packed,striped"]))
     assert plan.options("sets").orderings == ("sorted", "packed", "striped")
@@ -247,7 +247,7 @@ def test_the_check_runs_packed_on_the_recorded_topology_and_refuses_without_one(
 
 
 def _findings(store, weak=(), orderings=("packed", "striped")):
-    from oddnode.analysis import analyze
+    from oddnode.judge.analysis import analyze
 
     _record_topology(store)
     cluster = slow_uplink_cluster()

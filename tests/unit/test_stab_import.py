@@ -3,9 +3,9 @@ import json
 import pytest
 
 from conftest import write
-from oddnode.io.export import ExportError, export_plot_files, export_tables
-from oddnode.io.stab import InputError, import_stab, parse_failed_run
-from oddnode.model import Direction, LabelKind
+from oddnode.store.exports import ExportError, export_plot_files, export_tables
+from oddnode.store.stab import InputError, import_stab, parse_failed_run
+from oddnode.core.model import Direction, LabelKind
 from oddnode.store import SCHEMA_VERSION
 
 
@@ -204,7 +204,7 @@ def test_bulk_parse_reads_what_the_line_reader_reads(store, tmp_path, text):
 
 
 def test_a_series_of_several_metrics_exports_and_imports_back_as_it_was(store, tmp_path, tmp_path_factory):
-    from oddnode.model import LabelKind
+    from oddnode.core.model import LabelKind
     from oddnode.store import ResultBatch, open_store
 
     batch = ResultBatch()

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from oddnode.model import Dataset, Direction, LabelKind
+from oddnode.core.model import Dataset, Direction, LabelKind
 from oddnode.store import ResultBatch, open_store
 from test_cli import oddnode
 

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from oddnode.benchmarks import catalog
-from oddnode.check import run_check
-from oddnode.plan import CheckPlan
-from oddnode.registry import Registry, UnknownNameError
-from oddnode.steps import STAGES, Step, StepOutcome, coerce, make_options, register_step, series_stage
+from oddnode.measure import catalog
+from oddnode.app.check import run_check
+from oddnode.measure.plan import CheckPlan
+from oddnode.core.registry import Registry, UnknownNameError
+from oddnode.measure.steps import STAGES, Step, StepOutcome, coerce, make_options, register_step, series_stage
 from oddnode.store import ResultBatch
-from oddnode.transport.base import Target
+from oddnode.reach.base import Target
 from test_check_stages import NODES, ScriptedCluster
 
 # -- the registry -----------------------------------------------------------------
@@ -38,7 +38,7 @@ def test_a_registry_finds_by_name_and_names_the_known_ones_when_it_cannot():
 def test_transports_parsers_rules_and_steps_share_the_registry_type():
     from oddnode.findings.registry import RULES
     from oddnode.parsers.base import PARSERS
-    from oddnode.transport.base import TRANSPORTS
+    from oddnode.reach.base import TRANSPORTS
 
     for registry in (RULES, PARSERS, TRANSPORTS, catalog.STEPS):
         assert isinstance(registry, Registry) and len(registry) > 0
@@ -162,7 +162,7 @@ def test_steps_run_in_the_catalog_s_order_whatever_was_imported_first():
     import subprocess
     import sys
 
-    code = ("import oddnode.interconnect.switchbench, oddnode.kernels.disk; "
-            "from oddnode.benchmarks import catalog; print(','.join(catalog.STEPS.names()))")
+    code = ("import oddnode.measure.pair.switchbench, oddnode.measure.node.disk; "
+            "from oddnode.measure import catalog; print(','.join(catalog.STEPS.names()))")
     names = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert names.split(",") == [step.name for step in catalog.CATALOG]

@@ -2,7 +2,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from oddnode.model import Direction, LabelKind
+from oddnode.core.model import Direction, LabelKind
 from oddnode.store import SCHEMA_VERSION, ResultBatch, StoreError, open_store
 
 
@@ -193,9 +193,9 @@ def test_declared_nodes_are_the_union_of_every_runs_list_in_first_declared_order
 
 
 def test_a_run_over_a_target_records_its_nodes_in_the_given_order(store):
-    from oddnode.runner import new_target_run
-    from oddnode.transport.base import Target
-    from oddnode.transport.local import LocalTransport
+    from oddnode.measure.runner import new_target_run
+    from oddnode.reach.base import Target
+    from oddnode.reach.local import LocalTransport
 
     new_target_run(store, Target(["cn-10", "cn-9", "cn-100"], LocalTransport()), "oddnode memory")
     assert store.load_declared_nodes() == ["cn-10", "cn-9", "cn-100"]

@@ -10,8 +10,8 @@ import duckdb
 import pytest
 
 from conftest import invoke, oddnode
-from oddnode.model import LabelKind
-from oddnode.nodes import label_kind
+from oddnode.core.model import LabelKind
+from oddnode.core.nodes import label_kind
 from oddnode.store import LabelError, ResultBatch, StoreError, check_label, open_store
 
 

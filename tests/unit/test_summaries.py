@@ -8,18 +8,18 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
-from oddnode.interconnect.bisection import BisectionFigures
-from oddnode.interconnect.switchbench import (
+from oddnode.measure.pair.bisection import BisectionFigures
+from oddnode.measure.pair.switchbench import (
     AllToAllPhase,
     AllToAllRepetition,
     AllToAllRunSummary,
     ChainPoint,
     ChainRunSummary,
 )
-from oddnode.inventory.collect import InventoryResult, ProbeReport
-from oddnode.model import Finding, Severity
+from oddnode.measure.collect.inventory import InventoryResult, ProbeReport
+from oddnode.core.model import Finding, Severity
 from oddnode.report import summaries
-from oddnode.runner import RunSummary
+from oddnode.measure.runner import RunSummary
 
 
 def shown(renderable) -> str:

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from oddnode.model import Direction, LabelKind
+from oddnode.core.model import Direction, LabelKind
 from oddnode.report.sweep import sweep_document, sweep_table, sweep_view, write_sweep_plots
-from oddnode.sweep.analysis import SweepData, SweepResult, analyze_sweep, split_metric
-from oddnode.sweep.grid import make_grid
+from oddnode.judge.sweep import SweepData, SweepResult, analyze_sweep, split_metric
+from oddnode.readings.sweep_grid import make_grid
 
 PAIRS = ("cn-a17-cn-b02", "gpu003-gpu010")
 SIZES = (0, 1024, 65536)

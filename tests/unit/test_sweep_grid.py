@@ -9,13 +9,13 @@ from collections import Counter
 
 import pytest
 
-from oddnode.kernels.jobs import decode_job
-from oddnode.interconnect.mpi_pingpong import mpi_ping_argv
-from oddnode.interconnect.pingpong import pingpong_serve_argv
-from oddnode.sets.jobs import command_job
-from oddnode.sweep.grid import MAX_SETTINGS, Grid, GridError, Parameter, interleaved_order, make_grid
-from oddnode.sweep.runner import EnvironmentTransport, check_grid, with_environment
-from oddnode.transport.base import NodeResult, NodeStatus, python_command
+from oddnode.reach.jobs import decode_job
+from oddnode.measure.pair.mpi_pingpong import mpi_ping_argv
+from oddnode.measure.pair.pingpong import pingpong_serve_argv
+from oddnode.measure.set.jobs import command_job
+from oddnode.readings.sweep_grid import MAX_SETTINGS, Grid, GridError, Parameter, interleaved_order, make_grid
+from oddnode.measure.sweep import EnvironmentTransport, check_grid, with_environment
+from oddnode.reach.base import NodeResult, NodeStatus, python_command
 
 
 def job_of(argv):

@@ -12,10 +12,10 @@ import pytest
 
 from conftest import invoke
 from oddnode.store import SCHEMA_VERSION, StoreError, open_store
-from oddnode.sweep.analysis import analyze_sweep, read_sweep
-from oddnode.sweep.grid import interleaved_order, make_grid
-from oddnode.sweep.runner import run_sweep
-from oddnode.transport.base import NodeResult, NodeStatus, Target
+from oddnode.judge.sweep import analyze_sweep, read_sweep
+from oddnode.readings.sweep_grid import interleaved_order, make_grid
+from oddnode.measure.sweep import run_sweep
+from oddnode.reach.base import NodeResult, NodeStatus, Target
 from test_check_stages import ScriptedCluster, kernel_stdout
 from test_runner import runner_report
 

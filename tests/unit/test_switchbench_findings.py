@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from oddnode.findings import Sensitivity, get_rule
-from oddnode.interconnect.switchbench import run_chain
-from oddnode.interconnect.switchbench_analysis import chain_scaling
-from oddnode.model import Severity
+from oddnode.measure.pair.switchbench import run_chain
+from oddnode.readings.switchbench import chain_scaling
+from oddnode.core.model import Severity
 from oddnode.store import open_store
-from oddnode.transport.base import Target
+from oddnode.reach.base import Target
 from test_switchbench_runner import CHAIN, NODES, SwitchCluster
 
 

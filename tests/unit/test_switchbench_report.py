@@ -10,16 +10,16 @@ import sys
 import numpy as np
 import pytest
 
-from oddnode.analysis import analyze
-from oddnode.interconnect.switchbench import run_alltoall, run_chain, run_streams
-from oddnode.interconnect.switchbench_analysis import chain_scaling
-from oddnode.model import Dataset
+from oddnode.judge.analysis import analyze
+from oddnode.measure.pair.switchbench import run_alltoall, run_chain, run_streams
+from oddnode.readings.switchbench import chain_scaling
+from oddnode.core.model import Dataset
 from oddnode.report import switchbench as report
 from oddnode.report.html import render_report
 from oddnode.report.interconnect import FIGURE_SOURCES, SWITCH_BENCHMARKS, figure_sources
 from oddnode.report.plots import chain_figure, phase_figure, stream_pairs_figure
 from oddnode.store import open_store
-from oddnode.transport.base import Target
+from oddnode.reach.base import Target
 from test_switchbench_runner import ALLTOALL, CHAIN, NODES, STREAMS, TWELVE, SwitchCluster
 
 TITLES = ("Daisy chain: aggregate throughput against chain length", "Pairwise streaming: sort",
@@ -95,7 +95,7 @@ def test_no_figure_without_switchbench_data(tmp_path):
     from test_bisection import OPTIONS as BISECTION_OPTIONS
     from test_bisection import SwitchCluster as BisectionCluster
 
-    from oddnode.interconnect.bisection import run_bisection
+    from oddnode.measure.pair.bisection import run_bisection
 
     assert figure_sources(Dataset()) == []
     with open_store(tmp_path / "b.duckdb") as store:
@@ -164,9 +164,9 @@ def test_phase_figure_marks_a_dip_only():
 def test_the_report_does_not_load_the_runners():
     """The report reads the store; the pure saturation rule lives apart from the runner."""
     code = ("import sys, oddnode.report.html; "
-            "print(sorted(m for m in sys.modules if m.startswith('oddnode.interconnect')))")
+            "print(sorted(m for m in sys.modules if m.startswith('oddnode.measure')))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert loaded.strip() == "['oddnode.interconnect', 'oddnode.interconnect.series', 'oddnode.interconnect.switchbench_analysis']"
+    assert loaded.strip() == "[]"
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from oddnode.analysis import analyze
-from oddnode.interconnect.switchbench import (
+from oddnode.judge.analysis import analyze
+from oddnode.measure.pair.switchbench import (
     AllToAllOptions,
     ChainOptions,
     StreamOptions,
@@ -19,9 +19,9 @@ from oddnode.interconnect.switchbench import (
     run_chain,
     run_streams,
 )
-from oddnode.kernels.jobs import PREPARE_OPTION, decode_job
+from oddnode.reach.jobs import PREPARE_OPTION, decode_job
 from oddnode.store import open_store
-from oddnode.transport.base import NodeResult, NodeStatus, Target
+from oddnode.reach.base import NodeResult, NodeStatus, Target
 from test_pingpong_kernel import GOOD_STREAM
 from test_runner import prepared_report, runner_report
 from test_switchbench_kernel import GOOD_ALLTOALL, GOOD_RELAY

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from oddnode.sync.analysis import (
+from oddnode.readings.sync import (
     RankRun,
     excess_wait,
     fit_time,

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import pytest
 
-from oddnode.analysis import analyze
+from oddnode.judge.analysis import analyze
 from oddnode.findings import RULE_KINDS, Sensitivity, find_all
 from oddnode.findings.problems import group_problems
 from oddnode.findings.related import explain_by_processes
 from oddnode.findings.sync import MIN_EXCESS_FRACTION, excess_floor_us, laggards
-from oddnode.model import Finding, Severity
-from oddnode.nodes import expand
-from oddnode.sync.analysis import sync_nodes
+from oddnode.core.model import Finding, Severity
+from oddnode.core.nodes import expand
+from oddnode.readings.sync import sync_nodes
 from sync_data import SyncCluster
 
 NODES = [f"cn-a{i:02d}" for i in range(1, 13)]

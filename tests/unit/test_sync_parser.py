@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.kernels.mpi_sync import RANK_COLUMNS, TOOL, parse_sync_output, parse_sync_run
-from oddnode.model import Direction
+from oddnode.measure.set.mpi_sync import RANK_COLUMNS, TOOL, parse_sync_output, parse_sync_run
+from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError, get_parser
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "mpi_sync"

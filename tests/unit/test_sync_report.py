@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from oddnode.findings import Sensitivity, find_all
-from oddnode.model import Dataset
+from oddnode.core.model import Dataset
 from oddnode.report.sync import MAX_NODE_ROWS, print_sync, sync_json, sync_views
 from sync_data import SyncCluster
 

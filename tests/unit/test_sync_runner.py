@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from oddnode.benchmarks.catalog import get_step
-from oddnode.kernels.jobs import PREPARE_OPTION, decode_job
-from oddnode.kernels.mpi_sync import CAPPED_TEST_INTERVAL_US, KERNEL, TCP_KERNEL
-from oddnode.nodes import fold
-from oddnode.steps import StepContext, make_options
+from oddnode.measure.catalog import get_step
+from oddnode.reach.jobs import PREPARE_OPTION, decode_job
+from oddnode.measure.set.mpi_sync import CAPPED_TEST_INTERVAL_US, KERNEL, TCP_KERNEL
+from oddnode.core.nodes import fold
+from oddnode.measure.steps import StepContext, make_options
 from oddnode.store import open_store
-from oddnode.sync.analysis import sync_nodes, sync_scaling
-from oddnode.sync.runner import MPI_PROBE, SyncOptions, choose_kernel, run_sync
-from oddnode.transport.base import NodeResult, NodeStatus, Target
+from oddnode.readings.sync import sync_nodes, sync_scaling
+from oddnode.measure.set.sync import MPI_PROBE, SyncOptions, choose_kernel, run_sync
+from oddnode.reach.base import NodeResult, NodeStatus, Target
 
 from conftest import invoke
 from test_runner import prepared_report, runner_report

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from oddnode import synth
-from oddnode.model import Finding, Severity
-from oddnode.nodes import expand
+from oddnode.app import synth
+from oddnode.core.model import Finding, Severity
+from oddnode.core.nodes import expand
 
 NODE = re.compile(r"^node\d{3,5}$")
 UNITS = {"MB/s", "Mop/s", "GFLOP/s", "us"}

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from oddnode.analysis import analyze
-from oddnode.model import Dataset, Direction, LabelKind, Series
+from oddnode.judge.analysis import analyze
+from oddnode.core.model import Dataset, Direction, LabelKind, Series
 from oddnode.report.terminal import LEFT_OUT_FIRST, STATS_COLUMNS, print_analysis, print_stats, stats_table
 from oddnode.stats.describe import describe
 

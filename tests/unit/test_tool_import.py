@@ -5,8 +5,8 @@ import shutil
 import pytest
 
 from conftest import FIXTURES, write
-from oddnode.io.stab import InputError
-from oddnode.io.tool_import import import_tool_outputs
+from oddnode.store.stab import InputError
+from oddnode.store.tool_import import import_tool_outputs
 from oddnode.parsers import ParseError, UnknownToolError
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oddnode.topology import TopologyError, format_topology, parse_topology, read_topology
+from oddnode.core.topology import TopologyError, format_topology, parse_topology, read_topology
 
 TEXT = """\
 # rack 1

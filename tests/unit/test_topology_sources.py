@@ -13,12 +13,12 @@ from ClusterShell.NodeSet import set_std_group_resolver
 from ClusterShell.NodeUtils import GroupResolverConfig
 
 from conftest import invoke, write
-from oddnode.cli.common import read_topology as cli_read_topology
-from oddnode.model import Dataset, Direction, LabelKind, Series, Severity
-from oddnode.nodes import expand
+from oddnode.app.cli.common import read_topology as cli_read_topology
+from oddnode.core.model import Dataset, Direction, LabelKind, Series, Severity
+from oddnode.core.nodes import expand
 from oddnode.store import ResultBatch, open_store
-from oddnode.topology import TopologyError, load_topology, read_topology
-from oddnode.topology_sources import parse_slurm_topology
+from oddnode.core.topology import TopologyError, load_topology, read_topology
+from oddnode.core.topology_sources import parse_slurm_topology
 
 # A cluster of four leaf switches of 16 nodes under two spines, in a site's
 # own names: what the three sources below all describe.

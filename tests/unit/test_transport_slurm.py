@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.nodes import NodeNameError
-from oddnode.transport import NodeStatus, TransportError, get_transport, python_command
-from oddnode.transport.local import TimedLine
-from oddnode.transport.slurm import (
+from oddnode.core.nodes import NodeNameError
+from oddnode.reach import NodeStatus, TransportError, get_transport, python_command
+from oddnode.reach.local import TimedLine
+from oddnode.reach.slurm import (
     MAX_CONCURRENT_STEPS,
     PIECE,
     WRAPPER_NAME,

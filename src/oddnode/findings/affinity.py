@@ -29,14 +29,14 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from oddnode.affinity.topology import TopologyError, format_cpulist, parse_cpulist
+from oddnode.onnode.cpu_topology import TopologyError, format_cpulist, parse_cpulist
 from oddnode.findings.registry import Sensitivity, first_few, rule
-from oddnode.model import Dataset, Finding, Severity
-from oddnode.nodes import fold
-from oddnode.order import natural_key
+from oddnode.core.model import Dataset, Finding, Severity
+from oddnode.core.nodes import fold
+from oddnode.core.order import natural_key
 
 if TYPE_CHECKING:  # the sampler's modules import the inventory, which imports the findings
-    from oddnode.affinity.model import NodeAffinity, ProcessSample, ThreadSample
+    from oddnode.readings.affinity import NodeAffinity, ProcessSample, ThreadSample
 
 __all__ = [
     "AFFINITY_DETAILS",
@@ -427,7 +427,7 @@ def _gib(kb: float) -> str:
 
 def sampled_reports(dataset: Dataset) -> dict[str, NodeAffinity]:
     """The sampler reports the dataset carries (the newest of each node)."""
-    from oddnode.affinity.model import node_affinity_from_json
+    from oddnode.readings.affinity import node_affinity_from_json
 
     return {node: node_affinity_from_json(node, entries[-1])
             for node, entries in dataset.details.get(AFFINITY_DETAILS, {}).items() if entries}

@@ -10,8 +10,8 @@ import numpy as np
 
 from oddnode.findings.population import HIGH, LOW, JudgedGroup, Modes, RepetitionNoise, analyse, bad_side
 from oddnode.findings.registry import Sensitivity, first_few, rule
-from oddnode.model import Dataset, Finding, LabelKind, Series, Severity
-from oddnode.nodes import fold
+from oddnode.core.model import Dataset, Finding, LabelKind, Series, Severity
+from oddnode.core.nodes import fold
 from oddnode.stats.distribution import normality
 from oddnode.stats.robust import median
 

@@ -54,8 +54,8 @@ from oddnode.findings.processes import (
     sampled_key,
 )
 from oddnode.findings.registry import Sensitivity, first_few, rule
-from oddnode.model import Dataset, Finding, Severity
-from oddnode.nodes import fold
+from oddnode.core.model import Dataset, Finding, Severity
+from oddnode.core.nodes import fold
 
 __all__ = [
     "DERIVED_FACTS",

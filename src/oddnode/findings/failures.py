@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from oddnode.findings.registry import Sensitivity, rule
-from oddnode.model import Dataset, Failure, Finding, LabelKind, Severity
-from oddnode.nodes import fold
+from oddnode.core.model import Dataset, Failure, Finding, LabelKind, Severity
+from oddnode.core.nodes import fold
 
 # A node common to fewer failed multi-node runs than this is not named: one
 # failed run of eight nodes says nothing about which of the eight is bad.

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from oddnode.findings.registry import Sensitivity, first_few, rule
-from oddnode.model import Dataset, Finding, LabelKind, Severity
-from oddnode.nodes import fold, label_members
+from oddnode.core.model import Dataset, Finding, LabelKind, Severity
+from oddnode.core.nodes import fold, label_members
 
 # How many benchmarks a message spells out.
 MESSAGE_BENCHMARKS = 6

@@ -29,10 +29,10 @@ import numpy as np
 
 from oddnode.findings.population import analyse
 from oddnode.findings.registry import Sensitivity, first_few, rule
-from oddnode.kernels.noise_series import DETOUR_RATE, LOST_FRACTION, NOISE
-from oddnode.model import Dataset, Finding, LabelKind, Series, Severity
-from oddnode.nodes import fold
-from oddnode.order import natural_key
+from oddnode.readings.noise_series import DETOUR_RATE, LOST_FRACTION, NOISE
+from oddnode.core.model import Dataset, Finding, LabelKind, Series, Severity
+from oddnode.core.nodes import fold
+from oddnode.core.order import natural_key
 
 KIND = "noisy-node"
 # The series whose worse side makes a node noisy: how much time the OS

@@ -34,10 +34,10 @@ import numpy as np
 
 from oddnode.findings.population import analyse
 from oddnode.findings.registry import Sensitivity, first_few, rule
-from oddnode.kernels.numa_series import BANDWIDTH, FAMILY_WORDS, MEASURES, TRIAD, split_cell_series
-from oddnode.model import Dataset, Direction, Finding, LabelKind, Series, Severity
-from oddnode.nodes import fold
-from oddnode.order import natural_key
+from oddnode.readings.numa_series import BANDWIDTH, FAMILY_WORDS, MEASURES, TRIAD, split_cell_series
+from oddnode.core.model import Dataset, Direction, Finding, LabelKind, Series, Severity
+from oddnode.core.nodes import fold
+from oddnode.core.order import natural_key
 
 SLOW = "numa-slow"
 RATIO = "numa-remote-ratio"

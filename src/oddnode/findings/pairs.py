@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from oddnode.interconnect.series import BAD_LINK, CONCURRENCY_METRIC, CONTENTION, NOT_RETESTED
-from oddnode.interconnect.series import MATRIX as MATRIX_BENCHMARK
-from oddnode.interconnect.series import MATRIX_RETEST as MATRIX_RETEST_BENCHMARK
-from oddnode.interconnect.series import PAIR_FAMILIES as POOLED_FAMILIES
-from oddnode.interconnect.series import SHUFFLED as SHUFFLED_BENCHMARKS
-from oddnode.interconnect.series import SORTED as SORTED_BENCHMARK
+from oddnode.readings.interconnect_series import BAD_LINK, CONCURRENCY_METRIC, CONTENTION, NOT_RETESTED
+from oddnode.readings.interconnect_series import MATRIX as MATRIX_BENCHMARK
+from oddnode.readings.interconnect_series import MATRIX_RETEST as MATRIX_RETEST_BENCHMARK
+from oddnode.readings.interconnect_series import PAIR_FAMILIES as POOLED_FAMILIES
+from oddnode.readings.interconnect_series import SHUFFLED as SHUFFLED_BENCHMARKS
+from oddnode.readings.interconnect_series import SORTED as SORTED_BENCHMARK
 from oddnode.findings.population import analyse
 from oddnode.findings.registry import Sensitivity, first_few, rule
-from oddnode.model import Dataset, Finding, LabelKind, Series, Severity
-from oddnode.nodes import fold, split_pair
+from oddnode.core.model import Dataset, Finding, LabelKind, Series, Severity
+from oddnode.core.nodes import fold, split_pair
 from oddnode.stats.robust import MIN_OUTLIER_SAMPLE, outlier_threshold, robust_scale
 
 # A node is weak when its poor pairs have at least this many different partners
@@ -40,7 +40,7 @@ MIN_GROUP_DOMINANCE = 0.5
 UPLINK_CROSS_SHARE = 0.9
 UPLINK_WITHIN_TOLERANCE = 0.1
 # Kernels whose pattern runs are judged as one population per metric, and
-# the patterns they pool (the patterns of oddnode.interconnect.patterns and a
+# the patterns they pool (the patterns of oddnode.readings.patterns and a
 # pairs file).
 POOLED_PATTERNS = ("sort", "cut", "fold", "shuffle", "random", "file")
 # How many partners or series a message spells out.

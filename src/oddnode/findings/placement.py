@@ -19,10 +19,10 @@ from statistics import median
 from scipy.stats import mannwhitneyu
 
 from oddnode.findings.registry import Sensitivity, rule
-from oddnode.model import Dataset, Finding, SetRuns, Severity
-from oddnode.nodes import fold
-from oddnode.sets.analysis import set_members
-from oddnode.sets.series import PACKED, STRIPED
+from oddnode.core.model import Dataset, Finding, SetRuns, Severity
+from oddnode.core.nodes import fold
+from oddnode.readings.sets import set_members
+from oddnode.readings.sets_series import PACKED, STRIPED
 
 MODEL_PREFIX = "model.prediction."
 # Packed and striped differ when the exact Mann-Whitney p over their

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from oddnode.findings.registry import Sensitivity
-from oddnode.model import Series
+from oddnode.core.model import Series
 from oddnode.stats import esd, modes
 from oddnode.stats.distribution import Dip, Split, dip_test, split_at
 from oddnode.stats.robust import (

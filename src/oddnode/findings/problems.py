@@ -24,9 +24,9 @@ from oddnode.findings.process_asymmetry import KIND as ASYMMETRY_KIND
 from oddnode.findings.process_asymmetry import fingerprint_commands
 from oddnode.findings.related import competing_commands, frequent_commands
 from oddnode.findings.registry import leads, sort_findings
-from oddnode.model import Finding, Severity
-from oddnode.nodes import NodeNameError, expand, fold
-from oddnode.order import natural_key
+from oddnode.core.model import Finding, Severity
+from oddnode.core.nodes import NodeNameError, expand, fold
+from oddnode.core.order import natural_key
 
 # How a symptom of each kind is said in a problem's summary.
 _SYMPTOM_WORDS = {"weak-pair-member": "its pairs", "slow-link": "its links",

@@ -8,7 +8,7 @@ time in proportion to their concurrency, since every interruption of one
 rank holds up all the others.  Process accounting counts per command,
 compared between nodes, named the commands and so the subsystem.
 
-The judgement is the asymmetry-ratio table's (oddnode.accounting.table):
+The judgement is the asymmetry-ratio table's (oddnode.readings.accounting):
 a node warns when a command runs there at least ASYMMETRY_RATIO times as
 often as per node on the rest and the excess of distinct seconds in which
 it started cannot be chance (exact Poisson rate test, Bonferroni over
@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from oddnode.accounting.table import (
+from oddnode.readings.accounting import (
     ASYMMETRY_RATIO,
     STAND_OUT_RATIO,
     AsymmetryRow,
@@ -31,8 +31,8 @@ from oddnode.accounting.table import (
     asymmetry_table,
 )
 from oddnode.findings.registry import Sensitivity, first_few, rule
-from oddnode.model import Dataset, Finding, Severity
-from oddnode.nodes import fold
+from oddnode.core.model import Dataset, Finding, Severity
+from oddnode.core.nodes import fold
 
 KIND = "process-asymmetry"
 SUBJECT = "processes"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from oddnode.findings.registry import Sensitivity, first_few, rule
-from oddnode.model import Dataset, Finding, Severity
-from oddnode.nodes import fold
+from oddnode.core.model import Dataset, Finding, Severity
+from oddnode.core.nodes import fold
 
 # status recorded by the runner -> (finding kind, what it means, what to do)
 _TROUBLE = {

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from oddnode.model import Dataset, Finding
-from oddnode.registry import Registry, UnknownNameError
+from oddnode.core.model import Dataset, Finding
+from oddnode.core.registry import Registry, UnknownNameError
 from oddnode.stats.robust import ALPHA_RANGE
 
 

@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from oddnode.findings.process_asymmetry import KIND as ASYMMETRY_KIND
 from oddnode.findings.process_asymmetry import fingerprint_commands
 from oddnode.findings.processes import NOT_RUNNING, PROCESS_PREFIX, RUNNING, SEEN_BRIEFLY, is_process_key
-from oddnode.model import Finding, Severity
-from oddnode.nodes import NodeNameError, expand, fold
+from oddnode.core.model import Finding, Severity
+from oddnode.core.nodes import NodeNameError, expand, fold
 
 # The kinds of finding a competing process can cause on its nodes: slower
 # results, pairs and links (``outlier`` on its worse side only), OS noise,

@@ -20,11 +20,11 @@ from scipy import stats
 
 from oddnode.findings.population import analyse
 from oddnode.findings.registry import Sensitivity, first_few, rule
-from oddnode.model import Dataset, Finding, LabelKind, Series, SetRuns, Severity
-from oddnode.nodes import fold
-from oddnode.order import natural_key
-from oddnode.sets.analysis import ScalingCurve, failed_set_runs, runs_by_ordering, scaling_curves, set_members
-from oddnode.sets.series import ORDERINGS, SCALE, SETS, SHUFFLED, SORTED, set_series
+from oddnode.core.model import Dataset, Finding, LabelKind, Series, SetRuns, Severity
+from oddnode.core.nodes import fold
+from oddnode.core.order import natural_key
+from oddnode.readings.sets import ScalingCurve, failed_set_runs, runs_by_ordering, scaling_curves, set_members
+from oddnode.readings.sets_series import ORDERINGS, SCALE, SETS, SHUFFLED, SORTED, set_series
 from oddnode.stats.robust import median, robust_scale
 
 # How many sets, nodes or metrics a message spells out.

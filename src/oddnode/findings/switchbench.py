@@ -4,15 +4,9 @@ stops growing with its length (the switch is out of capacity)."""
 from __future__ import annotations
 
 from oddnode.findings.registry import Sensitivity, rule
-from oddnode.interconnect.switchbench_analysis import (
-    CHAIN_BENCHMARK,
-    CHAIN_METRIC,
-    MIN_HOP_GAIN,
-    chain_scaling,
-    hop_rate,
-)
-from oddnode.model import Dataset, Finding, Severity
-from oddnode.nodes import fold
+from oddnode.readings.switchbench import CHAIN_BENCHMARK, CHAIN_METRIC, MIN_HOP_GAIN, chain_scaling, hop_rate
+from oddnode.core.model import Dataset, Finding, Severity
+from oddnode.core.nodes import fold
 
 
 @rule("switch-saturation")

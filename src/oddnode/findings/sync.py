@@ -12,8 +12,8 @@ more often, by enough to matter, is the laggard.
 from __future__ import annotations
 
 from oddnode.findings.registry import Sensitivity, rule
-from oddnode.model import Dataset, Finding, Severity
-from oddnode.sync.analysis import NodeSync, SyncNodes, sync_nodes
+from oddnode.core.model import Dataset, Finding, Severity
+from oddnode.readings.sync import NodeSync, SyncNodes, sync_nodes
 
 # A node's extra wait per iteration beyond its set-mates' (the median rank
 # of each of its set runs, what anyone costs by chance; see excess_wait)

@@ -1,12 +1,8 @@
-"""oddnode's own C kernels, built and run on the nodes through any transport.
+"""oddnode's own C kernels and their shared headers: data only.
 
-Each kernel has one home here, beside its C source: ``memory.py`` beside
-``memory.c``, ``dgemm.py`` beside ``dgemm.c``, ``disk.py`` beside
-``disk.c`` -- its argv, the parser of its output, the series it writes and
-its step of a check.  ``jobs`` builds the argv that compiles (once) and
-runs any of them on a node and reads the report that comes back;
-``node_runner.py`` is that runner, shipped to the nodes; ``output`` reads
-the ``key value`` lines every kernel prints.  The network kernels
-(pingpong.c, mpi_pingpong.c, alltoall.c) have their homes in
-``oddnode.interconnect``, beside the runs that pair nodes up.
+The node runner (``oddnode.onnode.node_runner``) compiles one of them once
+per node and runs it; ``oddnode.reach.jobs`` ships the source with its
+headers pasted in; each kernel's argv, parser, series and step live with
+its step in ``oddnode.measure`` (``measure/node/memory.py`` for
+``memory.c``, ``measure/pair/pingpong.py`` for ``pingpong.c``).
 """

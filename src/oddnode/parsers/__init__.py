@@ -1,7 +1,7 @@
 """Parsers of the field's benchmark tools' outputs (STREAM, HPCC, NPB, IMB,
 OSU, fio, iperf3, NetPIPE), registered by tool name.  Our own kernels'
 parsers register with their kernels (``oddnode-memory`` in
-``oddnode.kernels.memory``); ``oddnode.io.tool_import`` loads both."""
+``oddnode.measure.node.memory``); ``oddnode.store.tool_import`` loads both."""
 
 from oddnode.parsers.base import (
     Measurement,

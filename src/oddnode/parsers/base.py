@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from oddnode.inputs import InputError, finite, parse_json, quote
-from oddnode.model import DEFAULT_METRIC, Direction
-from oddnode.registry import Registry, UnknownNameError
+from oddnode.core.inputs import InputError, finite, parse_json, quote
+from oddnode.core.model import DEFAULT_METRIC, Direction
+from oddnode.core.registry import Registry, UnknownNameError
 
 
 class ParseError(ValueError):
@@ -39,7 +39,7 @@ class Measurement:
 
     benchmark: str
     value: float
-    unit: str  # canonical, from oddnode.units
+    unit: str  # canonical, from oddnode.core.units
     direction: Direction
     metric: str = DEFAULT_METRIC
     valid: bool = True

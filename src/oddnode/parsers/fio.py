@@ -19,12 +19,12 @@ import os
 import re
 from typing import Any
 
-from oddnode.model import Direction
-from oddnode.inputs import quote
+from oddnode.core.model import Direction
+from oddnode.core.inputs import quote
 from oddnode.parsers.base import (
     Measurement, ParsedOutput, ParseError, json_document, json_number, mapping, number, register_parser, whole,
 )
-from oddnode.units import canonical_unit
+from oddnode.core.units import canonical_unit
 
 _DIRECTIONS = ("read", "write", "trim")
 _OPTIONS = ("rw", "bs", "iodepth", "numjobs", "runtime", "ioengine", "size", "direct", "rwmixread")

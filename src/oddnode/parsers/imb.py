@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import re
 
-from oddnode.model import Direction
-from oddnode.inputs import clip
+from oddnode.core.model import Direction
+from oddnode.core.inputs import clip
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, register_parser, whole
-from oddnode.units import canonical_unit
+from oddnode.core.units import canonical_unit
 
 _BANNER = re.compile(r"Intel\(R\) MPI Benchmarks\s+(\S+?),?\s+(.*?)\s*$")
 _BENCHMARKING = re.compile(r"^#\s*Benchmarking\s+(\S+)\s*$")

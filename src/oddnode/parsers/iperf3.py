@@ -21,12 +21,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from oddnode.inputs import clip
-from oddnode.model import Direction
+from oddnode.core.inputs import clip
+from oddnode.core.model import Direction
 from oddnode.parsers.base import (
     Measurement, ParsedOutput, ParseError, json_document, json_number, mapping, register_parser,
 )
-from oddnode.units import canonical_unit
+from oddnode.core.units import canonical_unit
 
 _TEXT_ERROR = re.compile(r"^iperf3: error - (.*?)\s*$", re.MULTILINE)
 _TEXT_OUTPUT = re.compile(r"^(Connecting to host|Server listening on|\[ ID\] Interval|iperf Done\.)",

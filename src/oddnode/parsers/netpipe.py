@@ -17,11 +17,11 @@ from __future__ import annotations
 import os
 import re
 
-from oddnode.model import Direction
-from oddnode.inputs import quote
-from oddnode.inputs import clip
+from oddnode.core.model import Direction
+from oddnode.core.inputs import quote
+from oddnode.core.inputs import clip
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, register_parser, whole
-from oddnode.units import canonical_unit
+from oddnode.core.units import canonical_unit
 
 _ROW_START = re.compile(r"^\s*(\d+):\s+(\d+) bytes\s+(\d+) times -->")
 _RANK_HOST = re.compile(r"^\d+: \S+$")

@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from oddnode.model import Direction
-from oddnode.inputs import quote
-from oddnode.inputs import clip
+from oddnode.core.model import Direction
+from oddnode.core.inputs import quote
+from oddnode.core.inputs import clip
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, register_parser, whole
-from oddnode.units import canonical_unit
+from oddnode.core.units import canonical_unit
 
 _COMPLETED = re.compile(r"^\s*([A-Z]{2}) Benchmark Completed\.?\s*$")
 _BANNER = re.compile(r"NAS Parallel Benchmarks\s*(?:\(([^)]*)\)|([\d.]+))\s*-+\s*([A-Z]{2}) Benchmark")

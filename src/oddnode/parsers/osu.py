@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import re
 
-from oddnode.model import Direction
-from oddnode.inputs import quote
-from oddnode.inputs import clip
+from oddnode.core.model import Direction
+from oddnode.core.inputs import quote
+from oddnode.core.inputs import clip
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, register_parser, whole
-from oddnode.units import canonical_unit
+from oddnode.core.units import canonical_unit
 
 _TITLE = re.compile(r"^#\s*(OSU\s+.*?\bTest)(?:\s+v(\S+))?\s*$", re.IGNORECASE)
 _REFUSAL = re.compile(r"^(This test requires .*?)\s*$", re.MULTILINE)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from oddnode.model import Direction
-from oddnode.inputs import clip
+from oddnode.core.model import Direction
+from oddnode.core.inputs import clip
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, register_parser, whole
-from oddnode.units import canonical_unit
+from oddnode.core.units import canonical_unit
 
 KERNELS = ("Copy", "Scale", "Add", "Triad")
 _COLUMNS = ("Best Rate MB/s", "Avg time", "Min time", "Max time")

@@ -11,12 +11,12 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from oddnode.affinity.model import NodeAffinity, ProcessSample, ThreadSample
-from oddnode.affinity.topology import format_cpulist
+from oddnode.readings.affinity import NodeAffinity, ProcessSample, ThreadSample
+from oddnode.onnode.cpu_topology import format_cpulist
 from oddnode.findings.affinity import is_busy, runnable
-from oddnode.model import Finding
-from oddnode.nodes import fold
-from oddnode.order import natural_key
+from oddnode.core.model import Finding
+from oddnode.core.nodes import fold
+from oddnode.core.order import natural_key
 from oddnode.report.terminal import WIDE_NOTE, fit_columns, fixed_table
 
 KB_PER_GIB = 1024 * 1024

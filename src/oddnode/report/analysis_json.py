@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from oddnode.model import Series
+from oddnode.core.model import Series
 from oddnode.stats.correlation import Correlation, join_by_label
 from oddnode.stats.distribution import ChiSquared, Dip, Normality, bin_edges
 from oddnode.report import plain

@@ -17,10 +17,10 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from oddnode.compare import Comparison, Consistency, Judgement, SeriesComparison, Verdict
-from oddnode.model import LabelKind
-from oddnode.nodes import NodeNameError, fold, label_members
-from oddnode.order import natural_sorted
+from oddnode.judge.compare import Comparison, Consistency, Judgement, SeriesComparison, Verdict
+from oddnode.core.model import LabelKind
+from oddnode.core.nodes import NodeNameError, fold, label_members
+from oddnode.core.order import natural_sorted
 from oddnode.report.terminal import fit_columns, fixed_table, number, probability, table_width
 
 # Subjects of one verdict in one series listed one by one up to this many;
@@ -399,7 +399,7 @@ def plot_file_name(comparison: Comparison, s: SeriesComparison) -> str:
 
 def write_plots(comparison: Comparison, directory: Path) -> list[Path]:
     """One PNG per series compared, in ``directory`` (made if missing, its parent never)."""
-    from oddnode.io.atomic import output_directory
+    from oddnode.core.atomic import output_directory
     from oddnode.report.plots import save_figure
 
     directory = output_directory(directory)

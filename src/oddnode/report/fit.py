@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 # The fit itself is imported where it is used: loading the report (every
 # analysis does) registers the figures without loading the interconnect.
-from oddnode.interconnect.series import MATRIX_RETEST, MPI, PINGPONG
-from oddnode.model import Dataset, Series
+from oddnode.readings.interconnect_series import MATRIX_RETEST, MPI, PINGPONG
+from oddnode.core.model import Dataset, Series
 from oddnode.report.interconnect import SIZE_FITS, InterconnectFigure, interconnect_figures
 from oddnode.report.plots import figure_to_svg, fit_figure
 
 if TYPE_CHECKING:
-    from oddnode.interconnect.fit import LinearFit, SizedTimes
+    from oddnode.readings.fit import LinearFit, SizedTimes
 
 # The series the report draws a fit of: our ping-pong patterns, and the
 # imported tools' point-to-point runs (a collective's time against its size
@@ -41,7 +41,7 @@ class LabelFit:
 def each_label(series: Iterable[Series], points: SizedTimes, min_size: float | None,
                max_size: float | None) -> list[LabelFit]:
     """The line of every label of the series on its own, over the same range."""
-    from oddnode.interconnect.fit import fit_sized_times, sized_times
+    from oddnode.readings.fit import fit_sized_times, sized_times
 
     series = list(series)
     fits = []
@@ -61,7 +61,7 @@ def _number(value: float | None, digits: int = 4) -> str:
 def fit_text(points: SizedTimes, fit: LinearFit, each: list[LabelFit] | None = None) -> str:
     """What ``oddnode fit`` prints: where the times come from, the line in
     the NCSA notes' words, the observed-vs-fitted table and where it fails."""
-    from oddnode.interconnect.fit import fit_table
+    from oddnode.readings.fit import fit_table
 
     bandwidth = "none (the time does not grow with the size)" if fit.bandwidth_mb_s is None \
         else f"{fit.bandwidth_mb_s:.6g} MB/s"
@@ -106,7 +106,7 @@ def fit_json(points: SizedTimes, fit: LinearFit, each: list[LabelFit] | None = N
 
 def report_benchmarks(dataset: Dataset) -> list[str]:
     """The series the report draws a fit of, in name order."""
-    from oddnode.interconnect.fit import fittable_benchmarks
+    from oddnode.readings.fit import fittable_benchmarks
 
     return [name for name in fittable_benchmarks(dataset.series)
             if (name.startswith(FIT_FAMILIES) and name != MATRIX_RETEST)
@@ -115,7 +115,7 @@ def report_benchmarks(dataset: Dataset) -> list[str]:
 
 def fit_caption(points: SizedTimes, fit: LinearFit) -> str:
     """What a fit figure says in words: the line, its r^2, where it fails."""
-    from oddnode.interconnect.fit import MAX_RELATIVE_ERROR, sizes_text
+    from oddnode.readings.fit import MAX_RELATIVE_ERROR, sizes_text
 
     bandwidth = "no bandwidth" if fit.bandwidth_mb_s is None else f"bandwidth 1/b = {fit.bandwidth_mb_s:.4g} MB/s"
     low, high = fit.size_range
@@ -138,7 +138,7 @@ def fit_caption(points: SizedTimes, fit: LinearFit) -> str:
 def fit_figures(dataset: Dataset) -> list[InterconnectFigure]:
     """Per ping-pong pattern and imported point-to-point run, time and
     bandwidth against the message size with the least-squares line."""
-    from oddnode.interconnect.fit import fit_sized_times, sized_times
+    from oddnode.readings.fit import fit_sized_times, sized_times
 
     figures = []
     for benchmark in report_benchmarks(dataset)[:MAX_FIT_FIGURES]:

@@ -18,9 +18,9 @@ import jinja2
 import numpy as np
 
 from oddnode import __version__
-from oddnode.analysis import Analysis
-from oddnode.model import Finding, LabelKind, Series, Severity
-from oddnode.nodes import NodeNameError, expand, fold, label_members
+from oddnode.judge.analysis import Analysis
+from oddnode.core.model import Finding, LabelKind, Series, Severity
+from oddnode.core.nodes import NodeNameError, expand, fold, label_members
 from oddnode.report import interconnect
 from oddnode.report import switchbench as _switchbench  # noqa: F401  (registers the Switchbench figures)
 from oddnode.report import fit as _fit  # noqa: F401  (registers the latency and bandwidth fits)
@@ -28,12 +28,12 @@ from oddnode.report.plots import figure_to_svg, heatmap_figure, histogram_figure
 from oddnode.report.numa import numa_section
 from oddnode.report.sets import sets_section
 from oddnode.report.terminal import number, probability
-from oddnode.sets.series import SCALE, split_set_series
+from oddnode.readings.sets_series import SCALE, split_set_series
 from oddnode.stats.common import common_nodes
 from oddnode.stats.correlation import CORRELATION_CAVEAT
 
 if TYPE_CHECKING:
-    from oddnode.check import CheckResult
+    from oddnode.app.check import CheckResult
 
 DIAGNOSTICS = "diagnostics"  # the check's first stage: facts, no benchmark series
 
@@ -166,7 +166,7 @@ def _best_table(series: list[Series], flagged: dict[str, dict[str, str]]) -> dic
 
 def _stages(analysis: Analysis, check: CheckResult) -> list[dict[str, Any]]:
     """A section per stage of a check: verdict, runs, findings, best values, histograms."""
-    from oddnode.kernels.disk import DIRECTORY_TABLE_TITLE  # the steps load the runner: only when drawn
+    from oddnode.measure.node.disk import DIRECTORY_TABLE_TITLE  # the steps load the runner: only when drawn
 
     flagged = _flagged_labels(analysis)
     sections = []
@@ -212,7 +212,7 @@ def _stages(analysis: Analysis, check: CheckResult) -> list[dict[str, Any]]:
 def _directories(series: list[Series]) -> dict[str, Any] | None:
     """Several disk directories side by side: directory down, the passes
     across, the median over nodes; None when one directory was measured."""
-    from oddnode.kernels.disk import PASSES, directory_table
+    from oddnode.measure.node.disk import PASSES, directory_table
 
     rows = directory_table(series)
     if not rows:
@@ -330,7 +330,7 @@ def render_report(analysis: Analysis, check: CheckResult | None = None) -> str:
 def write_report(analysis: Analysis, path: os.PathLike[str] | str, check: CheckResult | None = None) -> Path:
     """The report of an analysis; of a staged check, with a section per
     stage; written as io.atomic writes every output (its directory never made)."""
-    from oddnode.io.atomic import write_atomically
+    from oddnode.core.atomic import write_atomically
 
     path = Path(path)
     write_atomically(path, render_report(analysis, check).encode("utf-8"))

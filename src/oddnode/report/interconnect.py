@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from oddnode.interconnect.series import BISECTION as BISECTION_BENCHMARK
-from oddnode.interconnect.series import BISECTION_ALONE, BISECTION_CUT, MPI, PINGPONG
+from oddnode.readings.interconnect_series import BISECTION as BISECTION_BENCHMARK
+from oddnode.readings.interconnect_series import BISECTION_ALONE, BISECTION_CUT, MPI, PINGPONG
 from oddnode.findings.pairs import (
     MATRIX_BENCHMARK,
     MATRIX_RETEST_BENCHMARK,
@@ -24,13 +24,13 @@ from oddnode.findings.pairs import (
     link_verdicts,
 )
 from oddnode.findings.registry import Sensitivity
-from oddnode.model import Dataset, LabelKind, Series
-from oddnode.nodes import split_pair
+from oddnode.core.model import Dataset, LabelKind, Series
+from oddnode.core.nodes import split_pair
 
 # The series of ping-pong pairs: our TCP kernel's (pingpong.sort, the
 # matrix) and our MPI kernel's (mpi.sort, ...).
 PINGPONG_PREFIXES = (f"{PINGPONG}.", f"{MPI}.")
-# The bisection series (oddnode.interconnect.bisection stores them).
+# The bisection series (oddnode.measure.pair.bisection stores them).
 BISECTION_PAIR_BENCHMARKS = (BISECTION_CUT, BISECTION_ALONE)
 # How many of the slowest pairs each pattern lists.
 SLOWEST_PAIRS = 5

@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from oddnode.model import Dataset
+from oddnode.core.model import Dataset
 from oddnode.report import plain
 from oddnode.report.interconnect import sized_series
 

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from oddnode import __version__
-from oddnode.io.atomic import write_atomically
-from oddnode.model import Finding, Severity
+from oddnode.core.atomic import write_atomically
+from oddnode.core.model import Finding, Severity
 
 if TYPE_CHECKING:  # types only: the report never imports the check's runners
-    from oddnode.analysis import Analysis
-    from oddnode.check import CheckResult, StageResult
+    from oddnode.judge.analysis import Analysis
+    from oddnode.app.check import CheckResult, StageResult
 
 STDOUT = "-"  # the destination that writes to standard output
 CHECK_SUITE = "oddnode check"
@@ -153,7 +153,7 @@ def check_suite(result: CheckResult, *, timestamp: datetime | None = None, hostn
     suite.set("id", str(result.check_id))
     judged = {stage.name for stage in result.stages}
     for stage in result.stages:
-        case = _testcase(suite, f"oddnode.check.{stage.name}", stage.name, stage.findings, stage.seconds)
+        case = _testcase(suite, f"oddnode.app.check.{stage.name}", stage.name, stage.findings, stage.seconds)
         if stage.name == "diagnostics" and result.inventory is not None and not result.inventory.reports:
             ET.SubElement(case, "error", message="no node answered the inventory probe",
                           type="unreachable").text = xml_text("\n".join(
@@ -173,11 +173,11 @@ def check_suite(result: CheckResult, *, timestamp: datetime | None = None, hostn
     staged = {_key(f) for stage in result.stages for f in stage.findings}
     across = [f for f in result.analysis.findings if _key(f) not in staged]
     if across:
-        _testcase(suite, "oddnode.check.across-stages", "across-stages", across)
+        _testcase(suite, "oddnode.app.check.across-stages", "across-stages", across)
     for name in result.not_run:
         if name in judged:
             continue
-        case = ET.SubElement(suite, "testcase", classname=f"oddnode.check.{name}", name=name)
+        case = ET.SubElement(suite, "testcase", classname=f"oddnode.app.check.{name}", name=name)
         why = (f"not reached: {result.stopped_after} had findings of warning severity or above "
                "(--continue runs the next stages anyway)" if result.stopped_after else "not reached")
         ET.SubElement(case, "skipped", message=why)

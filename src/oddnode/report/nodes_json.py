@@ -8,8 +8,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from oddnode.model import Finding
-from oddnode.nodes import expand, fold
+from oddnode.core.model import Finding
+from oddnode.core.nodes import expand, fold
 
 # The version of these documents' layout: a key renamed or a meaning changed raises it.
 NODES_JSON_VERSION = 1
@@ -76,7 +76,7 @@ def expectation_verdicts(expectations, facts: Mapping[str, Mapping[str, str]],
     from oddnode.findings.facts import NOT_REPORTED
     from oddnode.findings.processes import NOT_RUNNING, is_process_key, process_reporting_nodes
 
-    from oddnode.inventory.expectations import governed_nodes
+    from oddnode.findings.expectations import governed_nodes
 
     process_nodes = process_reporting_nodes({key: dict(per_node) for key, per_node in facts.items()})
     verdicts = []

@@ -20,14 +20,14 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from oddnode.findings.numa import RATIO, SLOW, NodeMatrix, measure_words, median_matrix, numa_matrices
-from oddnode.kernels.numa_series import FAMILY_SHORT, LATENCY, MEASURES, TRIAD
-from oddnode.model import Dataset, Finding
-from oddnode.nodes import expand, fold
-from oddnode.order import natural_key
+from oddnode.readings.numa_series import FAMILY_SHORT, LATENCY, MEASURES, TRIAD
+from oddnode.core.model import Dataset, Finding
+from oddnode.core.nodes import expand, fold
+from oddnode.core.order import natural_key
 from oddnode.report.terminal import WIDE_NOTE, fit_columns, fixed_table, print_views
 
 if TYPE_CHECKING:
-    from oddnode.analysis import Analysis
+    from oddnode.judge.analysis import Analysis
 
 # Beyond this many nodes the node table shows the nodes the findings name
 # and folds the rest into one row of medians (--wide: all).

@@ -11,8 +11,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from oddnode.profile.placement import PlacementVerdict, Selection, rank_placements, selection_json
-from oddnode.profile.placement_runs import Candidate, ModelRun
+from oddnode.readings.placement import PlacementVerdict, Selection, rank_placements, selection_json
+from oddnode.measure.profile.placement_runs import Candidate, ModelRun
 from oddnode.report.terminal import fit_columns, fixed_table
 
 CALL, SIZE, PER_RANK, TIME, SHARE, POINT = "call", "size", "calls/rank", "ms/rank", "% MPI", "measured as"

@@ -29,8 +29,8 @@ from matplotlib import transforms  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from oddnode.io.atomic import write_atomically  # noqa: E402
-from oddnode.model import LabelKind, Series  # noqa: E402
+from oddnode.core.atomic import write_atomically  # noqa: E402
+from oddnode.core.model import LabelKind, Series  # noqa: E402
 from oddnode.stats.correlation import Correlation, join_by_label  # noqa: E402
 from oddnode.stats.describe import describe_values  # noqa: E402
 from oddnode.stats.distribution import bin_edges  # noqa: E402

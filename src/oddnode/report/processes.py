@@ -12,10 +12,10 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from oddnode.accounting.table import AsymmetryRow, AsymmetryTable, stands_out
-from oddnode.model import Finding, NodeProcesses
-from oddnode.nodes import fold
-from oddnode.order import natural_key
+from oddnode.readings.accounting import AsymmetryRow, AsymmetryTable, stands_out
+from oddnode.core.model import Finding, NodeProcesses
+from oddnode.core.nodes import fold
+from oddnode.core.order import natural_key
 from oddnode.report.terminal import probability, table_width
 from oddnode.report.text import literal
 

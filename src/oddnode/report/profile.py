@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console, RenderableType
 from rich.text import Text
 
-from oddnode.profile.model import (
+from oddnode.readings.profile import (
     ZERO_BUCKET,
     Bucket,
     CallStats,

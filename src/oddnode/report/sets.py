@@ -4,7 +4,7 @@ topology groups each packed and striped set spans, the nodes common to
 failed set runs (``xcommon``), SCAB's scaling tables, their figures, the HTML section
 and the JSON.
 
-Read through the pure functions of ``oddnode.sets.analysis``.  The terminal
+Read through the pure functions of ``oddnode.readings.sets``.  The terminal
 views fit the width they are printed in as the statistics table does: every
 cell whole, columns left out least wanted first and named in the caption,
 ``wide`` showing everything.  Each view is None when the store holds no set
@@ -24,10 +24,10 @@ from rich.table import Table
 from rich.text import Text
 
 from oddnode.findings.sets import LOSS_RATIO, judged_metric
-from oddnode.model import Dataset, Direction, Finding
+from oddnode.core.model import Dataset, Direction, Finding
 from oddnode.report.terminal import (WIDE_NOTE, fit_columns, fixed_table, natural_width, number, print_views, probability,
                                      table_width)
-from oddnode.sets.analysis import (
+from oddnode.readings.sets import (
     FailedSetMembers,
     OrderingRow,
     PlacedSet,
@@ -40,11 +40,11 @@ from oddnode.sets.analysis import (
     runs_by_ordering,
     scaling_curves,
 )
-from oddnode.sets.series import ORDERINGS, PACKED, SCALE, SETS, SHUFFLED, SORTED, STRIPED, set_series
+from oddnode.readings.sets_series import ORDERINGS, PACKED, SCALE, SETS, SHUFFLED, SORTED, STRIPED, set_series
 from oddnode.stats.describe import Description
 
 if TYPE_CHECKING:
-    from oddnode.analysis import Analysis
+    from oddnode.judge.analysis import Analysis
 
 # Sized metrics (``time.<bytes>``) whose smallest message says most: the
 # latency; of any other sized metric (``bandwidth.<bytes>``) the largest.

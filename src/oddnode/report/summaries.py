@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import RenderableType
 
-from oddnode.model import Finding, Severity
-from oddnode.nodes import fold
+from oddnode.core.model import Finding, Severity
+from oddnode.core.nodes import fold
 from oddnode.report.text import literal
 
 if TYPE_CHECKING:
-    from oddnode.interconnect.bisection import BisectionSummary
-    from oddnode.interconnect.matrix import MatrixSummary
-    from oddnode.interconnect.switchbench import AllToAllRepetition, AllToAllRunSummary, ChainRunSummary
-    from oddnode.inventory import InventoryResult
-    from oddnode.runner import RunSummary
-    from oddnode.sets.runner import SetRunSummary
+    from oddnode.measure.pair.bisection import BisectionSummary
+    from oddnode.measure.pair.matrix import MatrixSummary
+    from oddnode.measure.pair.switchbench import AllToAllRepetition, AllToAllRunSummary, ChainRunSummary
+    from oddnode.measure.collect.inventory import InventoryResult
+    from oddnode.measure.runner import RunSummary
+    from oddnode.measure.set.runner import SetRunSummary
 
 # How many of a failed all-to-all's problems are quoted.
 ALLTOALL_PROBLEMS_SHOWN = 5

@@ -19,8 +19,8 @@ from rich.text import Text
 from oddnode.report.terminal import fixed_table, natural_width, probability, table_width
 
 if TYPE_CHECKING:
-    from oddnode.sweep.analysis import SeriesSweep, SizeRow, SweepAnalysis
-    from oddnode.sweep.runner import SweepSummary
+    from oddnode.judge.sweep import SeriesSweep, SizeRow, SweepAnalysis
+    from oddnode.measure.sweep import SweepSummary
 
 SERIES, BETTER, SIZE, BEST, CHANGE, P, MARK = "series", "better", "size", "best", "change", "p (Holm)", "sig"
 DEFAULT, BEST_MEDIAN = "default", "best median"
@@ -302,7 +302,7 @@ def plot_name(s: SeriesSweep) -> str:
 
 def write_sweep_plots(analysis: SweepAnalysis, directory: Path) -> list[Path]:
     """One PNG per series of the sweep, in ``directory`` (made if missing, its parent never)."""
-    from oddnode.io.atomic import output_directory
+    from oddnode.core.atomic import output_directory
     from oddnode.report.plots import save_figure
 
     directory = output_directory(directory)

@@ -10,15 +10,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from oddnode.interconnect.series import ALLTOALL as ALLTOALL_BENCHMARK
-from oddnode.interconnect.series import STREAM
+from oddnode.readings.interconnect_series import ALLTOALL as ALLTOALL_BENCHMARK
+from oddnode.readings.interconnect_series import STREAM
 from oddnode.findings.pairs import SLOW_LINK_FRACTION
-from oddnode.interconnect.switchbench_analysis import MIN_HOP_GAIN, chain_scaling, finite_items, set_members
-from oddnode.model import Dataset, LabelKind, Series
+from oddnode.readings.switchbench import MIN_HOP_GAIN, chain_scaling, finite_items, set_members
+from oddnode.core.model import Dataset, LabelKind, Series
 from oddnode.report.interconnect import SWITCH_BENCHMARKS, InterconnectFigure, interconnect_figures
 from oddnode.report.plots import chain_figure, figure_to_svg, phase_figure, stream_pairs_figure
 
-# The series the Switchbench runners store (oddnode.interconnect.switchbench).
+# The series the Switchbench runners store (oddnode.measure.pair.switchbench).
 STREAM_PREFIX = f"{STREAM}."
 STREAM_METRICS = ("bandwidth.client_to_server", "bandwidth.server_to_client")
 MIN_PHASE_PREFIX = "bandwidth.min_phase."

@@ -3,7 +3,7 @@ ranks waited for it and how long; per node count, the time per iteration
 against the least-squares line time = a + b·ranks (observed against
 fitted), with the line's extrapolation to a larger concurrency; their JSON.
 
-Read through the pure functions of ``oddnode.sync.analysis``; the tables
+Read through the pure functions of ``oddnode.readings.sync``; the tables
 fit the terminal as the set tables do (report/sets.py).  Each view is None
 when the store holds no sync runs.
 """
@@ -19,10 +19,10 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from oddnode.findings.sync import excess_floor_us
-from oddnode.model import Dataset, Finding
+from oddnode.core.model import Dataset, Finding
 from oddnode.report.sets import _plain
 from oddnode.report.terminal import WIDE_NOTE, fit_columns, fixed_table, print_views, probability
-from oddnode.sync.analysis import NodeSync, SyncNodes, SyncScaling, sync_nodes, sync_scaling
+from oddnode.readings.sync import NodeSync, SyncNodes, SyncScaling, sync_nodes, sync_scaling
 
 # Beyond this many nodes a node table shows the laggards and the nodes the
 # others waited for longest, and folds the rest into one row (--wide: all).

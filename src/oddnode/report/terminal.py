@@ -14,11 +14,11 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from oddnode.interconnect.series import PINGPONG
-from oddnode.analysis import Analysis
+from oddnode.readings.interconnect_series import PINGPONG
+from oddnode.judge.analysis import Analysis
 from oddnode.findings.problems import Problem
 from oddnode.findings.registry import leads
-from oddnode.model import DEFAULT_METRIC, Dataset, Finding, LabelKind, Series, Severity
+from oddnode.core.model import DEFAULT_METRIC, Dataset, Finding, LabelKind, Series, Severity
 from oddnode.report import WIDE
 from oddnode.report.text import literal, literals
 from oddnode.stats.correlation import CORRELATION_CAVEAT, Correlation
@@ -26,8 +26,8 @@ from oddnode.stats.describe import Description
 from oddnode.stats.distribution import ChiSquared, Dip, Normality
 
 if TYPE_CHECKING:
-    from oddnode.interconnect.switchbench import AllToAllRunSummary, ChainRunSummary, StreamRunSummary
-    from oddnode.inventory.expectations import ExpectationReport
+    from oddnode.measure.pair.switchbench import AllToAllRunSummary, ChainRunSummary, StreamRunSummary
+    from oddnode.findings.expectations import ExpectationReport
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 _POPULATION = {LabelKind.NODE: "node", LabelKind.PAIR: "pair", LabelKind.SET: "set"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from oddnode.model import Failure
+from oddnode.core.model import Failure
 
 
 def common_nodes(failures: Iterable[Failure]) -> list[tuple[str, int]]:

@@ -17,7 +17,7 @@ from itertools import combinations_with_replacement
 import numpy as np
 from scipy import special, stats
 
-from oddnode.model import Series
+from oddnode.core.model import Series
 
 CORRELATION_CAVEAT = (
     "A correlation says two benchmarks vary together across nodes, not that one causes the other: "

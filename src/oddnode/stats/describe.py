@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from oddnode.model import Series
+from oddnode.core.model import Series
 from oddnode.stats.robust import median
 
 

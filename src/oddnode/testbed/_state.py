@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from oddnode.nodes import fold
+from oddnode.core.nodes import fold
 from oddnode.testbed._system import TestbedError, alive
 
 STATE_FILE = "state.json"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oddnode.nodes import fold
+from oddnode.core.nodes import fold
 from oddnode.testbed import cgroups, config, network
 from oddnode.testbed import slurm as testbed_slurm
 from oddnode.testbed._state import LOCK_FILE, State, locked, read_state, require_state, write_state
@@ -46,7 +46,7 @@ from oddnode.testbed._system import (
     wait_gone,
 )
 from oddnode.testbed.faults import fault_lines, node_env, undo_faults
-from oddnode.topology import format_topology
+from oddnode.core.topology import format_topology
 
 DEFAULT_STATE_DIR = Path("/run/oddnode/testbed")
 DEFAULT_NODES = 8  # enough for every pair pattern and two leaf switches
@@ -77,7 +77,7 @@ class Testbed:
     # cgroups on this machine), or None when each node has its own share.
     cpu_sharing: str | None = None
     # Leaf switch -> its nodes when there are several leaves, and their
-    # topology file (see oddnode.topology); else empty and None.
+    # topology file (see oddnode.core.topology); else empty and None.
     leaves: dict[str, list[str]] = field(default_factory=dict)
     topology: Path | None = None
     link_rate: int | None = None  # bits per second of every node's link, None: unshaped

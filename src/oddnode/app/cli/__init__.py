@@ -1,0 +1,115 @@
+"""The ``oddnode`` command line: thin wrappers over the library, one module
+per family of commands, assembled here with the options every command takes."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import traceback
+from typing import Annotated
+
+import typer
+
+from oddnode import __version__
+from oddnode.app.cli import (
+    analysis,
+    check,
+    compare,
+    imports,
+    interconnect,
+    nodes,
+    processes,
+    sets,
+    sweep,
+    sync,
+    testbed,
+)
+from oddnode.app.cli import affinity
+from oddnode.app.cli import config as config_cli
+from oddnode.app.cli import numa as numa_cli
+from oddnode.app.cli import fit as fit_cli
+from oddnode.app.cli import profile as profile_cli
+from oddnode.app.cli import model as model_cli
+from oddnode.app.cli import schema as schema_cli
+from oddnode.app.cli import health as health_cli
+from oddnode.app.cli.common import ExitStatus, Verbosity, configure_commands, console, err_console, fail, output
+from oddnode.reach.base import Terminated, interrupt_status
+
+app = typer.Typer(
+    name="oddnode",
+    help="Is the cluster ready for production? If not, which node, link or setting is the odd one out.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+# In this order the help lists the check and the analysis first, then each panel.
+app.add_typer(imports.import_app, name="import", rich_help_panel=analysis.RESULTS_PANEL)
+analysis.register(app)
+fit_cli.register(app)
+compare.register(app)
+schema_cli.register(app)
+interconnect.register(app)
+interconnect.register_switchbench(app)
+sets.register(app)
+sync.register(app)
+sweep.register(app)
+nodes.register(app)
+processes.register(app)
+affinity.register(app)
+numa_cli.register(app)
+profile_cli.register(app)
+model_cli.register(app)
+check.register(app)
+health_cli.register(app)
+testbed.register(app)
+config_cli.register(app)
+# Every command's unset options from the configuration files; -l and --connect-timeout where ssh reaches nodes.
+configure_commands(app)
+
+QuietOption = Annotated[bool, typer.Option(
+    "-q", "--quiet", help="Only the verdict, the problems and errors: no progress, run notes or statistics tables.")]
+VerboseOption = Annotated[bool, typer.Option(
+    "-v", "--verbose", help="Every run note and step detail too, and where the results are stored.")]
+
+
+@app.callback(invoke_without_command=True)
+def _root(version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
+          quiet: QuietOption = False, verbose: VerboseOption = False) -> None:
+    if version:
+        console.print(f"oddnode {__version__}")
+        raise typer.Exit()
+    if quiet and verbose:
+        raise fail("-q and -v ask for opposite things: give one")
+    output.verbosity = Verbosity.QUIET if quiet else Verbosity.VERBOSE if verbose else Verbosity.NORMAL
+
+
+# The statuses of the interrupts that went by: typer turns a
+# KeyboardInterrupt it meets into status 130 (click into "Aborted!" and 1,
+# which would read as findings), whatever the signal; main() exits with the
+# interrupt's own status instead.
+_interrupted: list[int] = []
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    interrupt = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    _interrupted.append(interrupt_status(interrupt))
+    raise interrupt
+
+
+def main() -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _on_signal)
+    try:
+        app()
+    except SystemExit as done:
+        if _interrupted and done.code in (ExitStatus.FINDINGS, 130):
+            sys.exit(_interrupted[-1])
+        raise
+    except KeyboardInterrupt as interrupt:
+        sys.exit(interrupt_status(interrupt))
+    except Exception:
+        # A defect, not a verdict: the traceback for a report, and the status
+        # of a command that could not run rather than 1 (findings).
+        traceback.print_exc()
+        err_console.print("[bold red]error:[/] oddnode stopped on an unexpected error (above); results stored "
+                          "before it are kept", highlight=False)
+        sys.exit(int(ExitStatus.COULD_NOT_RUN))

@@ -1,0 +1,403 @@
+"""``oddnode check``: the production-readiness check, stage by stage, with
+a progress bar per benchmark and the verdict at the end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+import yaml
+from rich.console import Console
+
+from oddnode.app.cli.common import (
+    AlphaOption,
+    DEFAULT_ALPHA,
+    DEFAULT_DB,
+    DEFAULT_MIN_EFFECT,
+    DbOption,
+    ExcludeOption,
+    ExitStatus,
+    FanoutOption,
+    HostfileOption,
+    JunitOption,
+    MinEffectOption,
+    NodesOption,
+    SshConfigOption,
+    TestbedOption,
+    TopologyOption,
+    TransportOption,
+    WideOption,
+    analysis_document,
+    command_line,
+    console,
+    detail,
+    err_console,
+    fail,
+    inform,
+    print_json,
+    message_sizes,
+    open_db,
+    quiet,
+    read_topology,
+    save_topology,
+    selected_target,
+    testbed_errors,
+    testbed_state_dir,
+    user_errors,
+    positive_seconds,
+    seconds_or_zero,
+)
+from oddnode.measure import catalog
+from oddnode.measure.node.noise import capped_noise_options
+from oddnode.measure.plan import (
+    CheckPlan,
+    PlanError,
+    layered_parameters,
+    make_plan,
+    parse_settings,
+    plan_document,
+    read_plan_file,
+)
+from oddnode.app.cli.nodes import print_unanswered
+from oddnode.measure.steps import option_defaults
+from oddnode.report import summaries
+from oddnode.core.atomic import check_target
+from oddnode.report.junit import STDOUT, check_suite, refuse_both_on_stdout, write_junit
+from oddnode.report.text import literal
+from oddnode.reach.base import interrupt_status
+
+
+class _CheckProgress:
+    """A progress bar per benchmark, one line per judged stage (neither with
+    -q; with -v, each benchmark run of the stage too)."""
+
+    def __init__(self, out: Console):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.out = out
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("repetitions"), TimeElapsedColumn(), console=out, transient=False,
+                                 disable=quiet())
+        self.tasks: dict[str, int] = {}
+        self.under_way = "the diagnostics stage"  # what an interrupt stops, in words
+
+    def __enter__(self):
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.progress.stop()
+
+    def stage_started(self, stage: str) -> None:
+        self.under_way = f"the {stage} stage"
+        if stage == "diagnostics":
+            inform("[bold]diagnostics[/]: inventory of every node", out=self.progress.console)
+
+    def benchmark_started(self, benchmark: str, done: int, total: int) -> None:
+        self.tasks[benchmark] = self.progress.add_task(literal(benchmark), total=total, completed=done)
+        self.under_way = f"{benchmark} repetition {done + 1} of {total}"
+
+    def repetition_done(self, benchmark: str, done: int, total: int) -> None:
+        self.progress.update(self.tasks[benchmark], completed=done)
+        self.under_way = f"{benchmark} repetition {done + 1} of {total}" if done < total else f"the {benchmark} step"
+
+    def stage_judged(self, result) -> None:
+        inform(summaries.stage_line(result), out=self.progress.console)
+        for line in summaries.dim_lines(result.notes, indent="  "):
+            inform(line, out=self.progress.console, highlight=False)
+        for line in summaries.step_lines(result.runs):
+            detail(line, out=self.progress.console, highlight=False)
+
+
+def _refuse_orderings_without_topology(plan: CheckPlan, store) -> None:
+    """Packed or striped sets need a topology: said before any stage runs."""
+    from oddnode.readings.sets_series import TOPOLOGY_ORDERINGS
+    from oddnode.measure.steps import make_options
+
+    for step in (s for stage in plan.stages for s in plan.steps(stage)):
+        options = make_options(step, plan.parameters.get(step.name))
+        wanted = [o for o in getattr(options, "orderings", ()) if o in TOPOLOGY_ORDERINGS]
+        if wanted and not store.load_topology():
+            raise typer.BadParameter(f"{step.name}: {','.join(wanted)} needs a topology: --topology FILE (which "
+                                     "group, a leaf switch or line card, each node hangs from)")
+
+
+def _names(text: str | None) -> tuple[str, ...] | None:
+    """A comma-separated option (None: not given; '' and 'none': nothing)."""
+    if text is None:
+        return None
+    if text.strip() in ("", "none"):
+        return ()
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _default(setting: str) -> str:
+    """A step option's default, for a flag's help: "memory.ntimes, default 10"."""
+    step, option = setting.split(".")
+    value = option_defaults(catalog.get_step(step))[option]
+    if isinstance(value, tuple):
+        value = ",".join(map(str, value))
+    return f"{setting}, default {value}" if value is not None else setting
+
+
+def _settings(flags: dict[str, object]) -> dict[str, dict[str, object]]:
+    """The step options the check's own flags set (those given)."""
+    parameters: dict[str, dict[str, object]] = {}
+    for setting, value in flags.items():
+        if value is not None:
+            step, option = setting.split(".")
+            parameters.setdefault(step, {})[option] = value
+    return parameters
+
+
+STEP_NAMES = ", ".join(catalog.STEPS.names())
+OPT_IN = ", ".join(step.name for step in catalog.STEPS.values() if not step.default)
+
+
+def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide: bool,
+            stdout_taken: bool = False, drained: list | None = None) -> None:
+    """A finished check for people (or as JSON), its HTML report, and its
+    exit status: 1 when the cluster is not ready.  ``stdout_taken``: stdout
+    carries another document (--junit -), people's lines go to stderr."""
+    from oddnode.core.atomic import OutputRefused
+    from oddnode.report.html import write_report
+    from oddnode.report.terminal import expectation_table, print_analysis
+
+    out = err_console if json_out else console
+    if stdout_taken:
+        print_analysis(out, result.analysis, wide, brief=True)
+    elif json_out:
+        document = analysis_document(result.analysis)
+        if drained is not None:
+            document["drain"] = drained
+        print_json(document)
+    else:
+        if result.inventory is not None:
+            inform(summaries.diagnostics_line(target, result.inventory))
+            print_unanswered(result.inventory)
+        if result.expectations is not None:
+            inform(expectation_table(result.expectations))
+        print_analysis(console, result.analysis, wide, brief=quiet())
+    if result.stopped_after:
+        out.print(summaries.stopped_line(result.stopped_after, result.not_run, db))
+    unwritten = None
+    if html:
+        try:
+            write_report(result.analysis, html, result)
+        except (OSError, OutputRefused) as err:
+            reason = getattr(err, "strerror", None) or err
+            unwritten = f"cannot write the HTML report {html}: {reason} (the results are in {db})"
+            err_console.print(f"[bold red]error:[/] {literal(unwritten)}", highlight=False)
+        else:
+            inform(f"report written to {literal(html)}", out=out)
+    detail(f"[dim]check {result.check_id}: results stored in {literal(db)}[/]", out=out, highlight=False)
+    if not result.analysis.ready:
+        raise typer.Exit(code=int(ExitStatus.FINDINGS))
+    if unwritten:
+        raise typer.Exit(code=int(ExitStatus.COULD_NOT_RUN))
+
+
+def _testbed_noise() -> dict[str, object]:
+    """The noise kernel's options on the testbed: within each node's CPU
+    quota (the testbed's default size when none is up yet)."""
+    from oddnode.testbed import Testbed, TestbedError, cgroups
+    from oddnode.testbed.lifecycle import DEFAULT_NODES
+
+    try:
+        nodes = len(Testbed.load(testbed_state_dir(None)).nodes)
+    except TestbedError:
+        nodes = DEFAULT_NODES
+    cpus = cgroups.available_cpus()
+    return capped_noise_options(cgroups.node_quota_us(cpus, nodes) / cgroups.PERIOD_US, cpus)
+
+
+def check_command(
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    timeout: Annotated[Optional[float], typer.Option(
+        callback=positive_seconds,
+        help=f"Seconds the inventory probe may take on a node (default {CheckPlan.probe_timeout:g}).")] = None,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+    expect: Annotated[Optional[Path], typer.Option("--expect", help="Expectations file (YAML).")] = None,
+    plan_file: Annotated[Optional[Path], typer.Option(
+        "--plan", help="Plan file (YAML): stages, repetitions, skip, add, steps: {STEP: {OPTION: VALUE}}; "
+                       "flags and --set override it. --show-plan writes one.")] = None,
+    settings: Annotated[Optional[list[str]], typer.Option(
+        "--set", help="A step's option, STEP.OPTION=VALUE (e.g. memory.threads=1, pairs.sizes=0,1024); "
+                      "repeatable; --show-plan lists them all.")] = None,
+    show_plan: Annotated[bool, typer.Option(
+        "--show-plan", help="Print the plan, every option of every step, as YAML, and run nothing.")] = False,
+    stages: Annotated[Optional[str], typer.Option(
+        help="Stages after diagnostics, in this order: memory,noise,compute,disk,interconnect,sets (the default); "
+             "'none' for diagnostics only.")] = None,
+    skip: Annotated[Optional[str], typer.Option(
+        help=f"Steps to leave out of their stage, comma-separated: {STEP_NAMES}.")] = None,
+    add: Annotated[Optional[str], typer.Option(
+        "--with", help=f"Steps a check runs only when asked, comma-separated: {OPT_IN}.")] = None,
+    repetitions: Annotated[Optional[int], typer.Option(
+        "--repetitions", "-r", help=f"Runs of each benchmark per node (default {CheckPlan.repetitions}).")] = None,
+    keep_going: Annotated[bool, typer.Option(
+        "--continue", help="Run the next stage even when one has warnings.")] = False,
+    resume: Annotated[bool, typer.Option(
+        help="Go on with the newest unfinished check in --db (its nodes and plan).")] = False,
+    benchmark_timeout: Annotated[Optional[float], typer.Option(
+        callback=positive_seconds,
+        help=f"Seconds one repetition may take on a node (default {CheckPlan.benchmark_timeout:g}).")] = None,
+    memory_elements: Annotated[Optional[int], typer.Option(
+        help="Doubles per array of the memory kernel (memory.elements, default 4x this machine's last-level "
+             "cache).")] = None,
+    memory_ntimes: Annotated[Optional[int], typer.Option(
+        help=f"Timed iterations of the memory kernel, the first discarded ({_default('memory.ntimes')}).")] = None,
+    memory_min_seconds: Annotated[Optional[float], typer.Option(
+        callback=seconds_or_zero,
+        help=f"Repeat each timed memory loop until it lasts about this long, 0: one pass "
+             f"({_default('memory.min_loop_seconds')}).")] = None,
+    noise_seconds: Annotated[Optional[float], typer.Option(
+        callback=positive_seconds,
+        help=f"Seconds the noise kernel measures, on every CPU of every node at once "
+             f"({_default('noise.seconds')}).")] = None,
+    threads: Annotated[Optional[int], typer.Option(
+        help="OpenMP threads of the kernels (memory.threads, dgemm.threads, hpl.threads; default the node's).")] = None,
+    dgemm_n: Annotated[Optional[int], typer.Option(help=f"Matrix order of DGEMM ({_default('dgemm.n')}).")] = None,
+    hpl_n: Annotated[Optional[int], typer.Option(
+        help=f"Problem size N of HPL through hpcc ({_default('hpl.n')}).")] = None,
+    disk_dir: Annotated[Optional[str], typer.Option(
+        help=f"Directory on the nodes the disk benchmark writes in ({_default('disk.directory')}).")] = None,
+    disk_dirs: Annotated[Optional[str], typer.Option(
+        help="Several directories the disk benchmark writes in, one after the other, comma-separated "
+             "(/tmp,/scratch: local against shared); each is compared across nodes on its own (disk.dirs).")] = None,
+    disk_size: Annotated[Optional[int], typer.Option(
+        help=f"Bytes the disk benchmark writes ({_default('disk.size')}).")] = None,
+    disk_engine: Annotated[Optional[str], typer.Option(
+        help=f"auto (fio where installed, else oddnode's kernel), fio or oddnode ({_default('disk.engine')}).")] = None,
+    html: Annotated[Optional[Path], typer.Option(help="HTML report (default: oddnode-report.html).")] = Path("oddnode-report.html"),
+    patterns: Annotated[Optional[str], typer.Option(
+        help=f"Pair patterns of the interconnect stage ({_default('pairs.patterns')}).")] = None,
+    sizes: Annotated[Optional[str], typer.Option(
+        help="Message sizes in bytes of the ping-pong and of the set benchmarks, comma-separated (pairs.sizes, "
+             "sets.sizes, scale.sizes; default 0 B to 4 MiB).")] = None,
+    seconds_per_size: Annotated[Optional[float], typer.Option(
+        callback=positive_seconds,
+        help=f"Seconds each message size is timed ({_default('pairs.seconds_per_size')}; sets.seconds_per_size, "
+             f"scale.seconds_per_size).")] = None,
+    set_size: Annotated[Optional[int], typer.Option(
+        help=f"Nodes per set of the sets stage ({_default('sets.size')}, smaller when the cluster holds fewer than "
+             "two sets).")] = None,
+    bisection_seconds: Annotated[Optional[float], typer.Option(
+        callback=positive_seconds,
+        help=f"Seconds each bisection stream lasts ({_default('bisection.seconds')}).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
+    junit: JunitOption = None,
+    drain: Annotated[bool, typer.Option(
+        "--drain", help="Drain in Slurm every node a finding at warning or above names (reason 'oddnode: ...'); "
+                        "nodes drained by someone else keep their reason.")] = False,
+    drain_max: Annotated[Optional[int], typer.Option(
+        "--drain-max", help="Drain nothing when the findings name more nodes than this (default: a quarter of "
+                            "the checked nodes).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="With --drain: print the scontrol commands instead of running them.")] = False,
+    wide: WideOption = False,
+    topology: TopologyOption = None,
+    alpha: AlphaOption = DEFAULT_ALPHA,
+    min_effect: MinEffectOption = DEFAULT_MIN_EFFECT,
+) -> None:
+    """The production-readiness check: diagnostics, then memory, noise, compute, disk and the interconnect.
+
+    Diagnostics (inventory, consistency,
+    expectations), then memory, OS noise, compute and disk benchmarks, R runs per node,
+    then the interconnect (ping-pong pair patterns, bisection), each stage
+    judged across nodes before the next; a stage with warnings
+    stops the check unless --continue. Exit 1 when not ready, 130 when
+    interrupted (everything finished is kept: --resume goes on)."""
+    from oddnode.app.check import ResumeError, described_target, resumable_check, run_check, select_nodes
+    from oddnode.findings import Sensitivity
+
+    command = command_line()
+    out = err_console if json_out else console
+    # Each flag sets these step options; --set sets any of them, a plan file all.
+    flags = _settings({
+        "memory.elements": memory_elements, "memory.ntimes": memory_ntimes,
+        "memory.min_loop_seconds": memory_min_seconds, "memory.threads": threads,
+        "noise.seconds": noise_seconds,
+        "dgemm.n": dgemm_n, "dgemm.threads": threads, "hpl.n": hpl_n, "hpl.threads": threads,
+        "disk.directory": disk_dir, "disk.dirs": disk_dirs, "disk.size": disk_size, "disk.engine": disk_engine,
+        "pairs.patterns": patterns, "pairs.sizes": message_sizes(sizes) if sizes else None,
+        "pairs.seconds_per_size": seconds_per_size, "bisection.seconds": bisection_seconds,
+        "sets.size": set_size, **{f"{step}.{option}": value for step in ("sets", "scale") for option, value in (
+            ("sizes", message_sizes(sizes) if sizes else None), ("seconds_per_size", seconds_per_size))},
+    })
+    try:
+        file = read_plan_file(plan_file) if plan_file else {}
+        if testbed:
+            # The testbed's nodes share capped CPUs: MPI ranks yield when idle
+            # (see kernels/mpirun.py), unless the plan file says otherwise.
+            steps = file["steps"] = dict(file.get("steps") or {})
+            for step in ("sets", "scale", "sync"):
+                steps[step] = {"mpi_yield": True, **(steps.get(step) or {})}
+            # ... and the noise kernel keeps within each node's quota (kernels/noise.py).
+            steps["noise"] = {**_testbed_noise(), **(steps.get("noise") or {})}
+        plan = make_plan(file,
+                         layered_parameters(flags, parse_settings(settings or ())),
+                         stages=_names(stages), skip=_names(skip), add=_names(add), repetitions=repetitions,
+                         benchmark_timeout=benchmark_timeout, probe_timeout=timeout,
+                         expectations=str(expect) if expect else None)
+        sensitivity = Sensitivity(alpha=alpha, min_effect=min_effect)
+        refuse_both_on_stdout(junit, json_out)
+    except (PlanError, ValueError) as err:
+        raise fail(str(err)) from None
+    if dry_run and not drain:
+        raise typer.BadParameter("--dry-run shows what --drain would do: give both")
+    if resume and (nodes or hostfile or exclude or testbed):
+        raise fail("--resume goes on with the nodes of the interrupted check: name none")
+    with user_errors():  # the node options read before anything is shown, opened or run
+        select_nodes(nodes, exclude, hostfile)
+    if show_plan:
+        typer.echo(yaml.safe_dump(plan_document(plan), sort_keys=False), nl=False)
+        return
+    with user_errors():  # outputs refused before hours of benchmarks, not after
+        for output in (html, None if junit == STDOUT else junit):
+            if output is not None:
+                check_target(output)
+    target = None
+    if not resume:
+        with user_errors(), testbed_errors():
+            target = selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+    with user_errors(), testbed_errors(), open_db(db, read_only=False, hold=False) as store:
+        save_topology(store, read_topology(topology, testbed))
+        _refuse_orderings_without_topology(plan, store)
+        resume_id = None
+        if resume:
+            try:
+                resume_id, described, plan = resumable_check(store)
+                target = described_target(described)
+            except ResumeError as err:
+                raise typer.BadParameter(str(err)) from None
+            inform(f"resuming check {resume_id} on {literal(target.nodeset)}", out=out)
+        progress = _CheckProgress(out)
+        try:
+            with progress:
+                result = run_check(store, target, plan, keep_going=keep_going, command=command,
+                                   sensitivity=sensitivity,
+                                   resume=resume_id, observer=progress)
+        except KeyboardInterrupt as interrupt:
+            # The transport has ended the processes on the nodes on its way
+            # out; what they gave of this repetition is not stored.
+            err_console.print(f"stopped: {literal(progress.under_way)} on {literal(target.nodeset)}, its processes "
+                              "on the nodes ended and its partial results dropped", highlight=False)
+            err_console.print(summaries.interrupted_line(db))
+            raise typer.Exit(code=interrupt_status(interrupt)) from None
+    if junit:
+        with user_errors():
+            write_junit(check_suite(result), junit)
+    drained = None
+    if drain:
+        from oddnode.app.cli.health import drain_for_check
+
+        drained = drain_for_check(result.analysis.problems, len(target.nodes), dry_run=dry_run, limit=drain_max,
+                                  out=out, check_id=result.check_id)
+    _report(result, target, db, html, json_out or junit == STDOUT, wide, junit == STDOUT, drained)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("check")(check_command)

@@ -1,0 +1,440 @@
+"""What every command family shares: the consoles and how much they say,
+one error handler, the options that pick the nodes and the store, and the
+target and topology those options make."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import math
+import os
+import sys
+import typing
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+from typing import Annotated, Any, Callable, Iterable, Iterator, Optional
+
+import typer
+from rich.console import Console
+
+from oddnode.report import WIDE
+from oddnode.store import DEFAULT_PATH
+
+# -- output ------------------------------------------------------------------
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A console fitted to the terminal; written to a file or a pipe, with
+    no COLUMNS to say a width, lines are never wrapped, so that grep finds a
+    whole finding on one line and tables keep every column."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty() or "COLUMNS" in os.environ:
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=WIDE, soft_wrap=True)
+
+
+console = make_console()
+err_console = make_console(stderr=True)
+
+
+class Verbosity(IntEnum):
+    """-q: the verdict, the problems and errors; -v: every note and where results are kept."""
+
+    QUIET = 0
+    NORMAL = 1
+    VERBOSE = 2
+
+
+@dataclass
+class OutputSettings:
+    verbosity: Verbosity = Verbosity.NORMAL
+
+
+output = OutputSettings()
+
+
+def quiet() -> bool:
+    return output.verbosity is Verbosity.QUIET
+
+
+def verbose() -> bool:
+    return output.verbosity is Verbosity.VERBOSE
+
+
+def inform(*objects: Any, out: Console | None = None, **options: Any) -> None:
+    """Print a run summary, a note or a table of statistics: not with -q."""
+    if not quiet():
+        (out or console).print(*objects, **options)
+
+
+def detail(*objects: Any, out: Console | None = None, **options: Any) -> None:
+    """Print what only -v shows: every step's details, where results are kept."""
+    if verbose():
+        (out or console).print(*objects, **options)
+
+
+def progress_run(label: str, run: Callable[[Callable[[int, int], None]], Any]) -> Any:
+    """Run ``run(on_progress)`` under a transient progress bar named ``label`` (none with -q)."""
+    from rich.progress import Progress
+
+    with Progress(console=console, transient=True, disable=quiet()) as progress:
+        task = progress.add_task(label, total=None)
+        return run(lambda done, total: progress.update(task, completed=done, total=total))
+
+
+def analysis_document(analysis) -> dict:
+    """An analysis as JSON data: its own document, and the set tables when
+    the store holds set runs."""
+    from oddnode.report.sets import has_set_results, sets_json
+
+    document = analysis.to_json()
+    if has_set_results(analysis.dataset):
+        document["sets"] = sets_json(analysis.dataset)
+    return document
+
+
+def json_default(value):
+    """numpy scalars as plain JSON numbers."""
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def finite_json(value: Any) -> Any:
+    """``value`` with every NaN or infinity replaced by null: JSON has no
+    such numbers, and a reader that meets ``NaN`` or ``Infinity`` fails."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(item) for item in value]
+    if type(value).__module__ == "numpy":
+        return finite_json(json_default(value))
+    return value
+
+
+def print_json(document: Any) -> None:
+    """A command's one JSON document on stdout, strict JSON."""
+    typer.echo(json.dumps(finite_json(document), indent=2, allow_nan=False, default=json_default))
+
+
+# -- exit statuses and errors -------------------------------------------------
+
+
+class ExitStatus(IntEnum):
+    """What a command's exit status says, the same for every command (docs/commands.md#exit-statuses)."""
+
+    READY = 0  # it ran, and nothing it found reaches a warning
+    FINDINGS = 1  # it ran and found a problem: a finding at warning or above, a failed check, a regression
+    USAGE = 2  # the command line, or a file it names, is wrong
+    COULD_NOT_RUN = 3  # the nodes, the store, a tool or the testbed stopped it before it had a verdict
+
+
+# The longest error message printed: one line of a terminal's scroll-back,
+# however long the input it quotes.
+ERROR_LIMIT = 1000
+
+
+def fail(message: str, status: ExitStatus = ExitStatus.USAGE) -> typer.Exit:
+    """Print the error, one line, its text never read as markup (it may
+    quote input); the exit that ends the command (raise it)."""
+    from rich.markup import escape
+
+    text = " ".join(str(message).split())
+    if len(text) > ERROR_LIMIT:
+        text = text[:ERROR_LIMIT] + "..."
+    err_console.print(f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True)
+    return typer.Exit(code=int(status))
+
+
+def could_not_run(message: str) -> typer.Exit:
+    """``fail`` with the status of a command something outside it stopped."""
+    return fail(message, ExitStatus.COULD_NOT_RUN)
+
+
+def exit_for_findings(findings: Iterable[Any], *, problems: bool = False) -> None:
+    """End a command that judged something: exit 1 when a finding reaches
+    a warning (or ``problems``, something else it counts as one: a node
+    that never answered), else return and exit 0."""
+    from oddnode.core.model import Severity
+
+    if problems or any(f.severity.rank >= Severity.WARNING.rank for f in findings):
+        raise typer.Exit(code=int(ExitStatus.FINDINGS))
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn the library's errors into one clear line: the input's, or a
+    store that lacks what was asked (exit 2); a store that cannot be opened
+    now, or a transport that cannot be used here (exit 3)."""
+    from oddnode.core.inputs import InputError
+    from oddnode.core.atomic import OutputUnwritable
+    from oddnode.store.exports import ExportError
+    from oddnode.core.nodes import NodeNameError
+    from oddnode.store import StoreError, StoreUnavailable
+    from oddnode.app.synth import SynthError
+    from oddnode.reach import TransportError
+
+    try:
+        yield
+    except (StoreUnavailable, TransportError, OutputUnwritable) as err:
+        raise could_not_run(str(err)) from None
+    except (InputError, StoreError, ExportError, NodeNameError, SynthError, KeyError, ValueError) as err:
+        message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
+        raise fail(message) from None
+
+
+@contextmanager
+def testbed_errors() -> Iterator[None]:
+    from oddnode.testbed import TestbedError
+
+    try:
+        yield
+    except TestbedError as err:
+        raise could_not_run(str(err)) from None
+
+
+# -- the store ---------------------------------------------------------------
+
+DEFAULT_DB = Path(DEFAULT_PATH)
+DbOption = Annotated[Path, typer.Option(
+    "--db", envvar="ODDNODE_DB", help="Results store (DuckDB file; default: the configuration's store, else "
+                                      "oddnode.duckdb).")]
+JunitOption = Annotated[Optional[str], typer.Option(
+    "--junit", metavar="FILE",
+    help="Also write the results as JUnit XML for CI (a testcase per stage or rule, a failure per warning); "
+         "'-': stdout.")]
+WideOption = Annotated[bool, typer.Option(
+    "--wide", help="Every column of the statistics table, however wide the lines get (default: fit the terminal).")]
+
+
+def command_line() -> str:
+    """This oddnode command as typed, stored with the runs it makes."""
+    return " ".join(["oddnode", *sys.argv[1:]])
+
+
+def open_db(db: Path, read_only: bool = True, hold: bool = True):
+    """The results store; ``hold=False`` (the commands that run on nodes
+    for minutes) locks it only while writing, so others can read it."""
+    from oddnode.store import open_store
+
+    return open_store(db, read_only=read_only, hold=hold)
+
+
+# -- the nodes ---------------------------------------------------------------
+
+NodesOption = Annotated[Optional[str], typer.Option("-w", "--nodes", help="Nodes, ClusterShell syntax: node[001-484].")]
+ExcludeOption = Annotated[Optional[str], typer.Option("-x", "--exclude", help="Nodes to leave out.")]
+HostfileOption = Annotated[Optional[Path], typer.Option("--hostfile", help="File of node names, one a line.")]
+TransportOption = Annotated[Optional[str], typer.Option(
+    "--transport", help="local, ssh or slurm (default: slurm inside an allocation for its nodes, else local "
+                        "without nodes, ssh with).")]
+SshConfigOption = Annotated[Optional[Path], typer.Option("--ssh-config", help="ssh client configuration file (-F).")]
+FanoutOption = Annotated[Optional[int], typer.Option(
+    "--fanout", help="ssh connections at once (default: clush.conf's fanout, else 64).")]
+UserOption = Annotated[Optional[str], typer.Option(
+    "-l", "--user", metavar="USER", help="Remote user for ssh (default: clush.conf's ssh_user, else ssh's own).")]
+
+
+def positive_seconds(param: typer.CallbackParam, value: Optional[float]) -> Optional[float]:
+    """The callback of every duration option: a finite number of seconds
+    above 0 and at most a week (config.seconds), else one line naming the
+    option and exit 2, before anything runs (nan, inf, 0 and -5 parse as floats)."""
+    from oddnode.core.config import seconds
+
+    if value is None:
+        return None
+    try:
+        return seconds(value)
+    except ValueError as err:
+        raise fail(f"{max(param.opts, key=len)} must be {err}") from None
+
+
+def positive_number(param: typer.CallbackParam, value: Optional[float]) -> Optional[float]:
+    """The callback of a rate or factor option: finite and above 0."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise fail(f"{max(param.opts, key=len)} must be a finite number above 0, not {value!r}")
+    return value
+
+
+def seconds_or_zero(param: typer.CallbackParam, value: Optional[float]) -> Optional[float]:
+    """positive_seconds, 0 allowed: for options whose 0 means none or all."""
+    return value if value == 0 else positive_seconds(param, value)
+
+
+ConnectTimeoutOption = Annotated[Optional[float], typer.Option(
+    "--connect-timeout", metavar="SECONDS", callback=positive_seconds,
+    help="Seconds ssh may take to connect to a node (default: clush.conf's connect_timeout, else 10).")]
+TimeoutOption = Annotated[float, typer.Option(
+    "--timeout", callback=positive_seconds, help="Seconds a node may take for a probe.")]
+TestbedOption = Annotated[bool, typer.Option("--testbed", help="Run on the nodes of the running testbed.")]
+TOPOLOGY_HELP = ("Topology, so that findings can name a group (leaf switch, chassis): a file of 'GROUP NODESET' "
+                 "lines, Slurm's topology.conf or topology.yaml (its leaf switches), or '@[SOURCE:]PATTERN', "
+                 "the ClusterShell groups that match (@rack*, @switch:*).")
+TopologyOption = Annotated[Optional[Path], typer.Option(
+    "--topology", help=f"{TOPOLOGY_HELP} With --testbed, the testbed's own by default.")]
+StoredTopologyOption = Annotated[Optional[Path], typer.Option("--topology", help=TOPOLOGY_HELP)]
+# How readily the finding rules warn (oddnode.findings.Sensitivity's
+# defaults, written out so that the command line starts without scipy; a
+# unit test keeps them equal).
+DEFAULT_ALPHA = 1e-4
+DEFAULT_MIN_EFFECT = 0.01
+AlphaOption = Annotated[float, typer.Option(
+    help="False-warning probability per rule and benchmark on a healthy cluster.")]
+MinEffectOption = Annotated[float, typer.Option(
+    help="Smallest deviation from the median worth a warning (fraction).")]
+
+
+def testbed_state_dir(state_dir: Optional[Path]) -> Path:
+    """--state-dir, else $ODDNODE_TESTBED_DIR, else /run/oddnode/testbed."""
+    from oddnode.testbed import DEFAULT_STATE_DIR
+
+    return state_dir or Path(os.environ.get("ODDNODE_TESTBED_DIR") or DEFAULT_STATE_DIR)
+
+
+@dataclass
+class ConnectionSettings:
+    """How ssh reaches the nodes beyond the nodes' options (-l, --connect-timeout), for selected_target."""
+
+    user: str | None = None
+    connect_timeout: float | None = None
+
+
+connection = ConnectionSettings()
+
+
+def selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed):
+    """The nodes and transport a command runs on, from its options."""
+    from oddnode.app.check import make_target, select_nodes
+
+    chosen = select_nodes(nodes, exclude, hostfile)
+    if testbed:
+        from oddnode.testbed import Testbed
+
+        bed = Testbed.load(testbed_state_dir(None))
+        chosen = chosen or select_nodes(bed.nodeset, exclude)
+        ssh_config = ssh_config or bed.ssh_config
+        transport = transport or "ssh"
+    return make_target(chosen, transport, ssh_config, fanout, user=connection.user,
+                       connect_timeout=connection.connect_timeout)
+
+
+# -- configuration files ------------------------------------------------------
+
+# A command's parameter -> the configuration key that gives its default
+# (oddnode.core.config.KEYS).  A parameter left unset (None, or --db's default)
+# takes the key's value; with --testbed, the settings that say how to reach
+# the site's nodes stay the testbed's.
+CONFIGURED_PARAMETERS = {"db": "store", "ssh_config": "ssh_config", "fanout": "fanout", "transport": "transport",
+                         "topology": "topology", "expect": "expectations", "user": "user",
+                         "connect_timeout": "connect_timeout"}
+SITE_ONLY = frozenset({"ssh_config", "transport", "topology", "user"})
+# compare's --topology picks a comparison, not the cluster's topology: not configured.
+TOPOLOGY_OPTIONS = (TopologyOption, StoredTopologyOption)
+
+
+def with_configuration(command: Callable) -> Callable:
+    """``command`` with its unset options filled from the configuration files,
+    and, when it reaches nodes (it takes --ssh-config), -l/--user and
+    --connect-timeout added; unchanged when it has no configurable option."""
+    if getattr(command, "oddnode_configured", False):
+        return command
+    signature = inspect.signature(command, eval_str=True)
+    names = set(signature.parameters)
+    reaches_nodes = "ssh_config" in names
+    if not reaches_nodes and not names & set(CONFIGURED_PARAMETERS):
+        return command
+    hints = typing.get_type_hints(command, include_extras=True)
+    added = {"oddnode_context": typer.Context}
+    if reaches_nodes:
+        added |= {"user": UserOption, "connect_timeout": ConnectTimeoutOption}
+
+    @functools.wraps(command)
+    def configured(*args, oddnode_context: typer.Context, **options):
+        from oddnode.core.config import ConfigError, load_settings
+
+        try:
+            settings = load_settings()
+        except ConfigError as err:
+            raise fail(str(err)) from None
+        for name, key in CONFIGURED_PARAMETERS.items():
+            if name not in options or (options.get("testbed") and name in SITE_ONLY):
+                continue
+            if name == "expect" and options.get("plan_file"):
+                continue  # a plan file says which expectations it checks (or none)
+            if name == "db":
+                # --db's default is a path (analyze's: None, in memory when it imports files)
+                unset = oddnode_context.get_parameter_source(name).name == "DEFAULT" and not options.get("paths")
+            else:
+                unset = options[name] is None and (name != "topology" or hints[name] in TOPOLOGY_OPTIONS)
+            if unset and settings[key] is not None:
+                options[name] = settings[key]
+        if reaches_nodes:
+            connection.user = options.pop("user")
+            connection.connect_timeout = options.pop("connect_timeout")
+        return command(*args, **options)
+
+    parameters = list(signature.parameters.values())
+    parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                                     default=inspect.Parameter.empty if name == "oddnode_context" else None)
+                   for name, annotation in added.items()]
+    configured.__signature__ = signature.replace(parameters=parameters)
+    configured.oddnode_configured = True
+    configured.__annotations__ = {**hints, **added}
+    return configured
+
+
+def configure_commands(app: typer.Typer, wrapped: dict | None = None) -> None:
+    """Give every command of ``app`` and its sub-apps its configuration defaults
+    (with_configuration); a function registered under two names (an alias) keeps one wrapper."""
+    wrapped = {} if wrapped is None else wrapped
+    for info in app.registered_commands:
+        if info.callback not in wrapped:
+            wrapped[info.callback] = with_configuration(info.callback)
+        info.callback = wrapped[info.callback]
+    for group in app.registered_groups:
+        configure_commands(group.typer_instance, wrapped)
+
+
+def read_topology(path: Optional[Path], testbed: bool = False) -> tuple[dict[str, str], str] | None:
+    """Node -> group from a --topology value (a file or a ClusterShell group
+    spec; the testbed's file when none is given), and its source: the path for
+    oddnode's own file, slurm:PATH or clustershell:SPEC for the others."""
+    from oddnode.core.topology import load_topology
+
+    if path is None and testbed:
+        from oddnode.testbed import Testbed
+
+        path = Testbed.load(testbed_state_dir(None)).topology
+    if path is None:
+        return None
+    topology = load_topology(path)
+    return topology.groups, topology.source
+
+
+def save_topology(store, topology: tuple[dict[str, str], str] | None, declare: bool = True) -> None:
+    """Record a topology in the store, so that the weak-group rule reads it;
+    its nodes, in the file's order, are declared nodes of the cluster unless
+    ``declare`` is false (a command that measures a few of them on purpose)."""
+    if topology:
+        groups, source = topology
+        nodes = list(groups) if declare else []
+        with store.transaction():
+            store.set_topology(store.new_run(command_line(), source=f"topology:{source}", nodes=nodes), groups)
+
+
+def message_sizes(text: str) -> tuple[int, ...]:
+    """Message sizes in bytes from a comma-separated option."""
+    try:
+        sizes = tuple(int(word) for word in text.split(","))
+    except ValueError:
+        raise typer.BadParameter(f"message sizes are whole numbers of bytes separated by commas, not {text!r}") from None
+    if not sizes or min(sizes) < 0:
+        raise typer.BadParameter(f"message sizes must be bytes >= 0, not {text!r}")
+    return sizes

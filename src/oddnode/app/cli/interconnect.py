@@ -1,0 +1,463 @@
+"""The interconnect commands: ping-pong in pair patterns, bisection, the
+pair matrix, and switchbench's daisy chain, streams and all-to-all."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Iterator, Optional
+
+import typer
+
+from oddnode.app.cli.common import (
+    DEFAULT_DB,
+    DbOption,
+    ExcludeOption,
+    FanoutOption,
+    HostfileOption,
+    NodesOption,
+    SshConfigOption,
+    TestbedOption,
+    TopologyOption,
+    TransportOption,
+    command_line,
+    console,
+    could_not_run,
+    detail,
+    err_console,
+    exit_for_findings,
+    inform,
+    print_json,
+    message_sizes,
+    open_db,
+    progress_run,
+    quiet,
+    read_topology,
+    save_topology,
+    selected_target,
+    testbed_errors,
+    user_errors,
+    verbose,
+    positive_seconds,
+)
+from oddnode.measure.pair import switchbench
+from oddnode.measure.pair.pairs import CHECK_PATTERNS, DEFAULT_PORT
+from oddnode.measure.pair.pingpong import DEFAULT_MESSAGE_SIZE, DEFAULT_SECONDS_PER_SIZE, DEFAULT_STREAM_SECONDS
+from oddnode.report import summaries
+from oddnode.report.text import literal
+
+INTERCONNECT_PANEL = "Interconnect"
+# Runs of each pattern, chain or all-to-all: fewer than a node benchmark's,
+# each run of a pattern measures every pair.
+NETWORK_REPETITIONS = 3
+DEFAULT_PATTERNS = ",".join(CHECK_PATTERNS)
+# The findings the interconnect commands print after their runs.
+PAIR_FINDINGS = ("weak-pair-member", "weak-group", "oversubscription", "slow-link", "link-contention")
+# The findings the streaming command prints: who the slow pairs have in common.
+STREAM_FINDINGS = ("weak-pair-member", "weak-group")
+# The daisy chain's: the length where the switch stops scaling.
+CHAIN_FINDINGS = ("switch-saturation",)
+
+# The options the interconnect commands share (each gives its own default).
+PatternRepetitionsOption = Annotated[int, typer.Option(
+    "-r", "--repetitions", help="Runs of each pattern (shuffle reshuffles each time).")]
+SerialOption = Annotated[bool, typer.Option(
+    "--serial", help="One pair at a time (isolates), instead of all at once (loads the switch).")]
+PatternSeedOption = Annotated[int, typer.Option("--seed", help="Seed of the shuffle and random patterns.")]
+PairsFileOption = Annotated[Optional[Path], typer.Option(
+    "--pairs-file", help="Pairs to run, one 'nodeA nodeB' per line (pattern 'file').")]
+MpiYieldOption = Annotated[Optional[bool], typer.Option(
+    "--mpi-yield/--no-mpi-yield", help="Idle MPI ranks yield their CPU (Open MPI's mpi_yield_when_idle): for nodes "
+                                       "whose CPUs are capped or shared; default on with --testbed only.")]
+SecondsPerSizeOption = Annotated[float, typer.Option("--seconds-per-size", callback=positive_seconds,
+    help="Seconds each message size is timed.")]
+StreamMessageSizeOption = Annotated[int, typer.Option("--message-size", help="Bytes per write of each stream.")]
+ServerPortOption = Annotated[int, typer.Option("--port", help="TCP port the servers listen on.")]
+JsonOption = Annotated[bool, typer.Option(
+    "--json", help="Print the runs, the tables and findings as one JSON document; the other lines go to stderr.")]
+
+
+@contextmanager
+def network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed,
+                db, declare_topology: bool = True) -> Iterator[tuple[Any, Any]]:
+    """An interconnect command's target and writable store, the topology
+    saved first (its nodes declared the cluster's unless ``declare_topology``
+    is false); user and testbed errors said in one line."""
+    with user_errors(), testbed_errors():
+        target = selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        groups = read_topology(topology, testbed)
+        with open_db(db, read_only=False, hold=False) as store:
+            save_topology(store, groups, declare=declare_topology)
+            yield target, store
+
+
+def pattern_names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def chain_lengths(text: Optional[str]) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(word) for word in text.split(","))
+    except ValueError:
+        raise typer.BadParameter(f"chain lengths are whole numbers separated by commas, not {text!r}") from None
+
+
+def findings_of(dataset, kinds: Sequence[str]):
+    """The findings of ``kinds`` in the analysis of ``dataset``."""
+    from oddnode.judge.analysis import analyze
+
+    return [f for f in analyze(dataset).findings if f.kind in kinds]
+
+
+def human_console(json_out: bool):
+    """Where the human lines go: stderr when stdout carries the JSON document."""
+    return err_console if json_out else console
+
+
+def print_pattern_run(pattern: str, summary, repetitions: int, db: Path, json_out: bool = False) -> None:
+    """A pattern run's summary and who sat out; its troubled pairs named with -q or -v."""
+    out = human_console(json_out)
+    inform(summaries.pattern_run_line(pattern, summary, repetitions), out=out)
+    for line in summaries.dim_lines(dict.fromkeys(summary.notes)):
+        inform(line, highlight=False, out=out)
+    trouble = summaries.troubled_pairs_line(summary.per_pair)
+    if trouble and (quiet() or verbose()):
+        out.print(f"{literal(pattern)}: {trouble}", highlight=False)
+    detail(summaries.stored_line(db, summary.run_id), highlight=False, out=out)
+
+
+def print_document(command: str, runs: dict[str, dict[str, Any]], tables: dict[str, Any], findings=()) -> None:
+    """A command's runs, tables and findings as one JSON document on stdout."""
+    from oddnode.report.interconnect_json import document
+
+    print_json(document(command, runs, tables, findings))
+
+
+def run_json(summary, repetitions: int) -> dict[str, Any]:
+    return {**summary.to_json(), "repetitions": repetitions}
+
+
+def print_patterns(dataset) -> None:
+    from oddnode.report.terminal import pattern_table
+
+    table = pattern_table(dataset)
+    if table is not None:
+        inform(table)
+
+
+def pairs_command(
+    patterns: Annotated[str, typer.Option(
+        "--patterns", help="Pair patterns, comma-separated: sort, cut, fold, shuffle, random, file (with "
+                           "--pairs-file).")] = DEFAULT_PATTERNS,
+    repetitions: PatternRepetitionsOption = NETWORK_REPETITIONS,
+    serial: SerialOption = False,
+    sizes: Annotated[Optional[str], typer.Option(
+        "--sizes", help="Message sizes in bytes, comma-separated (default 0, 1 B to 4 MiB by powers of two).")] = None,
+    seconds_per_size: SecondsPerSizeOption = DEFAULT_SECONDS_PER_SIZE,
+    port: ServerPortOption = DEFAULT_PORT,
+    seed: PatternSeedOption = 0,
+    pairs_file: PairsFileOption = None,
+    kernel: Annotated[str, typer.Option("--kernel", help="tcp: our TCP ping-pong (a server on the second node); "
+                                                         "mpi: our MPI ping-pong, two ranks started by mpirun on "
+                                                         "the first node (Open MPI and mpicc on every node).")] = "tcp",
+    mpi_rsh_agent: Annotated[Optional[str], typer.Option(
+        "--mpi-rsh-agent", help="With --kernel mpi: the command mpirun reaches the second node with (default ssh; "
+                                "with --testbed, ssh with the testbed's configuration).")] = None,
+    mpi_yield: MpiYieldOption = None,
+    json_out: JsonOption = False,
+    topology: TopologyOption = None,
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+) -> None:
+    """Ping-pong between pairs of nodes in STAB's patterns; the nodes and uplinks behind slow pairs.
+
+    Store every pair's
+    latency and bandwidth per message size, then name the node or group
+    common to the slow pairs, and oversubscribed uplinks (sorted against
+    shuffled)."""
+    from oddnode.measure.pair.pairs import PAIR_KERNELS, PingPongOptions, run_pairs
+    from oddnode.readings.interconnect_series import MPI, PINGPONG, pattern_series
+
+    if kernel not in PAIR_KERNELS:
+        raise typer.BadParameter(f"{kernel!r}: choose {' or '.join(PAIR_KERNELS)}", param_hint="--kernel")
+    options = PingPongOptions(**({"sizes": message_sizes(sizes)} if sizes else {}), seconds_per_size=seconds_per_size,
+                              port=port)
+    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+        if kernel == "mpi" and mpi_rsh_agent is None and testbed:
+            mpi_rsh_agent = f"ssh -F {target.transport.ssh_config}"
+        runs = {}
+        for pattern in pattern_names(patterns):
+            summary = progress_run(f"pairs {pattern}", lambda progress: run_pairs(
+                store, target, pattern, repetitions, options=options, seed=seed, serial=serial,
+                pairs_file=pairs_file, on_progress=progress, command=command_line(), kernel=kernel,
+                rsh_agent=mpi_rsh_agent, mpi_yield=testbed if mpi_yield is None else mpi_yield))
+            runs[pattern] = summary
+            print_pattern_run(pattern, summary, repetitions, db, json_out)
+        dataset = store.load_dataset()
+        findings = findings_of(dataset, PAIR_FINDINGS)
+        if json_out:
+            from oddnode.report.interconnect_json import pattern_json
+
+            benchmarks = [pattern_series(MPI if kernel == "mpi" else PINGPONG, p) for p in runs]
+            print_document("pairs", {p: run_json(s, repetitions) for p, s in runs.items()},
+                       {"patterns": pattern_json(dataset, benchmarks)}, findings)
+        else:
+            print_patterns(dataset)
+            console.print(summaries.slow_pairs_verdict(findings))
+    exit_for_findings(findings)
+
+
+def bisection_command(
+    repetitions: Annotated[int, typer.Option(
+        "-r", "--repetitions", help="Runs of the cut pairs at once, and of each alone.")] = NETWORK_REPETITIONS,
+    message_size: StreamMessageSizeOption = DEFAULT_MESSAGE_SIZE,
+    seconds: Annotated[float, typer.Option("--seconds", callback=positive_seconds,
+        help="Seconds each stream lasts.")] = DEFAULT_STREAM_SECONDS,
+    both: Annotated[bool, typer.Option(
+        "--both", help="Stream both ways at once (a pair's bandwidth is their sum).")] = False,
+    port: ServerPortOption = DEFAULT_PORT,
+    json_out: JsonOption = False,
+    topology: TopologyOption = None,
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+) -> None:
+    """Bisection bandwidth: the cut pairs streaming at once against each alone.
+
+    The cut pairs (node i with node i+N/2) stream all at
+    once, then each alone; demonstrated = the sum of the pairs' bandwidths,
+    next to N/2 × the median pair alone (full bisection)."""
+    from oddnode.measure.pair.bisection import run_bisection
+    from oddnode.measure.pair.pairs import StreamOptions
+
+    options = StreamOptions(message_size=message_size, seconds=seconds, both=both, port=port)
+    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+        summary = progress_run("bisection", lambda progress: run_bisection(
+            store, target, repetitions, options=options, on_progress=progress, command=command_line()))
+    out = human_console(json_out)
+    for line in summaries.dim_lines(summary.notes):
+        inform(line, highlight=False, out=out)
+    for line in summaries.bisection_pair_lines(summary):
+        detail(line, highlight=False, out=out)
+    trouble = summaries.troubled_pairs_line(summary.per_pair)
+    if trouble:
+        out.print(trouble)
+    out.print(summaries.bisection_line(summary, options.message_size), highlight=summary.figures.demonstrated is None)
+    detail(summaries.stored_line(db, summary.run_id), highlight=False, out=out)
+    if json_out:
+        from oddnode.report.interconnect_json import bisection_json
+
+        print_document("bisection", {"bisection": run_json(summary, repetitions)}, {"bisection": bisection_json(summary)})
+    if summary.figures.demonstrated is None and not trouble:
+        raise could_not_run("no bisection figure: the cut pairs gave no valid result together (see above)")
+    exit_for_findings((), problems=bool(trouble))
+
+
+def matrix_command(
+    sizes: Annotated[Optional[str], typer.Option(
+        "--sizes", help="Message sizes in bytes, comma-separated (default 0,1024,65536,1048576: latency at the "
+                        "first, bandwidth at the last).")] = None,
+    seconds_per_size: SecondsPerSizeOption = DEFAULT_SECONDS_PER_SIZE,
+    port: ServerPortOption = DEFAULT_PORT,
+    retest: Annotated[bool, typer.Option(
+        "--retest/--no-retest", help="Retest slow pairs with fewer pairs at once, down to alone.")] = True,
+    json_out: JsonOption = False,
+    topology: TopologyOption = None,
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+) -> None:
+    """Every ordered pair's bandwidth and latency; slow pairs retested to tell contention from a bad link.
+
+    Every ordered pair, in rounds of disjoint pairs: bandwidth and latency per
+    pair (heatmaps in the HTML report); slow pairs are retested with half as
+    many pairs at once, then half again, to tell contention from a bad link."""
+    from oddnode.measure.pair.matrix import MATRIX_SIZES, run_matrix
+    from oddnode.measure.pair.pairs import PingPongOptions
+
+    options = PingPongOptions(sizes=message_sizes(sizes) if sizes else MATRIX_SIZES,
+                              seconds_per_size=seconds_per_size, port=port)
+    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+        summary = progress_run("matrix", lambda progress: run_matrix(
+            store, target, options=options, retest=retest, on_progress=progress, command=command_line()))
+        dataset = store.load_dataset()
+        out = human_console(json_out)
+        for line in summaries.dim_lines(dict.fromkeys(summary.notes)):
+            inform(line, highlight=False, out=out)
+        out.print(summaries.matrix_line(summary, target.nodeset), highlight=False)
+        for line in summaries.matrix_verdict_lines(summary):
+            detail(line, highlight=False, out=out)
+        findings = findings_of(dataset, PAIR_FINDINGS)
+        if not json_out:
+            console.print(summaries.matrix_findings(findings))
+    detail(summaries.stored_line(db, summary.run_id), highlight=False, out=out)
+    if json_out:
+        from oddnode.report.interconnect_json import matrix_json
+
+        print_document("matrix", {"matrix": run_json(summary, 1)}, {"matrix": matrix_json(dataset, summary)}, findings)
+    exit_for_findings(findings)
+
+
+switchbench_app = typer.Typer(help="Switchbench's three switch benchmarks: daisy chain, pairwise streaming, "
+                                   "all-to-all.", no_args_is_help=True)
+
+
+@switchbench_app.command("chain")
+def switchbench_chain_command(
+    repetitions: Annotated[int, typer.Option(
+        "-r", "--repetitions", help="Runs of every chain length.")] = NETWORK_REPETITIONS,
+    lengths: Annotated[Optional[str], typer.Option(
+        "--lengths", help="Chain lengths k, comma-separated (default 2 to N).")] = None,
+    message_size: Annotated[int, typer.Option(
+        "--message-size", help="Bytes per write of the stream.")] = DEFAULT_MESSAGE_SIZE,
+    seconds: Annotated[float, typer.Option("--seconds", callback=positive_seconds,
+        help="Seconds each chain streams.")] = DEFAULT_STREAM_SECONDS,
+    port: Annotated[int, typer.Option(
+        "--port", help="TCP port every relay and the last node listen on.")] = switchbench.DEFAULT_PORT,
+    json_out: JsonOption = False,
+    topology: TopologyOption = None,
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+) -> None:
+    """Daisy chain: one TCP stream forwarded through the first k nodes, k = 2 to
+    N; aggregate throughput ((k-1) hops at once) against k, and the length
+    where the switch stops scaling."""
+    from oddnode.report.terminal import chain_table
+
+    options = switchbench.ChainOptions(message_size=message_size, seconds=seconds, port=port,
+                                       lengths=chain_lengths(lengths))
+    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+        summary = progress_run("chain", lambda progress: switchbench.run_chain(
+            store, target, repetitions, options=options, on_progress=progress, command=command_line()))
+        findings = findings_of(store.load_dataset(), CHAIN_FINDINGS)
+    out = human_console(json_out)
+    if not json_out:
+        inform(chain_table(summary))
+    out.print(summaries.chain_line(summary, target.nodeset, options.message_size), highlight=False)
+    detail(summaries.stored_line(db, summary.run_id), highlight=False, out=out)
+    if json_out:
+        from oddnode.report.interconnect_json import chain_json
+
+        print_document("switchbench chain", {"chain": {**run_json(summary, repetitions),
+                                                   "message_size": options.message_size}},
+                   {"chain": chain_json(summary)}, findings)
+    exit_for_findings(findings)
+
+
+@switchbench_app.command("stream")
+def switchbench_stream_command(
+    patterns: Annotated[str, typer.Option(
+        "--patterns", "--pattern", help="Pair patterns, comma-separated: sort, cut, fold, shuffle, random, file "
+                                        "(with --pairs-file).")] = DEFAULT_PATTERNS,
+    repetitions: PatternRepetitionsOption = NETWORK_REPETITIONS,
+    serial: SerialOption = False,
+    message_size: StreamMessageSizeOption = DEFAULT_MESSAGE_SIZE,
+    seconds: Annotated[float, typer.Option("--seconds", callback=positive_seconds,
+        help="Seconds each pair streams.")] = DEFAULT_STREAM_SECONDS,
+    port: ServerPortOption = switchbench.DEFAULT_PORT,
+    seed: PatternSeedOption = 0,
+    pairs_file: PairsFileOption = None,
+    json_out: JsonOption = False,
+    topology: TopologyOption = None,
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+) -> None:
+    """Pairwise streaming: sustained streams both ways at once between the pairs
+    of each pattern; per-pair throughput, then the node or group common to
+    the slow pairs."""
+    from oddnode.report.terminal import stream_table
+
+    options = switchbench.StreamOptions(message_size=message_size, seconds=seconds, port=port)
+    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+        runs = {}
+        for pattern in pattern_names(patterns):
+            summary = progress_run(f"stream {pattern}", lambda progress: switchbench.run_streams(
+                store, target, pattern, repetitions, options=options, seed=seed, serial=serial,
+                pairs_file=pairs_file, on_progress=progress, command=command_line()))
+            runs[pattern] = summary
+            print_pattern_run(pattern, summary, repetitions, db, json_out)
+            if not json_out:
+                inform(stream_table(summary))
+        findings = findings_of(store.load_dataset(), STREAM_FINDINGS)
+    if json_out:
+        from oddnode.report.interconnect_json import stream_json
+
+        print_document("switchbench stream", {p: {**run_json(s, repetitions), "message_size": options.message_size}
+                                          for p, s in runs.items()},
+                   {"streams": [stream_json(s) for s in runs.values()]}, findings)
+    else:
+        console.print(summaries.slow_pairs_verdict(findings))
+    exit_for_findings(findings)
+
+
+def charged_nodes(store) -> set[str]:
+    """The nodes charged with a failed or invalid all-to-all repetition, not
+    the ranks that stopped because of them."""
+    from oddnode.core.model import LabelKind
+
+    return {f.label for f in store.load_failures()
+            if f.benchmark == switchbench.ALLTOALL_BENCHMARK and f.label_kind is LabelKind.NODE}
+
+
+@switchbench_app.command("alltoall")
+def switchbench_alltoall_command(
+    repetitions: Annotated[int, typer.Option(
+        "-r", "--repetitions", help="Runs of the whole all-to-all.")] = NETWORK_REPETITIONS,
+    message_size: Annotated[int, typer.Option(
+        "--message-size", help="Bytes each node sends per phase.")] = switchbench.DEFAULT_ALLTOALL_MESSAGE,
+    warmup_passes: Annotated[int, typer.Option(
+        "--warmup-passes", help="Untimed passes through every phase first.")] = switchbench.DEFAULT_WARMUP_PASSES,
+    port: Annotated[int, typer.Option("--port", help="TCP port every node listens on.")] = switchbench.DEFAULT_PORT,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the data each repetition sends and checks.")] = 0,
+    json_out: JsonOption = False,
+    topology: TopologyOption = None,
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+) -> None:
+    """Congestion-controlled all-to-all: in phase i = 1 to N-1 every node sends
+    to node (self+i) mod N and receives from (self-i) mod N, a barrier between
+    phases; total time, aggregate throughput, minimum bandwidth per phase."""
+    from oddnode.report.terminal import alltoall_table
+
+    options = switchbench.AllToAllOptions(message_size=message_size, warmup_passes=warmup_passes, port=port)
+    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+        summary = progress_run("alltoall", lambda progress: switchbench.run_alltoall(
+            store, target, repetitions, options=options, seed=seed, on_progress=progress, command=command_line()))
+        charged = charged_nodes(store)
+    out = human_console(json_out)
+    charged_line = summaries.alltoall_charged_line(charged)
+    if charged_line:
+        out.print(charged_line, highlight=False)
+    if summaries.complete_alltoall(summary) is None:
+        out.print(summaries.alltoall_line(summary), highlight=False)
+        for line in summaries.alltoall_problem_lines(summary):
+            out.print(line, highlight=False)
+    else:
+        if not json_out:
+            inform(alltoall_table(summary))
+        out.print(summaries.alltoall_line(summary), highlight=False)
+    detail(summaries.stored_line(db, summary.run_id), highlight=False, out=out)
+    if json_out:
+        from oddnode.report.interconnect_json import alltoall_json
+
+        print_document("switchbench alltoall", {"alltoall": {**run_json(summary, repetitions), "seed": seed}},
+                   {"alltoall": alltoall_json(summary, charged)})
+    if summaries.complete_alltoall(summary) is None and not charged:
+        raise could_not_run("no repetition of the all-to-all completed, and no node is charged with it (see above)")
+    exit_for_findings((), problems=bool(charged))
+
+
+def register(app: typer.Typer) -> None:
+    for name, command in (("pairs", pairs_command), ("bisection", bisection_command), ("matrix", matrix_command)):
+        app.command(name, rich_help_panel=INTERCONNECT_PANEL)(command)
+
+
+def register_switchbench(app: typer.Typer) -> None:
+    app.add_typer(switchbench_app, name="switchbench", rich_help_panel=INTERCONNECT_PANEL)

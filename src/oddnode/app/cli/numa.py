@@ -1,0 +1,161 @@
+"""``oddnode numa``: inside every node, the memory bandwidth with the
+threads on NUMA node i and the memory on NUMA node j, and the shared-memory
+ping-pong (and, where Open MPI is installed, the MPI one on the same CPUs)
+between a CPU of NUMA node i and one of j: the matrices, local against
+remote, and the nodes whose NUMA nodes are slower than the others'."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from oddnode.app.cli.common import (
+    AlphaOption,
+    DEFAULT_ALPHA,
+    DEFAULT_DB,
+    DbOption,
+    ExcludeOption,
+    FanoutOption,
+    HostfileOption,
+    NodesOption,
+    SshConfigOption,
+    TestbedOption,
+    TransportOption,
+    WideOption,
+    command_line,
+    console,
+    could_not_run,
+    detail,
+    err_console,
+    exit_for_findings,
+    inform,
+    print_json,
+    open_db,
+    progress_run,
+    quiet,
+    selected_target,
+    testbed_errors,
+    user_errors,
+    positive_seconds,
+)
+from oddnode.app.cli.nodes import NODES_PANEL
+from oddnode.report import summaries
+
+# Defaults, written out so that the help needs no import of the runner; a
+# unit test keeps them equal to the library's (oddnode.measure.node.numa).
+DEFAULT_REPETITIONS = 3
+DEFAULT_NTIMES = 10
+DEFAULT_LATENCY_BYTES = 8
+DEFAULT_BANDWIDTH_BYTES = 4 << 20
+DEFAULT_SECONDS_PER_SIZE = 0.5
+NUMA_FINDINGS = ("numa-slow", "numa-remote-ratio")
+
+
+def numa_command(
+    nodeset: Annotated[Optional[str], typer.Argument(
+        metavar="NODES", help="Nodes, ClusterShell syntax (the same as -w).", show_default=False)] = None,
+    repetitions: Annotated[int, typer.Option(
+        "-r", "--repetitions", help="Runs of every cell; the best counts.")] = DEFAULT_REPETITIONS,
+    memory: Annotated[bool, typer.Option(
+        "--memory/--no-memory", help="The memory kernel's triad with threads on NUMA node i, memory on j.")] = True,
+    pingpong: Annotated[bool, typer.Option(
+        "--pingpong/--no-pingpong", help="The shared-memory ping-pong between a CPU of NUMA node i and one of "
+                                         "j.")] = True,
+    mpi: Annotated[bool, typer.Option(
+        "--mpi/--no-mpi", help="Also our MPI ping-pong (two ranks by mpirun on the node) on the shared-memory "
+                               "ping-pong's CPUs, on the nodes with mpicc and mpirun.")] = True,
+    elements: Annotated[Optional[int], typer.Option(
+        "--elements", help="Doubles per array (default: each array 4x this machine's last-level cache).")] = None,
+    ntimes: Annotated[int, typer.Option("--ntimes", help="Iterations of the memory kernel, the first not "
+                                                         "counted.")] = DEFAULT_NTIMES,
+    threads: Annotated[Optional[int], typer.Option(
+        "--threads", help="Threads of the memory kernel (default: one per CPU of NUMA node i).")] = None,
+    latency_bytes: Annotated[int, typer.Option(
+        "--latency-bytes", help="The ping-pong's message size for the latency matrix.")] = DEFAULT_LATENCY_BYTES,
+    bandwidth_bytes: Annotated[int, typer.Option(
+        "--bandwidth-bytes", help="The ping-pong's message size for the bandwidth matrix.")]
+    = DEFAULT_BANDWIDTH_BYTES,
+    seconds_per_size: Annotated[float, typer.Option(
+        "--seconds-per-size", callback=positive_seconds,
+            help="Seconds of ping-pong per message size.")] = DEFAULT_SECONDS_PER_SIZE,
+    every_node: Annotated[bool, typer.Option(
+        "--all", help="Every node's matrices (default: the cluster's median and the nodes the findings name).")]
+    = False,
+    alpha: AlphaOption = DEFAULT_ALPHA,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the layouts, the matrices and the findings as "
+                                                          "JSON.")] = False,
+    wide: WideOption = False,
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+) -> None:
+    """The NUMA matrices of every node: bandwidth with threads on NUMA node i and memory on j, ping-pong between them.
+
+    Our memory kernel pins its threads to the CPUs of NUMA node i and binds
+    its arrays to the memory of node j (sched_setaffinity, mbind; no numactl
+    needed), and checks that it got them; our shared-memory ping-pong runs
+    between a CPU of node i and one of node j (latency at --latency-bytes,
+    bandwidth at --bandwidth-bytes), and where a node has mpicc and mpirun
+    our MPI ping-pong on the same two CPUs (two ranks started by mpirun on
+    the node, each pinning itself).  Every cell runs on every node at once,
+    R times, and is compared with the same cell on the other nodes: the
+    numa-slow and numa-remote-ratio findings.  A machine with one NUMA node
+    runs the 1x1 case."""
+    from oddnode.measure.node.numa import NumaOptions, run_numa
+
+    if nodeset is not None and nodes is not None:
+        raise typer.BadParameter("give the nodes once: as NODES or with -w", param_hint="NODES")
+    out = err_console if json_out else None
+    with user_errors(), testbed_errors():
+        from oddnode.findings import Sensitivity
+
+        sensitivity = Sensitivity(alpha=alpha)
+        if repetitions < 1:
+            raise typer.BadParameter(f"--repetitions is a number >= 1, not {repetitions}", param_hint="-r")
+        options = NumaOptions(memory=memory, pingpong=pingpong, mpi=mpi, elements=elements, ntimes=ntimes, threads=threads,
+                              latency_bytes=latency_bytes, bandwidth_bytes=bandwidth_bytes,
+                              seconds_per_size=seconds_per_size)
+        target = selected_target(nodeset or nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        with open_db(db, read_only=False, hold=False) as store:
+            run = progress_run(f"numa: {escape(target.nodeset)}", lambda progress: run_numa(
+                store, target, options, repetitions, command=command_line(), on_progress=progress))
+            dataset = store.load_dataset()
+    from oddnode.judge.analysis import analyze
+    from oddnode.report.numa import numa_json, print_numa
+    from oddnode.report.terminal import findings_by_nodes
+
+    findings = [f for f in analyze(dataset, sensitivity=sensitivity, correlations=False).findings
+                if f.kind in NUMA_FINDINGS]
+    cells = len(run.cells)
+    inform(f"numa: {len(run.layouts)} of {len(target.nodes)} nodes, {cells} cells, {repetitions} repetitions each "
+           f"({escape(target.nodeset)})", highlight=False, out=out)
+    for node, reason in run.unanswered.items():
+        (err_console if json_out else console).print(f"{escape(node)}: no NUMA layout: {escape(reason)}",
+                                                     highlight=False)
+    for skipped, reason in run.mpi_skipped.items():
+        inform(f"numa: MPI ping-pong not run on {escape(skipped)}: {escape(reason)}", highlight=False, out=out)
+    for cell, summary in run.cells:
+        trouble = {node: counts for node, counts in summary.per_node.items() if counts["ok"] < summary.repetitions}
+        for node, counts in trouble.items():
+            said = ", ".join(f"{count} {outcome}" for outcome, count in counts.items() if count)
+            inform(f"[dim]{escape(cell.name)} on {escape(node)}: {escape(said)} (oddnode failures shows why)[/]",
+                   highlight=False, out=out)
+    if json_out:
+        document = {"run": run.to_json(), "numa": numa_json(dataset), "findings": [f.to_json() for f in findings]}
+        print_json(document)
+    else:
+        if not quiet():
+            print_numa(console, dataset, findings, wide, every_node)
+        console.print(findings_by_nodes(findings) if findings else
+                      "No NUMA node stands out: every cell and every remote/local ratio is within the other "
+                      "nodes' spread (or there are too few nodes to judge).")
+    detail(summaries.stored_line(db, run.run_id), highlight=False, out=out)
+    if not run.layouts:
+        raise could_not_run(f"no node of {target.nodeset} gave its NUMA layout (see above)")
+    exit_for_findings(findings, problems=bool(run.unanswered))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("numa", rich_help_panel=NODES_PANEL)(numa_command)

@@ -1,0 +1,273 @@
+"""The commands on sets of nodes: STAB's parallel runs on every set of K
+nodes, sorted and shuffled, with a topology also packed and striped
+(``sets``), and SCAB's scaling curve (``scale``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Optional
+
+import typer
+
+from oddnode.app.cli.common import (
+    DEFAULT_DB,
+    DbOption,
+    ExcludeOption,
+    FanoutOption,
+    HostfileOption,
+    NodesOption,
+    SshConfigOption,
+    TestbedOption,
+    TopologyOption,
+    TransportOption,
+    WideOption,
+    command_line,
+    console,
+    detail,
+    err_console,
+    exit_for_findings,
+    inform,
+    print_json,
+    message_sizes,
+    progress_run,
+    quiet,
+    user_errors,
+    positive_seconds,
+)
+from oddnode.app.cli.interconnect import NETWORK_REPETITIONS, MpiYieldOption, network_run
+from oddnode.report import summaries
+from oddnode.readings.sets_series import TOPOLOGY_ORDERINGS
+
+SETS_PANEL = "Node sets"
+# The findings each command prints after its runs.
+SETS_FINDINGS = ("weak-set-member", "set-contention")
+SCALE_FINDINGS = ("scaling-loss",)
+
+# The options both commands share.
+OrderOption = Annotated[str, typer.Option(
+    "--order", help="Orderings, comma-separated: sorted (adjacent in the node list), shuffled (reshuffled every "
+                    "repetition).")]
+SetsOrderOption = Annotated[str, typer.Option(
+    "--order", help="Orderings, comma-separated: sorted (adjacent in the node list), shuffled (reshuffled every "
+                    "repetition); with --topology also packed (a group, e.g. a leaf switch, filled before the "
+                    "next) and striped (round-robin across the groups).")]
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the shuffles.")]
+BenchmarksOption = Annotated[Optional[str], typer.Option(
+    "--benchmarks", help="Our MPI kernel's benchmarks, comma-separated: sendrecv, allreduce, alltoall, bcast, "
+                         "barrier (default all but bcast).")]
+SizesOption = Annotated[Optional[str], typer.Option(
+    "--sizes", help="Message sizes in bytes, comma-separated (default 0, 1 B to 4 MiB by powers of two).")]
+SecondsPerSizeOption = Annotated[Optional[float], typer.Option(
+    "--seconds-per-size", callback=positive_seconds,
+        help="Seconds each benchmark and message size is timed (default 0.2).")]
+CommandOption = Annotated[Optional[str], typer.Option(
+    "--command", help="Run an installed MPI application instead, from a template run on each set's first node: "
+                      "{hosts} (members, comma-separated), {ranks}, {first}, {hostfile} (a hostfile of the "
+                      "members); e.g. 'mpirun -np {ranks} --host {hosts} bt.B.x'. Needs --parser.")]
+ParserOption = Annotated[Optional[str], typer.Option(
+    "--parser", help="With --command: the parser of its output (npb, hpcc, imb, osu, …; see oddnode import).")]
+CommandTimeoutOption = Annotated[Optional[float], typer.Option(
+    "--command-timeout", callback=positive_seconds, help="With --command: seconds one run may take (default 600).")]
+FileOption = Annotated[Optional[list[str]], typer.Option(
+    "--file", help="With --command: NAME=PATH, a file the run's directory gets (repeatable), e.g. "
+                   "hpccinf.txt=./hpccinf.txt.")]
+OutputFileOption = Annotated[Optional[str], typer.Option(
+    "--output-file", help="With --command: the file the application writes its results to, parsed instead of "
+                          "its output (hpcc: hpccoutf.txt).")]
+RshAgentOption = Annotated[Optional[str], typer.Option(
+    "--mpi-rsh-agent", help="The command mpirun reaches the other members with (default ssh; with --testbed or "
+                            "--ssh-config, ssh with that configuration).")]
+LauncherOption = Annotated[str, typer.Option(
+    "--launcher", help="What starts our MPI kernel's ranks: mpirun (Open MPI's, over ssh or inside the "
+                       "allocation), srun (Slurm's own job step, with the MPI plugin, PMIx or PMI2, that srun and "
+                       "Open MPI share; --transport slurm), or auto: srun under --transport slurm where they "
+                       "share one, else mpirun.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the runs, the set tables and findings as JSON.")]
+
+
+def _names(text: str | None) -> tuple[str, ...] | None:
+    return None if text is None else tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _counts(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(word) for word in text.split(",") if word.strip())
+    except ValueError:
+        raise typer.BadParameter(f"node counts are whole numbers separated by commas, not {text!r}",
+                                 param_hint="--counts") from None
+
+
+def _job_settings(order: str, seed: int, benchmarks: str | None, sizes: str | None, seconds_per_size: float | None,
+                  command: str | None, parser: str | None, command_timeout: float | None,
+                  files: list[str] | None, output: str | None, launcher: str) -> dict[str, Any]:
+    """The step options the shared flags set (those given)."""
+    settings: dict[str, Any] = {"orderings": _names(order), "seed": seed, "benchmarks": _names(benchmarks),
+                                "launcher": launcher,
+                                "sizes": message_sizes(sizes) if sizes else None,
+                                "seconds_per_size": seconds_per_size, "command": command, "parser": parser,
+                                "command_timeout": command_timeout, "files": tuple(files) if files else None,
+                                "output": output}
+    return {name: value for name, value in settings.items() if value is not None}
+
+
+def _run_orderings(orderings: Sequence[str], label: str, run: Callable[..., Any], json_out: bool) -> dict[str, Any]:
+    """Each ordering's run under its progress bar, its summary line after it
+    (on stderr when stdout carries JSON)."""
+    out = err_console if json_out else None
+    summaries_by_ordering = {}
+    for ordering in orderings:
+        summary = progress_run(f"{label} {ordering}", lambda progress: run(ordering, progress))
+        summaries_by_ordering[ordering] = summary
+        inform(summaries.set_run_line(label, summary), highlight=False, out=out)
+        for line in summaries.dim_lines(dict.fromkeys(summary.notes)):
+            inform(line, highlight=False, out=out)
+        for line in summaries.dim_lines(summary.problems):
+            detail(line, highlight=False, out=out)
+    return summaries_by_ordering
+
+
+def _print(dataset, runs: dict[str, Any], kinds: Sequence[str], show: Callable[[Any, bool], Any], json_out: bool,
+           wide: bool) -> list:
+    """The tables and findings of a set command, or all of it as JSON; the findings."""
+    from oddnode.judge.analysis import analyze
+    from oddnode.report.sets import sets_json
+    from oddnode.report.terminal import findings_by_nodes
+
+    findings = [f for f in analyze(dataset, correlations=False).findings if f.kind in kinds]
+    if json_out:
+        document = {"runs": {o: s.to_json() for o, s in runs.items()}, "sets": sets_json(dataset),
+                    "findings": [f.to_json() for f in findings]}
+        print_json(document)
+    else:
+        if not quiet():
+            show(dataset, wide)
+        console.print(findings_by_nodes(findings) if findings else summaries.no_set_findings(kinds))
+    return findings
+
+
+def sets_command(
+    size: Annotated[int, typer.Option("-k", "--size", help="Nodes per set; the last N mod K nodes of each "
+                                                           "(shuffled) list sit out and are named.")] = 8,
+    order: SetsOrderOption = "sorted,shuffled",
+    repetitions: Annotated[int, typer.Option(
+        "-r", "--repetitions", help="Runs of every set of an ordering (shuffled reshuffles each time).")]
+    = NETWORK_REPETITIONS,
+    seed: SeedOption = 0,
+    benchmarks: BenchmarksOption = None,
+    sizes: SizesOption = None,
+    seconds_per_size: SecondsPerSizeOption = None,
+    command: CommandOption = None,
+    parser: ParserOption = None,
+    command_timeout: CommandTimeoutOption = None,
+    file: FileOption = None,
+    output_file: OutputFileOption = None,
+    mpi_rsh_agent: RshAgentOption = None,
+    mpi_yield: MpiYieldOption = None,
+    launcher: LauncherOption = "mpirun",
+    json_out: JsonOption = False,
+    wide: WideOption = False,
+    topology: TopologyOption = None,
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+) -> None:
+    """A parallel benchmark on every set of K nodes at once, sorted and shuffled; the node common to slow sets.
+
+    Every set of one ordering runs at once, R times (shuffled sets are drawn
+    again each time); each set's result is stored under its node set.  Then
+    STAB's table of sorted next to shuffled sets, the nodes common to failed
+    sets, and the findings: a weak set member, contention between switches.
+    With --topology, packed sets (one group filled before the next: the usual
+    job on one leaf) and striped sets (round-robin across the groups) show
+    how job shapes land on the switches, each set with the groups it spans."""
+    from oddnode.readings.partition import check_topology
+    from oddnode.measure.set.runner import SetsOptions, run_sets
+
+    with user_errors():
+        options = SetsOptions(size=size, mpi_yield=testbed if mpi_yield is None else mpi_yield, **_job_settings(
+            order, seed, benchmarks, sizes, seconds_per_size, command, parser, command_timeout, file, output_file,
+            launcher))
+    if options.needs_topology and topology is None and not testbed:
+        wanted = ",".join(o for o in options.orderings if o in TOPOLOGY_ORDERINGS)
+        raise typer.BadParameter(f"{wanted} needs --topology FILE: which group (leaf switch, line card) each node "
+                                 "hangs from, one 'GROUP NODESET' a line", param_hint="'--order'")
+    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+        with user_errors():
+            groups = store.load_topology() if options.needs_topology else None
+            if options.needs_topology:
+                check_topology(target.nodes, groups, next(o for o in options.orderings if o in TOPOLOGY_ORDERINGS))
+            job = options.job(target, size, rsh_agent=mpi_rsh_agent)
+            runs = _run_orderings(options.orderings, "sets", lambda ordering, progress: run_sets(
+                store, target, job, ordering, repetitions, size=size, seed=seed, command=command_line(),
+                groups=groups, on_progress=progress), json_out)
+        dataset = store.load_dataset()
+    from oddnode.report.sets import print_sets
+
+    findings = _print(dataset, runs, SETS_FINDINGS, lambda data, wide: print_sets(console, data, wide), json_out,
+                      wide)
+    detail(summaries.stored_line(db, *(s.run_id for s in runs.values())), highlight=False,
+           out=err_console if json_out else None)
+    exit_for_findings(findings)
+
+
+def scale_command(
+    counts: Annotated[Optional[str], typer.Option(
+        "--counts", help="Node counts, comma-separated (default 2, 4, 8, … and all the nodes).")] = None,
+    order: OrderOption = "sorted,shuffled",
+    repetitions: Annotated[int, typer.Option(
+        "-r", "--repetitions", help="Runs of every node count (shuffled: a new shuffle each time).")]
+    = NETWORK_REPETITIONS,
+    seed: SeedOption = 0,
+    benchmarks: BenchmarksOption = None,
+    sizes: SizesOption = None,
+    seconds_per_size: SecondsPerSizeOption = None,
+    command: CommandOption = None,
+    parser: ParserOption = None,
+    command_timeout: CommandTimeoutOption = None,
+    file: FileOption = None,
+    output_file: OutputFileOption = None,
+    mpi_rsh_agent: RshAgentOption = None,
+    mpi_yield: MpiYieldOption = None,
+    launcher: LauncherOption = "mpirun",
+    json_out: JsonOption = False,
+    wide: WideOption = False,
+    topology: TopologyOption = None,
+    nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
+    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
+) -> None:
+    """SCAB: one benchmark over growing node counts, each count alone, sorted and shuffled; oversubscribed uplinks.
+
+    Each node count runs alone on the cluster, from the sorted list and from a
+    list shuffled again every repetition.  A shuffled curve that falls with the
+    count while the sorted one holds says the links between switches do not
+    carry the traffic that crosses them (with --topology: whose uplink)."""
+    from oddnode.readings.partition import scale_counts
+    from oddnode.measure.set.runner import ScaleOptions, run_scale
+
+    with user_errors():
+        options = ScaleOptions(counts=_counts(counts), mpi_yield=testbed if mpi_yield is None else mpi_yield,
+                               **_job_settings(order, seed, benchmarks, sizes, seconds_per_size, command, parser,
+                                               command_timeout, file, output_file, launcher))
+    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+        with user_errors():
+            chosen = scale_counts(len(target.nodes), options.counts)
+            job = options.job(target, max(chosen), rsh_agent=mpi_rsh_agent)
+            runs = _run_orderings(options.orderings, "scale", lambda ordering, progress: run_scale(
+                store, target, job, ordering, repetitions, counts=chosen, seed=seed, command=command_line(),
+                on_progress=progress), json_out)
+        dataset = store.load_dataset()
+    from oddnode.report.sets import scaling_view
+
+    findings = _print(dataset, runs, SCALE_FINDINGS, lambda data, wide: console.print(
+        scaling_view(data, None if wide else console.width) or ""), json_out, wide)
+    detail(summaries.stored_line(db, *(s.run_id for s in runs.values())), highlight=False,
+           out=err_console if json_out else None)
+    exit_for_findings(findings)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sets", rich_help_panel=SETS_PANEL)(sets_command)
+    app.command("scale", rich_help_panel=SETS_PANEL)(scale_command)

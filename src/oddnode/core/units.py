@@ -1,0 +1,65 @@
+"""Units a result may carry, with their usual spellings.
+
+Each unit has one canonical name that the store records; the aliases are the
+spellings benchmark tools and sites use.  An unknown unit is an input error,
+not a guess: a wrong unit silently turns MB into MiB or bits into bytes.
+"""
+
+from __future__ import annotations
+
+from oddnode.core.model import Direction
+
+# canonical name -> (aliases, the direction in which the quantity usually improves)
+_UNITS: dict[str, tuple[tuple[str, ...], Direction]] = {
+    "MB/s": (("mb/s", "mbytes/s", "mbyte/s", "mb/sec"), Direction.HIGHER),
+    "MiB/s": (("mib/s",), Direction.HIGHER),
+    "GB/s": (("gb/s", "gbytes/s", "gb/sec"), Direction.HIGHER),
+    "GiB/s": (("gib/s",), Direction.HIGHER),
+    "kB/s": (("kb/s", "kbytes/s"), Direction.HIGHER),
+    "KiB/s": (("kib/s",), Direction.HIGHER),
+    "Mbit/s": (("mbit/s", "mbps", "mbits/s"), Direction.HIGHER),
+    "Gbit/s": (("gbit/s", "gbps", "gbits/s"), Direction.HIGHER),
+    "GFLOP/s": (("gflop/s", "gflops", "gflop"), Direction.HIGHER),
+    "MFLOP/s": (("mflop/s", "mflops"), Direction.HIGHER),
+    "TFLOP/s": (("tflop/s", "tflops"), Direction.HIGHER),
+    "Mop/s": (("mop/s", "mops", "mop/s total"), Direction.HIGHER),
+    "GUP/s": (("gup/s", "gups"), Direction.HIGHER),
+    "IOPS": (("iops",), Direction.HIGHER),
+    "msg/s": (("msg/s", "messages/s"), Direction.HIGHER),
+    # Events per second (OS-noise detours, interrupts): fewer is better.
+    "1/s": (("/s", "per second", "events/s"), Direction.LOWER),
+    "ns": (("ns", "nsec"), Direction.LOWER),
+    "us": (("us", "usec", "µs", "μs", "microseconds"), Direction.LOWER),
+    "ms": (("ms", "msec", "milliseconds"), Direction.LOWER),
+    "s": (("s", "sec", "seconds"), Direction.LOWER),
+    "B": (("b", "bytes"), Direction.HIGHER),
+    "kB": (("kb",), Direction.HIGHER),
+    "KiB": (("kib",), Direction.HIGHER),
+    "MB": (("mb",), Direction.HIGHER),
+    "MiB": (("mib",), Direction.HIGHER),
+    "GB": (("gb",), Direction.HIGHER),
+    "GiB": (("gib",), Direction.HIGHER),
+    "%": (("%", "percent"), Direction.HIGHER),
+    "count": (("count", "1", "n"), Direction.HIGHER),
+    "": (("", "none"), Direction.HIGHER),
+}
+
+_BY_ALIAS = {alias: name for name, (aliases, _) in _UNITS.items() for alias in (*aliases, name.lower())}
+
+
+class UnknownUnitError(ValueError):
+    """A unit oddnode does not know."""
+
+
+def canonical_unit(unit: str) -> str:
+    """The canonical spelling of a unit; raises UnknownUnitError otherwise."""
+    try:
+        return _BY_ALIAS[unit.strip().lower()]
+    except KeyError:
+        known = ", ".join(name for name in _UNITS if name)
+        raise UnknownUnitError(f"unknown unit {unit!r} (known: {known})") from None
+
+
+def usual_direction(unit: str) -> Direction:
+    """Times improve downwards, rates and sizes upwards."""
+    return _UNITS[canonical_unit(unit)][1]

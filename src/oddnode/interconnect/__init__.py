@@ -1,1 +1,0 @@
-"""The interconnect stage: pair patterns, ping-pong, bisection, Switchbench."""

@@ -1,0 +1,2 @@
+"""Our node scripts run on every node at once and their answers parsed:
+the inventory probe, the accounting collector, the affinity sampler."""

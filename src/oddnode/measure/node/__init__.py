@@ -1,0 +1,1 @@
+"""Steps that run on every node alone: memory, DGEMM, HPL, disk, noise, NUMA."""

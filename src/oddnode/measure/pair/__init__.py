@@ -1,0 +1,2 @@
+"""Steps on pairs of nodes: ping-pong in pair patterns, bisection, the
+all-pairs matrix and Switchbench."""

@@ -1,0 +1,203 @@
+"""Measure a profile's points on candidate placements of its job, and store
+the predictions.
+
+The candidates are the job's node count placed ``given`` (the profile's own
+hosts, in rank order, when the target holds them all), ``packed``,
+``striped`` (with a topology) and ``shuffled``; two that pick the same nodes
+in the same order are measured once, under the first name.  Every
+repetition runs each candidate once, one at a time on an otherwise idle
+set of nodes, in an order shuffled from the seed (a drift of the cluster
+then falls on every placement alike).
+
+Stored, in one run over the placements' nodes (the target's others were
+asked for nothing): the kernel's results per placement as
+``model.<benchmark>.<placement>`` (one label, the placement's folded node
+set, per repetition), and the prediction as ``model.prediction.<placement>``
+with metric ``profile.<id>`` (seconds per rank in the modelled calls), which
+the ``placement-sensitive`` rule reads.
+"""
+
+from __future__ import annotations
+
+import random
+from itertools import product
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from oddnode.core.model import Direction, LabelKind
+from oddnode.core.nodes import fold
+from oddnode.parsers.base import ParsedOutput
+from oddnode.readings.placement import Point, Selection, predictions_by_repetition
+from oddnode.measure.runner import new_target_run, prepare
+from oddnode.measure.set.jobs import collectives_job
+from oddnode.readings.partition import GIVEN, placement, spanned_groups
+from oddnode.measure.set.runner import PREPARE_TIMEOUT, SetRunSummary, run_set_rounds
+from oddnode.readings.sets_series import PACKED, SHUFFLED, STRIPED, set_series
+from oddnode.store import ResultBatch, Store
+from oddnode.reach.base import Target
+
+MODEL = "model"  # the family of the series a model run stores
+PREDICTION = "prediction"
+CANDIDATES = (GIVEN, PACKED, STRIPED, SHUFFLED)
+BY_TOPOLOGY = (PACKED, STRIPED)
+DEFAULT_REPETITIONS = 5
+# The kernel times each point this long per placement and repetition: ten
+# batches of at least 10 ms fit, as in a set run.
+DEFAULT_SECONDS_PER_SIZE = 0.2
+
+
+def prediction_metric(profile_id: int | None) -> str:
+    """The metric a profile's predictions are stored under."""
+    return f"profile.{profile_id}" if profile_id is not None else "profile"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One placement of the job: its nodes in rank order, the groups they
+    span, and the other names that chose the same nodes."""
+
+    name: str
+    members: tuple[str, ...]
+    groups: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return fold(list(self.members))
+
+
+def candidates(nodes: Sequence[str], count: int, groups: Mapping[str, str] | None, hosts: Sequence[str] = (),
+               seed: int = 0, wanted: Sequence[str] = CANDIDATES) -> tuple[list[Candidate], list[str]]:
+    """The distinct placements of ``count`` of ``nodes`` among ``wanted``,
+    and notes on those left out or merged."""
+    if count < 2:
+        raise ValueError(f"a placement needs two or more nodes, not {count}")
+    if count > len(nodes):
+        raise ValueError(f"the job ran on {count} nodes; only {len(nodes)} given ({fold(list(nodes))})")
+    notes: list[str] = []
+    chosen: list[Candidate] = []
+    for name in wanted:
+        if name == GIVEN:
+            if len(hosts) != count or not set(hosts) <= set(nodes):
+                notes.append(f"given: the profile's hosts ({fold(list(hosts)) if hosts else 'not recorded'}) are "
+                             "not all among the nodes given; not measured")
+                continue
+            members = tuple(hosts)
+        elif name in (PACKED, STRIPED) and not groups:
+            notes.append(f"{name}: needs a topology (--topology FILE); not measured")
+            continue
+        else:
+            members = placement(nodes, groups, name, count, seed)
+        same = next((i for i, c in enumerate(chosen) if c.members == members), None)
+        if same is not None:
+            earlier = chosen[same]
+            # A placement by topology keeps its name (the rule compares
+            # packed with striped); where the job ran, or a shuffle, that
+            # picked the same nodes becomes its alias.
+            if name in BY_TOPOLOGY and earlier.name not in BY_TOPOLOGY:
+                chosen[same] = Candidate(name, members, earlier.groups, (earlier.name, *earlier.aliases))
+                notes.append(f"{earlier.name}: the same nodes as {name} ({fold(list(members))}); measured once")
+            else:
+                chosen[same] = Candidate(earlier.name, members, earlier.groups, (*earlier.aliases, name))
+                notes.append(f"{name}: the same nodes as {earlier.name} ({fold(list(members))}); measured once")
+            continue
+        chosen.append(Candidate(name, members, spanned_groups(members, groups) if groups else ()))
+    if not chosen:
+        raise ValueError("no placement to measure: " + "; ".join(notes))
+    return chosen, notes
+
+
+@dataclass
+class ModelRun:
+    """What a model run measured: placement -> repetition -> point -> s per call,
+    the predictions from them, and the set runs that failed."""
+
+    run_id: int
+    candidates: list[Candidate]
+    measured: dict[str, dict[int, dict[Point, float]]] = field(default_factory=dict)
+    predictions: dict[str, dict[int, float]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def _point_times(parsed, points: Sequence[Point]) -> dict[Point, float]:
+    """Seconds per call of each point in one kernel run (its median batch)."""
+    times = {}
+    for m in parsed.measurements:
+        if not m.valid or not m.metric.startswith("time"):
+            continue
+        point = Point(m.benchmark, int(m.parameters["bytes"]))
+        if point in points:
+            times[point] = m.parameters["median_us"] * 1e-6
+    return times
+
+
+def measure(store: Store, target: Target, selection: Selection, placements: Sequence[Candidate], *,
+            profile_id: int | None, repetitions: int = DEFAULT_REPETITIONS, seed: int = 0,
+            seconds_per_size: float = DEFAULT_SECONDS_PER_SIZE, rsh_agent: str | None = None,
+            mpi_yield: bool = False, command: str = "oddnode model",
+            on_progress: Callable[[int, int], None] | None = None) -> ModelRun:
+    """Every point on every placement, ``repetitions`` times; each set run
+    stored as it ends, the predictions at the end."""
+    if repetitions < 1:
+        raise ValueError(f"repetitions must be >= 1, got {repetitions}")
+    points = selection.points
+    kernels = sorted({p.kernel for p in points})
+    sizes = sorted({p.size for p in points if p.kernel != "barrier"}) or [0]
+    # The run is of the placements' nodes alone: the others of the target
+    # were not asked for anything, and must not look as if they left nothing.
+    used = list(dict.fromkeys(node for candidate in placements for node in candidate.members))
+    target = replace(target, nodes=used)
+    job = collectives_job(target, kernels, sizes, seconds_per_size, largest_set=max(len(c.members) for c in placements),
+                          rsh_agent=rsh_agent, mpi_yield=mpi_yield)
+    run_id = new_target_run(store, target, command)
+    lead = prepare(target, job.build, PREPARE_TIMEOUT) if job.build is not None else 0.0
+    result = ModelRun(run_id, list(placements))
+    rng = random.Random(f"{seed}:model")
+    plan = []
+    for repetition in range(1, repetitions + 1):
+        order = list(placements)
+        rng.shuffle(order)
+        plan += [(repetition, c) for c in order]
+    for done, (repetition, candidate) in enumerate(plan, start=1):
+        summary = SetRunSummary(run_id, MODEL, candidate.name)
+        parsed: list[ParsedOutput] = []
+        run_set_rounds(store, target, run_id, replace(job, parse=_keeping(job.parse, parsed)), MODEL,
+                       candidate.name, [(repetition, [candidate.members])], summary, lead=lead)
+        lead = 0.0
+        result.problems += [f"{candidate.name}: {p}" for p in summary.problems]
+        times = _point_times(parsed[-1], points) if parsed else {}
+        if set(points) <= set(times):
+            result.measured.setdefault(candidate.name, {})[repetition] = times
+        if on_progress is not None:
+            on_progress(done, len(plan))
+    result.predictions = predictions_by_repetition(selection, result.measured)
+    _store_predictions(store, run_id, result, profile_id)
+    return result
+
+
+def _keeping(parse: Callable[[str, str], ParsedOutput], kept: list[ParsedOutput]
+             ) -> Callable[[str, str], ParsedOutput]:
+    """``parse`` that also keeps what it returns."""
+    def parse_and_keep(text: str, source: str) -> ParsedOutput:
+        parsed = parse(text, source)
+        kept.append(parsed)
+        return parsed
+    return parse_and_keep
+
+
+def _store_predictions(store: Store, run_id: int, run: ModelRun, profile_id: int | None) -> None:
+    batch = ResultBatch()
+    by_name = {c.name: c for c in run.candidates}
+    for primary, repetitions in run.predictions.items():
+        candidate = by_name[primary]
+        # Under every name that chose these nodes: `given` is also `striped`.
+        for name, (repetition, seconds) in product((primary, *candidate.aliases), repetitions.items()):
+            batch.add(set_series(MODEL, PREDICTION, name), candidate.label, seconds,
+                      metric=prediction_metric(profile_id), unit="s", direction=Direction.LOWER,
+                      label_kind=LabelKind.SET, repetition=repetition,
+                      parameters={"members": list(candidate.members), "groups": list(candidate.groups),
+                                  "aliases": list(candidate.aliases), "profile_id": profile_id,
+                                  "nodes": len(candidate.members)})
+    if len(batch):
+        with store.transaction():
+            store.add_results(run_id, batch)

@@ -1,0 +1,224 @@
+"""Run a benchmark STAB's way: R repetitions, all nodes at once in each, every
+run validated and stored, the best valid run per node analysed.
+
+Each repetition is stored in its own transaction as soon as it ends, so an
+interrupt (Ctrl-C, a lost allocation) keeps every finished repetition.  A node
+that fails one repetition still runs the next ones: nothing it gave is lost,
+and its troubles are kept per repetition in ``node_status``.
+
+A synchronized benchmark (our kernels, fio, hpcc through the node runner) is
+first prepared on every node -- built, or its tool found -- and each of its
+repetitions then starts on every node at the same wall-clock moment, as an
+MPI job would after a barrier: otherwise the nodes launched first run while
+the last are still connecting, and on shared hardware (the testbed, a
+shared memory bus or switch) their results differ by when they started,
+not by what they are.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from oddnode.measure.benchmarks import BenchmarkSpec
+from oddnode.reach.jobs import PREPARE_OPTION, start_option, start_timing, with_runner_options
+from oddnode.core.model import DEFAULT_METRIC, Direction, LabelKind
+from oddnode.parsers.base import ParseError, ToolUnavailable
+from oddnode.store import ResultBatch, Store
+from oddnode.reach.base import NodeResult, NodeStatus, Target
+
+DEFAULT_REPETITIONS = 5  # STAB's default: enough for a best-of that shrugs off one noisy run
+DEFAULT_TIMEOUT = 600.0  # seconds one repetition may take on a node, build included
+# How much of a bad output a node-status detail quotes.
+DETAIL_CHARS = 500
+# Configuration keys of a parsed run that are stored with each of its results:
+# what the node really used (threads counted, affinity) and which build ran.
+EFFECTIVE_KEYS = ("threads_counted", "proc_bind", "compiler", "cache_key", "cpu_model")
+# A synchronized repetition is sent this long before its start: the time the
+# slowest node took from sending to its runner starting, the last time,
+# times LEAD_SAFETY plus LEAD_MARGIN (which covers what the runner does before
+# it is ready: checking the compiler and the cached build), within
+# [MIN_LEAD, MAX_LEAD] seconds.
+LEAD_SAFETY = 1.5
+LEAD_MARGIN = 0.5
+MIN_LEAD = 1.0
+MAX_LEAD = 300.0
+# Outcome counts kept per node in a RunSummary; "unavailable": the node lacks
+# the tool the benchmark runs (fio, hpcc).
+OUTCOMES = ("ok", "invalid", "failed", "unreachable", "timeout", "unavailable")
+
+
+@dataclass
+class RunSummary:
+    """What a benchmark run stored: its run id, the repetitions done, and per
+    node how many repetitions ended in each outcome (see OUTCOMES)."""
+
+    run_id: int
+    repetitions: int
+    per_node: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def unavailable_everywhere(self) -> bool:
+        """No node has the tool: the benchmark was skipped, nobody failed it."""
+        return self.repetitions > 0 and bool(self.per_node) and all(
+            counts["unavailable"] == self.repetitions for counts in self.per_node.values()
+        )
+
+
+@dataclass(frozen=True)
+class _NodeOutcome:
+    status: str  # a node_status status: ok, failed, unreachable, timeout
+    outcome: str  # one of OUTCOMES
+    detail: str | None
+
+
+def _quote(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS] + "..."
+
+
+def _failed_rows(batch: ResultBatch, spec: BenchmarkSpec, node: str, repetition: int,
+                 reason: str, raw_ref: str) -> None:
+    """A run that gave no numbers still leaves a row (value NULL, invalid)."""
+    series = spec.series or ((spec.name, DEFAULT_METRIC, "", Direction.HIGHER),)
+    for benchmark, metric, unit, direction in series:
+        batch.add(benchmark, node, None, metric=metric, unit=unit, direction=direction,
+                  label_kind=LabelKind.NODE, repetition=repetition, valid=False,
+                  parameters={"error": reason}, raw_ref=raw_ref)
+
+
+def _record_node(batch: ResultBatch, spec: BenchmarkSpec, result: NodeResult, repetition: int) -> _NodeOutcome:
+    """Add one node's rows for one repetition and say how it fared.  A
+    synchronized run's rows say how late the node was for the common start
+    (``start_late_s``): a late node ran while others were already going."""
+    node = result.node
+    raw_ref = f"raw:{spec.name}:{node}:{repetition}"
+    if result.status in (NodeStatus.UNREACHABLE, NodeStatus.TIMEOUT):
+        detail = f"repetition {repetition}: {_quote(result.stderr) or result.status.value}"
+        return _NodeOutcome(result.status.value, result.status.value, detail)
+    if result.status is NodeStatus.FAILED:
+        reason = f"exited with status {result.exit_code}: {_quote(result.stderr) or 'no message'}"
+        _failed_rows(batch, spec, node, repetition, reason, raw_ref)
+        return _NodeOutcome("failed", "failed", f"repetition {repetition}: {reason}")
+    try:
+        parsed = spec.parse(result.stdout, raw_ref)
+    except ToolUnavailable as missing:
+        return _NodeOutcome("ok", "unavailable", f"repetition {repetition}: {missing.detail}")
+    except ParseError as problem:
+        reason = _quote(str(problem))
+        _failed_rows(batch, spec, node, repetition, reason, raw_ref)
+        return _NodeOutcome("failed", "failed", f"repetition {repetition}: {reason}")
+    effective = {key: parsed.configuration[key] for key in EFFECTIVE_KEYS if key in parsed.configuration}
+    timing = start_timing(result.stdout) if spec.synchronized else None
+    if timing is not None and timing.start_at is not None:
+        effective["start_late_s"] = round(timing.late, 3)
+    for m in parsed.measurements:
+        batch.add(m.benchmark, node, m.value, metric=m.metric, unit=m.unit, direction=m.direction,
+                  label_kind=LabelKind.NODE, repetition=repetition, valid=parsed.valid and m.valid,
+                  parameters={**m.parameters, **effective}, raw_ref=raw_ref)
+    if parsed.valid:
+        return _NodeOutcome("ok", "ok", None)
+    # It answered and its numbers are stored (invalid); the analysis reports
+    # them as accuracy failures, so the node itself counts as reachable.
+    return _NodeOutcome("ok", "invalid", f"repetition {repetition}: {'; '.join(parsed.problems)}")
+
+
+def _node_statuses(outcomes: dict[str, _NodeOutcome]) -> list[tuple[str, str, str | None]]:
+    """node_status rows of one repetition.  A node without the benchmark's
+    tool is in trouble only when other nodes have it: then it is the odd one
+    out; when none has it, the benchmark is simply not run here."""
+    have_tool = sum(outcome.outcome != "unavailable" for outcome in outcomes.values())
+    rows = []
+    for node, outcome in outcomes.items():
+        if outcome.outcome == "unavailable" and have_tool:
+            rows.append((node, "failed", f"{outcome.detail} (it ran on {have_tool} other nodes)"))
+        else:
+            rows.append((node, outcome.status, outcome.detail))
+    return rows
+
+
+def start_lead(results: Mapping[str, NodeResult], sent: float) -> float:
+    """How long before its start to send the next synchronized repetition,
+    from when the runners of the last one, sent at ``sent``, started (see
+    LEAD_SAFETY)."""
+    delays = [timing.launched - sent for timing in map(start_timing, (r.stdout for r in results.values()))
+              if timing is not None]
+    if not delays:
+        return MIN_LEAD
+    return min(MAX_LEAD, max(MIN_LEAD, LEAD_SAFETY * max(delays) + LEAD_MARGIN))
+
+
+def new_target_run(store: Store, target: Target, command: str) -> int:
+    """A new run of ``command`` over the target, in its own transaction; its
+    source names the transport and the node set, and the target's node list
+    is recorded as declared, in its order."""
+    with store.transaction():
+        return store.new_run(command, source=f"{target.transport.name}:{target.nodeset}", nodes=target.nodes)
+
+
+def prepare(target: Target, argv: list[str], timeout: float) -> float:
+    """Build a node runner argv's kernel (or find its tool) on every node;
+    the lead of its first synchronized repetition.  What a node answers is
+    not stored: a node that cannot build fails again, and is recorded, in
+    the repetitions."""
+    sent = time.time()
+    results = target.transport.run(target.nodes, with_runner_options(argv, PREPARE_OPTION), timeout=timeout)
+    return start_lead(results, sent)
+
+
+def run_benchmark(
+    store: Store,
+    target: Target,
+    spec: BenchmarkSpec,
+    repetitions: int = DEFAULT_REPETITIONS,
+    timeout: float = DEFAULT_TIMEOUT,
+    on_progress: Callable[[int, int], None] | None = None,
+    command: str = "oddnode run",
+    run_id: int | None = None,
+    start: int = 1,
+) -> RunSummary:
+    """Run ``spec`` ``repetitions`` times on every node of ``target`` at once,
+    storing each repetition (results, raw outputs, node status under the
+    benchmark's name) in one transaction; ``on_progress(done, total)`` after
+    each one is stored.
+
+    An interrupted run goes on with ``run_id`` and ``start``, the first
+    repetition it lacks; the summary then counts the new repetitions only.
+    """
+    if repetitions < 1:
+        raise ValueError(f"repetitions must be >= 1, got {repetitions}")
+    if run_id is None:
+        run_id = new_target_run(store, target, command)
+    summary = RunSummary(run_id, 0, {node: dict.fromkeys(OUTCOMES, 0) for node in target.nodes})
+    lead = prepare(target, spec.argv, timeout) if spec.synchronized else 0.0
+    for repetition in range(start, repetitions + 1):
+        argv = spec.argv
+        sent = time.time()
+        if spec.synchronized:
+            argv = with_runner_options(argv, start_option(sent + lead))
+        results = target.transport.run(target.nodes, argv, timeout=timeout + lead)
+        if spec.synchronized:
+            lead = start_lead(results, sent)
+        batch = ResultBatch()
+        outcomes: dict[str, _NodeOutcome] = {}
+        raw: list[tuple[str, str, str]] = []
+        for node in target.nodes:
+            result = results.get(node) or NodeResult(
+                node, NodeStatus.UNREACHABLE, "", "the transport returned no result for this node", None, 0.0
+            )
+            outcome = _record_node(batch, spec, result, repetition)
+            outcomes[node] = outcome
+            raw.append((node, result.stdout, result.stderr))
+            summary.per_node[node][outcome.outcome] += 1
+        statuses = _node_statuses(outcomes)
+        with store.transaction():
+            store.add_results(run_id, batch)
+            for node, stdout, stderr in raw:
+                store.add_raw_output(run_id, spec.name, node, repetition, stdout, stderr)
+            store.add_node_status(run_id, spec.name, statuses)
+        summary.repetitions = repetition - start + 1
+        if on_progress is not None:
+            on_progress(repetition, repetitions)
+    return summary
+

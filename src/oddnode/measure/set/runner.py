@@ -1,0 +1,393 @@
+"""Run a parallel benchmark on sets of nodes, STAB's and SCAB's way.
+
+``oddnode sets``: every set of K nodes of one ordering (sorted, shuffled;
+with a topology packed, striped) runs at once, R repetitions, each set's result stored under its folded node
+set.  ``oddnode scale``: one set per node count, each alone on the cluster,
+for the sorted list and a shuffled one.
+
+A set's benchmark is started on its first node, which launches the ranks on
+all the members (Open MPI's ``mpirun`` over ssh, or inside a Slurm
+allocation srun itself; one rank per node); that node's output is the
+set's result.  A set that fails is kept, invalid, with
+the reason; every member the transport cannot reach then gets its own
+reason, so that the failed sets' common node is named, not only the node
+that launched them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from oddnode.measure.pair.pairs import parsed_run, quote_detail, raw_outputs, store_round
+from oddnode.reach.jobs import start_option, with_runner_options
+from oddnode.core.model import LabelKind
+from oddnode.core.nodes import fold
+from oddnode.measure.runner import new_target_run, prepare, start_lead
+from oddnode.measure.set import collectives
+from oddnode.reach.mpirun import AUTO, MPIRUN, check_launcher
+from oddnode.measure.set.jobs import DEFAULT_COMMAND_TIMEOUT, SetJob, collectives_job, command_job, mpi_launcher
+from oddnode.readings.partition import (
+    DEFAULT_SET_SIZE,
+    SetPlan,
+    check_ordering,
+    check_topology,
+    scale_counts,
+    scale_plans,
+    set_plans,
+    topology_notes,
+)
+from oddnode.readings.sets_series import (
+    LIST_ORDERINGS,
+    ORDERINGS,
+    SCALE,
+    SETS,
+    SHUFFLED,
+    TOPOLOGY_ORDERINGS,
+    set_series,
+)
+from oddnode.measure.steps import Step, StepContext, StepOutcome
+from oddnode.store import ResultBatch, Store
+from oddnode.reach.base import NodeResult, NodeStatus, Target
+
+# Seconds the benchmark's build may take on every node, and what a set's
+# run may take beyond its own measurements: mpirun reaching every member
+# over ssh, the MPI library's wire-up, the runner's start and report.
+PREPARE_TIMEOUT = 360.0
+LAUNCH_SLACK = 60.0
+# Seconds each member of a failed set has to answer a `true`: who of them
+# is down, for the failure's reasons.
+PROBE_SECONDS = 20.0
+
+
+@dataclass
+class SetRunSummary:
+    """What a set run stored: its run id, family (sets, scale), ordering, the
+    notes of repetitions with nodes left out, and per set run its outcome."""
+
+    run_id: int
+    family: str
+    ordering: str
+    notes: list[str] = field(default_factory=list)
+    # (repetition, folded set) -> (outcome: ok, invalid, failed; why or None)
+    outcomes: dict[tuple[int, str], tuple[str, str | None]] = field(default_factory=dict)
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for o, _ in self.outcomes.values() if o == outcome)
+
+    def to_json(self) -> dict:
+        return {"run_id": self.run_id, "family": self.family, "ordering": self.ordering, "notes": self.notes,
+                "runs": [{"repetition": repetition, "set": label, "outcome": outcome, "why": why}
+                         for (repetition, label), (outcome, why) in self.outcomes.items()]}
+
+    @property
+    def problems(self) -> list[str]:
+        """One line per set run that failed or was invalid."""
+        return [f"repetition {repetition}, {label}: {outcome}: {why}"
+                for (repetition, label), (outcome, why) in self.outcomes.items() if outcome != "ok"]
+
+
+def member_reasons(target: Target, members: Sequence[str]) -> dict[str, str]:
+    """Why each member of a failed set may be behind the failure: those the
+    transport cannot run a `true` on, with its reason."""
+    results = target.transport.run(list(members), ["true"], timeout=PROBE_SECONDS)
+    reasons = {}
+    for node in members:
+        result = results.get(node)
+        if result is None:
+            reasons[node] = "unreachable: the transport returned no result"
+        elif result.status is not NodeStatus.OK:
+            reasons[node] = f"{result.status.value}: {quote_detail(result.stderr) or f'exit status {result.exit_code}'}"
+    return reasons
+
+
+def _record_set(batch: ResultBatch, job: SetJob, family: str, ordering: str, members: Sequence[str],
+                repetition: int, result: NodeResult | None, reasons: Callable[[], dict[str, str]], raw_ref: str
+                ) -> tuple[str, str | None, dict[str, str]]:
+    """Add one set run's rows: its outcome (ok, invalid, failed), why, and
+    the members' own reasons when it failed."""
+    label = fold(members)
+    common = {"members": list(members), "nodes": len(members), "ordering": ordering, **job.parameters}
+    parsed, problem = parsed_run(result, job.parse, raw_ref)
+    if parsed is None:
+        why = reasons()
+        if job.launch_reasons is not None and result is not None:
+            # What the launcher said of each member's rank, where the
+            # transport found the member itself sound.
+            why = {**job.launch_reasons(result.stdout, members), **why}
+        for benchmark, metric, unit, direction in job.expected:
+            batch.add(set_series(family, benchmark, ordering), label, None, metric=metric, unit=unit,
+                      direction=direction, label_kind=LabelKind.SET, repetition=repetition, valid=False,
+                      parameters={**common, "error": problem, "member_reasons": why}, raw_ref=raw_ref)
+        return "failed", problem, why
+    for m in parsed.measurements:
+        batch.add(set_series(family, m.benchmark, ordering), label, m.value, metric=m.metric, unit=m.unit,
+                  direction=m.direction, label_kind=LabelKind.SET, repetition=repetition, valid=m.valid,
+                  parameters={**m.parameters, **common}, raw_ref=raw_ref)
+    if parsed.valid:
+        return "ok", None, {}
+    return "invalid", "; ".join(parsed.problems), {}
+
+
+def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, family: str, ordering: str,
+                   rounds: Sequence[tuple[int, Sequence[Sequence[str]]]], summary: SetRunSummary, *,
+                   lead: float, on_progress: Callable[[int, int], None] | None = None) -> None:
+    """Run rounds of sets, each round's sets at once from one wall-clock
+    moment, each round stored in one transaction as it ends."""
+    timeout = job.run_seconds + LAUNCH_SLACK
+    for done, (repetition, sets) in enumerate(rounds, start=1):
+        sent = time.time()
+        commands = {node: with_runner_options(argv, start_option(sent + lead))
+                    for members in sets for node, argv in job.commands(members).items()}
+        results = target.transport.run_each(commands, timeout=timeout + lead)
+        lead = start_lead(results, sent)
+        batch = ResultBatch()
+        raw, statuses = [], []
+        for members in sets:
+            label, first = fold(members), members[0]
+            raw_ref = f"raw:{set_series(family, job.name, ordering)}:{label}:{repetition}"
+            outcome, why, reasons = _record_set(
+                batch, job, family, ordering, members, repetition, results.get(first),
+                lambda: member_reasons(target, members), raw_ref)
+            summary.outcomes[(repetition, label)] = (outcome, why)
+            raw += raw_outputs(results, (first,), label)
+            where = f"repetition {repetition}, set {label}"
+            statuses += [(node, reason.split(":", 1)[0], f"{where}: {reason}") for node, reason in reasons.items()]
+            if outcome != "ok" and first not in reasons:
+                statuses.append((first, "ok" if outcome == "invalid" else _status(results.get(first)),
+                                 f"{where}: {why}"))
+        store_round(store, run_id, set_series(family, job.name, ordering), batch, repetition, raw, statuses)
+        if on_progress is not None:
+            on_progress(done, len(rounds))
+
+
+def _status(result: NodeResult | None) -> str:
+    return result.status.value if result is not None else NodeStatus.UNREACHABLE.value
+
+
+def _start(store: Store, target: Target, job: SetJob, command: str) -> tuple[int, float]:
+    run_id = new_target_run(store, target, command)
+    lead = prepare(target, job.build, PREPARE_TIMEOUT) if job.build is not None else 0.0
+    return run_id, lead
+
+
+def run_sets(store: Store, target: Target, job: SetJob, ordering: str, repetitions: int, *, size: int,
+             seed: int = 0, command: str = "oddnode sets", groups: Mapping[str, str] | None = None,
+             on_progress: Callable[[int, int], None] | None = None) -> SetRunSummary:
+    """Every set of ``size`` nodes of one ordering, all at once, ``repetitions``
+    times (shuffled: a new shuffle each time); every set's result stored.
+    Packed and striped need ``groups``, node -> group (a topology)."""
+    plans: list[SetPlan] = set_plans(target.nodes, size, ordering, repetitions, seed, groups)
+    notes = topology_notes(target.nodes, groups or {}, ordering) if ordering in TOPOLOGY_ORDERINGS else []
+    # A fixed order leaves out the same nodes every repetition: said once.
+    notes += list(dict.fromkeys(p.describe() if ordering == SHUFFLED else _idle_note(p, repetitions)
+                                for p in plans if p.idle))
+    run_id, lead = _start(store, target, job, command)
+    summary = SetRunSummary(run_id, SETS, ordering, notes=notes)
+    run_set_rounds(store, target, run_id, job, SETS, ordering, [(p.repetition, p.sets) for p in plans], summary,
+                   lead=lead, on_progress=on_progress)
+    return summary
+
+
+def _idle_note(plan: SetPlan, repetitions: int) -> str:
+    """What a fixed order's nodes left out say, once for all its repetitions."""
+    return (f"{plan.ordering}, every repetition: {fold(plan.idle)} sat out ({len(plan.idle)} nodes beyond "
+            f"{len(plan.sets)} sets of {len(plan.sets[0]) if plan.sets else 0})")
+
+
+def run_scale(store: Store, target: Target, job: SetJob, ordering: str, repetitions: int, *,
+              counts: Sequence[int], seed: int = 0, command: str = "oddnode scale",
+              on_progress: Callable[[int, int], None] | None = None) -> SetRunSummary:
+    """One set per node count, alone on the cluster, for each repetition
+    (shuffled: a new shuffle each repetition, its first ``count`` nodes)."""
+    plans = scale_plans(target.nodes, counts, ordering, repetitions, seed)
+    run_id, lead = _start(store, target, job, command)
+    summary = SetRunSummary(run_id, SCALE, ordering)
+    run_set_rounds(store, target, run_id, job, SCALE, ordering, [(r, [members]) for r, _, members in plans],
+                   summary, lead=lead, on_progress=on_progress)
+    return summary
+
+
+def outcome_counts(summaries: Mapping[str, SetRunSummary]) -> dict[str, dict[str, int]]:
+    """Per ordering, how many set runs ended ok, invalid and failed."""
+    return {ordering: {o: s.count(o) for o in ("ok", "invalid", "failed")} for ordering, s in summaries.items()}
+
+
+# --- the steps of a check's sets stage -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class SetBenchmarkOptions:
+    """What runs on every set: our collectives kernel (its benchmarks, message
+    sizes and seconds per size) or, with ``command`` and ``parser``, an
+    installed MPI application from a command template (see sets.jobs)."""
+
+    # the orderings these options may name; sets add those by topology
+    known_orderings: ClassVar[tuple[str, ...]] = LIST_ORDERINGS
+
+    orderings: tuple[str, ...] = LIST_ORDERINGS
+    seed: int = 0
+    benchmarks: tuple[str, ...] = collectives.DEFAULT_BENCHMARKS
+    sizes: tuple[int, ...] = collectives.DEFAULT_SIZES
+    seconds_per_size: float = collectives.DEFAULT_SECONDS_PER_SIZE
+    command: str | None = None
+    parser: str | None = None
+    name: str | None = None  # what a command's failed runs are stored under (default: the parser's name)
+    command_timeout: float = DEFAULT_COMMAND_TIMEOUT
+    files: tuple[str, ...] = ()  # NAME=PATH: input files of the command's run directory
+    output: str | None = None  # the file the command writes its results to, when not its stdout
+    mpi_yield: bool = False  # idle ranks yield their CPU: for capped or shared CPUs (the testbed's)
+    # What starts our kernel's ranks: mpirun (inside an allocation too), srun
+    # (the slurm transport), or auto (srun where srun and Open MPI share an
+    # MPI plugin).  mpirun by default: on the testbed's Slurm about one srun
+    # launch in fifteen waited out its timeout (docs/testbed.md).
+    launcher: str = MPIRUN
+
+    def __post_init__(self) -> None:
+        for ordering in self.orderings:
+            check_ordering(ordering, self.known_orderings)
+        if not self.orderings or len(set(self.orderings)) != len(self.orderings):
+            raise ValueError(f"orderings must be distinct names of {', '.join(self.known_orderings)}, "
+                             f"got {self.orderings}")
+        if (self.command is None) != (self.parser is None):
+            raise ValueError("a command template needs a parser of its output, and a parser a command")
+        check_launcher(self.launcher)
+        if self.command is not None and self.launcher not in (AUTO, MPIRUN):
+            raise ValueError(f"--launcher {self.launcher} starts our MPI kernel's ranks; a command template names "
+                             "its own launcher (srun … {hosts})")
+
+    def check_job(self) -> None:
+        """Refuse a command, parser, input file or kernel argument the job
+        could not run with (ValueError), before any run."""
+        if self.command is not None:
+            command_job(self.command, self.parser, name=self.name, timeout=self.command_timeout,
+                        files=self.files, output=self.output)
+        else:
+            collectives.kernel_args(self.benchmarks, self.sizes, self.seconds_per_size)
+
+    def job(self, target: Target, largest_set: int, rsh_agent: str | None = None) -> SetJob:
+        """The job these options run on sets of up to ``largest_set`` of the
+        target's nodes (``rsh_agent``: how mpirun reaches the members)."""
+        if self.command is not None:
+            return command_job(self.command, self.parser, name=self.name, timeout=self.command_timeout,
+                               files=self.files, output=self.output)
+        return collectives_job(target, self.benchmarks, self.sizes, self.seconds_per_size, largest_set=largest_set,
+                               rsh_agent=rsh_agent, mpi_yield=self.mpi_yield,
+                               launcher=mpi_launcher(target, self.launcher))
+
+
+@dataclass(frozen=True)
+class SetsOptions(SetBenchmarkOptions):
+    """Sets of ``size`` nodes (a check makes them smaller when the cluster
+    holds fewer than two sets of that size); packed and striped orderings
+    take the topology recorded in the store."""
+
+    known_orderings: ClassVar[tuple[str, ...]] = ORDERINGS
+
+    size: int = DEFAULT_SET_SIZE
+
+    @property
+    def needs_topology(self) -> bool:
+        return any(o in TOPOLOGY_ORDERINGS for o in self.orderings)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.size < 2:
+            raise ValueError(f"a set has at least 2 nodes, not {self.size}")
+
+
+@dataclass(frozen=True)
+class ScaleOptions(SetBenchmarkOptions):
+    """The node counts of the curve (None: 2, 4, 8, … and all the nodes)."""
+
+    counts: tuple[int, ...] | None = None
+
+
+def check_set_size_for(nodes: int, size: int) -> tuple[int, str | None]:
+    """The set size a check uses on ``nodes`` nodes: ``size``, or the largest
+    that still makes two sets (a lone set is compared with nothing), and a
+    note when it had to shrink."""
+    if nodes >= 2 * size:
+        return size, None
+    chosen = max(2, nodes // 2)
+    return chosen, f"sets of {chosen} nodes: {nodes} nodes make fewer than two sets of {size}"
+
+
+def _ordering_note(step: str, summary: SetRunSummary, repetitions: int) -> str:
+    runs = len(summary.outcomes)
+    return (f"{step}: {repetitions} repetitions, {runs} set runs: {summary.count('ok')} valid, "
+            f"{summary.count('invalid')} invalid, {summary.count('failed')} failed")
+
+
+def run_orderings(context: StepContext, name: str, orderings: Sequence[str],
+                  run: Callable[[str, str], SetRunSummary]) -> StepOutcome:
+    """A set step's orderings one after the other, ``run(ordering, step)``
+    each, every one recorded with the check once it has finished (as step
+    ``name.ordering``): a resumed check runs again only the one under way."""
+    notes = []
+    for ordering in orderings:
+        step = f"{name}.{ordering}"
+        if not context.run_once(step):
+            notes.append(f"{step}: finished by an earlier, interrupted invocation")
+            continue
+        context.observer.benchmark_started(step, 0, context.repetitions)
+        summary = run(ordering, step)
+        context.record(step, summary.run_id)
+        notes.append(_ordering_note(step, summary, context.repetitions))
+        notes += summary.notes
+    return StepOutcome(notes=notes)
+
+
+class SetsStep(Step):
+    """STAB's parallel runs: every set of K nodes of each ordering at once, R times."""
+
+    name = "sets"
+    stage = "sets"
+    options = SetsOptions
+    series = (SETS,)
+    min_nodes = 4  # two sets of two
+    summary = ("MPI Sendrecv chain, Allreduce, Alltoall, Barrier on every set of K nodes, sorted and shuffled "
+               "(with a topology also packed, striped)")
+
+    def check(self, options: SetsOptions) -> None:
+        options.check_job()
+
+    def run(self, context: StepContext, options: SetsOptions) -> StepOutcome:
+        size, note = check_set_size_for(len(context.target.nodes), options.size)
+        # Packed and striped read the topology the check recorded (--topology);
+        # refused before any ordering runs when there is none for these nodes.
+        groups = context.store.load_topology() if options.needs_topology else None
+        if options.needs_topology:
+            check_topology(context.target.nodes, groups, next(o for o in options.orderings
+                                                              if o in TOPOLOGY_ORDERINGS))
+        job = options.job(context.target, size)
+        outcome = run_orderings(context, self.name, options.orderings, lambda ordering, step: run_sets(
+            context.store, context.target, job, ordering, context.repetitions, size=size, seed=options.seed,
+            command=context.step_command(step), groups=groups, on_progress=context.progress(step)))
+        if note:
+            outcome.notes.insert(0, note)
+        return outcome
+
+
+class ScaleStep(Step):
+    """SCAB: one set per node count, alone on the cluster, sorted and shuffled."""
+
+    name = "scale"
+    stage = "sets"
+    options = ScaleOptions
+    series = (SCALE,)
+    default = False
+    min_nodes = 3  # two counts at least
+    summary = "SCAB's scaling curve: one set per node count 2, 4, 8, …, N, sorted and shuffled"
+
+    def check(self, options: ScaleOptions) -> None:
+        options.check_job()
+
+    def run(self, context: StepContext, options: ScaleOptions) -> StepOutcome:
+        counts = scale_counts(len(context.target.nodes), options.counts)
+        job = options.job(context.target, max(counts))
+        return run_orderings(context, self.name, options.orderings, lambda ordering, step: run_scale(
+            context.store, context.target, job, ordering, context.repetitions, counts=counts, seed=options.seed,
+            command=context.step_command(step), on_progress=context.progress(step)))

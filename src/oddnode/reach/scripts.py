@@ -1,0 +1,108 @@
+"""Our own Python scripts on the nodes: one script made of several of our
+standard-library modules, and the sorting of what every node answered into
+reports, unreachable and failed nodes, each with its reason in one line
+(the inventory probe, the accounting collector, the affinity sampler)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Generic, TypeVar
+
+from oddnode.reach.base import NodeResult, NodeStatus
+
+Report = TypeVar("Report")
+# A shell's exit status when the command (here python3) is not there.
+COMMAND_NOT_FOUND = 127
+
+# Run on the node before the bundled modules: each module is made under its
+# dotted name (its packages as empty namespaces), in order, so that the
+# modules import one another as they do here; then the entry module's main.
+_BUNDLE_LOADER = '''
+import sys, types
+for _package, _name, _source in _SOURCES:
+    _parts = _package.split(".")
+    for _depth in range(1, len(_parts) + 1):
+        _prefix = ".".join(_parts[:_depth])
+        if _prefix not in sys.modules:
+            _module = types.ModuleType(_prefix)
+            _module.__path__ = []
+            sys.modules[_prefix] = _module
+    _module = types.ModuleType(_package + "." + _name)
+    _module.__file__ = "<oddnode " + _package + "." + _name + ">"
+    sys.modules[_module.__name__] = _module
+    setattr(sys.modules[_package], _name, _module)
+    exec(compile(_source, _module.__file__, "exec"), _module.__dict__)
+sys.exit(sys.modules[_ENTRY].main(sys.argv[1:]))
+'''
+
+
+def module_bundle(modules: Sequence[tuple[str, str]]) -> str:
+    """Standard-library modules of ours, ``(package, name)`` in load order
+    (each importing only those before it), as one script that runs the last
+    one's ``main(argv)`` on a node where oddnode is not installed: the files
+    that run there are the ones the tests import here."""
+    sources = [(package, name, resources.files(package).joinpath(f"{name}.py").read_text(encoding="utf-8"))
+               for package, name in modules]
+    entry = ".".join(modules[-1])
+    return f"_SOURCES = {sources!r}\n_ENTRY = {entry!r}\n{_BUNDLE_LOADER}"
+
+
+class NodeOutputError(ValueError):
+    """A script's output on one node cannot be used; names the node and why."""
+
+    def __init__(self, node: str, problem: str) -> None:
+        self.node = node
+        self.problem = problem
+        super().__init__(f"{node}: {problem}")
+
+
+@dataclass
+class ScriptResults(Generic[Report]):
+    """The reports of the nodes that answered, and the others with their
+    results; ``reasons`` says for every node in ``unreachable`` or
+    ``failed`` why, in one line: one bad node costs only itself."""
+
+    reports: dict[str, Report] = field(default_factory=dict)
+    unreachable: dict[str, NodeResult] = field(default_factory=dict)
+    failed: dict[str, NodeResult] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+
+
+def failure_reason(result: NodeResult, timeout: float, script: str, prefix: str = "") -> str:
+    """Why the script (its name: "probe", "collector") gave no report on a
+    node, from its result: the last line it wrote to stderr (less
+    ``prefix``), which says it best, else its exit status."""
+    stderr = result.stderr.strip().splitlines()
+    last = stderr[-1].removeprefix(prefix) if stderr else ""
+    if result.status is NodeStatus.UNREACHABLE:
+        return f"unreachable: {last}" if last else "unreachable"
+    if result.status is NodeStatus.TIMEOUT:
+        return f"the {script} was cut after {timeout:g} s"
+    if result.exit_code == COMMAND_NOT_FOUND:
+        return f"no python3 on the node (exit {COMMAND_NOT_FOUND}){': ' + last if last else ''}"
+    return last or f"the {script} exited {result.exit_code}"
+
+
+def sort_results(out: ScriptResults[Report], results: dict[str, NodeResult], nodes: Iterable[str], timeout: float,
+                 parse: Callable[[str, str], Report], script: str, prefix: str = "") -> ScriptResults[Report]:
+    """Sort a transport's results into ``out``: ``parse(node, stdout)``
+    makes a report or raises NodeOutputError.  A requested node the
+    transport gave no result for counts as unreachable rather than vanishing."""
+    for node in nodes:
+        result = results.get(node) or NodeResult(node, NodeStatus.UNREACHABLE, "",
+                                                 "the transport returned no result", None, 0.0)
+        if result.status is NodeStatus.UNREACHABLE:
+            out.unreachable[node] = result
+            out.reasons[node] = failure_reason(result, timeout, script, prefix)
+        elif not result.ok:
+            out.failed[node] = result
+            out.reasons[node] = failure_reason(result, timeout, script, prefix)
+        else:
+            try:
+                out.reports[node] = parse(node, result.stdout)
+            except NodeOutputError as err:
+                out.failed[node] = result
+                out.reasons[node] = err.problem
+    return out
