@@ -11,7 +11,7 @@ from rich.console import Console
 
 from conftest import invoke
 from oddnode.readings.placement import Point, select
-from oddnode.measure.profile.placement_runs import Candidate, ModelRun
+from oddnode.readings.placement import Candidate, ModelRun
 from oddnode.report.placement import model_document, model_figure, model_view
 from oddnode.store import open_store
 from test_placement_model import profile_of

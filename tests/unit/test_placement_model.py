@@ -19,7 +19,7 @@ from oddnode.readings.placement import (
     representative_size,
     select,
 )
-from oddnode.measure.profile.placement_runs import candidates, prediction_metric
+from oddnode.readings.placement import candidates, prediction_metric
 
 
 def profile_of(cells: dict[tuple[str, int | None], tuple[int, float, int]], ranks: int = 4,

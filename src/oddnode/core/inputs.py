@@ -37,6 +37,15 @@ class InputError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
+class NodeOutputError(ValueError):
+    """A script's output on one node cannot be used; names the node and why."""
+
+    def __init__(self, node: str, problem: str) -> None:
+        self.node = node
+        self.problem = problem
+        super().__init__(f"{node}: {problem}")
+
+
 def quote(text: object, limit: int = QUOTE_LIMIT) -> str:
     """``repr`` of a value from input, cut to ``limit`` characters, so that
     a 16 MB bad line is not printed back whole."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Generic, TypeVar
 
+from oddnode.core.inputs import NodeOutputError
 from oddnode.reach.base import NodeResult, NodeStatus
 
 Report = TypeVar("Report")
@@ -47,15 +48,6 @@ def module_bundle(modules: Sequence[tuple[str, str]]) -> str:
                for package, name in modules]
     entry = ".".join(modules[-1])
     return f"_SOURCES = {sources!r}\n_ENTRY = {entry!r}\n{_BUNDLE_LOADER}"
-
-
-class NodeOutputError(ValueError):
-    """A script's output on one node cannot be used; names the node and why."""
-
-    def __init__(self, node: str, problem: str) -> None:
-        self.node = node
-        self.problem = problem
-        super().__init__(f"{node}: {problem}")
 
 
 @dataclass

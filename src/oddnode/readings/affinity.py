@@ -11,7 +11,7 @@ from typing import Any
 from oddnode.onnode.node_affinity import AFFINITY_VERSION
 from oddnode.onnode.cpu_topology import TopologyError, format_cpulist, parse_cpulist
 from oddnode.onnode.node_probe import NUMA_CPUS_KEY, NUMA_DISTANCES_KEY, NUMA_MEMORY_KEY
-from oddnode.reach.scripts import NodeOutputError
+from oddnode.core.inputs import NodeOutputError
 
 __all__ = [
     "AffinityOutputError",

@@ -29,12 +29,15 @@ predicted nor counted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from oddnode.measure.set.collectives import ALLREDUCE_ELEMENT_BYTES, MAX_SIZE
+from oddnode.readings.sets_series import ALLREDUCE_ELEMENT_BYTES, MAX_SIZE, PACKED, SHUFFLED, STRIPED
+from oddnode.core.nodes import fold
+from oddnode.readings import partition
+from oddnode.readings.partition import GIVEN, spanned_groups
 from oddnode.readings.profile import Bucket, CallStats, Profile, bucket_label, bucket_range, histogram
 
 _SENDS = ("MPI_Send", "MPI_Isend", "MPI_Ssend", "MPI_Issend", "MPI_Bsend", "MPI_Ibsend", "MPI_Rsend", "MPI_Irsend",
@@ -256,3 +259,84 @@ def _bytes(n: int) -> str:
             value = n / scale
             return f"{value:.0f} {unit}" if value == int(value) else f"{value:.3g} {unit}"
     return f"{n} B"
+
+
+# --- the candidate placements and what a model run measured on them -------------
+
+MODEL = "model"  # the family of the series a model run stores
+PREDICTION = "prediction"
+CANDIDATES = (GIVEN, PACKED, STRIPED, SHUFFLED)
+BY_TOPOLOGY = (PACKED, STRIPED)
+
+
+def prediction_metric(profile_id: int | None) -> str:
+    """The metric a profile's predictions are stored under."""
+    return f"profile.{profile_id}" if profile_id is not None else "profile"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One placement of the job: its nodes in rank order, the groups they
+    span, and the other names that chose the same nodes."""
+
+    name: str
+    members: tuple[str, ...]
+    groups: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return fold(list(self.members))
+
+
+def candidates(nodes: Sequence[str], count: int, groups: Mapping[str, str] | None, hosts: Sequence[str] = (),
+               seed: int = 0, wanted: Sequence[str] = CANDIDATES) -> tuple[list[Candidate], list[str]]:
+    """The distinct placements of ``count`` of ``nodes`` among ``wanted``,
+    and notes on those left out or merged."""
+    if count < 2:
+        raise ValueError(f"a placement needs two or more nodes, not {count}")
+    if count > len(nodes):
+        raise ValueError(f"the job ran on {count} nodes; only {len(nodes)} given ({fold(list(nodes))})")
+    notes: list[str] = []
+    chosen: list[Candidate] = []
+    for name in wanted:
+        if name == GIVEN:
+            if len(hosts) != count or not set(hosts) <= set(nodes):
+                notes.append(f"given: the profile's hosts ({fold(list(hosts)) if hosts else 'not recorded'}) are "
+                             "not all among the nodes given; not measured")
+                continue
+            members = tuple(hosts)
+        elif name in (PACKED, STRIPED) and not groups:
+            notes.append(f"{name}: needs a topology (--topology FILE); not measured")
+            continue
+        else:
+            members = partition.placement(nodes, groups, name, count, seed)
+        same = next((i for i, c in enumerate(chosen) if c.members == members), None)
+        if same is not None:
+            earlier = chosen[same]
+            # A placement by topology keeps its name (the rule compares
+            # packed with striped); where the job ran, or a shuffle, that
+            # picked the same nodes becomes its alias.
+            if name in BY_TOPOLOGY and earlier.name not in BY_TOPOLOGY:
+                chosen[same] = Candidate(name, members, earlier.groups, (earlier.name, *earlier.aliases))
+                notes.append(f"{earlier.name}: the same nodes as {name} ({fold(list(members))}); measured once")
+            else:
+                chosen[same] = Candidate(earlier.name, members, earlier.groups, (*earlier.aliases, name))
+                notes.append(f"{name}: the same nodes as {earlier.name} ({fold(list(members))}); measured once")
+            continue
+        chosen.append(Candidate(name, members, spanned_groups(members, groups) if groups else ()))
+    if not chosen:
+        raise ValueError("no placement to measure: " + "; ".join(notes))
+    return chosen, notes
+
+
+@dataclass
+class ModelRun:
+    """What a model run measured: placement -> repetition -> point -> s per call,
+    the predictions from them, and the set runs that failed."""
+
+    run_id: int
+    candidates: list[Candidate]
+    measured: dict[str, dict[int, dict[Point, float]]] = field(default_factory=dict)
+    predictions: dict[str, dict[int, float]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)

@@ -50,3 +50,8 @@ def split_set_series(name: str) -> tuple[str, str, str] | None:
     if family not in FAMILIES or not benchmark or not ordering:
         return None
     return family, benchmark, ordering
+
+# Our MPI collectives kernel (mpi_collectives.c): Allreduce reduces doubles,
+# so its sizes are whole elements; the largest message size it accepts.
+ALLREDUCE_ELEMENT_BYTES = 8
+MAX_SIZE = 64 << 20

@@ -28,6 +28,7 @@ from oddnode.report.plots import figure_to_svg, heatmap_figure, histogram_figure
 from oddnode.report.numa import numa_section
 from oddnode.report.sets import sets_section
 from oddnode.report.terminal import number, probability
+from oddnode.readings.disk import DIRECTORY_TABLE_TITLE, PASSES, directory_table
 from oddnode.readings.sets_series import SCALE, split_set_series
 from oddnode.stats.common import common_nodes
 from oddnode.stats.correlation import CORRELATION_CAVEAT
@@ -166,7 +167,6 @@ def _best_table(series: list[Series], flagged: dict[str, dict[str, str]]) -> dic
 
 def _stages(analysis: Analysis, check: CheckResult) -> list[dict[str, Any]]:
     """A section per stage of a check: verdict, runs, findings, best values, histograms."""
-    from oddnode.measure.node.disk import DIRECTORY_TABLE_TITLE  # the steps load the runner: only when drawn
 
     flagged = _flagged_labels(analysis)
     sections = []
@@ -212,7 +212,6 @@ def _stages(analysis: Analysis, check: CheckResult) -> list[dict[str, Any]]:
 def _directories(series: list[Series]) -> dict[str, Any] | None:
     """Several disk directories side by side: directory down, the passes
     across, the median over nodes; None when one directory was measured."""
-    from oddnode.measure.node.disk import PASSES, directory_table
 
     rows = directory_table(series)
     if not rows:

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from oddnode.readings.placement import PlacementVerdict, Selection, rank_placements, selection_json
-from oddnode.measure.profile.placement_runs import Candidate, ModelRun
+from oddnode.readings.placement import Candidate, ModelRun
 from oddnode.report.terminal import fit_columns, fixed_table
 
 CALL, SIZE, PER_RANK, TIME, SHARE, POINT = "call", "size", "calls/rank", "ms/rank", "% MPI", "measured as"

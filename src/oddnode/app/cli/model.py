@@ -117,7 +117,8 @@ def model_command(
     placement-sensitive finding, naming the groups."""
     from oddnode.judge.analysis import analyze
     from oddnode.readings.placement import select
-    from oddnode.measure.profile.placement_runs import candidates, measure, prediction_metric
+    from oddnode.measure.profile.placement_runs import measure
+    from oddnode.readings.placement import candidates, prediction_metric
     from oddnode.report.placement import model_document, model_figure, model_view
     from oddnode.report.terminal import findings_by_nodes
     from oddnode.readings.partition import PLACEMENTS

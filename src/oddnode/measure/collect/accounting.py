@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from oddnode.onnode.accounting_collector import COLLECTOR_VERSION, DEFAULT_SECONDS, METHODS
 from oddnode.core.model import CommandCount, NodeProcesses
 from oddnode.reach.base import NodeResult, Target, Transport, python_command
-from oddnode.reach.scripts import NodeOutputError, ScriptResults, module_bundle, sort_results
+from oddnode.core.inputs import NodeOutputError
+from oddnode.reach.scripts import ScriptResults, module_bundle, sort_results
 
 __all__ = [
     "AccountingOutputError",

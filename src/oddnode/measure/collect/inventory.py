@@ -15,7 +15,8 @@ from importlib import resources
 
 from oddnode.onnode.node_probe import PROBE_VERSION, parse_dmidecode_memory
 from oddnode.reach.base import NodeResult, Transport, python_command
-from oddnode.reach.scripts import NodeOutputError, ScriptResults, sort_results
+from oddnode.core.inputs import NodeOutputError
+from oddnode.reach.scripts import ScriptResults, sort_results
 
 __all__ = [
     "InventoryResult",

@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import errno
 import posixpath
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-import numpy as np
-
 from oddnode.measure.benchmarks import BenchmarkSpec, parse_kernel_run
+from oddnode.readings.disk import PASSES, SERIES_METRIC, directory_table, directory_table_lines
 from oddnode.reach.jobs import ToolReport, last_json_object, parse_tool_output, runner_argv, runner_source, tool_argv
 from oddnode.parsers.kernel_output import number, read_kernel_output, whole
-from oddnode.core.model import Direction, Series
+from oddnode.core.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, json_document
 from oddnode.parsers.fio import parse_fio
 from oddnode.measure.runner import run_benchmark
@@ -55,8 +54,6 @@ MAX_BLOCK = 1024**3  # disk.c allocates one buffer of a block
 # Seconds one run may take on a node: a write and a read pass (fio: two more
 # for its check) of 4 GiB at 100 MB/s take 90-180 s.
 DEFAULT_TIMEOUT = 600.0
-PASSES = ("seq_write", "seq_read")
-SERIES_METRIC = "bandwidth"
 _UNIT = canonical_unit("MB/s")  # both engines' MB is 10^6 bytes
 # How much of a failing tool's stderr a problem quotes.
 DETAIL_CHARS = 300
@@ -489,65 +486,6 @@ class DiskStep(NodeBenchmark):
 
 
 # --- several directories side by side ----------------------------------------------
-
-
-@dataclass
-class DirectoryRow:
-    """One directory's passes, each the median of the nodes' best results."""
-
-    directory: str
-    medians: dict[str, float | None] = field(default_factory=dict)  # pass -> MB/s
-    nodes: dict[str, int] = field(default_factory=dict)  # pass -> nodes with a valid result
-
-    def to_json(self) -> dict:
-        return {"directory": self.directory, "median_mb_s": self.medians, "nodes": self.nodes}
-
-
-def directory_table(series: Iterable[Series], directories: Sequence[str] | None = None,
-                    nodes: set[str] | None = None) -> list[DirectoryRow]:
-    """The disk directories measured side by side (their metrics are
-    ``bandwidth.<directory>``): per directory and pass, the median over the
-    nodes (``nodes`` only, when given) of their best results; the given
-    ``directories`` in their order, else every one stored, sorted."""
-    found: dict[str, dict[str, Series]] = {}
-    prefix = SERIES_METRIC + "."
-    for s in series:
-        step = s.benchmark.removeprefix("disk.")
-        if s.benchmark.startswith("disk.") and step in PASSES and s.metric.startswith(prefix):
-            found.setdefault(s.metric[len(prefix):], {})[step] = s
-    rows = []
-    for directory in directories if directories is not None else sorted(found):
-        row = DirectoryRow(directory)
-        for step in PASSES:
-            s = found.get(directory, {}).get(step)
-            keep = np.zeros(0, dtype=bool) if s is None else np.isfinite(s.values)
-            if s is not None and nodes is not None:
-                keep &= np.array([label in nodes for label in s.labels], dtype=bool)
-            values = s.values[keep] if s is not None else np.zeros(0)
-            row.medians[step] = float(np.median(values)) if values.size else None
-            row.nodes[step] = int(values.size)
-        rows.append(row)
-    return rows
-
-
-DIRECTORY_TABLE_TITLE = "disk directories side by side: median MB/s over the nodes (nodes with a valid result)"
-
-
-def directory_table_lines(rows: Sequence[DirectoryRow]) -> list[str]:
-    """The directories side by side as text lines: directory down, the
-    passes across, the median over nodes in MB/s and how many nodes gave it."""
-    if not rows:
-        return []
-    width = max(len("directory"), *(len(row.directory) for row in rows))
-    cells = {step: [("-" if row.medians[step] is None else f"{row.medians[step]:.4g}") +
-                    f" ({row.nodes[step]})" for row in rows] for step in PASSES}
-    widths = {step: max(len(step), *(len(cell) for cell in cells[step])) for step in PASSES}
-    header = f"{'directory':<{width}}  " + "  ".join(f"{step:>{widths[step]}}" for step in PASSES)
-    lines = [DIRECTORY_TABLE_TITLE, header]
-    for index, row in enumerate(rows):
-        lines.append(f"{row.directory:<{width}}  " + "  ".join(f"{cells[step][index]:>{widths[step]}}"
-                                                            for step in PASSES))
-    return lines
 
 
 def disk_benchmark(*args, **options) -> BenchmarkSpec:

@@ -21,102 +21,32 @@ from __future__ import annotations
 
 import random
 from itertools import product
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from oddnode.core.model import Direction, LabelKind
-from oddnode.core.nodes import fold
 from oddnode.parsers.base import ParsedOutput
-from oddnode.readings.placement import Point, Selection, predictions_by_repetition
+from oddnode.readings.placement import (
+    MODEL,
+    PREDICTION,
+    Candidate,
+    ModelRun,
+    Point,
+    Selection,
+    prediction_metric,
+    predictions_by_repetition,
+)
 from oddnode.measure.runner import new_target_run, prepare
 from oddnode.measure.set.jobs import collectives_job
-from oddnode.readings.partition import GIVEN, placement, spanned_groups
 from oddnode.measure.set.runner import PREPARE_TIMEOUT, SetRunSummary, run_set_rounds
-from oddnode.readings.sets_series import PACKED, SHUFFLED, STRIPED, set_series
+from oddnode.readings.sets_series import set_series
 from oddnode.store import ResultBatch, Store
 from oddnode.reach.base import Target
 
-MODEL = "model"  # the family of the series a model run stores
-PREDICTION = "prediction"
-CANDIDATES = (GIVEN, PACKED, STRIPED, SHUFFLED)
-BY_TOPOLOGY = (PACKED, STRIPED)
 DEFAULT_REPETITIONS = 5
 # The kernel times each point this long per placement and repetition: ten
 # batches of at least 10 ms fit, as in a set run.
 DEFAULT_SECONDS_PER_SIZE = 0.2
-
-
-def prediction_metric(profile_id: int | None) -> str:
-    """The metric a profile's predictions are stored under."""
-    return f"profile.{profile_id}" if profile_id is not None else "profile"
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One placement of the job: its nodes in rank order, the groups they
-    span, and the other names that chose the same nodes."""
-
-    name: str
-    members: tuple[str, ...]
-    groups: tuple[str, ...] = ()
-    aliases: tuple[str, ...] = ()
-
-    @property
-    def label(self) -> str:
-        return fold(list(self.members))
-
-
-def candidates(nodes: Sequence[str], count: int, groups: Mapping[str, str] | None, hosts: Sequence[str] = (),
-               seed: int = 0, wanted: Sequence[str] = CANDIDATES) -> tuple[list[Candidate], list[str]]:
-    """The distinct placements of ``count`` of ``nodes`` among ``wanted``,
-    and notes on those left out or merged."""
-    if count < 2:
-        raise ValueError(f"a placement needs two or more nodes, not {count}")
-    if count > len(nodes):
-        raise ValueError(f"the job ran on {count} nodes; only {len(nodes)} given ({fold(list(nodes))})")
-    notes: list[str] = []
-    chosen: list[Candidate] = []
-    for name in wanted:
-        if name == GIVEN:
-            if len(hosts) != count or not set(hosts) <= set(nodes):
-                notes.append(f"given: the profile's hosts ({fold(list(hosts)) if hosts else 'not recorded'}) are "
-                             "not all among the nodes given; not measured")
-                continue
-            members = tuple(hosts)
-        elif name in (PACKED, STRIPED) and not groups:
-            notes.append(f"{name}: needs a topology (--topology FILE); not measured")
-            continue
-        else:
-            members = placement(nodes, groups, name, count, seed)
-        same = next((i for i, c in enumerate(chosen) if c.members == members), None)
-        if same is not None:
-            earlier = chosen[same]
-            # A placement by topology keeps its name (the rule compares
-            # packed with striped); where the job ran, or a shuffle, that
-            # picked the same nodes becomes its alias.
-            if name in BY_TOPOLOGY and earlier.name not in BY_TOPOLOGY:
-                chosen[same] = Candidate(name, members, earlier.groups, (earlier.name, *earlier.aliases))
-                notes.append(f"{earlier.name}: the same nodes as {name} ({fold(list(members))}); measured once")
-            else:
-                chosen[same] = Candidate(earlier.name, members, earlier.groups, (*earlier.aliases, name))
-                notes.append(f"{name}: the same nodes as {earlier.name} ({fold(list(members))}); measured once")
-            continue
-        chosen.append(Candidate(name, members, spanned_groups(members, groups) if groups else ()))
-    if not chosen:
-        raise ValueError("no placement to measure: " + "; ".join(notes))
-    return chosen, notes
-
-
-@dataclass
-class ModelRun:
-    """What a model run measured: placement -> repetition -> point -> s per call,
-    the predictions from them, and the set runs that failed."""
-
-    run_id: int
-    candidates: list[Candidate]
-    measured: dict[str, dict[int, dict[Point, float]]] = field(default_factory=dict)
-    predictions: dict[str, dict[int, float]] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
 
 
 def _point_times(parsed, points: Sequence[Point]) -> dict[Point, float]:

@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from oddnode.measure.benchmarks import parse_kernel_run
+from oddnode.readings.sets_series import ALLREDUCE_ELEMENT_BYTES, MAX_SIZE
 from oddnode.reach.jobs import runner_argv
 from oddnode.reach.mpirun import mpirun_options
 from oddnode.parsers.kernel_output import number, read_kernel_output, whole
@@ -58,11 +59,9 @@ DEFAULT_BENCHMARKS: tuple[str, ...] = ("sendrecv", "allreduce", "alltoall", "bar
 # 0, then 1 B to 4 MiB in powers of two: the kernel's own default list.
 DEFAULT_SIZES: tuple[int, ...] = (0,) + tuple(2**k for k in range(23))
 DEFAULT_SECONDS_PER_SIZE = 0.2
-# Allreduce reduces doubles; its sizes are whole elements.
-ALLREDUCE_ELEMENT_BYTES = 8
-# Limits the kernel enforces, checked here first so that a typo fails at once.
+# Limits the kernel enforces, checked here first so that a typo fails at once
+# (its largest size, and Allreduce's element, are in readings.sets_series).
 MAX_SIZES = 64
-MAX_SIZE = 64 << 20
 MAX_SECONDS_PER_SIZE = 3600.0
 # Environment variable that makes one rank spoil what it sends in the first
 # timed batch of every size: a test of the kernel's check.
