@@ -5,7 +5,7 @@
  *
  * Every wrapper MPI_X reads the clock, calls PMPI_X, reads the clock again
  * and adds to a fixed table cell (call, bucket): count, total time, longest
- * call and bytes.  Buckets are those of oddnode.profile.model.size_bucket:
+ * call and bytes.  Buckets are those of oddnode.readings.profile.size_bucket:
  * bucket k >= 0 holds [2^k, 2^(k+1)) bytes, a 0-byte call bucket -1, and a
  * call without a size (Wait, Barrier, Probe) the "no size" bucket, written
  * '-'.  The message size of each call is defined as IMB and oddnode's set

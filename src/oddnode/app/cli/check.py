@@ -331,11 +331,11 @@ def check_command(
         file = read_plan_file(plan_file) if plan_file else {}
         if testbed:
             # The testbed's nodes share capped CPUs: MPI ranks yield when idle
-            # (see kernels/mpirun.py), unless the plan file says otherwise.
+            # (see reach/mpirun.py), unless the plan file says otherwise.
             steps = file["steps"] = dict(file.get("steps") or {})
             for step in ("sets", "scale", "sync"):
                 steps[step] = {"mpi_yield": True, **(steps.get(step) or {})}
-            # ... and the noise kernel keeps within each node's quota (kernels/noise.py).
+            # ... and the noise kernel keeps within each node's quota (measure/node/noise.py).
             steps["noise"] = {**_testbed_noise(), **(steps.get("noise") or {})}
         plan = make_plan(file,
                          layered_parameters(flags, parse_settings(settings or ())),

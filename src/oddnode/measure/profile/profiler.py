@@ -54,7 +54,7 @@ BUILD_TIMEOUT = 360.0
 VERSION_TIMEOUT = 10.0
 # Seconds to read the profile back from a node.
 FETCH_TIMEOUT = 60.0
-# Open MPI refuses to run as root without these (see kernels/mpi_collectives.py).
+# Open MPI refuses to run as root without these (see measure/set/collectives.py).
 OPEN_MPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 OPEN_MPI, HYDRA, SLURM, SINGLETON = "openmpi", "hydra", "slurm", "singleton"
 _OPEN_MPI_NAMES = {"orterun", "prterun"}

@@ -172,7 +172,7 @@ def collectives_launcher(nodes: Sequence[str], rsh_agent: str | None = None, hos
     mpirun take them from its allocation (Slurm, PBS) or its default
     hostfile, one rank per node all the same; the kernel's header records
     the order it chose.  ``yield_when_idle`` for nodes whose CPUs are
-    capped or shared, as the testbed's (see kernels/mpirun.py)."""
+    capped or shared, as the testbed's (see reach/mpirun.py)."""
     nodes = check_nodes(nodes)
     launcher = ["mpirun", "-np", str(len(nodes))]
     if not hostfile:

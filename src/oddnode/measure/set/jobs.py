@@ -4,7 +4,7 @@ template.
 
 A job is started on the set's first node and launches one rank on every
 member in the set's order (our kernel: with Open MPI's mpirun, or under
-Slurm with srun itself, see kernels/mpirun.py); that node's output is the
+Slurm with srun itself, see reach/mpirun.py); that node's output is the
 set's result.
 """
 
@@ -88,7 +88,7 @@ def mpi_rsh_agent(target: Target) -> str | None:
 def mpi_launcher(target: Target, choice: str = AUTO) -> MpiLauncher:
     """The launcher ``choice`` (auto, mpirun, srun) means on this target:
     under the slurm transport its first node says which MPI plugins srun
-    and Open MPI share (kernels/mpirun.py resolve_launcher)."""
+    and Open MPI share (reach/mpirun.py resolve_launcher)."""
 
     def probe() -> str:
         first = target.nodes[0]
@@ -118,7 +118,7 @@ def collectives_job(target: Target, benchmarks: Sequence[str] = collectives.DEFA
                     launcher: MpiLauncher | None = None) -> SetJob:
     """Our collectives kernel on sets of at most ``largest_set`` of the
     target's nodes (``mpi_yield``: idle ranks yield their CPU, see
-    kernels/mpirun.py), its ranks started by ``launcher`` (default mpirun)."""
+    reach/mpirun.py), its ranks started by ``launcher`` (default mpirun)."""
     launcher = launcher if launcher is not None else MpiLauncher()
     benchmarks = collectives.check_benchmarks(benchmarks)
     sizes = collectives.check_sizes(sizes)
