@@ -59,7 +59,7 @@ test-kernels: install
 # The man page, written from the command line's own help: run after changing a command.
 .PHONY: man
 man: install
-	$(BIN)/python -m oddnode.app.cli.manpage docs/oddnode.1
+	$(BIN)/python -m oddnode.manpage docs/oddnode.1
 
 bench: install
 	$(BIN)/python bench/analyze_scale.py

@@ -73,7 +73,7 @@ def invoke(*args):
     result's ``text`` is its output unwrapped, for matching phrases."""
     from typer.testing import CliRunner
 
-    from oddnode.app.cli import app
+    from oddnode.main import app
 
     result = CliRunner().invoke(app, [str(a) for a in args])
     result.text = " ".join(result.output.split())

@@ -1,3 +1,3 @@
-from oddnode.app.cli import main
+from oddnode.main import main
 
 main()

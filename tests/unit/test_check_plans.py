@@ -86,7 +86,7 @@ def test_an_unreadable_plan_file_is_named(tmp_path):
 def show_plan(*args):
     from typer.testing import CliRunner
 
-    from oddnode.app.cli import app
+    from oddnode.main import app
 
     return CliRunner().invoke(app, ["check", "--show-plan", *map(str, args)])
 

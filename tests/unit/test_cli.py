@@ -108,7 +108,7 @@ def test_synth_refuses_a_foreign_directory(tmp_path):
 def test_testbed_without_root_says_so_in_one_line(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
-    from oddnode.app.cli import app
+    from oddnode.main import app
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     for args in (["testbed", "up", "--state-dir", str(tmp_path)], ["check", "--testbed"]):
@@ -185,7 +185,7 @@ def test_analyze_judges_a_store_it_may_not_write_and_says_the_findings_were_not_
     from typer.testing import CliRunner
 
     from oddnode import store as store_module
-    from oddnode.app.cli import app
+    from oddnode.main import app
 
     write(tmp_path / "plot.triad", "".join(f"{1000.0 + i} node{i:02d}\n" for i in range(1, 13)) + "10.0 node13\n")
     db = tmp_path / "site.duckdb"
@@ -241,7 +241,7 @@ def test_a_store_another_process_holds_is_could_not_run_and_a_missing_profile_is
 def test_an_unexpected_error_exits_3_with_its_traceback(monkeypatch, capsys, tmp_path):
     import sys
 
-    from oddnode.app import cli
+    from oddnode import main as cli
     from oddnode.app.cli import analysis
 
     def defect(*args, **kwargs):

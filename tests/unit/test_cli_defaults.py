@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from oddnode.app.cli import app
+from oddnode.main import app
 
 
 def default(*path: str, option: str):

@@ -538,7 +538,7 @@ def test_list_shows_the_runs_with_results(db):
 def test_defaults_are_the_library_s():
     import typer
 
-    from oddnode.app.cli import app
+    from oddnode.main import app
     from oddnode.judge.compare import DEFAULT_MIN_EFFECT
     from oddnode.findings import Sensitivity
 

@@ -157,7 +157,7 @@ def recorded(monkeypatch):
 
 
 def invoke(*args):
-    from oddnode.app.cli import app
+    from oddnode.main import app
 
     return CliRunner().invoke(app, [str(arg) for arg in args])
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from oddnode.app.cli import app
+from oddnode.main import app
 from oddnode.readings.fit import MAX_RELATIVE_ERROR, fit_sized_times, fit_table, fittable_benchmarks, sized_times
 from oddnode.store.tool_import import import_tool_outputs
 from oddnode.core.model import Direction, LabelKind

@@ -31,7 +31,7 @@ STARTED_WITHIN = 30.0
 # a repetition, without building a kernel.
 ODDNODE = """\
 import sys
-import oddnode.app.cli as cli
+import oddnode.main as cli
 from oddnode.reach import get_transport
 
 def app():
@@ -129,7 +129,7 @@ def test_a_signal_ends_the_local_process_group_and_exits_128_plus_the_signal(tmp
 # "Aborted!" and status 1, which main() gives back as the signal's status.
 ANY_COMMAND = """\
 import sys, time
-import oddnode.app.cli as cli
+import oddnode.main as cli
 
 @cli.app.command("nap")
 def nap() -> None:
@@ -277,7 +277,7 @@ def test_an_interrupt_while_a_repetition_is_stored_keeps_none_of_it(tmp_path, mo
 @pytest.mark.parametrize(("interrupt", "status"), [(KeyboardInterrupt(), 130), (Terminated(), 143)])
 def test_check_says_what_it_stopped_and_exits_130_or_143(tmp_path, monkeypatch, interrupt, status):
     import oddnode.app.check
-    from oddnode.app.cli import app
+    from oddnode.main import app
 
     def run_check_interrupted(*args, **kwargs):
         raise interrupt

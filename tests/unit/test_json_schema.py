@@ -384,7 +384,7 @@ def _walk(node):
 
 def _json_commands() -> dict[str, object]:
     """Every command of the CLI that takes --json, by its full name: is it hidden?"""
-    from oddnode.app.cli import app
+    from oddnode.main import app
 
     found = {}
 

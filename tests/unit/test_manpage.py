@@ -11,8 +11,9 @@ import subprocess
 import pytest
 import typer
 
-from oddnode.app.cli import app
-from oddnode.app.cli.manpage import main, man_page, roff
+from oddnode.app.cli.manpage import man_page, roff
+from oddnode.main import app
+from oddnode.manpage import main
 
 # The roff requests the page may use (man(7) macros).
 REQUESTS = {"TH", "SH", "SS", "TP", "PP", "RS", "RE", "B"}

@@ -9,7 +9,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from oddnode.app.cli import app, nodes as nodes_cli
+from oddnode.app.cli import nodes as nodes_cli
+from oddnode.main import app
 from oddnode.onnode.node_probe import PROBE_VERSION
 from oddnode.reach.base import NodeResult, NodeStatus, Target
 

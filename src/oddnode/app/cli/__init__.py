@@ -1,11 +1,15 @@
 """The ``oddnode`` command line: thin wrappers over the library, one module
-per family of commands, assembled here with the options every command takes."""
+per family of commands, assembled here with the options every command takes.
+
+The layer above (the testbed) adds its own command group when the entry
+point (oddnode.main) builds the app: ``build_app(command_groups=...)``."""
 
 from __future__ import annotations
 
 import signal
 import sys
 import traceback
+from collections.abc import Callable, Iterable
 from typing import Annotated
 
 import typer
@@ -22,7 +26,6 @@ from oddnode.app.cli import (
     sets,
     sweep,
     sync,
-    testbed,
 )
 from oddnode.app.cli import affinity
 from oddnode.app.cli import config as config_cli
@@ -35,43 +38,12 @@ from oddnode.app.cli import health as health_cli
 from oddnode.app.cli.common import ExitStatus, Verbosity, configure_commands, console, err_console, fail, output
 from oddnode.reach.base import Terminated, interrupt_status
 
-app = typer.Typer(
-    name="oddnode",
-    help="Is the cluster ready for production? If not, which node, link or setting is the odd one out.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-)
-# In this order the help lists the check and the analysis first, then each panel.
-app.add_typer(imports.import_app, name="import", rich_help_panel=analysis.RESULTS_PANEL)
-analysis.register(app)
-fit_cli.register(app)
-compare.register(app)
-schema_cli.register(app)
-interconnect.register(app)
-interconnect.register_switchbench(app)
-sets.register(app)
-sync.register(app)
-sweep.register(app)
-nodes.register(app)
-processes.register(app)
-affinity.register(app)
-numa_cli.register(app)
-profile_cli.register(app)
-model_cli.register(app)
-check.register(app)
-health_cli.register(app)
-testbed.register(app)
-config_cli.register(app)
-# Every command's unset options from the configuration files; -l and --connect-timeout where ssh reaches nodes.
-configure_commands(app)
-
 QuietOption = Annotated[bool, typer.Option(
     "-q", "--quiet", help="Only the verdict, the problems and errors: no progress, run notes or statistics tables.")]
 VerboseOption = Annotated[bool, typer.Option(
     "-v", "--verbose", help="Every run note and step detail too, and where the results are stored.")]
 
 
-@app.callback(invoke_without_command=True)
 def _root(version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
           quiet: QuietOption = False, verbose: VerboseOption = False) -> None:
     if version:
@@ -82,9 +54,48 @@ def _root(version: Annotated[bool, typer.Option("--version", help="Print the ver
     output.verbosity = Verbosity.QUIET if quiet else Verbosity.VERBOSE if verbose else Verbosity.NORMAL
 
 
+def build_app(command_groups: Iterable[Callable[[typer.Typer], None]] = ()) -> typer.Typer:
+    """The command line: every command of this layer, and ``command_groups``,
+    the registrations of the layers above (each adds its commands to the app
+    it is given), made after Slurm's commands and before config, where the
+    help has always listed the testbed."""
+    app = typer.Typer(
+        name="oddnode",
+        help="Is the cluster ready for production? If not, which node, link or setting is the odd one out.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+    )
+    # In this order the help lists the check and the analysis first, then each panel.
+    app.add_typer(imports.import_app, name="import", rich_help_panel=analysis.RESULTS_PANEL)
+    analysis.register(app)
+    fit_cli.register(app)
+    compare.register(app)
+    schema_cli.register(app)
+    interconnect.register(app)
+    interconnect.register_switchbench(app)
+    sets.register(app)
+    sync.register(app)
+    sweep.register(app)
+    nodes.register(app)
+    processes.register(app)
+    affinity.register(app)
+    numa_cli.register(app)
+    profile_cli.register(app)
+    model_cli.register(app)
+    check.register(app)
+    health_cli.register(app)
+    for register in command_groups:
+        register(app)
+    config_cli.register(app)
+    # Every command's unset options from the configuration files; -l and --connect-timeout where ssh reaches nodes.
+    configure_commands(app)
+    app.callback(invoke_without_command=True)(_root)
+    return app
+
+
 # The statuses of the interrupts that went by: typer turns a
 # KeyboardInterrupt it meets into status 130 (click into "Aborted!" and 1,
-# which would read as findings), whatever the signal; main() exits with the
+# which would read as findings), whatever the signal; run() exits with the
 # interrupt's own status instead.
 _interrupted: list[int] = []
 
@@ -95,7 +106,9 @@ def _on_signal(signum: int, frame: object) -> None:
     raise interrupt
 
 
-def main() -> None:
+def run(app: typer.Typer) -> None:
+    """Run ``app`` as the oddnode command: the exit status of an interrupt
+    its signal's, of a defect 3 with its traceback."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _on_signal)
     try:

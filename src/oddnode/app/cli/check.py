@@ -40,10 +40,10 @@ from oddnode.app.cli.common import (
     open_db,
     quiet,
     read_topology,
+    registered_testbed,
     save_topology,
     selected_target,
     testbed_errors,
-    testbed_state_dir,
     user_errors,
     positive_seconds,
     seconds_or_zero,
@@ -201,15 +201,8 @@ def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide
 def _testbed_noise() -> dict[str, object]:
     """The noise kernel's options on the testbed: within each node's CPU
     quota (the testbed's default size when none is up yet)."""
-    from oddnode.testbed import Testbed, TestbedError, cgroups
-    from oddnode.testbed.lifecycle import DEFAULT_NODES
-
-    try:
-        nodes = len(Testbed.load(testbed_state_dir(None)).nodes)
-    except TestbedError:
-        nodes = DEFAULT_NODES
-    cpus = cgroups.available_cpus()
-    return capped_noise_options(cgroups.node_quota_us(cpus, nodes) / cgroups.PERIOD_US, cpus)
+    quota, cpus = registered_testbed().node_cpu_quota()
+    return capped_noise_options(quota, cpus)
 
 
 def check_command(

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterable, Iterator, Optional
+from typing import Annotated, Any, Callable, Iterable, Iterator, Optional, Protocol
 
 import typer
 from rich.console import Console
@@ -192,12 +192,61 @@ def user_errors() -> Iterator[None]:
 
 @contextmanager
 def testbed_errors() -> Iterator[None]:
-    from oddnode.testbed import TestbedError
-
+    """The registered testbed's errors (not root, none up) in one line, exit 3;
+    without a testbed, nothing to catch."""
+    errors = (testbed_provider.error,) if testbed_provider else ()
     try:
         yield
-    except TestbedError as err:
+    except errors as err:
         raise could_not_run(str(err)) from None
+
+
+# -- a cluster this machine built itself (--testbed) ---------------------------
+
+
+@dataclass(frozen=True)
+class VirtualCluster:
+    """A running cluster this machine built itself, as --testbed reaches it."""
+
+    nodeset: str  # its nodes, ClusterShell syntax
+    ssh_config: Path  # the ssh client configuration that reaches them
+    topology: Path | None  # its topology file; None when its nodes hang from one switch
+    transport: str = "ssh"  # how its nodes are reached where --transport is not given
+
+
+class VirtualClusterProvider(Protocol):
+    """What --testbed needs of the layer that builds clusters on this machine
+    (oddnode.testbed, above the command line): the entry point registers it."""
+
+    # What it raises when it cannot (not root, no cluster up): one line, exit 3.
+    error: type[Exception]
+
+    def running(self) -> VirtualCluster:
+        """The cluster up now, from its state directory ($ODDNODE_TESTBED_DIR
+        or its default); ``error`` when none is."""
+
+    def node_cpu_quota(self) -> tuple[float, int]:
+        """How many CPUs each node may keep busy at once (its CPU quota), and
+        the CPUs this machine gives the nodes: for the cluster up now, else
+        for one of the default size."""
+
+
+# The --testbed provider: None in a command line built without the testbed.
+testbed_provider: VirtualClusterProvider | None = None
+
+
+def register_testbed(provider: VirtualClusterProvider) -> None:
+    """Make ``provider`` the cluster every command's --testbed runs on."""
+    global testbed_provider
+    testbed_provider = provider
+
+
+def registered_testbed() -> VirtualClusterProvider:
+    """The --testbed provider; a clear error (exit 3) when none is registered."""
+    if testbed_provider is None:
+        raise could_not_run("--testbed: no testbed support is loaded in this command line "
+                            "(the oddnode command loads it)")
+    return testbed_provider
 
 
 # -- the store ---------------------------------------------------------------
@@ -291,13 +340,6 @@ MinEffectOption = Annotated[float, typer.Option(
     help="Smallest deviation from the median worth a warning (fraction).")]
 
 
-def testbed_state_dir(state_dir: Optional[Path]) -> Path:
-    """--state-dir, else $ODDNODE_TESTBED_DIR, else /run/oddnode/testbed."""
-    from oddnode.testbed import DEFAULT_STATE_DIR
-
-    return state_dir or Path(os.environ.get("ODDNODE_TESTBED_DIR") or DEFAULT_STATE_DIR)
-
-
 @dataclass
 class ConnectionSettings:
     """How ssh reaches the nodes beyond the nodes' options (-l, --connect-timeout), for selected_target."""
@@ -315,12 +357,10 @@ def selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, tes
 
     chosen = select_nodes(nodes, exclude, hostfile)
     if testbed:
-        from oddnode.testbed import Testbed
-
-        bed = Testbed.load(testbed_state_dir(None))
+        bed = registered_testbed().running()
         chosen = chosen or select_nodes(bed.nodeset, exclude)
         ssh_config = ssh_config or bed.ssh_config
-        transport = transport or "ssh"
+        transport = transport or bed.transport
     return make_target(chosen, transport, ssh_config, fanout, user=connection.user,
                        connect_timeout=connection.connect_timeout)
 
@@ -409,9 +449,7 @@ def read_topology(path: Optional[Path], testbed: bool = False) -> tuple[dict[str
     from oddnode.core.topology import load_topology
 
     if path is None and testbed:
-        from oddnode.testbed import Testbed
-
-        path = Testbed.load(testbed_state_dir(None)).topology
+        path = registered_testbed().running().topology
     if path is None:
         return None
     topology = load_topology(path)

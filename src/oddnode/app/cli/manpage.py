@@ -1,12 +1,11 @@
 """A roff man page, oddnode(1), written from the command line's own help:
 every command and sub-command with its options, so the page never lags
-behind the program.  ``python -m oddnode.app.cli.manpage OUTPUT``."""
+behind the program.  ``python -m oddnode.manpage OUTPUT`` writes it for
+the whole oddnode command."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -129,16 +128,3 @@ def man_page(app: typer.Typer) -> str:
     lines += definitions("ENVIRONMENT", ENVIRONMENT)
     lines += definitions("FILES", FILES)
     return "\n".join(lines) + "\n"
-
-
-def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        sys.exit("usage: python -m oddnode.app.cli.manpage OUTPUT")
-    from oddnode.app.cli import app
-
-    Path(args[0]).write_text(man_page(app), encoding="utf-8")
-
-
-if __name__ == "__main__":
-    main()

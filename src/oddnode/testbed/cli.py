@@ -1,16 +1,23 @@
 """``oddnode testbed``: a virtual cluster of network namespaces on this
-machine (root), and the faults one can inject into its nodes."""
+machine (root), and the faults one can inject into its nodes; and
+``TestbedProvider``, the running testbed as every command's --testbed
+reaches it.  The entry point (oddnode.main) registers both into the
+command line of oddnode.app.cli, the layer below."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from oddnode.app.cli.common import console, fail, inform, positive_number, testbed_errors, testbed_state_dir
+from oddnode.app.cli.common import VirtualCluster, console, could_not_run, fail, inform, positive_number
 from oddnode.report import summaries
 from oddnode.report.text import literal
+from oddnode.testbed import DEFAULT_STATE_DIR, Testbed, TestbedError, cgroups
 from oddnode.testbed.lifecycle import DEFAULT_NODES
 
 testbed_app = typer.Typer(help="A virtual cluster on this machine (root): network namespaces with sshd.",
@@ -19,6 +26,40 @@ fault_app = typer.Typer(help="Inject a fault into one testbed node.", no_args_is
 testbed_app.add_typer(fault_app, name="fault")
 StateDirOption = Annotated[Optional[Path], typer.Option(
     "--state-dir", help="Where the testbed keeps its state (default $ODDNODE_TESTBED_DIR or /run/oddnode/testbed).")]
+
+
+def testbed_state_dir(state_dir: Optional[Path]) -> Path:
+    """--state-dir, else $ODDNODE_TESTBED_DIR, else /run/oddnode/testbed."""
+    return state_dir or Path(os.environ.get("ODDNODE_TESTBED_DIR") or DEFAULT_STATE_DIR)
+
+
+@contextmanager
+def testbed_errors() -> Iterator[None]:
+    """The testbed's errors (not root, none up) in one line, exit 3."""
+    try:
+        yield
+    except TestbedError as err:
+        raise could_not_run(str(err)) from None
+
+
+class TestbedProvider:
+    """The running testbed as --testbed reaches it (common.VirtualClusterProvider)."""
+
+    __test__ = False  # not a pytest test class
+
+    error = TestbedError
+
+    def running(self) -> VirtualCluster:
+        bed = Testbed.load(testbed_state_dir(None))
+        return VirtualCluster(nodeset=bed.nodeset, ssh_config=bed.ssh_config, topology=bed.topology)
+
+    def node_cpu_quota(self) -> tuple[float, int]:
+        try:
+            nodes = len(Testbed.load(testbed_state_dir(None)).nodes)
+        except TestbedError:
+            nodes = DEFAULT_NODES
+        cpus = cgroups.available_cpus()
+        return cgroups.node_quota_us(cpus, nodes) / cgroups.PERIOD_US, cpus
 
 
 def parse_rate(text: Optional[str], option: str) -> Optional[int]:
@@ -235,4 +276,5 @@ def fault_clear(state_dir: StateDirOption = None) -> None:
 
 
 def register(app: typer.Typer) -> None:
+    """Add ``oddnode testbed`` to the command line, in its own help panel."""
     app.add_typer(testbed_app, name="testbed", rich_help_panel="Virtual cluster")
