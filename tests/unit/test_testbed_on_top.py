@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 import oddnode.main  # registers the testbed, before a test here takes it away and puts it back
 from oddnode.app.cli import build_app, common
 
+
 @pytest.mark.parametrize("args", [["inventory", "--testbed"], ["check", "--testbed"],
                                   ["pairs", "--testbed"], ["sets", "--testbed"]])
 def test_testbed_option_without_a_provider_says_none_is_loaded(monkeypatch, tmp_path, args):
@@ -21,6 +22,7 @@ def test_testbed_option_without_a_provider_says_none_is_loaded(monkeypatch, tmp_
     text = " ".join(result.output.split())
     assert "--testbed: no testbed support is loaded" in text and "Traceback" not in text
     assert "testbed" not in typer.main.get_command(app).commands
+
 
 def test_the_entry_point_registers_the_testbed_and_its_commands():
     from oddnode.testbed.cli import TestbedProvider
