@@ -14,7 +14,7 @@ from scipy import stats
 
 from oddnode.judge.compare import Settings, Verdict, compare_samples
 from oddnode.stats import significance as sig
-from oddnode.judge.compare.samples import SeriesSamples
+from oddnode.store.samples import SeriesSamples
 from oddnode.core.model import Direction, LabelKind
 
 # (nodes, repetitions per node, series): shapes that take each path of the

@@ -5,14 +5,8 @@ import numpy as np
 import pytest
 
 from oddnode.measure import catalog
-from oddnode.measure.node.disk import (
-    DIRECTORY_TABLE_TITLE,
-    DiskOptions,
-    directory_metric,
-    directory_table,
-    directory_table_lines,
-    disk_directories,
-)
+from oddnode.measure.node.disk import DiskOptions, directory_metric, disk_directories
+from oddnode.readings.disk import DIRECTORY_TABLE_TITLE, directory_table, directory_table_lines
 from oddnode.core.model import Direction, LabelKind, Series
 from oddnode.measure.steps import make_options
 

@@ -174,6 +174,26 @@ def test_the_version_and_the_layer_list_import_nothing_of_ours():
         assert IMPORTS.graph[module] == set(), module
 
 
+def sql_outside(root: Path, owner: str) -> list[str]:
+    """Uses of DuckDB (importing it, or a store's connection ``.con``) in
+    modules outside the package ``owner``."""
+    found = []
+    for path in sorted((root / "oddnode").rglob("*.py")):
+        if path.relative_to(root).parts[:2] == ("oddnode", owner):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            imported = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                        [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(name.split(".")[0] == "duckdb" for name in imported) or \
+                    isinstance(node, ast.Attribute) and node.attr == "con":
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_sql_lives_in_the_store_alone():
+    assert sql_outside(SOURCE, "store") == []
+
+
 def test_the_architecture_document_draws_these_layers():
     assert layers.render() in ARCHITECTURE.read_text(encoding="utf-8")
 
@@ -208,3 +228,11 @@ def test_the_checks_find_an_upward_import_a_loop_a_lazy_import_and_a_foreign_lib
         "pkg.low.a imports pkg.high.b, from a layer above (low -> high)"]
     assert package_cycles(imports, 1) == [["pkg.high", "pkg.low", "pkg.high"]]
     assert stdlib_violations(faulty, "pkg.side") == ["pkg/side/c.py:3 imports numpy"]
+
+
+def test_the_sql_check_finds_a_connection_used_outside_the_store(tmp_path):
+    for name, text in {"oddnode/store/db.py": "import duckdb\n", "oddnode/judge/a.py": "import duckdb.typing\n",
+                       "oddnode/measure/b.py": "def f(store):\n    return store.con.execute('SELECT 1')\n"}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert sql_outside(tmp_path, "store") == ["oddnode/judge/a.py:1", "oddnode/measure/b.py:2"]

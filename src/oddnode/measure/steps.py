@@ -333,7 +333,5 @@ class NodeBenchmark(Step):
 
 
 def _first_detail(store: Store, run_id: int) -> str:
-    rows = store.con.execute("SELECT detail FROM node_status WHERE run_id = ? AND detail IS NOT NULL LIMIT 1",
-                             [run_id]).fetchall()
-    detail = rows[0][0] if rows else "unavailable"
+    detail = store.first_node_detail(run_id) or "unavailable"
     return detail.split(": ", 1)[-1]

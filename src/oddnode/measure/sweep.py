@@ -174,14 +174,12 @@ def run_sweep(
             # Every run the step makes is named after this turn: that is how
             # they are told from runs other commands make meanwhile.
             label = f"{command} [sweep {sweep_id} setting {index + 1} round {round_number}]"
-            ((before,),) = store.con.execute("SELECT coalesce(max(id), 0) FROM runs").fetchall()
+            before = store.newest_run_id()
             store.release()  # the nodes run next: let others read the store meanwhile
             context = StepContext(store, Target(target.nodes, transport), 1, timeout, command=label)
             outcome = step.run(context, typed[index])
             turn.notes = list(outcome.notes)
-            rows = store.con.execute("SELECT id FROM runs WHERE id > ? AND starts_with(command, ?) ORDER BY id",
-                                     [before, label + " ["]).fetchall()
-            turn.run_ids = [int(run_id) for (run_id,) in rows]
+            turn.run_ids = store.runs_after(before, label + " [")
             described = grid.describe(setting)
             with store.transaction():
                 store.add_sweep_runs(sweep_id, [(run_id, index, round_number, position, described)

@@ -760,6 +760,48 @@ class Store:
         return self.con.execute("SELECT * FROM runs ORDER BY id").fetchall()
 
     @_reading
+    def newest_run_id(self) -> int:
+        """The newest run's id, 0 in an empty store."""
+        ((newest,),) = self.con.execute("SELECT coalesce(max(id), 0) FROM runs").fetchall()
+        return int(newest)
+
+    @_reading
+    def runs_after(self, run_id: int, command_prefix: str) -> list[int]:
+        """The runs newer than ``run_id`` whose command starts with ``command_prefix``, oldest first."""
+        rows = self.con.execute("SELECT id FROM runs WHERE id > ? AND starts_with(command, ?) ORDER BY id",
+                                [run_id, command_prefix]).fetchall()
+        return [int(found) for (found,) in rows]
+
+    @_reading
+    def first_node_detail(self, run_id: int) -> str | None:
+        """The first detail any node's status in a run holds (why it did not run), if any."""
+        rows = self.con.execute("SELECT detail FROM node_status WHERE run_id = ? AND detail IS NOT NULL LIMIT 1",
+                                [run_id]).fetchall()
+        return rows[0][0] if rows else None
+
+    @_reading
+    def result_parameters(self, run_id: int, benchmark: str) -> list[tuple[str, str]]:
+        """(label, parameters as stored JSON text) of a run's valid results of
+        one benchmark that carry parameters, in repetition order."""
+        self.check_names()
+        return self.con.execute("SELECT label, parameters FROM results WHERE run_id = ? AND benchmark = ? AND valid "
+                                "AND parameters IS NOT NULL ORDER BY repetition", [run_id, benchmark]).fetchall()
+
+    @_reading
+    def best_by_label(self, run_id: int, benchmark: str, metric: str, repetition: int | None = None
+                      ) -> dict[str, float]:
+        """The largest valid, finite value per label of one run's series
+        (of one repetition, when given)."""
+        self.check_names()
+        query = """SELECT label, max(value) FROM results WHERE run_id = ? AND benchmark = ? AND metric = ?
+                   AND valid AND value IS NOT NULL AND isfinite(value)"""
+        arguments: list[Any] = [run_id, benchmark, metric]
+        if repetition is not None:
+            query += " AND repetition = ?"
+            arguments.append(repetition)
+        return dict(self.con.execute(query + " GROUP BY label", arguments).fetchall())
+
+    @_reading
     def series_names(self) -> list[tuple[str, str]]:
         return self.con.execute(
             "SELECT DISTINCT benchmark, metric FROM results ORDER BY 1, 2"

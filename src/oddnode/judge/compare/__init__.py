@@ -32,7 +32,7 @@ from oddnode.judge.compare.verdicts import (
     compare_units,
     decide,
 )
-from oddnode.judge.compare.samples import (
+from oddnode.store.samples import (
     RunInfo,
     Selection,
     SelectionError,
@@ -218,7 +218,7 @@ def _side_name(selection: Selection) -> str:
     checks = {r.check_id for r in runs}
     if len(checks) == 1 and None not in checks:
         return f"check {next(iter(checks))}"
-    from oddnode.judge.compare.samples import _fold_ids
+    from oddnode.store.samples import _fold_ids
 
     return f"runs {_fold_ids(selection.ids)}"
 

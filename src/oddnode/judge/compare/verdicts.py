@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from oddnode.stats import significance as sig
-from oddnode.judge.compare.samples import SeriesSamples
+from oddnode.store.samples import SeriesSamples
 from oddnode.core.model import DEFAULT_METRIC, Direction, LabelKind
 from oddnode.core.nodes import is_node_name
 from oddnode.core.order import natural_sorted

@@ -575,10 +575,8 @@ def mpi_plan(layouts: Mapping[str, NumaLayout], options: NumaOptions, skipped: d
 def shm_cpu_pairs(store: Store, run_id: int, name: str) -> dict[str, tuple[int, int]]:
     """Per node, the CPUs (end A's, end B's) the shared-memory ping-pong
     of cell ``name`` ran on in this run: its valid results' parameters."""
-    rows = store.con.execute("SELECT label, parameters FROM results WHERE run_id = ? AND benchmark = ? AND valid "
-                             "AND parameters IS NOT NULL ORDER BY repetition", [run_id, name]).fetchall()
     pairs: dict[str, tuple[int, int]] = {}
-    for label, parameters in rows:
+    for label, parameters in store.result_parameters(run_id, name):
         try:
             values = json.loads(parameters)
             pair = (int(values["a_cpu"]), int(values["b_cpu"]))

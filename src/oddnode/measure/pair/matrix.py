@@ -135,13 +135,7 @@ def halving_levels(pairs_per_round: int) -> list[int]:
 def _stored(store: Store, run_id: int, benchmark: str, metric: str, repetition: int | None = None
             ) -> dict[str, float]:
     """Read back the best valid value per label of one run's series."""
-    query = """SELECT label, max(value) FROM results WHERE run_id = ? AND benchmark = ? AND metric = ?
-               AND valid AND value IS NOT NULL AND isfinite(value)"""
-    arguments: list = [run_id, benchmark, metric]
-    if repetition is not None:
-        query += " AND repetition = ?"
-        arguments.append(repetition)
-    return dict(store.con.execute(query + " GROUP BY label", arguments).fetchall())
+    return store.best_by_label(run_id, benchmark, metric, repetition)
 
 
 def _retest_recorder(sizes: Sequence[int], level: int, concurrency: dict[str, int]) -> PairRecorder:
