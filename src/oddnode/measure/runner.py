@@ -18,20 +18,22 @@ not by what they are.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from oddnode.measure.benchmarks import BenchmarkSpec
 from oddnode.reach.jobs import PREPARE_OPTION, start_option, start_timing, with_runner_options
 from oddnode.core.model import DEFAULT_METRIC, Direction, LabelKind
-from oddnode.parsers.base import ParseError, ToolUnavailable
+from oddnode.parsers.base import ParsedOutput, ParseError, ToolUnavailable
 from oddnode.store import ResultBatch, Store
 from oddnode.reach.base import NodeResult, NodeStatus, Target
 
 DEFAULT_REPETITIONS = 5  # STAB's default: enough for a best-of that shrugs off one noisy run
 DEFAULT_TIMEOUT = 600.0  # seconds one repetition may take on a node, build included
-# How much of a bad output a node-status detail quotes.
+# How much of a bad output a node-status detail quotes; an end of a pair or
+# a member of a set less, as a round's status line may name several.
 DETAIL_CHARS = 500
+ROUND_DETAIL_CHARS = 300
 # Configuration keys of a parsed run that are stored with each of its results:
 # what the node really used (threads counted, affinity) and which build ran.
 EFFECTIVE_KEYS = ("threads_counted", "proc_bind", "compiler", "cache_key", "cpu_model")
@@ -73,11 +75,6 @@ class _NodeOutcome:
     detail: str | None
 
 
-def _quote(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS] + "..."
-
-
 def _failed_rows(batch: ResultBatch, spec: BenchmarkSpec, node: str, repetition: int,
                  reason: str, raw_ref: str) -> None:
     """A run that gave no numbers still leaves a row (value NULL, invalid)."""
@@ -95,10 +92,10 @@ def _record_node(batch: ResultBatch, spec: BenchmarkSpec, result: NodeResult, re
     node = result.node
     raw_ref = f"raw:{spec.name}:{node}:{repetition}"
     if result.status in (NodeStatus.UNREACHABLE, NodeStatus.TIMEOUT):
-        detail = f"repetition {repetition}: {_quote(result.stderr) or result.status.value}"
+        detail = f"repetition {repetition}: {quote_detail(result.stderr, DETAIL_CHARS) or result.status.value}"
         return _NodeOutcome(result.status.value, result.status.value, detail)
     if result.status is NodeStatus.FAILED:
-        reason = f"exited with status {result.exit_code}: {_quote(result.stderr) or 'no message'}"
+        reason = f"exited with status {result.exit_code}: {quote_detail(result.stderr, DETAIL_CHARS) or 'no message'}"
         _failed_rows(batch, spec, node, repetition, reason, raw_ref)
         return _NodeOutcome("failed", "failed", f"repetition {repetition}: {reason}")
     try:
@@ -106,7 +103,7 @@ def _record_node(batch: ResultBatch, spec: BenchmarkSpec, result: NodeResult, re
     except ToolUnavailable as missing:
         return _NodeOutcome("ok", "unavailable", f"repetition {repetition}: {missing.detail}")
     except ParseError as problem:
-        reason = _quote(str(problem))
+        reason = quote_detail(str(problem), DETAIL_CHARS)
         _failed_rows(batch, spec, node, repetition, reason, raw_ref)
         return _NodeOutcome("failed", "failed", f"repetition {repetition}: {reason}")
     effective = {key: parsed.configuration[key] for key in EFFECTIVE_KEYS if key in parsed.configuration}
@@ -222,3 +219,75 @@ def run_benchmark(
             on_progress(repetition, repetitions)
     return summary
 
+
+# --- the rounds of pairs and sets: each end's run, parsed or why not, stored whole ----
+
+
+def quote_detail(text: str, limit: int = ROUND_DETAIL_CHARS) -> str:
+    """A node's message on one line, cut to ``limit`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def why_failed(result: NodeResult | None) -> str:
+    """What went wrong with one end of a pair, in one line."""
+    if result is None:
+        return "the transport returned no result"
+    if result.status is NodeStatus.OK:
+        return "ok"
+    detail = quote_detail(result.stderr) or f"exit status {result.exit_code}"
+    return f"{result.status.value}: {detail}"
+
+
+def parsed_run(result: NodeResult | None, parse: Callable[[str, str], ParsedOutput], source: str
+               ) -> tuple[ParsedOutput | None, str | None]:
+    """A node's run of one of our kernels, parsed; or None and why it gave
+    nothing to use."""
+    if result is None or result.status is not NodeStatus.OK:
+        return None, why_failed(result)
+    try:
+        return parse(result.stdout, source), None
+    except ParseError as error:
+        return None, quote_detail(str(error))
+
+
+def parsed_client_run(results: Mapping[str, NodeResult], client: str, server: str,
+                      parse: Callable[[str, str], ParsedOutput], raw_ref: str
+                      ) -> tuple[ParsedOutput | None, str | None]:
+    """A pair's client run, parsed; or None and why the pair failed: the
+    client's trouble, and the server's when its run failed too."""
+    parsed, problem = parsed_run(results.get(client), parse, raw_ref)
+    if parsed is not None:
+        return parsed, None
+    problem = f"client {client}: {problem}"
+    serve = results.get(server)
+    if serve is not None and serve.status is not NodeStatus.OK:
+        problem += f"; server {server}: {why_failed(serve)}"
+    return None, problem
+
+
+def transport_trouble(results: Mapping[str, NodeResult], nodes: Sequence[str],
+                      where: str) -> list[tuple[str, str, str]]:
+    """Node status rows for the nodes the transport could not run on."""
+    rows = []
+    for node in nodes:
+        result = results.get(node)
+        if result is None or result.status is not NodeStatus.OK:
+            rows.append((node, result.status.value if result else "unreachable", f"{where}: {why_failed(result)}"))
+    return rows
+
+
+def raw_outputs(results: Mapping[str, NodeResult], nodes: Sequence[str], label: str) -> list[tuple[str, str, str]]:
+    """Every node's output of a round, under ``label@node``."""
+    return [(f"{label}@{node}", results[node].stdout if node in results else "",
+             results[node].stderr if node in results else "") for node in nodes]
+
+
+def store_round(store: Store, run_id: int, benchmark: str, batch: ResultBatch, repetition: int,
+                raw: list[tuple[str, str, str]], statuses: list[tuple[str, str, str]]) -> None:
+    """One round's results, raw outputs and node statuses, all or nothing."""
+    with store.transaction():
+        store.add_results(run_id, batch)
+        for label, stdout, stderr in raw:
+            store.add_raw_output(run_id, benchmark, label, repetition, stdout, stderr)
+        store.add_node_status(run_id, benchmark, statuses)

@@ -31,7 +31,6 @@ from oddnode.measure.pair.pairs import (
     PREPARE_TIMEOUT,
     PairRecorder,
     StreamOptions,
-    parsed_client_run,
     run_pair_rounds,
     stream_client_argv,
 )
@@ -39,7 +38,7 @@ from oddnode.readings.patterns import PairPlan, pair_label, pairs_cut
 from oddnode.measure.pair.pingpong import parse_stream_run, pingpong_serve_argv
 from oddnode.core.model import Direction, LabelKind
 from oddnode.core.nodes import fold
-from oddnode.measure.runner import DEFAULT_REPETITIONS, new_target_run, prepare
+from oddnode.measure.runner import DEFAULT_REPETITIONS, new_target_run, parsed_client_run, prepare
 from oddnode.measure.steps import Step, StepContext, StepOutcome
 from oddnode.store import ResultBatch, Store
 from oddnode.reach.base import NodeResult, Target

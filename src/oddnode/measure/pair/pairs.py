@@ -19,7 +19,7 @@ size by more than the fit's tolerance).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,11 +42,20 @@ from oddnode.measure.pair.pingpong import (
 )
 from oddnode.reach.jobs import start_option, with_runner_options
 from oddnode.core.model import Direction, LabelKind
-from oddnode.parsers.base import ParsedOutput, ParseError
-from oddnode.measure.runner import DEFAULT_REPETITIONS, new_target_run, prepare, start_lead
+from oddnode.parsers.base import ParsedOutput
+from oddnode.measure.runner import (
+    DEFAULT_REPETITIONS,
+    new_target_run,
+    parsed_client_run,
+    prepare,
+    raw_outputs,
+    start_lead,
+    store_round,
+    transport_trouble,
+)
 from oddnode.measure.steps import Step, StepContext, StepOutcome
 from oddnode.store import ResultBatch, Store
-from oddnode.reach.base import NodeResult, NodeStatus, Target
+from oddnode.reach.base import NodeResult, Target
 from oddnode.core.units import canonical_unit
 
 PAIRS_STAGE = "pairs"
@@ -62,8 +71,6 @@ FIT_MIN_SIZE = 1024
 # the runner's start, reporting back).
 PREPARE_TIMEOUT = 360.0
 ROUND_SLACK = 60.0
-# How much of a failing node's message a node-status detail quotes.
-DETAIL_CHARS = 300
 _US = canonical_unit("us")
 _MB_PER_S = canonical_unit("MB/s")
 
@@ -145,76 +152,6 @@ MPI_LAUNCH_SECONDS = 60.0
 
 def pattern_benchmark(pattern: str) -> str:
     return pattern_series(PINGPONG, pattern)
-
-
-def quote_detail(text: str) -> str:
-    """A node's message on one line, cut to DETAIL_CHARS."""
-    text = " ".join(text.split())
-    return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS] + "..."
-
-
-def why_failed(result: NodeResult | None) -> str:
-    """What went wrong with one end of a pair, in one line."""
-    if result is None:
-        return "the transport returned no result"
-    if result.status is NodeStatus.OK:
-        return "ok"
-    detail = quote_detail(result.stderr) or f"exit status {result.exit_code}"
-    return f"{result.status.value}: {detail}"
-
-
-def parsed_run(result: NodeResult | None, parse: Callable[[str, str], ParsedOutput], source: str
-               ) -> tuple[ParsedOutput | None, str | None]:
-    """A node's run of one of our kernels, parsed; or None and why it gave
-    nothing to use."""
-    if result is None or result.status is not NodeStatus.OK:
-        return None, why_failed(result)
-    try:
-        return parse(result.stdout, source), None
-    except ParseError as error:
-        return None, quote_detail(str(error))
-
-
-def parsed_client_run(results: Mapping[str, NodeResult], client: str, server: str,
-                      parse: Callable[[str, str], ParsedOutput], raw_ref: str
-                      ) -> tuple[ParsedOutput | None, str | None]:
-    """A pair's client run, parsed; or None and why the pair failed: the
-    client's trouble, and the server's when its run failed too."""
-    parsed, problem = parsed_run(results.get(client), parse, raw_ref)
-    if parsed is not None:
-        return parsed, None
-    problem = f"client {client}: {problem}"
-    serve = results.get(server)
-    if serve is not None and serve.status is not NodeStatus.OK:
-        problem += f"; server {server}: {why_failed(serve)}"
-    return None, problem
-
-
-def transport_trouble(results: Mapping[str, NodeResult], nodes: Sequence[str],
-                      where: str) -> list[tuple[str, str, str]]:
-    """Node status rows for the nodes the transport could not run on."""
-    rows = []
-    for node in nodes:
-        result = results.get(node)
-        if result is None or result.status is not NodeStatus.OK:
-            rows.append((node, result.status.value if result else "unreachable", f"{where}: {why_failed(result)}"))
-    return rows
-
-
-def raw_outputs(results: Mapping[str, NodeResult], nodes: Sequence[str], label: str) -> list[tuple[str, str, str]]:
-    """Every node's output of a round, under ``label@node``."""
-    return [(f"{label}@{node}", results[node].stdout if node in results else "",
-             results[node].stderr if node in results else "") for node in nodes]
-
-
-def store_round(store: Store, run_id: int, benchmark: str, batch: ResultBatch, repetition: int,
-                raw: list[tuple[str, str, str]], statuses: list[tuple[str, str, str]]) -> None:
-    """One round's results, raw outputs and node statuses, all or nothing."""
-    with store.transaction():
-        store.add_results(run_id, batch)
-        for label, stdout, stderr in raw:
-            store.add_raw_output(run_id, benchmark, label, repetition, stdout, stderr)
-        store.add_node_status(run_id, benchmark, statuses)
 
 
 def pair_rounds(plan: PairPlan, serial: bool) -> list[list[tuple[str, str]]]:

@@ -68,15 +68,17 @@ from oddnode.measure.pair.pairs import (
     PREPARE_TIMEOUT,
     ROUND_SLACK,
     StreamOptions,
-    parsed_client_run,
-    parsed_run,
     pattern_rounds,
-    quote_detail,
-    raw_outputs,
     run_pair_rounds,
     run_patterns,
-    store_round,
     stream_client_argv,
+)
+from oddnode.measure.runner import (
+    parsed_client_run,
+    parsed_run,
+    quote_detail,
+    raw_outputs,
+    store_round,
     transport_trouble,
     why_failed,
 )

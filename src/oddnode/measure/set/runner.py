@@ -21,11 +21,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from oddnode.measure.pair.pairs import parsed_run, quote_detail, raw_outputs, store_round
 from oddnode.reach.jobs import start_option, with_runner_options
 from oddnode.core.model import LabelKind
 from oddnode.core.nodes import fold
-from oddnode.measure.runner import new_target_run, prepare, start_lead
+from oddnode.measure.runner import (
+    new_target_run,
+    parsed_run,
+    prepare,
+    quote_detail,
+    raw_outputs,
+    start_lead,
+    store_round,
+)
 from oddnode.measure.set import collectives
 from oddnode.reach.mpirun import AUTO, MPIRUN, check_launcher
 from oddnode.measure.set.jobs import DEFAULT_COMMAND_TIMEOUT, SetJob, collectives_job, command_job, mpi_launcher
