@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from oddnode.measure.set.collectives import ALLREDUCE_ELEMENT_BYTES, MAX_SIZE
+from oddnode.measure.set.collectives import MAX_SIZE
+from oddnode.parsers.oddnode_mpi_collectives import ALLREDUCE_ELEMENT_BYTES
 from oddnode.readings.profile import Bucket, CallStats, Profile, bucket_label, bucket_range, histogram
 
 _SENDS = ("MPI_Send", "MPI_Isend", "MPI_Ssend", "MPI_Issend", "MPI_Bsend", "MPI_Ibsend", "MPI_Rsend", "MPI_Irsend",
