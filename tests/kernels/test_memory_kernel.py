@@ -24,14 +24,8 @@ from oddnode.reach.jobs import (
     start_timing,
     with_runner_options,
 )
-from oddnode.measure.node.memory import (
-    MEMORY_KERNELS,
-    MIN_ELEMENTS,
-    default_elements,
-    last_level_cache_bytes,
-    memory_kernel_argv,
-    parse_memory_output,
-)
+from oddnode.measure.node.memory import MIN_ELEMENTS, default_elements, last_level_cache_bytes, memory_kernel_argv
+from oddnode.parsers.oddnode_memory import MEMORY_KERNELS, parse_memory_output
 from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError, get_parser
 

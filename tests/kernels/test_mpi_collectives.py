@@ -18,20 +18,22 @@ import pytest
 
 from oddnode.reach.jobs import decode_job, encode_job, parse_runner_output
 from oddnode.measure.set.collectives import (
-    BENCHMARKS,
     CORRUPT_RANK_VARIABLE,
     DEFAULT_BENCHMARKS,
     MAX_SIZE,
     MAX_SIZES,
-    TOOL,
-    allreduce_sizes,
-    benchmark_sizes,
     check_benchmarks,
     collectives_argv,
     collectives_launcher,
-    parse_collectives_output,
     parse_collectives_run,
     run_seconds,
+)
+from oddnode.parsers.oddnode_mpi_collectives import (
+    BENCHMARKS,
+    TOOL,
+    allreduce_sizes,
+    benchmark_sizes,
+    parse_collectives_output,
 )
 from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError

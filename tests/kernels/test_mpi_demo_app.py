@@ -17,11 +17,11 @@ from oddnode.reach.jobs import decode_job, encode_job
 from oddnode.measure.profile.demo_app import (
     CORRUPT_RANK_VARIABLE,
     demo_app_argv,
-    expected_calls,
     kernel_args,
     parse_demo_app_run,
     work_units_of,
 )
+from oddnode.parsers.oddnode_mpi_demo_app import expected_calls
 from oddnode.parsers.base import ParseError
 from test_mpi_collectives import local_launcher
 from test_pingpong_kernel import run_alone

@@ -16,14 +16,8 @@ import pytest
 
 from conftest import FIXTURES
 from oddnode.reach.jobs import parse_runner_output, runner_argv
-from oddnode.measure.node.noise import (
-    CPU_COLUMNS,
-    NoiseStep,
-    NoiseOptions,
-    noise_kernel_argv,
-    parse_noise_output,
-    read_noise_output,
-)
+from oddnode.measure.node.noise import NoiseStep, NoiseOptions, noise_kernel_argv
+from oddnode.parsers.oddnode_noise import CPU_COLUMNS, parse_noise_output, read_noise_output
 from oddnode.readings.noise_series import DETOUR_MAX, DETOUR_RATE, LOST_FRACTION
 from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError, get_parser

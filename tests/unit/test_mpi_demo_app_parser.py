@@ -8,14 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.measure.profile.demo_app import (
-    CALLS,
-    TOOL,
-    expected_calls,
-    parse_demo_app_output,
-    parse_demo_app_run,
-    work_units_of,
-)
+from oddnode.measure.profile.demo_app import parse_demo_app_run, work_units_of
+from oddnode.parsers.oddnode_mpi_demo_app import CALLS, TOOL, expected_calls, parse_demo_app_output
 from oddnode.parsers import get_parser
 from oddnode.parsers.base import ParseError
 

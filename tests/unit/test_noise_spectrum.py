@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from oddnode.measure.node.noise import BIN_SECONDS, dominant_period, ftq_series, periodic_components
+from oddnode.parsers.oddnode_noise import BIN_SECONDS, dominant_period, ftq_series, periodic_components
 
 WINDOW = 10.0  # seconds, the kernel's default run
 QUANTUM = 10e-6  # the undisturbed quantum that holds each detour

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from oddnode.reach.jobs import decode_job
-from oddnode.measure.node.memory import memory_kernel_argv, parse_memory_output
+from oddnode.measure.node.memory import memory_kernel_argv
+from oddnode.parsers.oddnode_memory import parse_memory_output
 from oddnode.onnode.cpu_topology import format_cpulist
 from oddnode.measure.node.numa import (
     NumaOptions,

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from oddnode.measure.set.mpi_sync import RANK_COLUMNS, TOOL, parse_sync_output, parse_sync_run
+from oddnode.measure.set.mpi_sync import parse_sync_run
+from oddnode.parsers.oddnode_mpi_sync import RANK_COLUMNS, TOOL, parse_sync_output
 from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError, get_parser
 

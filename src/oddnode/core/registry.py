@@ -1,8 +1,10 @@
 """Things of one kind registered by name: the steps a check runs, the
 transports that reach nodes, the parsers of tools' outputs, the finding
-rules.  Each kind has one ``Registry``; a module registers its things with
-the registry's decorator when it is imported, and users look them up by
-name, getting an error that lists the known names when there is none.
+rules.  Each kind has one ``Registry``, filled from one list in its package
+(``oddnode.parsers.TOOL_PARSERS``, ``oddnode.measure.catalog.CATALOG``, the
+modules ``oddnode.reach`` and ``oddnode.findings`` import) so that what is
+registered does not depend on what was imported first; users look things
+up by name, getting an error that lists the known names when there is none.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import Any
 from oddnode.core.model import Direction
 from oddnode.core.inputs import quote
 from oddnode.parsers.base import (
-    Measurement, ParsedOutput, ParseError, json_document, json_number, mapping, number, register_parser, whole,
+    Measurement, ParsedOutput, ParseError, json_document, json_number, mapping, number, whole,
 )
 from oddnode.core.units import canonical_unit
 
@@ -104,7 +104,6 @@ def _direction_measurements(benchmark: str, direction: str, stats: dict[str, Any
     return found
 
 
-@register_parser("fio")
 def parse_fio(text: str, source: str) -> ParsedOutput:
     """Bandwidth, IOPS and latency of every fio job and direction."""
     document, line = _load(text, source)

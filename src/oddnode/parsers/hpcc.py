@@ -9,7 +9,7 @@ from typing import Any
 from oddnode.core.model import Direction
 from oddnode.core.inputs import quote
 from oddnode.core.inputs import clip
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, register_parser, whole
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, whole
 from oddnode.core.units import canonical_unit
 
 _BEGIN_SUMMARY = "Begin of Summary section."
@@ -142,7 +142,6 @@ def _section_problems(lines: list[str]) -> dict[str, list[str]]:
     return problems
 
 
-@register_parser("hpcc")
 def parse_hpcc(text: str, source: str) -> ParsedOutput:
     """Parse ``hpccoutf.txt``; tests that did not run (HPCC writes -1) are left out."""
     lines = text.splitlines()

@@ -18,7 +18,7 @@ import re
 
 from oddnode.core.model import Direction
 from oddnode.core.inputs import clip
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, register_parser, whole
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, whole
 from oddnode.core.units import canonical_unit
 
 _BANNER = re.compile(r"Intel\(R\) MPI Benchmarks\s+(\S+?),?\s+(.*?)\s*$")
@@ -53,7 +53,6 @@ def _benchmark_name(name: str, processes: int) -> str:
     return f"imb.{stem}.np{processes}"
 
 
-@register_parser("imb")
 def parse_imb(text: str, source: str) -> ParsedOutput:
     """Every table of an IMB-MPI1 output as measurements."""
     lines = text.splitlines()

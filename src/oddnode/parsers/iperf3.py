@@ -24,7 +24,7 @@ from typing import Any
 from oddnode.core.inputs import clip
 from oddnode.core.model import Direction
 from oddnode.parsers.base import (
-    Measurement, ParsedOutput, ParseError, json_document, json_number, mapping, register_parser,
+    Measurement, ParsedOutput, ParseError, json_document, json_number, mapping,
 )
 from oddnode.core.units import canonical_unit
 
@@ -80,7 +80,6 @@ def _summary(benchmark: str, sums: tuple[object, object], parameters: dict[str, 
     return found
 
 
-@register_parser("iperf3")
 def parse_iperf3(text: str, source: str) -> ParsedOutput:
     """End-of-test sums of one iperf3 client run."""
     found = _load(text, source)

@@ -20,7 +20,7 @@ import re
 from oddnode.core.model import Direction
 from oddnode.core.inputs import quote
 from oddnode.core.inputs import clip
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, register_parser, whole
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, whole
 from oddnode.core.units import canonical_unit
 
 _ROW_START = re.compile(r"^\s*(\d+):\s+(\d+) bytes\s+(\d+) times -->")
@@ -98,7 +98,6 @@ def _np_out_rows(lines: list[str], source: str) -> list[tuple[int, float, float,
     return rows
 
 
-@register_parser("netpipe")
 def parse_netpipe(text: str, source: str) -> ParsedOutput:
     """Bandwidth and one-way time per message size of one NetPIPE run."""
     lines = text.splitlines()

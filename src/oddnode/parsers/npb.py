@@ -10,7 +10,7 @@ from typing import Any
 from oddnode.core.model import Direction
 from oddnode.core.inputs import quote
 from oddnode.core.inputs import clip
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, register_parser, whole
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, whole
 from oddnode.core.units import canonical_unit
 
 _COMPLETED = re.compile(r"^\s*([A-Z]{2}) Benchmark Completed\.?\s*$")
@@ -73,7 +73,6 @@ def _report(lines: list[str], start: int) -> tuple[dict[str, str], dict[str, int
     return fields, field_lines, (compile_options if in_compile else None), index
 
 
-@register_parser("npb")
 def parse_npb(text: str, source: str) -> ParsedOutput:
     """Parse every NPB report in ``text``; a report cut short is an error."""
     lines = text.splitlines()

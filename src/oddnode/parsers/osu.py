@@ -18,7 +18,7 @@ import re
 from oddnode.core.model import Direction
 from oddnode.core.inputs import quote
 from oddnode.core.inputs import clip
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, register_parser, whole
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, whole
 from oddnode.core.units import canonical_unit
 
 _TITLE = re.compile(r"^#\s*(OSU\s+.*?\bTest)(?:\s+v(\S+))?\s*$", re.IGNORECASE)
@@ -80,7 +80,6 @@ def _columns(header: str) -> list[str] | None:
     return None
 
 
-@register_parser("osu")
 def parse_osu(text: str, source: str) -> ParsedOutput:
     """Every row of one OSU benchmark's output as measurements."""
     lines = text.splitlines()

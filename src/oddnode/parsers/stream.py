@@ -8,7 +8,7 @@ from typing import Any
 
 from oddnode.core.model import Direction
 from oddnode.core.inputs import clip
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, register_parser, whole
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, number, whole
 from oddnode.core.units import canonical_unit
 
 KERNELS = ("Copy", "Scale", "Add", "Triad")
@@ -39,7 +39,6 @@ _CONFIG: list[tuple[re.Pattern[str], str, type]] = [
 ]
 
 
-@register_parser("stream")
 def parse_stream(text: str, source: str) -> ParsedOutput:
     """Parse one run of stream.c; a run without all four kernels is an error."""
     lines = text.splitlines()

@@ -1,5 +1,6 @@
 """Import the outputs a site already has from the field's tools (STREAM,
-HPCC, NPB, IMB, OSU, fio, iperf3, NetPIPE), one file per run.
+HPCC, NPB, IMB, OSU, fio, iperf3, NetPIPE) and our own kernels, one file
+per run (the parsers of every tool are in ``oddnode.parsers``).
 
 Each file is one run on one label (a node, a pair ``nodeA-nodeB`` or a node
 set): given outright, or taken from the file's path by a regular expression
@@ -20,8 +21,6 @@ from pathlib import Path
 
 from oddnode.core.inputs import InputError, quote, read_text
 from oddnode.core.nodes import NodeNameError, label_kind, label_members
-from oddnode.measure.node import memory, noise
-from oddnode.measure.profile import demo_app as mpi_demo_app
 from oddnode.parsers import ParsedOutput, get_parser, parsers
 from oddnode.store import ResultBatch, Store
 

@@ -1,6 +1,7 @@
 """The memory kernel (``memory.c``): STREAM's copy, scale, add and triad
 bandwidths on every node, each array at least four times the last-level
-cache; its argv, the parser of its output and the check's memory step.
+cache; its argv and the check's memory step (the parser of its output is
+``oddnode.parsers.oddnode_memory``).
 
 The kernel can also pin its threads to the CPUs of one NUMA node and bind
 its arrays to the memory of one (``cpu_node``, ``mem_node``): it reads back
@@ -18,14 +19,12 @@ from pathlib import Path
 
 from oddnode.measure.benchmarks import BenchmarkSpec, parse_kernel_run
 from oddnode.reach.jobs import runner_argv
-from oddnode.parsers.kernel_output import RESULT_LINE, VALIDATION_FAILED, VALIDATION_OK, number, read_kernel_output
 from oddnode.core.model import Direction
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, register_parser
+from oddnode.parsers.base import ParsedOutput
+from oddnode.parsers.oddnode_memory import BANDWIDTH_UNIT, MEMORY_KERNELS, parse_memory_output
 from oddnode.measure.steps import NodeBenchmark
-from oddnode.core.units import canonical_unit
 
 MEMORY_STAGE = "memory"
-MEMORY_KERNELS = ("copy", "scale", "add", "triad")
 BYTES_PER_DOUBLE = 8
 # Each array must be at least this many times the last-level cache so that
 # the loops measure memory, not cache (STREAM's rule for a valid run).
@@ -39,9 +38,6 @@ DEFAULT_TIMEOUT = 600.0
 MAX_MIN_LOOP_SECONDS = 60.0
 # The highest NUMA node number the kernel takes (oddnode_numa.h's bound).
 MAX_NUMA_NODE = 1023
-# How much of a bad output or compiler message an error quotes.
-_UNIT = canonical_unit("MB/s")  # the kernel's MB is 10^6 bytes
-
 
 # --- how long the arrays must be -------------------------------------------------
 
@@ -142,126 +138,6 @@ def memory_kernel_argv(
     )
 
 
-# Header keys and how to read them; the others stay text.
-_INT_KEYS = {
-    "elements",
-    "bytes_per_element",
-    "bytes_per_array",
-    "ntimes",
-    "threads_requested",
-    "threads_counted",
-    "places",
-    "timer_granularity_ns",
-    "corrupt_element",
-    "cpu_node",
-    "mem_node",
-    "mem_pages_checked",
-    "mem_pages_on_node",
-}
-# The line a bound run reports its binding check with.
-_BINDING_OK = re.compile(r"^binding ok\s*$")
-_BINDING_FAILED = re.compile(r"^binding failed\s+(cpu|memory)\s+(.*)$")
-_FLOAT_KEYS = {"scalar", "tolerance", "min_loop_seconds"}
-
-
-
-
-@register_parser("oddnode-memory")  # its saved outputs import like any tool's
-def parse_memory_output(text: str, source: str) -> ParsedOutput:
-    """Parse one run of our memory kernel: four bandwidths, the configuration
-    it reports (effective threads, affinity, array bytes, timer), and its
-    validation; ParseError if the output is not ours or is cut short."""
-    output = read_kernel_output(text, source, "memory", int_keys=_INT_KEYS, float_keys=_FLOAT_KEYS)
-    configuration = output.configuration
-    results: dict[str, tuple[float, dict[str, float]]] = {}
-    problems: list[str] = []
-    validated = False
-    binding_checked = False
-
-    for lineno, line in output.lines:
-        result = RESULT_LINE.match(line)
-        if result:
-            kernel = result.group(1)
-            if kernel not in MEMORY_KERNELS:
-                raise ParseError(source, lineno, f"unknown kernel {kernel!r}")
-            rate, avg, best, worst = (number(result.group(i), source, lineno) for i in range(2, 6))
-            results[kernel] = (rate, {"avg_time_s": avg, "min_time_s": best, "max_time_s": worst})
-            continue
-        if VALIDATION_OK.match(line):
-            validated = True
-            continue
-        if _BINDING_OK.match(line):
-            binding_checked = True
-            continue
-        unmet = _BINDING_FAILED.match(line)
-        if unmet:
-            binding_checked = True
-            configuration["binding_failed"] = f"{unmet.group(1)} {unmet.group(2)}"
-            problems.append(f"binding not met: {unmet.group(1)}: {unmet.group(2)}")
-            continue
-        failed = VALIDATION_FAILED.match(line)
-        if failed:
-            validated = True
-            error = failed.group(2)
-            configuration["validation_failed_kernel"] = failed.group(1)
-            configuration["validation_error"] = number(error, source, lineno)
-            tolerance = configuration.get("tolerance")
-            against = f" (tolerance {tolerance:.3e})" if isinstance(tolerance, float) else ""
-            problems.append(
-                f"validation failed: {failed.group(1)} max relative error {error}{against}"
-            )
-            continue
-        raise ParseError(source, lineno, f"unexpected line in memory kernel output: {line[:80]!r}")
-
-    missing = [kernel for kernel in MEMORY_KERNELS if kernel not in results]
-    if missing:
-        raise ParseError(
-            source, output.line_count, f"truncated memory kernel output: no result line for {', '.join(missing)}"
-        )
-    if not validated:
-        raise ParseError(source, output.line_count, "truncated memory kernel output: no validation line")
-    for key in ("elements", "ntimes", "threads_counted", "bytes_per_array"):
-        if key not in configuration:
-            raise ParseError(source, None, f"memory kernel header lacks {key!r}")
-    bound = {key: configuration[key] for key in ("cpu_node", "mem_node") if key in configuration}
-    if bound and not binding_checked:
-        raise ParseError(source, output.line_count, "truncated memory kernel output: a bound run without its "
-                                                    "binding line")
-    if output.warnings:
-        configuration["timer_warnings"] = output.warnings
-
-    valid = not problems
-    common = {
-        "elements": configuration["elements"],
-        "ntimes": configuration["ntimes"],
-        "threads": configuration["threads_counted"],
-        "proc_bind": configuration.get("proc_bind", ""),
-        **({"min_loop_seconds": configuration["min_loop_seconds"], "passes": configuration.get("passes", "")}
-           if configuration.get("min_loop_seconds") else {}),
-        **bound,
-        **({"bound_cpus": configuration["bound_cpus"]} if "bound_cpus" in configuration else {}),
-    }
-    measurements = [
-        Measurement(
-            benchmark=f"memory.{kernel}",
-            metric="bandwidth",
-            value=results[kernel][0],
-            unit=_UNIT,
-            direction=Direction.HIGHER,
-            valid=valid,
-            parameters={**common, **results[kernel][1]},
-        )
-        for kernel in MEMORY_KERNELS
-    ]
-    return ParsedOutput(
-        tool="oddnode-memory",
-        measurements=measurements,
-        valid=valid,
-        problems=problems,
-        configuration=configuration,
-    )
-
-
 def _parse_memory_run(text: str, source: str) -> ParsedOutput:
     """The node runner's JSON report, then the memory kernel's stdout inside it."""
     return parse_kernel_run(text, source, "memory", parse_memory_output)
@@ -310,7 +186,8 @@ class MemoryStep(NodeBenchmark):
                                     min_loop_seconds=options.min_loop_seconds, cpu_node=options.cpu_node,
                                     mem_node=options.mem_node),
             parse=_parse_memory_run,
-            series=tuple((f"memory.{kernel}", "bandwidth", _UNIT, Direction.HIGHER) for kernel in MEMORY_KERNELS),
+            series=tuple((f"memory.{kernel}", "bandwidth", BANDWIDTH_UNIT, Direction.HIGHER)
+                         for kernel in MEMORY_KERNELS),
             synchronized=True,
         )
 

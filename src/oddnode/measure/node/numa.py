@@ -25,7 +25,6 @@ from typing import Any
 
 from oddnode.onnode.cpu_topology import TopologyError, format_cpulist, parse_cpulist
 from oddnode.measure.benchmarks import BenchmarkSpec, parse_kernel_run
-from oddnode.measure.pair.pingpong import parse_ping_output
 from oddnode.reach.jobs import DEFAULT_TIMEOUT, last_json_object, runner_argv
 from oddnode.measure.node.memory import (
     MAX_MIN_LOOP_SECONDS,
@@ -33,22 +32,20 @@ from oddnode.measure.node.memory import (
     default_elements,
     last_level_cache_bytes,
     memory_kernel_argv,
-    parse_memory_output,
 )
 from oddnode.measure.pair.mpi_pingpong import parse_mpi_pingpong_output
 from oddnode.readings.numa_series import BANDWIDTH, LATENCY, MPI_PINGPONG, PINGPONG, TRIAD, cell_series
-from oddnode.parsers.kernel_output import whole
 from oddnode.core.model import Direction
 from oddnode.core.nodes import fold
-from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, register_parser
+from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
+from oddnode.parsers.oddnode_memory import parse_memory_output
+from oddnode.parsers.oddnode_shm_pingpong import SHM_KERNEL, parse_shm_pingpong_output
 from oddnode.measure.runner import RunSummary, new_target_run, run_benchmark
 from oddnode.store import Store
 from oddnode.reach.base import NodeStatus, Target, python_command
 from oddnode.core.units import canonical_unit
 
 NUMA_STAGE = "numa"
-SHM_KERNEL = "shm_pingpong"
-SHM_BENCHMARK = "shm.pingpong"
 # pthreads: in libc from glibc 2.34 on, which keeps an empty stub to link.
 SHM_LDLIBS = ("-lpthread",)
 # The ping-pong's latency is read at 8 bytes (one word: what a flag or a
@@ -82,8 +79,6 @@ _BINDING = re.compile(r"^rank0 cpu (\d+), rank1 cpu (\d+)$")
 
 _MB_PER_S = canonical_unit("MB/s")  # the kernels' MB is 10^6 bytes
 _US = canonical_unit("us")
-_SHM_INT_KEYS = ("a_node", "b_node", "a_cpu", "b_cpu", "a_final_cpu", "b_final_cpu", "pages_checked",
-                 "pages_on_node")
 
 
 # --- each node's NUMA layout --------------------------------------------------------
@@ -252,28 +247,6 @@ def shm_pingpong_argv(first_node: int, second_node: int, sizes: Sequence[int] = 
     return runner_argv(SHM_KERNEL, ["-a", str(first_node), "-b", str(second_node),
                                     "-s", ",".join(str(s) for s in sizes), "-T", f"{seconds_per_size:g}"],
                        ldlibs=SHM_LDLIBS, timeout=timeout, interpreter=interpreter)
-
-
-@register_parser("oddnode-shm-pingpong")  # its saved outputs import like any tool's
-def parse_shm_pingpong_output(text: str, source: str) -> ParsedOutput:
-    """One run of the shared-memory ping-pong: latency and bandwidth per
-    size (``shm.pingpong``, as the TCP and MPI kernels' lines), the ends'
-    NUMA nodes and CPUs, and its echo and binding checks."""
-    parsed = parse_ping_output(text, source, SHM_KERNEL, SHM_BENCHMARK, "oddnode-shm-pingpong")
-    configuration = dict(parsed.configuration)
-    for key in _SHM_INT_KEYS:
-        if key in configuration:
-            configuration[key] = whole(str(configuration[key]), source, None)
-    for key in ("a_node", "b_node", "a_cpu", "b_cpu"):
-        if key not in configuration:
-            raise ParseError(source, None, f"shm_pingpong kernel header lacks {key!r}")
-    ends = {key: configuration[key] for key in ("a_node", "b_node", "a_cpu", "b_cpu")}
-    problems = [p.replace("between the nodes", "between the two ends") for p in parsed.problems]
-    measurements = []
-    for m in parsed.measurements:
-        parameters = {k: v for k, v in m.parameters.items() if k not in ("peer", "port")}
-        measurements.append(replace(m, parameters={**parameters, **ends}))
-    return ParsedOutput(parsed.tool, measurements, parsed.valid, problems, configuration)
 
 
 # --- the MPI ping-pong on the node ------------------------------------------------

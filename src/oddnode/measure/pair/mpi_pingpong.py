@@ -27,12 +27,12 @@ from oddnode.measure.pair.pingpong import (
     check_host,
     check_seconds,
     check_sizes,
-    parse_ping_output,
     ping_run_seconds,
 )
 from oddnode.reach.jobs import runner_argv
 from oddnode.reach.mpirun import mpirun_options
 from oddnode.parsers.base import ParsedOutput
+from oddnode.parsers.oddnode_pingpong import parse_ping_output
 
 KERNEL = "mpi_pingpong"
 MPI_PINGPONG_BENCHMARK = "mpi.pingpong"
