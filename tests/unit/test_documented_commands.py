@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from oddnode.app.cli import app
+from oddnode.main import app
 from oddnode.parsers import parsers
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
