@@ -140,19 +140,19 @@ def test_inside_an_allocation_slurm_is_the_default(srun_here):
 
 @pytest.fixture
 def recorded(monkeypatch):
-    """make_target replaced by a recorder that stops the command."""
-    import oddnode.app.check
+    """Reaching the nodes replaced by a recorder that stops the command."""
+    import oddnode.reach.targets
 
     calls = []
 
     class Stop(ValueError):
         pass
 
-    def record(nodes, transport=None, ssh_config=None, fanout=None, **options):
-        calls.append({"nodes": nodes, "transport": transport, "ssh_config": ssh_config, "fanout": fanout, **options})
+    def record(connection, nodes, environ=None):
+        calls.append({"nodes": nodes, **connection.to_json()})
         raise Stop("recorded")
 
-    monkeypatch.setattr(oddnode.app.check, "make_target", record)
+    monkeypatch.setattr(oddnode.reach.targets, "reach", record)
     return calls
 
 
@@ -242,3 +242,16 @@ def test_a_run_passes_user_timeout_and_clush_options_to_the_ssh_client(tmp_path)
         words = line.split()
         assert words[:2] == ["-oBatchMode=yes", "-oLogLevel=ERROR"]
         assert "-l ops" in line and "clusteradm" not in line and "-oConnectTimeout=3" in words
+
+
+def test_config_show_says_where_ssh_s_settings_come_from_when_no_file_sets_them(files):
+    from oddnode.core.config import settings_document
+
+    clush = ClushSettings(connect_timeout=15.0, files=("/etc/clustershell/clush.conf",))
+    document = settings_document(load_settings(), clush)["settings"]
+    assert document["connect_timeout"] == {"value": 15.0, "origin": "clush.conf (/etc/clustershell/clush.conf)"}
+    assert document["fanout"] == {"value": 64, "origin": "built-in"}  # clush.conf is silent: oddnode's default
+    assert document["user"]["value"] is None  # ssh's own
+    system, _ = files
+    write(system, "fanout: 8\n")
+    assert settings_document(load_settings(), clush)["settings"]["fanout"]["value"] == 8

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from oddnode.measure import catalog
 from oddnode.findings import Sensitivity, sort_findings
 from oddnode.measure.collect.inventory import InventoryResult, collect
 from oddnode.findings.expectations import ExpectationReport, check_expectations, load_expectations
+from oddnode.core.connection import Connection
 from oddnode.core.model import Dataset, Finding, LabelKind, Severity
 from oddnode.core.inputs import InputError, plain_path, read_text
 from oddnode.core.nodes import NodeNameError, expand, expand_command_line
@@ -38,8 +39,8 @@ from oddnode.measure.plan import PROBE_TIMEOUT, CheckPlan
 from oddnode.measure.runner import RunSummary
 from oddnode.measure.steps import StepContext, StepObserver
 from oddnode.store import CHECK_SOURCE, FINDINGS_SOURCE, Store
-from oddnode.reach import Target, get_transport
-from oddnode.reach.local import local_node_name
+from oddnode.reach import Target
+from oddnode.reach.targets import reach
 
 INVENTORY_STAGE = "inventory"  # the diagnostics' one step, as node status and check steps name it
 DIAGNOSTICS = "diagnostics"
@@ -93,41 +94,8 @@ def make_target(
     connect_timeout: float | None = None,
     environ: Mapping[str, str] = os.environ,
 ) -> Target:
-    """Choose the transport (:func:`default_transport` when none is asked)
-    and the nodes: named, else the allocation's (slurm) or this machine
-    (local).  The ssh transport reads clush.conf for what is not given."""
-    name = transport or default_transport(nodes, environ)
-    options: dict[str, object] = {}
-    if name == "ssh":
-        from oddnode.reach.ssh import read_clush_conf
-
-        options = {"ssh_config": ssh_config, "fanout": fanout, "user": user, "connect_timeout": connect_timeout,
-                   "clush": read_clush_conf()}
-    chosen = get_transport(name, **options)
-    if not nodes:
-        if name == "local":
-            nodes = [local_node_name()]
-        elif name == "slurm":
-            from oddnode.reach.slurm import allocation_nodes
-
-            nodes = allocation_nodes(environ)
-        else:
-            raise NodeNameError(f"the {name} transport needs nodes: give -w NODES or --hostfile FILE")
-    return Target(nodes=nodes, transport=chosen)
-
-
-def default_transport(nodes: Sequence[str], environ: Mapping[str, str] = os.environ) -> str:
-    """The transport when none is asked: inside a Slurm allocation, slurm for
-    the allocation or nodes all in it (srun reaches only those, and runs in
-    the job's cgroups and accounting, as the site's jobs do); ssh for named
-    nodes otherwise (srun cannot reach a node outside the allocation); local
-    with no nodes outside an allocation."""
-    if environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST"):
-        from oddnode.reach.slurm import allocation_nodes
-
-        if not nodes or set(nodes) <= set(allocation_nodes(environ)):
-            return "slurm"
-    return "ssh" if nodes else "local"
+    """The nodes reached as a :class:`Connection` with these fields says."""
+    return reach(Connection(transport, ssh_config, fanout, user, connect_timeout), nodes, environ)
 
 
 def collect_inventory(store: Store, target: Target, timeout: float = PROBE_TIMEOUT,

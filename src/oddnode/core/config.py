@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from oddnode.core.connection import DEFAULT_CONNECT_TIMEOUT, DEFAULT_FANOUT
 from oddnode.core.inputs import InputError, parse_yaml, quote, read_text
 
 SYSTEM_FILE = Path("/etc/oddnode/config.yaml")
@@ -241,6 +242,15 @@ def settings_document(settings: Settings, clush: Any = None) -> dict[str, Any]:
                      for key, s in settings.values.items()},
     }
     if clush is not None:
+        # How ssh reaches the nodes where no configuration file says: clush.conf's
+        # value, else oddnode's own default (Connection's module holds them).
+        fallbacks = {"fanout": (clush.fanout, DEFAULT_FANOUT), "connect_timeout": (clush.connect_timeout,
+                     DEFAULT_CONNECT_TIMEOUT), "user": (clush.ssh_user, None)}
+        where = f"clush.conf ({clush.files[-1]})" if clush.files else "clush.conf"
+        for key, (from_clush, default) in fallbacks.items():
+            if document["settings"][key]["value"] is None:
+                document["settings"][key] = ({"value": from_clush, "origin": where} if from_clush is not None
+                                             else {"value": default, "origin": document["settings"][key]["origin"]})
         document["clush_conf"] = {"files": list(clush.files),
                                   **{name: getattr(clush, name) for name in
                                      ("fanout", "connect_timeout", "ssh_user", "ssh_path", "ssh_options")}}

@@ -32,6 +32,7 @@ from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet
 from ClusterShell.Task import task_self, task_terminate
 
 from oddnode.core.config import ConfigError
+from oddnode.core.connection import DEFAULT_CONNECT_TIMEOUT, DEFAULT_FANOUT
 from oddnode.core.nodes import validate_node_name
 from oddnode.reach.base import NodeResult, NodeStatus, TransportError, register_transport
 
@@ -112,10 +113,6 @@ def ssh_options(ssh_config: Path | None = None, site_options: str | None = None)
     if site_options:
         options += shlex.split(site_options)
     return options
-
-
-DEFAULT_FANOUT = 64
-DEFAULT_CONNECT_TIMEOUT = 10  # seconds; ClusterShell's own is 15
 
 
 @dataclass(frozen=True)

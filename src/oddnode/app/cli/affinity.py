@@ -10,28 +10,27 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
+from oddnode.core.connection import Connection
 from oddnode.app.cli.common import (
     ExcludeOption,
-    FanoutOption,
+    FROM_OPTIONS,
     HostfileOption,
     NodesOption,
-    SshConfigOption,
     TestbedOption,
-    TransportOption,
     WideOption,
     console,
     could_not_run,
     err_console,
     exit_for_findings,
-    print_json,
     fail,
     inform,
+    positive_seconds,
+    print_json,
     progress_run,
     quiet,
     selected_target,
     testbed_errors,
     user_errors,
-    positive_seconds,
 )
 from oddnode.app.cli.nodes import NODES_PANEL
 
@@ -76,7 +75,7 @@ def affinity_command(
     timeout: Annotated[float, typer.Option(
         "--timeout", callback=positive_seconds, help="Seconds a node may take beyond --seconds.")] = DEFAULT_MARGIN,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
-    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    connection: Connection = FROM_OPTIONS,
     testbed: TestbedOption = False,
 ) -> None:
     """Sockets, NUMA nodes, cores and memory of every node; where a job's processes may run, ran and keep their memory.
@@ -101,7 +100,7 @@ def affinity_command(
         pids = _pids(pid)
         if top < 0:
             raise typer.BadParameter(f"--top is a number of rows >= 0, not {top}", param_hint="--top")
-        target = selected_target(nodeset or nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        target = selected_target(nodeset or nodes, exclude, hostfile, connection, testbed)
         result = progress_run(f"affinity: {seconds:g} s on {escape(target.nodeset)}", lambda progress: collect_affinity(
             target.transport, target.nodes, pids, command, slurm_job, seconds, margin=timeout))
         facts: dict[str, dict[str, str]] = {}

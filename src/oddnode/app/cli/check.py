@@ -10,6 +10,7 @@ import typer
 import yaml
 from rich.console import Console
 
+from oddnode.core.connection import Connection
 from oddnode.app.cli.common import (
     AlphaOption,
     DEFAULT_ALPHA,
@@ -18,15 +19,13 @@ from oddnode.app.cli.common import (
     DbOption,
     ExcludeOption,
     ExitStatus,
-    FanoutOption,
+    FROM_OPTIONS,
     HostfileOption,
     JunitOption,
     MinEffectOption,
     NodesOption,
-    SshConfigOption,
     TestbedOption,
     TopologyOption,
-    TransportOption,
     WideOption,
     analysis_document,
     command_line,
@@ -35,18 +34,18 @@ from oddnode.app.cli.common import (
     err_console,
     fail,
     inform,
-    print_json,
     message_sizes,
     open_db,
+    positive_seconds,
+    print_json,
     quiet,
     read_topology,
     registered_testbed,
     save_topology,
+    seconds_or_zero,
     selected_target,
     testbed_errors,
     user_errors,
-    positive_seconds,
-    seconds_or_zero,
 )
 from oddnode.measure import catalog
 from oddnode.measure.node.noise import capped_noise_options
@@ -207,7 +206,7 @@ def _testbed_noise() -> dict[str, object]:
 
 def check_command(
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
-    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    connection: Connection = FROM_OPTIONS,
     timeout: Annotated[Optional[float], typer.Option(
         callback=positive_seconds,
         help=f"Seconds the inventory probe may take on a node (default {CheckPlan.probe_timeout:g}).")] = None,
@@ -355,7 +354,7 @@ def check_command(
     target = None
     if not resume:
         with user_errors(), testbed_errors():
-            target = selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+            target = selected_target(nodes, exclude, hostfile, connection, testbed)
     with user_errors(), testbed_errors(), open_db(db, read_only=False, hold=False) as store:
         save_topology(store, read_topology(topology, testbed))
         _refuse_orderings_without_topology(plan, store)

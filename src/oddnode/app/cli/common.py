@@ -4,6 +4,7 @@ target and topology those options make."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import json
@@ -20,6 +21,7 @@ from typing import Annotated, Any, Callable, Iterable, Iterator, Optional, Proto
 import typer
 from rich.console import Console
 
+from oddnode.core.connection import DEFAULT_CONNECT_TIMEOUT, DEFAULT_FANOUT, Connection
 from oddnode.report import WIDE
 from oddnode.store import DEFAULT_PATH
 
@@ -286,7 +288,7 @@ TransportOption = Annotated[Optional[str], typer.Option(
                         "without nodes, ssh with).")]
 SshConfigOption = Annotated[Optional[Path], typer.Option("--ssh-config", help="ssh client configuration file (-F).")]
 FanoutOption = Annotated[Optional[int], typer.Option(
-    "--fanout", help="ssh connections at once (default: clush.conf's fanout, else 64).")]
+    "--fanout", help=f"ssh connections at once (default: clush.conf's fanout, else {DEFAULT_FANOUT}).")]
 UserOption = Annotated[Optional[str], typer.Option(
     "-l", "--user", metavar="USER", help="Remote user for ssh (default: clush.conf's ssh_user, else ssh's own).")]
 
@@ -319,7 +321,8 @@ def seconds_or_zero(param: typer.CallbackParam, value: Optional[float]) -> Optio
 
 ConnectTimeoutOption = Annotated[Optional[float], typer.Option(
     "--connect-timeout", metavar="SECONDS", callback=positive_seconds,
-    help="Seconds ssh may take to connect to a node (default: clush.conf's connect_timeout, else 10).")]
+    help=("Seconds ssh may take to connect to a node "
+          f"(default: clush.conf's connect_timeout, else {DEFAULT_CONNECT_TIMEOUT})."))]
 TimeoutOption = Annotated[float, typer.Option(
     "--timeout", callback=positive_seconds, help="Seconds a node may take for a probe.")]
 TestbedOption = Annotated[bool, typer.Option("--testbed", help="Run on the nodes of the running testbed.")]
@@ -340,29 +343,27 @@ MinEffectOption = Annotated[float, typer.Option(
     help="Smallest deviation from the median worth a warning (fraction).")]
 
 
-@dataclass
-class ConnectionSettings:
-    """How ssh reaches the nodes beyond the nodes' options (-l, --connect-timeout), for selected_target."""
-
-    user: str | None = None
-    connect_timeout: float | None = None
-
-
-connection = ConnectionSettings()
+# The options a command that reaches nodes takes in place of its ``connection``
+# parameter, in this order, made into one Connection (with_configuration).
+CONNECTION_OPTIONS = {"transport": TransportOption, "ssh_config": SshConfigOption, "fanout": FanoutOption,
+                      "user": UserOption, "connect_timeout": ConnectTimeoutOption}
+# A command's ``connection`` parameter's default: the command line fills it.
+FROM_OPTIONS = Connection()
 
 
-def selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed):
+def selected_target(nodes, exclude, hostfile, connection: Connection, testbed):
     """The nodes and transport a command runs on, from its options."""
-    from oddnode.app.check import make_target, select_nodes
+    from oddnode.app.check import select_nodes
 
     chosen = select_nodes(nodes, exclude, hostfile)
     if testbed:
         bed = registered_testbed().running()
         chosen = chosen or select_nodes(bed.nodeset, exclude)
-        ssh_config = ssh_config or bed.ssh_config
-        transport = transport or bed.transport
-    return make_target(chosen, transport, ssh_config, fanout, user=connection.user,
-                       connect_timeout=connection.connect_timeout)
+        connection = dataclasses.replace(connection, ssh_config=connection.ssh_config or bed.ssh_config,
+                                         transport=connection.transport or bed.transport)
+    from oddnode.reach.targets import reach
+
+    return reach(connection, chosen)
 
 
 # -- configuration files ------------------------------------------------------
@@ -381,19 +382,20 @@ TOPOLOGY_OPTIONS = (TopologyOption, StoredTopologyOption)
 
 def with_configuration(command: Callable) -> Callable:
     """``command`` with its unset options filled from the configuration files,
-    and, when it reaches nodes (it takes --ssh-config), -l/--user and
-    --connect-timeout added; unchanged when it has no configurable option."""
+    and, when it reaches nodes (it takes a ``connection: Connection``), the
+    connection's options in that parameter's place, handed to it as one
+    Connection; unchanged when it has no configurable option."""
     if getattr(command, "oddnode_configured", False):
         return command
     signature = inspect.signature(command, eval_str=True)
     names = set(signature.parameters)
-    reaches_nodes = "ssh_config" in names
+    hints = typing.get_type_hints(command, include_extras=True)
+    reaches_nodes = hints.get("connection") is Connection
     if not reaches_nodes and not names & set(CONFIGURED_PARAMETERS):
         return command
-    hints = typing.get_type_hints(command, include_extras=True)
-    added = {"oddnode_context": typer.Context}
     if reaches_nodes:
-        added |= {"user": UserOption, "connect_timeout": ConnectTimeoutOption}
+        hints = {name: hint for name, hint in hints.items() if name != "connection"} | CONNECTION_OPTIONS
+    added = {"oddnode_context": typer.Context}
 
     @functools.wraps(command)
     def configured(*args, oddnode_context: typer.Context, **options):
@@ -416,13 +418,18 @@ def with_configuration(command: Callable) -> Callable:
             if unset and settings[key] is not None:
                 options[name] = settings[key]
         if reaches_nodes:
-            connection.user = options.pop("user")
-            connection.connect_timeout = options.pop("connect_timeout")
+            options["connection"] = Connection(**{name: options.pop(name) for name in CONNECTION_OPTIONS})
         return command(*args, **options)
 
-    parameters = list(signature.parameters.values())
+    parameters = []
+    for parameter in signature.parameters.values():
+        if reaches_nodes and parameter.name == "connection":
+            parameters += [inspect.Parameter(name, parameter.kind, annotation=annotation, default=None)
+                           for name, annotation in CONNECTION_OPTIONS.items()]
+        else:
+            parameters.append(parameter)
     parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                                     default=inspect.Parameter.empty if name == "oddnode_context" else None)
+                                     default=inspect.Parameter.empty)
                    for name, annotation in added.items()]
     configured.__signature__ = signature.replace(parameters=parameters)
     configured.oddnode_configured = True

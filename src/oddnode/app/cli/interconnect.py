@@ -10,17 +10,16 @@ from typing import Annotated, Any, Iterator, Optional
 
 import typer
 
+from oddnode.core.connection import Connection
 from oddnode.app.cli.common import (
     DEFAULT_DB,
     DbOption,
     ExcludeOption,
-    FanoutOption,
+    FROM_OPTIONS,
     HostfileOption,
     NodesOption,
-    SshConfigOption,
     TestbedOption,
     TopologyOption,
-    TransportOption,
     command_line,
     console,
     could_not_run,
@@ -28,9 +27,10 @@ from oddnode.app.cli.common import (
     err_console,
     exit_for_findings,
     inform,
-    print_json,
     message_sizes,
     open_db,
+    positive_seconds,
+    print_json,
     progress_run,
     quiet,
     read_topology,
@@ -39,7 +39,6 @@ from oddnode.app.cli.common import (
     testbed_errors,
     user_errors,
     verbose,
-    positive_seconds,
 )
 from oddnode.measure.pair import switchbench
 from oddnode.measure.pair.pairs import CHECK_PATTERNS, DEFAULT_PORT
@@ -79,13 +78,13 @@ JsonOption = Annotated[bool, typer.Option(
 
 
 @contextmanager
-def network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed,
+def network_run(topology, nodes, exclude, hostfile, connection, testbed,
                 db, declare_topology: bool = True) -> Iterator[tuple[Any, Any]]:
     """An interconnect command's target and writable store, the topology
     saved first (its nodes declared the cluster's unless ``declare_topology``
     is false); user and testbed errors said in one line."""
     with user_errors(), testbed_errors():
-        target = selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        target = selected_target(nodes, exclude, hostfile, connection, testbed)
         groups = read_topology(topology, testbed)
         with open_db(db, read_only=False, hold=False) as store:
             save_topology(store, groups, declare=declare_topology)
@@ -170,7 +169,7 @@ def pairs_command(
     json_out: JsonOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
-    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    connection: Connection = FROM_OPTIONS,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
     """Ping-pong between pairs of nodes in STAB's patterns; the nodes and uplinks behind slow pairs.
@@ -186,7 +185,7 @@ def pairs_command(
         raise typer.BadParameter(f"{kernel!r}: choose {' or '.join(PAIR_KERNELS)}", param_hint="--kernel")
     options = PingPongOptions(**({"sizes": message_sizes(sizes)} if sizes else {}), seconds_per_size=seconds_per_size,
                               port=port)
-    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+    with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         if kernel == "mpi" and mpi_rsh_agent is None and testbed:
             mpi_rsh_agent = f"ssh -F {target.transport.ssh_config}"
         runs = {}
@@ -223,7 +222,7 @@ def bisection_command(
     json_out: JsonOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
-    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    connection: Connection = FROM_OPTIONS,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
     """Bisection bandwidth: the cut pairs streaming at once against each alone.
@@ -235,7 +234,7 @@ def bisection_command(
     from oddnode.measure.pair.pairs import StreamOptions
 
     options = StreamOptions(message_size=message_size, seconds=seconds, both=both, port=port)
-    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+    with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         summary = progress_run("bisection", lambda progress: run_bisection(
             store, target, repetitions, options=options, on_progress=progress, command=command_line()))
     out = human_console(json_out)
@@ -268,7 +267,7 @@ def matrix_command(
     json_out: JsonOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
-    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    connection: Connection = FROM_OPTIONS,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
     """Every ordered pair's bandwidth and latency; slow pairs retested to tell contention from a bad link.
@@ -281,7 +280,7 @@ def matrix_command(
 
     options = PingPongOptions(sizes=message_sizes(sizes) if sizes else MATRIX_SIZES,
                               seconds_per_size=seconds_per_size, port=port)
-    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+    with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         summary = progress_run("matrix", lambda progress: run_matrix(
             store, target, options=options, retest=retest, on_progress=progress, command=command_line()))
         dataset = store.load_dataset()
@@ -321,7 +320,7 @@ def switchbench_chain_command(
     json_out: JsonOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
-    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    connection: Connection = FROM_OPTIONS,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
     """Daisy chain: one TCP stream forwarded through the first k nodes, k = 2 to
@@ -331,7 +330,7 @@ def switchbench_chain_command(
 
     options = switchbench.ChainOptions(message_size=message_size, seconds=seconds, port=port,
                                        lengths=chain_lengths(lengths))
-    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+    with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         summary = progress_run("chain", lambda progress: switchbench.run_chain(
             store, target, repetitions, options=options, on_progress=progress, command=command_line()))
         findings = findings_of(store.load_dataset(), CHAIN_FINDINGS)
@@ -365,7 +364,7 @@ def switchbench_stream_command(
     json_out: JsonOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
-    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    connection: Connection = FROM_OPTIONS,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
     """Pairwise streaming: sustained streams both ways at once between the pairs
@@ -374,7 +373,7 @@ def switchbench_stream_command(
     from oddnode.report.terminal import stream_table
 
     options = switchbench.StreamOptions(message_size=message_size, seconds=seconds, port=port)
-    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+    with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         runs = {}
         for pattern in pattern_names(patterns):
             summary = progress_run(f"stream {pattern}", lambda progress: switchbench.run_streams(
@@ -418,7 +417,7 @@ def switchbench_alltoall_command(
     json_out: JsonOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
-    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    connection: Connection = FROM_OPTIONS,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
     """Congestion-controlled all-to-all: in phase i = 1 to N-1 every node sends
@@ -427,7 +426,7 @@ def switchbench_alltoall_command(
     from oddnode.report.terminal import alltoall_table
 
     options = switchbench.AllToAllOptions(message_size=message_size, warmup_passes=warmup_passes, port=port)
-    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+    with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         summary = progress_run("alltoall", lambda progress: switchbench.run_alltoall(
             store, target, repetitions, options=options, seed=seed, on_progress=progress, command=command_line()))
         charged = charged_nodes(store)

@@ -9,18 +9,16 @@ from typing import Annotated, Optional
 
 import typer
 
+from oddnode.core.connection import Connection
 from oddnode.app.cli.common import (
-    positive_seconds,
     DEFAULT_DB,
     DbOption,
     ExcludeOption,
-    FanoutOption,
+    FROM_OPTIONS,
     HostfileOption,
     NodesOption,
-    SshConfigOption,
     TestbedOption,
     TopologyOption,
-    TransportOption,
     WideOption,
     command_line,
     console,
@@ -28,6 +26,7 @@ from oddnode.app.cli.common import (
     err_console,
     exit_for_findings,
     inform,
+    positive_seconds,
     print_json,
     progress_run,
     user_errors,
@@ -103,7 +102,7 @@ def model_command(
     wide: WideOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
-    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    connection: Connection = FROM_OPTIONS,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
     """Predict an application's communication per node placement from its profile and our MPI kernels.
@@ -131,7 +130,7 @@ def model_command(
     out = err_console if json_out else None
     # The model measures a few of the nodes on purpose: the topology's others
     # are not declared, or they would look as if they had left nothing.
-    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db,
+    with network_run(topology, nodes, exclude, hostfile, connection, testbed, db,
                      declare_topology=False) as (target, store):
         with user_errors():
             profile_id = stored_profile_id(store, profile)

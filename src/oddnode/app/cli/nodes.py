@@ -8,17 +8,16 @@ from typing import Annotated, Optional
 
 import typer
 
+from oddnode.core.connection import Connection
 from oddnode.app.cli.common import (
     DEFAULT_DB,
     DbOption,
     ExcludeOption,
-    FanoutOption,
+    FROM_OPTIONS,
     HostfileOption,
     NodesOption,
-    SshConfigOption,
     TestbedOption,
     TimeoutOption,
-    TransportOption,
     command_line,
     console,
     could_not_run,
@@ -26,8 +25,8 @@ from oddnode.app.cli.common import (
     err_console,
     exit_for_findings,
     inform,
-    print_json,
     open_db,
+    print_json,
     selected_target,
     testbed_errors,
     user_errors,
@@ -51,7 +50,7 @@ def print_unanswered(result, out=None) -> None:
 
 def inventory_command(
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
-    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    connection: Connection = FROM_OPTIONS,
     timeout: TimeoutOption = PROBE_TIMEOUT, testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
     snapshot: Annotated[Optional[Path], typer.Option(help="Write an expectations file from the majority values.")] = None,
     json_out: JsonOption = False,
@@ -66,7 +65,7 @@ def inventory_command(
     from oddnode.report.terminal import findings_by_nodes
 
     with user_errors(), testbed_errors():
-        target = selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        target = selected_target(nodes, exclude, hostfile, connection, testbed)
         with open_db(db, read_only=False, hold=False) as store:
             result = collect_inventory(store, target, timeout, command_line())
             dataset = store.load_dataset()

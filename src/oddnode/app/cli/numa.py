@@ -11,18 +11,17 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
+from oddnode.core.connection import Connection
 from oddnode.app.cli.common import (
     AlphaOption,
     DEFAULT_ALPHA,
     DEFAULT_DB,
     DbOption,
     ExcludeOption,
-    FanoutOption,
+    FROM_OPTIONS,
     HostfileOption,
     NodesOption,
-    SshConfigOption,
     TestbedOption,
-    TransportOption,
     WideOption,
     command_line,
     console,
@@ -31,14 +30,14 @@ from oddnode.app.cli.common import (
     err_console,
     exit_for_findings,
     inform,
-    print_json,
     open_db,
+    positive_seconds,
+    print_json,
     progress_run,
     quiet,
     selected_target,
     testbed_errors,
     user_errors,
-    positive_seconds,
 )
 from oddnode.app.cli.nodes import NODES_PANEL
 from oddnode.report import summaries
@@ -88,7 +87,7 @@ def numa_command(
                                                           "JSON.")] = False,
     wide: WideOption = False,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
-    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    connection: Connection = FROM_OPTIONS,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
     """The NUMA matrices of every node: bandwidth with threads on NUMA node i and memory on j, ping-pong between them.
@@ -117,7 +116,7 @@ def numa_command(
         options = NumaOptions(memory=memory, pingpong=pingpong, mpi=mpi, elements=elements, ntimes=ntimes, threads=threads,
                               latency_bytes=latency_bytes, bandwidth_bytes=bandwidth_bytes,
                               seconds_per_size=seconds_per_size)
-        target = selected_target(nodeset or nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        target = selected_target(nodeset or nodes, exclude, hostfile, connection, testbed)
         with open_db(db, read_only=False, hold=False) as store:
             run = progress_run(f"numa: {escape(target.nodeset)}", lambda progress: run_numa(
                 store, target, options, repetitions, command=command_line(), on_progress=progress))

@@ -11,18 +11,17 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
+from oddnode.core.connection import Connection
 from oddnode.app.cli.common import (
     AlphaOption,
     DEFAULT_ALPHA,
     DEFAULT_DB,
     DbOption,
     ExcludeOption,
-    FanoutOption,
+    FROM_OPTIONS,
     HostfileOption,
     NodesOption,
-    SshConfigOption,
     TestbedOption,
-    TransportOption,
     WideOption,
     command_line,
     console,
@@ -34,13 +33,13 @@ from oddnode.app.cli.common import (
     inform,
     json_default,
     open_db,
+    positive_seconds,
     progress_run,
     quiet,
+    seconds_or_zero,
     selected_target,
     testbed_errors,
     user_errors,
-    positive_seconds,
-    seconds_or_zero,
 )
 from oddnode.app.cli.nodes import NODES_PANEL
 from oddnode.core.nodes import fold
@@ -97,7 +96,7 @@ def processes_command(
     timeout: Annotated[float, typer.Option(
         "--timeout", callback=positive_seconds, help="Seconds a node may take beyond --seconds.")] = DEFAULT_MARGIN,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
-    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    connection: Connection = FROM_OPTIONS,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
     """Count every command's executions and CPU time on every node over an interval; the nodes where some run far more often.
@@ -126,7 +125,7 @@ def processes_command(
         sensitivity = Sensitivity(alpha=alpha)
         if top < 0:
             raise typer.BadParameter(f"--top is a number of rows >= 0, not {top}", param_hint="--top")
-        target = selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+        target = selected_target(nodes, exclude, hostfile, connection, testbed)
         with open_db(db, read_only=False, hold=False) as store:
             mapping, grouped_by, ungrouped = _groups(store, target.nodes, groups, groups_file)
             store.release()  # others may read the store while the nodes are accounted

@@ -10,24 +10,23 @@ from typing import Annotated, Optional
 
 import typer
 
+from oddnode.core.connection import Connection
 from oddnode.app.cli.common import (
-    positive_seconds,
     DEFAULT_DB,
     DbOption,
     ExcludeOption,
-    FanoutOption,
+    FROM_OPTIONS,
     HostfileOption,
     NodesOption,
-    SshConfigOption,
     TestbedOption,
-    TransportOption,
     command_line,
     console,
     err_console,
     fail,
     inform,
-    print_json,
     open_db,
+    positive_seconds,
+    print_json,
     user_errors,
 )
 from oddnode.report.text import literal
@@ -101,7 +100,7 @@ def profile_command(
         "--wide", help="Every column, size bucket and rank, however wide the lines get (default: fit the terminal).")]
     = False,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
-    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    connection: Connection = FROM_OPTIONS,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
     """Profile an MPI application: every MPI call per rank and message size; time in MPI, imbalance, CPU.
@@ -135,7 +134,7 @@ def profile_command(
         show_profile(profile, profile_id, json_out, plot, wide)
         return
     run_and_store(command, timeout, work_dir, json_out, plot, wide,
-                  (nodes, exclude, hostfile, transport, ssh_config, fanout, testbed), db)
+                  (nodes, exclude, hostfile, connection, testbed), db)
 
 
 def run_and_store(command: list[str], timeout: float | None, work_dir: Path | None, json_out: bool,
@@ -144,11 +143,11 @@ def run_and_store(command: list[str], timeout: float | None, work_dir: Path | No
     from oddnode.app.cli.common import selected_target
     from oddnode.measure.profile.profiler import ProfilerError, run_profiled
 
-    nodes, exclude, hostfile, transport, ssh_config, fanout, testbed = target_options
+    nodes, exclude, hostfile, connection, testbed = target_options
     target = None
     if nodes or hostfile or testbed:
         with user_errors():
-            target = selected_target(nodes, exclude, hostfile, transport, ssh_config, fanout, testbed)
+            target = selected_target(nodes, exclude, hostfile, connection, testbed)
     try:
         run = run_profiled(list(command), target=target, timeout=timeout, work_dir=work_dir)
     except ProfilerError as err:

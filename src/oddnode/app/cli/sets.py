@@ -9,17 +9,16 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from oddnode.core.connection import Connection
 from oddnode.app.cli.common import (
     DEFAULT_DB,
     DbOption,
     ExcludeOption,
-    FanoutOption,
+    FROM_OPTIONS,
     HostfileOption,
     NodesOption,
-    SshConfigOption,
     TestbedOption,
     TopologyOption,
-    TransportOption,
     WideOption,
     command_line,
     console,
@@ -27,12 +26,12 @@ from oddnode.app.cli.common import (
     err_console,
     exit_for_findings,
     inform,
-    print_json,
     message_sizes,
+    positive_seconds,
+    print_json,
     progress_run,
     quiet,
     user_errors,
-    positive_seconds,
 )
 from oddnode.app.cli.interconnect import NETWORK_REPETITIONS, MpiYieldOption, network_run
 from oddnode.report import summaries
@@ -170,7 +169,7 @@ def sets_command(
     wide: WideOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
-    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    connection: Connection = FROM_OPTIONS,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
     """A parallel benchmark on every set of K nodes at once, sorted and shuffled; the node common to slow sets.
@@ -193,7 +192,7 @@ def sets_command(
         wanted = ",".join(o for o in options.orderings if o in TOPOLOGY_ORDERINGS)
         raise typer.BadParameter(f"{wanted} needs --topology FILE: which group (leaf switch, line card) each node "
                                  "hangs from, one 'GROUP NODESET' a line", param_hint="'--order'")
-    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+    with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         with user_errors():
             groups = store.load_topology() if options.needs_topology else None
             if options.needs_topology:
@@ -235,7 +234,7 @@ def scale_command(
     wide: WideOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
-    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    connection: Connection = FROM_OPTIONS,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
     """SCAB: one benchmark over growing node counts, each count alone, sorted and shuffled; oversubscribed uplinks.
@@ -251,7 +250,7 @@ def scale_command(
         options = ScaleOptions(counts=_counts(counts), mpi_yield=testbed if mpi_yield is None else mpi_yield,
                                **_job_settings(order, seed, benchmarks, sizes, seconds_per_size, command, parser,
                                                command_timeout, file, output_file, launcher))
-    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+    with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         with user_errors():
             chosen = scale_counts(len(target.nodes), options.counts)
             job = options.job(target, max(chosen), rsh_agent=mpi_rsh_agent)

@@ -9,17 +9,16 @@ from typing import Annotated, Optional
 
 import typer
 
+from oddnode.core.connection import Connection
 from oddnode.app.cli.common import (
     DEFAULT_DB,
     DbOption,
     ExcludeOption,
-    FanoutOption,
+    FROM_OPTIONS,
     HostfileOption,
     NodesOption,
-    SshConfigOption,
     TestbedOption,
     TopologyOption,
-    TransportOption,
     WideOption,
     command_line,
     console,
@@ -27,11 +26,11 @@ from oddnode.app.cli.common import (
     err_console,
     fail,
     inform,
-    print_json,
     open_db,
+    positive_seconds,
+    print_json,
     progress_run,
     user_errors,
-    positive_seconds,
 )
 from oddnode.app.cli.interconnect import network_run
 from oddnode.app.cli.nodes import NODES_PANEL
@@ -121,7 +120,7 @@ def sweep_command(
     wide: WideOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
-    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    connection: Connection = FROM_OPTIONS,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
     """Sweep environment variables and step options over one benchmark; the best setting per message size.
@@ -148,8 +147,7 @@ def sweep_command(
             data = read_sweep(store, _stored(stored))
     else:
         summary, data = _run(step, env or [], settings or [], default or [], repetitions, seed, command, parser,
-                             mpi_export, timeout, json_out, topology, nodes, exclude, hostfile, transport, ssh_config,
-                             fanout, testbed, db)
+                             mpi_export, timeout, json_out, topology, nodes, exclude, hostfile, connection, testbed, db)
     with user_errors():
         analysis = analyze_sweep(data, alpha, min_effect)
     from oddnode.report.sweep import sweep_document, sweep_view
@@ -169,7 +167,7 @@ def sweep_command(
 
 
 def _run(step, env, settings, default, repetitions, seed, command, parser, mpi_export, timeout, json_out,
-         topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db):
+         topology, nodes, exclude, hostfile, connection, testbed, db):
     """Make the grid, run it on the nodes, and read it back from the store."""
     from oddnode.report.summaries import dim_lines
     from oddnode.report.sweep import run_line
@@ -192,7 +190,7 @@ def _run(step, env, settings, default, repetitions, seed, command, parser, mpi_e
         if repetitions < 1:
             raise ValueError(f"repetitions must be >= 1, got {repetitions}")
     out = err_console if json_out else None
-    with network_run(topology, nodes, exclude, hostfile, transport, ssh_config, fanout, testbed, db) as (target, store):
+    with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         with user_errors():
             summary = progress_run(f"sweep {step}", lambda progress: run_sweep(
                 store, target, grid, repetitions, seed=seed, timeout=timeout, command=command_line(),

@@ -8,17 +8,16 @@ from typing import Annotated, Optional
 
 import typer
 
+from oddnode.core.connection import Connection
 from oddnode.app.cli.common import (
     DEFAULT_DB,
     DbOption,
     ExcludeOption,
-    FanoutOption,
+    FROM_OPTIONS,
     HostfileOption,
     NodesOption,
-    SshConfigOption,
     TestbedOption,
     TopologyOption,
-    TransportOption,
     WideOption,
     command_line,
     console,
@@ -68,7 +67,7 @@ def sync_command(
     wide: WideOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
-    transport: TransportOption = None, ssh_config: SshConfigOption = None, fanout: FanoutOption = None,
+    connection: Connection = FROM_OPTIONS,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
     """Bulk-synchronous iterations on 2, 4, …, N nodes: the node the others wait for, the slowdown with the ranks.
@@ -91,7 +90,7 @@ def sync_command(
         options = SyncOptions(operation=operation, quantum_us=quantum_us, iterations=iterations,
                               counts=_counts(sizes), orderings=_names(order) or (), seed=seed, kernel=kernel,
                               port=port, mpi_yield=testbed if mpi_yield is None else mpi_yield)
-    with network_run(topology, nodeset or nodes, exclude, hostfile, transport, ssh_config, fanout, testbed,
+    with network_run(topology, nodeset or nodes, exclude, hostfile, connection, testbed,
                      db) as (target, store):
         with user_errors():
             chosen = scale_counts(len(target.nodes), options.counts)
