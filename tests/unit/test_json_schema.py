@@ -269,6 +269,20 @@ def test_stats_of_a_series_with_a_zero_is_json(tmp_path):
     validate(document_of(invoke("stats", "--json", "--db", stab_store(tmp_path, with_zero=True))), "stats")
 
 
+
+def test_dist_with_automatic_bins_is_valid(tmp_path):
+    document = document_of(invoke("dist", "stream.triad", "--bins", "auto", "--json", "--db", stab_store(tmp_path)))
+    assert document["histogram"]["bins"] == "auto"
+    validate(document, "dist")
+
+
+def test_common_on_a_store_is_valid(tmp_path):
+    write(tmp_path / "results" / "failed", "xhpl.x86_64.cn-a17.1\nmpi.x86_64.gpu003-gpu009.2\n")
+    db = stab_store(tmp_path)
+    document = document_of(invoke("common", "--json", "--db", db))
+    assert document["source"] == str(db) and document["failed_runs"] == 2
+    validate(document, "common")
+
 # -- the schema refuses what breaks it ---------------------------------------------------------
 
 
@@ -338,6 +352,29 @@ def test_a_set_run_outcome_outside_the_enum_is_refused():
     with pytest.raises(DocumentInvalid, match="runs/sorted/runs/0/outcome: 'timeout' is not one of"):
         validate(document, "sets")
 
+
+
+@pytest.mark.parametrize("bins", [0, "sturges", 6.5, None])
+def test_histogram_bins_other_than_a_count_auto_or_whole_are_refused(bins):
+    document = {"series": {"name": "stream.triad", "benchmark": "stream", "metric": "triad", "unit": "MB/s",
+                           "direction": "higher", "label_kind": "node", "n": 3},
+                "histogram": {"bins": bins, "rows": []}, "tests": []}
+    validate(document | {"histogram": {"bins": "whole", "rows": []}}, "dist")
+    with pytest.raises(DocumentInvalid, match="at histogram/bins"):
+        validate(document, "dist")
+
+
+def test_a_document_of_the_wrong_type_fails_the_check_every_test_makes():
+    from conftest import documents_printed_by_caller, schema_errors
+    from oddnode.app.cli import analysis, common
+
+    assert analysis.print_json.__name__ == common.print_json.__name__ == "print_checked_json"
+    assert documents_printed_by_caller() is None  # outside a command: any document
+    common_document = {"version": 1, "source": 7, "failed_runs": 0, "nodes": [], "runs": []}
+    assert "common: at source: 7 is not valid under any of the given schemas" in schema_errors(common_document,
+                                                                                              ("common",))
+    assert schema_errors(common_document | {"source": []}, ("common",)) == []
+    assert schema_errors([], DOCUMENTS) == []  # an empty stats, compare --list, ...
 
 # -- the schema itself --------------------------------------------------------------------------
 

@@ -91,6 +91,14 @@ class DistributionTest(TypedDict):
     test: str
     statistic: NotRequired[NumberOrNull]
     p: NotRequired[NumberOrNull]
+    reading: NotRequired[Annotated[str, Field(description="what the result says, in words")]]
+    requested_bins: NotRequired[int]
+    bins: NotRequired[int]
+    dof: NotRequired[int]
+    scale: NotRequired[NumberOrNull]
+    critical_5pct: NotRequired[NumberOrNull]
+    not_normal_5pct: NotRequired[bool | None]
+    z: NotRequired[NumberOrNull]
 
 
 class Dist(TypedDict):
@@ -102,10 +110,15 @@ class Dist(TypedDict):
 
 
 class ChiSquaredFit(TypedDict):
-    """One chi-squared fit to the normal."""
+    """One chi-squared fit to the normal: X², the bins asked for and used
+    after merging sparse ones, degrees of freedom, bin width / std, p."""
 
     statistic: NumberOrNull
     p: NumberOrNull
+    requested_bins: NotRequired[int]
+    bins: NotRequired[int]
+    dof: NotRequired[int]
+    scale: NotRequired[NumberOrNull]
 
 
 class Findn(TypedDict):
@@ -151,17 +164,10 @@ class Correlate(TypedDict):
     pairs: list[JoinedPair]
 
 
-class SeriesPair(TypedDict):
-    """Two series correlated."""
-
-    x: str
-    y: str
-
-
 class Findc(TypedDict):
     """The strongest correlations between series"""
 
-    correlations: list[SeriesPair]
+    correlations: Annotated[list[Correlation], Field(description="strongest |r| first")]
     grep: Annotated[str | None, Field(description="the benchmark the pairs involve (--grep)")]
     limit: Annotated[int | None, Field(description="the rows asked for (--limit)")]
     total: Annotated[int, Field(description="how many pairs match, before the limit")]
@@ -174,6 +180,16 @@ class CommonNode(TypedDict):
     failed_runs: int
 
 
+class FailedRun(TypedDict):
+    """A failed run: its benchmark, label and the nodes it ran on."""
+
+    benchmark: str
+    label: str
+    label_kind: LabelKind
+    repetition: Annotated[int | None, Field(description="null when unknown")]
+    nodes: Annotated[str, Field(description="folded")]
+
+
 class Common(TypedDict):
     """Nodes common to failed runs"""
 
@@ -182,8 +198,7 @@ class Common(TypedDict):
         description="the failed-run files read, or the store (text) without files")]
     failed_runs: Annotated[int, Field(description="how many failed runs were read")]
     nodes: Annotated[list[CommonNode], Field(description="most failed runs first")]
-    runs: Annotated[list[dict[str, Any]], Field(description="every failed run: benchmark, label, label_kind, "
-                                                           "repetition and its nodes")]
+    runs: Annotated[list[FailedRun], Field(description="every failed run")]
 
 
 class LabelFit(TypedDict):
@@ -206,10 +221,13 @@ class Fit(TypedDict):
     each: NotRequired[list[LabelFit]]
 
 
-class RunsCompared(TypedDict):
-    """One side of a comparison: its runs."""
+class SideCompared(TypedDict):
+    """One side of a comparison: its name, and the runs it selects when
+    runs are compared (none when groups of nodes are)."""
 
-    runs: list[StoredRun]
+    name: str
+    selector: NotRequired[str]
+    runs: NotRequired[list[StoredRun]]
 
 
 class OverallVerdict(TypedDict):
@@ -234,11 +252,20 @@ class Compare(TypedDict):
     format: Literal["oddnode-compare"]
     version: int
     store_schema: int
-    baseline: RunsCompared
-    other: RunsCompared
+    mode: NotRequired[str]
+    alpha: NotRequired[float]
+    min_effect: NotRequired[float]
+    baseline: SideCompared
+    other: SideCompared
+    groups: NotRequired[Annotated[dict[str, Any], Field(description="the groups of nodes compared (--groups)")]]
+    within: NotRequired[dict[str, Any] | None]
     summary: dict[str, Any]
     series: list[SeriesCompared]
+    only_in_baseline: NotRequired[list[str]]
+    only_in_other: NotRequired[list[str]]
+    same_run: NotRequired[Annotated[list[str], Field(description="series both sides read from one run: not compared")]]
     regressed: bool
+    exit_status: NotRequired[int]
 
 
 class RunWithResults(StoredRun):

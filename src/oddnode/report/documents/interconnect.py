@@ -37,6 +37,8 @@ class CutPair(TypedDict):
 class BisectionResult(TypedDict):
     """The bandwidth demonstrated across the cut against the full bisection."""
 
+    nodes: NotRequired[Annotated[str, Field(description="folded")]]
+    message_size: NotRequired[int]
     demonstrated: NumberOrNull
     full: NumberOrNull
     single_pair: NumberOrNull
@@ -59,7 +61,13 @@ class MatrixResult(TypedDict):
     nodes: list[str]
     bandwidth: list[list[NumberOrNull]]
     latency: list[list[NumberOrNull]]
+    bandwidth_metric: NotRequired[str]
+    bandwidth_unit: NotRequired[str]
+    latency_metric: NotRequired[str]
+    latency_unit: NotRequired[str]
+    limit: NotRequired[NumberOrNull]
     verdicts: dict[str, Any]
+    retested: NotRequired[dict[str, Any]]
 
 
 class Matrix(InterconnectDocument):
@@ -98,6 +106,7 @@ class StreamPattern(TypedDict):
 
     pattern: Any
     unit: Any
+    median_total: NotRequired[NumberOrNull]
     pairs: Any
 
 
@@ -113,9 +122,11 @@ class AlltoallResult(TypedDict):
     nodes: list[str]
     message_size: int
     unit: Any
+    best_repetition: NotRequired[int | None]
     total_seconds: NumberOrNull
     aggregate_bandwidth: NumberOrNull
     phases: list[dict[str, Any]]
+    phase_min_bandwidth: NotRequired[list[dict[str, Any]]]
     charged_nodes: list[str]
     problems: NotRequired[list[str]]
 

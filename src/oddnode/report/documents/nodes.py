@@ -132,7 +132,9 @@ class Placement(TypedDict):
     """A candidate placement: its nodes, the time predicted and the times measured."""
 
     name: str
+    aliases: NotRequired[list[str]]
     members: list[str]
+    groups: NotRequired[list[str]]
     predictions_s: dict[str, NumberOrNull]
     measured_s: dict[str, dict[str, NumberOrNull]]
 
@@ -157,6 +159,11 @@ class ProfileRank(TypedDict):
 
     rank: int
     host: str | None
+    wall: NotRequired[NumberOrNull]
+    mpi_time: NotRequired[NumberOrNull]
+    compute_time: NotRequired[NumberOrNull]
+    cpu: NotRequired[NumberOrNull]
+    calls: NotRequired[list[dict[str, Any]]]
 
 
 class Profile(TypedDict):
@@ -167,6 +174,7 @@ class Profile(TypedDict):
     source: str
     command: str | None
     notes: list[str]
+    skipped: NotRequired[dict[str, Any]]
     ranks: list[ProfileRank]
     time_by_call: Annotated[dict[str, float], Field(description="the time in each MPI call")]
     histogram: list[Any]
@@ -182,7 +190,11 @@ class StoredProfile(TypedDict):
     id: int
     tool: str
     source: str
+    command: NotRequired[str | None]
+    created: NotRequired[str]
     ranks: int
+    hosts: NotRequired[int]
+    run_id: NotRequired[int | None]
 
 
 ProfileList = TypeAliasType("ProfileList", Annotated[list[StoredProfile], Field(description="The stored profiles")])

@@ -75,6 +75,12 @@ class SweepAnalysis(TypedDict):
 
     sweep_id: int
     step: str
+    repetitions: NotRequired[int]
+    seed: NotRequired[int | None]
+    alpha: NotRequired[float]
+    min_effect: NotRequired[float]
+    started: NotRequired[Annotated[str | None, Field(description="ISO 8601")]]
+    parameters: NotRequired[list[dict[str, Any]]]
     settings: list[Any]
     series: list[SweepSeries]
 
