@@ -1,5 +1,5 @@
-"""Every ``--json`` document validated against the schema shipped with the
-package (src/oddnode/report/schema/oddnode.schema.json): each command's real
+"""Every ``--json`` document validated against the schema generated from
+the models in src/oddnode/report/documents: each command's real
 output on scripted clusters and synthetic stores, the schema's refusals, and
 a check that every command with ``--json`` has its document there."""
 
@@ -379,7 +379,7 @@ def test_a_document_of_the_wrong_type_fails_the_check_every_test_makes():
 # -- the schema itself --------------------------------------------------------------------------
 
 
-def test_the_schema_is_a_valid_draft_2020_12_schema_shipped_in_the_package():
+def test_the_schema_generated_from_the_models_is_a_valid_draft_2020_12_schema():
     from importlib import resources
 
     from jsonschema import Draft202012Validator
@@ -387,8 +387,23 @@ def test_the_schema_is_a_valid_draft_2020_12_schema_shipped_in_the_package():
     schema = load_schema()
     Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert resources.files("oddnode.report.schema").joinpath("oddnode.schema.json").is_file()
+    assert schema["$id"] == "urn:oddnode:schema:json-documents" and schema["x-schema-version"] == 1
+    assert not [path.name for path in resources.files("oddnode.report.schema").iterdir()
+                if path.name.endswith(".json")]  # generated, never a second copy to drift
     assert {ref["$ref"] for ref in schema["anyOf"]} == {f"#/$defs/{name}" for name in DOCUMENTS}
+
+
+def test_the_definitions_keep_the_names_scripts_refer_to():
+    documents = ["analysis", "stats", "dist", "findn", "correlate", "findc", "common", "fit", "compare",
+                 "compare-list", "pairs", "bisection", "matrix", "switchbench-chain", "switchbench-stream",
+                 "switchbench-alltoall", "sets", "scale", "sync", "sweep", "sweep-list", "inventory", "diagnose",
+                 "processes", "affinity", "numa", "model", "profile", "profile-list", "config", "health"]
+    parts = ["severity", "direction", "label_kind", "number_or_null", "finding", "findings", "problem",
+             "description", "statistics_row", "outcome_counts", "run_reference", "network_run", "stored_run",
+             "set_tables", "outcome", "series_reference", "set_run", "interconnect_document", "health_problem",
+             "slurm_action"]
+    assert list(load_schema()["$defs"]) == documents + parts
+    assert list(DOCUMENTS) == documents
 
 
 def _refs(node) -> list[str]:

@@ -162,10 +162,6 @@ def load_schema() -> dict[str, Any]:
     return copy.deepcopy(_generated())
 
 
-def _documents(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {name: definition for name, definition in schema["$defs"].items() if "x-commands" in definition}
-
-
 def documents() -> list[str]:
     """The document names, in the schema's order."""
     from oddnode.report.documents import DOCUMENTS as MODELS
