@@ -1,5 +1,5 @@
-"""Every ``--json`` document validated against the schema shipped with the
-package (src/oddnode/report/schema/oddnode.schema.json): each command's real
+"""Every ``--json`` document validated against the schema generated from
+the models in src/oddnode/report/documents: each command's real
 output on scripted clusters and synthetic stores, the schema's refusals, and
 a check that every command with ``--json`` has its document there."""
 
@@ -269,6 +269,20 @@ def test_stats_of_a_series_with_a_zero_is_json(tmp_path):
     validate(document_of(invoke("stats", "--json", "--db", stab_store(tmp_path, with_zero=True))), "stats")
 
 
+
+def test_dist_with_automatic_bins_is_valid(tmp_path):
+    document = document_of(invoke("dist", "stream.triad", "--bins", "auto", "--json", "--db", stab_store(tmp_path)))
+    assert document["histogram"]["bins"] == "auto"
+    validate(document, "dist")
+
+
+def test_common_on_a_store_is_valid(tmp_path):
+    write(tmp_path / "results" / "failed", "xhpl.x86_64.cn-a17.1\nmpi.x86_64.gpu003-gpu009.2\n")
+    db = stab_store(tmp_path)
+    document = document_of(invoke("common", "--json", "--db", db))
+    assert document["source"] == str(db) and document["failed_runs"] == 2
+    validate(document, "common")
+
 # -- the schema refuses what breaks it ---------------------------------------------------------
 
 
@@ -339,10 +353,33 @@ def test_a_set_run_outcome_outside_the_enum_is_refused():
         validate(document, "sets")
 
 
+
+@pytest.mark.parametrize("bins", [0, "sturges", 6.5, None])
+def test_histogram_bins_other_than_a_count_auto_or_whole_are_refused(bins):
+    document = {"series": {"name": "stream.triad", "benchmark": "stream", "metric": "triad", "unit": "MB/s",
+                           "direction": "higher", "label_kind": "node", "n": 3},
+                "histogram": {"bins": bins, "rows": []}, "tests": []}
+    validate(document | {"histogram": {"bins": "whole", "rows": []}}, "dist")
+    with pytest.raises(DocumentInvalid, match="at histogram/bins"):
+        validate(document, "dist")
+
+
+def test_a_document_of_the_wrong_type_fails_the_check_every_test_makes():
+    from conftest import documents_printed_by_caller, schema_errors
+    from oddnode.app.cli import analysis, common
+
+    assert analysis.print_json.__name__ == common.print_json.__name__ == "print_checked_json"
+    assert documents_printed_by_caller() is None  # outside a command: any document
+    common_document = {"version": 1, "source": 7, "failed_runs": 0, "nodes": [], "runs": []}
+    assert "common: at source: 7 is not valid under any of the given schemas" in schema_errors(common_document,
+                                                                                              ("common",))
+    assert schema_errors(common_document | {"source": []}, ("common",)) == []
+    assert schema_errors([], DOCUMENTS) == []  # an empty stats, compare --list, ...
+
 # -- the schema itself --------------------------------------------------------------------------
 
 
-def test_the_schema_is_a_valid_draft_2020_12_schema_shipped_in_the_package():
+def test_the_schema_generated_from_the_models_is_a_valid_draft_2020_12_schema():
     from importlib import resources
 
     from jsonschema import Draft202012Validator
@@ -350,8 +387,23 @@ def test_the_schema_is_a_valid_draft_2020_12_schema_shipped_in_the_package():
     schema = load_schema()
     Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert resources.files("oddnode.report.schema").joinpath("oddnode.schema.json").is_file()
+    assert schema["$id"] == "urn:oddnode:schema:json-documents" and schema["x-schema-version"] == 1
+    assert not [path.name for path in resources.files("oddnode.report.schema").iterdir()
+                if path.name.endswith(".json")]  # generated, never a second copy to drift
     assert {ref["$ref"] for ref in schema["anyOf"]} == {f"#/$defs/{name}" for name in DOCUMENTS}
+
+
+def test_the_definitions_keep_the_names_scripts_refer_to():
+    documents = ["analysis", "stats", "dist", "findn", "correlate", "findc", "common", "fit", "compare",
+                 "compare-list", "pairs", "bisection", "matrix", "switchbench-chain", "switchbench-stream",
+                 "switchbench-alltoall", "sets", "scale", "sync", "sweep", "sweep-list", "inventory", "diagnose",
+                 "processes", "affinity", "numa", "model", "profile", "profile-list", "config", "health"]
+    parts = ["severity", "direction", "label_kind", "number_or_null", "finding", "findings", "problem",
+             "description", "statistics_row", "outcome_counts", "run_reference", "network_run", "stored_run",
+             "set_tables", "outcome", "series_reference", "set_run", "interconnect_document", "health_problem",
+             "slurm_action"]
+    assert list(load_schema()["$defs"]) == documents + parts
+    assert list(DOCUMENTS) == documents
 
 
 def _refs(node) -> list[str]:

@@ -19,12 +19,15 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from oddnode.core.connection import DEFAULT_CONNECT_TIMEOUT, DEFAULT_FANOUT
 from oddnode.core.inputs import InputError, parse_yaml, quote, read_text
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 SYSTEM_FILE = Path("/etc/oddnode/config.yaml")
 CONFIG_ENV = "ODDNODE_CONFIG"
@@ -233,7 +236,7 @@ def effective(settings: Settings, given: Mapping[str, Any]) -> dict[str, Setting
     return merged
 
 
-def settings_document(settings: Settings, clush: Any = None) -> dict[str, Any]:
+def settings_document(settings: Settings, clush: Any = None) -> documents.Config:
     """The effective settings as JSON data: each key's value and origin, the
     files read, and clush.conf's settings for ssh (an ``oddnode.reach.ssh.ClushSettings``)."""
     document: dict[str, Any] = {

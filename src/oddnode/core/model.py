@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from oddnode.core.order import natural_key
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 
 class Direction(str, enum.Enum):
@@ -220,7 +223,7 @@ class Finding:
     evidence: dict[str, Any]
     remedy: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> documents.Finding:
         return {
             "kind": self.kind,
             "severity": self.severity.value,

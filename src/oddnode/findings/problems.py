@@ -14,6 +14,8 @@ Every other finding is a problem of its own.  The findings themselves are kept i
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -27,6 +29,9 @@ from oddnode.findings.registry import leads, sort_findings
 from oddnode.core.model import Finding, Severity
 from oddnode.core.nodes import NodeNameError, expand, fold
 from oddnode.core.order import natural_key
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 # How a symptom of each kind is said in a problem's summary.
 _SYMPTOM_WORDS = {"weak-pair-member": "its pairs", "slow-link": "its links",
@@ -56,7 +61,7 @@ class Problem:
         return (f"{cause_summary(self.cause)} {symptom_summary(self.symptoms)}: "
                 f"{len(self.symptoms)} finding{'s' if len(self.symptoms) > 1 else ''} it explains")
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> documents.Problem:
         return {
             "nodes": self.nodes,
             "severity": self.severity.value,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oddnode import __version__
 from oddnode.findings import Sensitivity, find_all
@@ -17,6 +17,9 @@ from oddnode.core.model import Dataset, Finding, Series, Severity
 from oddnode.stats.correlation import Correlation, correlate_all
 from oddnode.stats.describe import Description, describe
 from oddnode.store import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 # The kind of the finding an analysis makes when there is nothing to judge.
 NO_DATA = "no-data"
@@ -54,7 +57,7 @@ class Analysis:
         """ready, not ready, or no data (nothing to judge)."""
         return NOTHING_JUDGED if not self.judged else READY if self.ready else NOT_READY
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> documents.Analysis:
         return {
             "schema_version": SCHEMA_VERSION,
             "oddnode": __version__,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
@@ -18,6 +18,9 @@ from oddnode.core.model import Finding
 from oddnode.core.nodes import fold
 from oddnode.core.order import natural_key
 from oddnode.report.terminal import WIDE_NOTE, fit_columns, fixed_table
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 KB_PER_GIB = 1024 * 1024
 # Threads the thread table shows by default; the rest are counted in its caption.
@@ -162,7 +165,7 @@ def thread_view(reports: Mapping[str, NodeAffinity], width: int | None = None, s
 
 
 def affinity_json(reports: Mapping[str, NodeAffinity], reasons: Mapping[str, str],
-                  findings: Sequence[Finding]) -> dict[str, Any]:
+                  findings: Sequence[Finding]) -> documents.Affinity:
     """The reports, the nodes that gave none and the findings (formats.md#affinity-json)."""
     return {
         "nodes": {node: reports[node].to_json() for node in sorted(reports, key=natural_key)},

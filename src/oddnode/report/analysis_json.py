@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import stats
@@ -16,14 +16,17 @@ from oddnode.stats.correlation import Correlation, join_by_label
 from oddnode.stats.distribution import ChiSquared, Dip, Normality, bin_edges
 from oddnode.report import plain
 
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
-def series_json(series: Series) -> dict[str, Any]:
+
+def series_json(series: Series) -> documents.SeriesReference:
     """Which population a result is about: its names, unit, direction and size."""
     return {"name": series.name, "benchmark": series.benchmark, "metric": series.metric, "unit": series.unit,
             "direction": series.direction.value, "label_kind": series.label_kind.value, "n": len(series)}
 
 
-def histogram_json(values, bins: str | int) -> dict[str, Any]:
+def histogram_json(values, bins: str | int) -> documents.Histogram:
     """The histogram ``dist`` draws: each bin's range, its count and the
     count the normal fitted to the values (sample mean and std) expects
     there (null when the values do not vary)."""
@@ -39,14 +42,14 @@ def histogram_json(values, bins: str | int) -> dict[str, Any]:
     return {"bins": bins, "mean": mean, "std": std, "rows": rows}
 
 
-def chi_squared_json(chi: ChiSquared) -> dict[str, Any]:
+def chi_squared_json(chi: ChiSquared) -> documents.ChiSquaredFit:
     """One chi-squared fit to the normal: X², the bins asked for and used
     after merging sparse ones, degrees of freedom, bin width / std, p."""
     return {"statistic": chi.x2, "p": chi.p, "requested_bins": chi.requested_bins, "bins": chi.bins,
             "dof": chi.dof, "scale": chi.scale}
 
 
-def distribution_tests(chi: ChiSquared, normal: Normality, dip: Dip) -> list[dict[str, Any]]:
+def distribution_tests(chi: ChiSquared, normal: Normality, dip: Dip) -> list[documents.DistributionTest]:
     """The rows of the distribution table: test, statistic, p and reading."""
     skew_reading = "right tail" if normal.skewness > 0 else "left tail"
     return [
@@ -68,24 +71,24 @@ def distribution_tests(chi: ChiSquared, normal: Normality, dip: Dip) -> list[dic
     ]
 
 
-def dist_json(series: Series, bins: str | int, chi: ChiSquared, normal: Normality, dip: Dip) -> dict[str, Any]:
+def dist_json(series: Series, bins: str | int, chi: ChiSquared, normal: Normality, dip: Dip) -> documents.Dist:
     """``dist --json``: the series, its histogram and its distribution tests."""
     return plain({"series": series_json(series), "histogram": histogram_json(series.values, bins),
                   "tests": distribution_tests(chi, normal, dip)})
 
 
-def findn_json(series: Series, sweep: Sequence[ChiSquared]) -> dict[str, Any]:
+def findn_json(series: Series, sweep: Sequence[ChiSquared]) -> documents.Findn:
     """``findn --json``: the chi-squared fit for each bin count, least normal-looking first."""
     return plain({"series": series_json(series), "fits": [chi_squared_json(chi) for chi in sweep]})
 
 
-def correlation_json(c: Correlation) -> dict[str, Any]:
+def correlation_json(c: Correlation) -> documents.Correlation:
     """One correlation as ``correlate`` and ``findc`` print it, with the least-squares line."""
     return {"x": c.x, "y": c.y, "n": c.n, "pearson": {"r": c.pearson_r, "p": c.pearson_p},
             "spearman": {"r": c.spearman_r, "p": c.spearman_p}, "slope": c.slope, "intercept": c.intercept}
 
 
-def correlate_json(a: Series, b: Series, correlation: Correlation) -> dict[str, Any]:
+def correlate_json(a: Series, b: Series, correlation: Correlation) -> documents.Correlate:
     """``correlate --json``: both series, their correlation and the values
     each shared label (node or pair) has in both."""
     labels, x, y = join_by_label(a, b)
@@ -95,7 +98,7 @@ def correlate_json(a: Series, b: Series, correlation: Correlation) -> dict[str, 
 
 
 def findc_json(rows: Sequence[Correlation], shown: Sequence[Correlation], grep: str | None,
-               limit: int) -> dict[str, Any]:
+               limit: int) -> documents.Findc:
     """``findc --json``: the pairs printed (``limit`` of them, 0 all), out of
     how many, strongest |r| first."""
     return plain({"grep": grep, "limit": limit, "total": len(rows),

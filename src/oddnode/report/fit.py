@@ -18,6 +18,7 @@ from oddnode.report.interconnect import SIZE_FITS, InterconnectFigure, interconn
 from oddnode.report.plots import figure_to_svg, fit_figure
 
 if TYPE_CHECKING:
+    from oddnode.report import documents
     from oddnode.readings.fit import LinearFit, SizedTimes
 
 # The series the report draws a fit of: our ping-pong patterns, and the
@@ -86,7 +87,7 @@ def fit_text(points: SizedTimes, fit: LinearFit, each: list[LabelFit] | None = N
     return text
 
 
-def fit_json(points: SizedTimes, fit: LinearFit, each: list[LabelFit] | None = None) -> dict:
+def fit_json(points: SizedTimes, fit: LinearFit, each: list[LabelFit] | None = None) -> documents.Fit:
     """What ``oddnode fit --json`` prints."""
     document = {
         "benchmark": points.benchmark, "quantity": points.quantity, "label": points.label,

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oddnode.core.model import Dataset
 from oddnode.report import plain
 from oddnode.report.interconnect import sized_series
 
+if TYPE_CHECKING:
+    from oddnode.report import documents
+
 
 def document(command: str, runs: Mapping[str, dict[str, Any]], tables: Mapping[str, Any],
-             findings: Iterable[Any] = ()) -> dict[str, Any]:
+             findings: Iterable[Any] = ()) -> documents.InterconnectDocument:
     """One command's JSON document: ``command``, ``runs`` (each run's
     ``to_json()`` with its repetitions), the tables it prints and the
     findings it names."""
@@ -26,7 +29,7 @@ def _stats(values: tuple[float, float, float, float] | None) -> dict[str, float]
     return None if values is None else dict(zip(("min", "median", "mean", "max"), values))
 
 
-def pattern_json(dataset: Dataset, benchmarks: Sequence[str]) -> list[dict[str, Any]]:
+def pattern_json(dataset: Dataset, benchmarks: Sequence[str]) -> list[documents.PairPattern]:
     """Per pair benchmark (``pingpong.sort``, ``mpi.cut``): the statistics
     per message size the pattern table prints, its slowest pairs, and every
     pair's best latency (us) and bandwidth (MB/s) per message size."""
@@ -59,7 +62,7 @@ def pattern_json(dataset: Dataset, benchmarks: Sequence[str]) -> list[dict[str, 
     return out
 
 
-def bisection_json(summary) -> dict[str, Any]:
+def bisection_json(summary) -> documents.BisectionResult:
     """The bisection figures the command prints (MB/s) and each cut pair's
     best bandwidth all at once and alone."""
     figures = summary.figures
@@ -70,7 +73,7 @@ def bisection_json(summary) -> dict[str, Any]:
                            "alone": summary.alone.get(label)} for label in summary.plan.labels]}
 
 
-def matrix_json(dataset: Dataset, summary) -> dict[str, Any] | None:
+def matrix_json(dataset: Dataset, summary) -> documents.MatrixResult | None:
     """The all-pairs matrix: node order, bandwidth (largest message size)
     and latency (smallest) as rows from each node to each node (null on the
     diagonal and where not measured), the slow limit and each slow pair's
@@ -87,7 +90,7 @@ def matrix_json(dataset: Dataset, summary) -> dict[str, Any] | None:
             "retested": dict(summary.retest_values)}
 
 
-def chain_json(summary) -> dict[str, Any]:
+def chain_json(summary) -> documents.ChainResult:
     """The daisy chain table: per chain length the node that joined, the
     best end-to-end and aggregate throughput (MB/s), the gain in hops over
     the previous length, and where the switch stopped scaling."""
@@ -95,7 +98,7 @@ def chain_json(summary) -> dict[str, Any]:
             "lengths": summary.lengths()}
 
 
-def stream_json(summary) -> dict[str, Any]:
+def stream_json(summary) -> documents.StreamPattern:
     """One pattern's streaming table: per pair its best repetition's rate
     each way and both together (MB/s) and percent of the median total,
     failed pairs with their problem; slowest first, failed first of all."""
@@ -111,7 +114,7 @@ def stream_json(summary) -> dict[str, Any]:
     return {"pattern": summary.pattern, "unit": "MB/s", "median_total": median, "pairs": rows}
 
 
-def alltoall_json(summary, charged: Iterable[str]) -> dict[str, Any]:
+def alltoall_json(summary, charged: Iterable[str]) -> documents.AlltoallResult:
     """The all-to-all as printed: its best complete repetition's total time
     (s), aggregate (MB/s) and phases, the best minimum bandwidth per phase
     over valid repetitions, the nodes charged with a failed or invalid

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oddnode.core.model import Finding
 from oddnode.core.nodes import expand, fold
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 # The version of these documents' layout: a key renamed or a meaning changed raises it.
 NODES_JSON_VERSION = 1
@@ -42,7 +45,7 @@ def differing_facts(findings: Sequence[Finding], inventory_nodes: Iterable[str])
 
 
 def inventory_json(result, run_id: int | None, target, findings: Sequence[Finding],
-                   inventory_nodes: Iterable[str]) -> dict[str, Any]:
+                   inventory_nodes: Iterable[str]) -> documents.Inventory:
     """What ``inventory --json`` prints: the run, every answering node's
     facts, the facts that differ, the nodes that gave no inventory and why,
     what the probe skipped, and the inconsistent-fact findings."""
@@ -111,7 +114,7 @@ def expectation_verdicts(expectations, facts: Mapping[str, Mapping[str, str]],
 
 
 def diagnose_json(expectations, facts: Mapping[str, Mapping[str, str]], nodes: Sequence[str],
-                  report, source: str) -> dict[str, Any]:
+                  report, source: str) -> documents.Diagnose:
     """What ``diagnose --json`` prints: the expectations file, the nodes
     checked, every expectation's verdict per node, and the findings."""
     return {
@@ -124,7 +127,7 @@ def diagnose_json(expectations, facts: Mapping[str, Mapping[str, str]], nodes: S
     }
 
 
-def common_json(counts: Sequence[tuple[str, int]], failures: Sequence, source: str) -> dict[str, Any]:
+def common_json(counts: Sequence[tuple[str, int]], failures: Sequence, source: str) -> documents.Common:
     """What ``common --json`` prints: the failed runs read, and the nodes
     common to them, most frequent first, as the table shows them."""
     return {

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
@@ -18,6 +18,9 @@ from oddnode.core.nodes import fold
 from oddnode.core.order import natural_key
 from oddnode.report.terminal import probability, table_width
 from oddnode.report.text import literal
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 # Rows the table shows by default; the rest are counted in its caption.
 TOP = 20
@@ -160,7 +163,7 @@ def nothing_stands_out(table: AsymmetryTable) -> str:
 
 
 def processes_json(reports: Mapping[str, NodeProcesses], reasons: Mapping[str, str], tables: Sequence[AsymmetryTable],
-                   findings: Sequence[Finding], run_id: int | None = None) -> dict[str, Any]:
+                   findings: Sequence[Finding], run_id: int | None = None) -> documents.Processes:
     """The run, its tables and findings as JSON data (formats.md#processes-json)."""
     return {
         "run_id": run_id,

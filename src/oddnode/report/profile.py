@@ -6,7 +6,7 @@ list of stored profiles; and the plot of time by size and by rank."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, RenderableType
 from rich.text import Text
@@ -27,6 +27,9 @@ from oddnode.readings.profile import (
 )
 from oddnode.report.terminal import WIDE_NOTE, fit_columns, fixed_table, print_views, table_width
 from oddnode.store import StoredProfile
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 # Rows of the histogram: the calls that hold most time; the rest are summed
 # into one row, so that a code with 40 call names still reads at a glance.
@@ -297,7 +300,7 @@ def print_profile(console: Console, profile: Profile, profile_id: int | None = N
         console.print(line, highlight=False)
 
 
-def profile_json(profile: Profile, profile_id: int | None) -> dict[str, Any]:
+def profile_json(profile: Profile, profile_id: int | None) -> documents.Profile:
     """The profile's JSON (profile.model.to_json) with its id in the store."""
     return {"id": profile_id, **to_json(profile), "mpi_total": mpi_total(profile), "mean_cpu": mean_cpu(profile)}
 
@@ -324,7 +327,7 @@ def list_view(profiles: Sequence[StoredProfile], width: int | None = None) -> Re
     return fixed_table("Stored MPI profiles", caption, shown, widths, rows, ("tool", "command", "source", "created"))
 
 
-def list_json(profiles: Sequence[StoredProfile]) -> list[dict[str, Any]]:
+def list_json(profiles: Sequence[StoredProfile]) -> documents.ProfileList:
     return [{"id": p.profile_id, "tool": p.tool, "source": p.source, "command": p.command,
              "created": p.created.isoformat(), "ranks": p.ranks, "hosts": p.hosts, "run_id": p.run_id}
             for p in profiles]

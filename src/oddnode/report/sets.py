@@ -44,6 +44,7 @@ from oddnode.readings.sets_series import ORDERINGS, PACKED, SCALE, SETS, SHUFFLE
 from oddnode.stats.describe import Description
 
 if TYPE_CHECKING:
+    from oddnode.report import documents
     from oddnode.judge.analysis import Analysis
 
 # Sized metrics (``time.<bytes>``) whose smallest message says most: the
@@ -508,7 +509,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def sets_json(dataset: Dataset) -> dict[str, Any]:
+def sets_json(dataset: Dataset) -> documents.SetTables:
     """The set results as data, for ``--json``: the ordering table (with
     each row's shuffled/sorted %variability ratio), the nodes common to
     failed set runs, the member correlations, the scaling curves, the

@@ -19,6 +19,7 @@ from rich.text import Text
 from oddnode.report.terminal import fixed_table, natural_width, probability, table_width
 
 if TYPE_CHECKING:
+    from oddnode.report import documents
     from oddnode.judge.sweep import SeriesSweep, SizeRow, SweepAnalysis
     from oddnode.measure.sweep import SweepSummary
 
@@ -214,7 +215,7 @@ def run_line(summary: SweepSummary) -> str:
             f"{summary.repetitions} rounds, {runs} runs stored")
 
 
-def sweep_document(analysis: SweepAnalysis, summary: SweepSummary | None = None) -> dict[str, Any]:
+def sweep_document(analysis: SweepAnalysis, summary: SweepSummary | None = None) -> documents.Sweep:
     """The JSON of ``oddnode sweep --json``: the analysis, and what ran when it just did."""
     document = {"format": "oddnode-sweep", "version": 1, "analysis": analysis.to_json()}
     if summary is not None:

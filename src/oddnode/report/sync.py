@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console, RenderableType
@@ -23,6 +23,9 @@ from oddnode.core.model import Dataset, Finding
 from oddnode.report.sets import _plain
 from oddnode.report.terminal import WIDE_NOTE, fit_columns, fixed_table, print_views, probability
 from oddnode.readings.sync import NodeSync, SyncNodes, SyncScaling, sync_nodes, sync_scaling
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 # Beyond this many nodes a node table shows the laggards and the nodes the
 # others waited for longest, and folds the rest into one row (--wide: all).
@@ -152,7 +155,7 @@ def print_sync(console: Console, dataset: Dataset, findings: Sequence[Finding] =
     return print_views(console, sync_views(dataset, findings, extrapolate, console.width, wide), wide)
 
 
-def sync_json(dataset: Dataset, extrapolate: int | None = None) -> dict[str, Any]:
+def sync_json(dataset: Dataset, extrapolate: int | None = None) -> documents.SyncResult:
     """The sync readings as data: per operation and ordering every node's
     account (with the extra wait that would matter for it), and the scaling
     points with the line and, if asked, its extrapolation.  NaN is null."""

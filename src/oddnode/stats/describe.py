@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 from dataclasses import asdict, dataclass
 
@@ -9,6 +11,9 @@ import numpy as np
 
 from oddnode.core.model import Series
 from oddnode.stats.robust import median
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 
 @dataclass(frozen=True)
@@ -23,7 +28,7 @@ class Description:
     median: float
     std: float  # sample standard deviation (n - 1 in the denominator)
 
-    def to_json(self) -> dict[str, float | int | None]:
+    def to_json(self) -> documents.Description:
         """JSON has no NaN or infinity: a value without a meaning (an empty
         series, the %variability of one whose lowest value is 0) is null."""
         return {key: None if isinstance(value, float) and not math.isfinite(value) else value

@@ -18,12 +18,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from oddnode.core.model import DEFAULT_METRIC, Direction, LabelKind
 from oddnode.store import Store
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 _ID_LIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}(:\d{2}(:\d{2})?)?)?$")
@@ -49,7 +52,7 @@ class RunInfo:
         check = f", check {self.check_id}" if self.check_id is not None else ""
         return f"run {self.id} ({self.started:%Y-%m-%d %H:%M} UTC{check}: {self.command})"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> documents.StoredRun:
         return {"id": self.id, "started": self.started.isoformat(timespec="seconds"), "command": self.command,
                 "source": self.source, "check_id": self.check_id}
 
@@ -112,7 +115,7 @@ def _check_runs(store: Store) -> dict[int, list[int]]:
     return steps
 
 
-def run_table(store: Store) -> list[dict[str, Any]]:
+def run_table(store: Store) -> documents.CompareList:
     """The runs holding results, oldest first: id, when, command, source,
     the check they belong to, and how many series and results they hold."""
     counts = dict((int(run_id), (int(series), int(results))) for run_id, series, results in store.con.execute("""

@@ -9,7 +9,7 @@ import os
 import time
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Iterable, Optional
 
 import typer
 
@@ -28,6 +28,9 @@ from oddnode.app.cli.common import (
     user_errors,
 )
 from oddnode.report.text import literal
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 HEALTH_PANEL = "Slurm"
 DEFAULT_BASELINE = Path("oddnode-baseline.yaml")
@@ -213,10 +216,11 @@ def health_command(
     elapsed = time.monotonic() - started
 
     if json_out:
-        document = {"node": name, "healthy": not problems and not failed, "seconds": round(elapsed, 3),
-                    "slurm_state": state.state if state else None, "slurm_reason": state.reason if state else None,
-                    "checks": [o.to_json() for o in outcomes], "problems": [p.to_json() for p in problems],
-                    "actions": actions}
+        document: documents.Health = {
+            "node": name, "healthy": not problems and not failed, "seconds": round(elapsed, 3),
+            "slurm_state": state.state if state else None, "slurm_reason": state.reason if state else None,
+            "checks": [o.to_json() for o in outcomes], "problems": [p.to_json() for p in problems],
+            "actions": actions}
         print_json(document)
     for problem in problems:
         out.print(f"{name}: {literal(problem.message)}", highlight=False, soft_wrap=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Iterator, Optional
 
 import typer
 
@@ -45,6 +45,9 @@ from oddnode.measure.pair.pairs import CHECK_PATTERNS, DEFAULT_PORT
 from oddnode.measure.pair.pingpong import DEFAULT_MESSAGE_SIZE, DEFAULT_SECONDS_PER_SIZE, DEFAULT_STREAM_SECONDS
 from oddnode.report import summaries
 from oddnode.report.text import literal
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 INTERCONNECT_PANEL = "Interconnect"
 # Runs of each pattern, chain or all-to-all: fewer than a node benchmark's,
@@ -135,7 +138,7 @@ def print_document(command: str, runs: dict[str, dict[str, Any]], tables: dict[s
     print_json(document(command, runs, tables, findings))
 
 
-def run_json(summary, repetitions: int) -> dict[str, Any]:
+def run_json(summary, repetitions: int) -> documents.NetworkRun:
     return {**summary.to_json(), "repetitions": repetitions}
 
 

@@ -5,7 +5,7 @@ predicted per placement."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -36,6 +36,9 @@ from oddnode.app.cli.sets import RshAgentOption
 from oddnode.core.model import Severity
 from oddnode.report import summaries
 from oddnode.report.text import literal
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 MODEL_FINDINGS = ("placement-sensitive",)
 
@@ -159,7 +162,8 @@ def model_command(
 
         save_figure(model_figure(selection, run, chosen), plot)
     if json_out:
-        document = {**model_document(selection, run, notes, profile_id), "findings": [f.to_json() for f in findings]}
+        document: documents.Model = {**model_document(selection, run, notes, profile_id),
+                                     "findings": [f.to_json() for f in findings]}
         print_json(document)
     else:
         console.print(model_view(selection, run, repetitions, (), None if wide else console.width))

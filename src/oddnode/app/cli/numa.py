@@ -6,7 +6,7 @@ remote, and the nodes whose NUMA nodes are slower than the others'."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.markup import escape
@@ -41,6 +41,9 @@ from oddnode.app.cli.common import (
 )
 from oddnode.app.cli.nodes import NODES_PANEL
 from oddnode.report import summaries
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 # Defaults, written out so that the help needs no import of the runner; a
 # unit test keeps them equal to the library's (oddnode.measure.node.numa).
@@ -142,7 +145,8 @@ def numa_command(
             inform(f"[dim]{escape(cell.name)} on {escape(node)}: {escape(said)} (oddnode failures shows why)[/]",
                    highlight=False, out=out)
     if json_out:
-        document = {"run": run.to_json(), "numa": numa_json(dataset), "findings": [f.to_json() for f in findings]}
+        document: documents.Numa = {"run": run.to_json(), "numa": numa_json(dataset),
+                                    "findings": [f.to_json() for f in findings]}
         print_json(document)
     else:
         if not quiet():

@@ -1,5 +1,6 @@
 """``oddnode schema``: the JSON Schema of every document a command prints
-with ``--json``, whole or one document's definition, for scripts to fetch."""
+with ``--json`` (generated from the models in oddnode.report.documents),
+whole or one document's definition, for scripts to fetch."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ nodes, sorted and shuffled, with a topology also packed and striped
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -36,6 +36,9 @@ from oddnode.app.cli.common import (
 from oddnode.app.cli.interconnect import NETWORK_REPETITIONS, MpiYieldOption, network_run
 from oddnode.report import summaries
 from oddnode.readings.sets_series import TOPOLOGY_ORDERINGS
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 SETS_PANEL = "Node sets"
 # The findings each command prints after its runs.
@@ -136,8 +139,9 @@ def _print(dataset, runs: dict[str, Any], kinds: Sequence[str], show: Callable[[
 
     findings = [f for f in analyze(dataset, correlations=False).findings if f.kind in kinds]
     if json_out:
-        document = {"runs": {o: s.to_json() for o, s in runs.items()}, "sets": sets_json(dataset),
-                    "findings": [f.to_json() for f in findings]}
+        document: documents.Sets | documents.Scale = {  # the same keys
+            "runs": {o: s.to_json() for o, s in runs.items()}, "sets": sets_json(dataset),
+            "findings": [f.to_json() for f in findings]}
         print_json(document)
     else:
         if not quiet():

@@ -4,7 +4,7 @@ for, and the slowdown against the concurrency."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -33,6 +33,9 @@ from oddnode.app.cli.interconnect import NETWORK_REPETITIONS, MpiYieldOption, ne
 from oddnode.app.cli.sets import SETS_PANEL, OrderOption, RshAgentOption, SeedOption, _counts, _names, _run_orderings
 from oddnode.measure.set.mpi_sync import DEFAULT_ITERATIONS, DEFAULT_PORT, DEFAULT_QUANTUM_US
 from oddnode.report import summaries
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 SYNC_FINDINGS = ("sync-laggard",)
 
@@ -106,7 +109,7 @@ def sync_command(
 
     findings = [f for f in analyze(dataset, correlations=False).findings if f.kind in SYNC_FINDINGS]
     if json_out:
-        document = {"kernel": kernel_name, "runs": {o: s.to_json() for o, s in runs.items()},
+        document: documents.Sync = {"kernel": kernel_name, "runs": {o: s.to_json() for o, s in runs.items()},
                     "sync": sync_json(dataset, extrapolate), "findings": [f.to_json() for f in findings]}
         print_json(document)
     else:

@@ -20,11 +20,14 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oddnode.app.health.baseline import MEMORY_SERIES, MemoryBaseline
 from oddnode.findings.expectations import Expectation, check_expectations
 from oddnode.core.model import Finding
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 OK, PROBLEM, SKIPPED, FAILED = "ok", "problem", "skipped", "failed"
 # A health run of the memory kernel: a handful of timed iterations (the
@@ -50,7 +53,7 @@ class Problem:
     message: str
     finding: Finding | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> documents.HealthProblem:
         return {"check": self.check, "reason": self.reason, "message": self.message,
                 "finding": self.finding.to_json() if self.finding else None}
 
@@ -66,7 +69,7 @@ class CheckOutcome:
     problems: list[Problem] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> documents.HealthCheck:
         return {"name": self.name, "status": self.status, "detail": self.detail, "seconds": round(self.seconds, 3),
                 "problems": [p.to_json() for p in self.problems], "data": self.data}
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,6 +47,9 @@ from oddnode.store.samples import (
 from oddnode.core.nodes import NodeNameError, fold, label_members
 from oddnode.core.order import natural_key, natural_sorted
 from oddnode.store import SCHEMA_VERSION, Store
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 __all__ = [
     "DEFAULT_ALPHA", "DEFAULT_MIN_EFFECT", "Comparison", "Consistency", "Groups", "Judgement", "RunInfo",
@@ -117,7 +120,7 @@ class Comparison:
         return {"series": whole, "subjects": subjects, "tests": self.correction.tests,
                 "too_few_to_test": self.correction.untestable}
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> documents.Compare:
         document: dict[str, Any] = {
             "format": "oddnode-compare", "version": FORMAT_VERSION, "store_schema": SCHEMA_VERSION,
             "mode": self.mode, "alpha": self.settings.alpha, "min_effect": self.settings.min_effect,

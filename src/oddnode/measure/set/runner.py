@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from oddnode.reach.jobs import start_option, with_runner_options
 from oddnode.core.model import LabelKind
@@ -59,6 +59,9 @@ from oddnode.measure.steps import Step, StepContext, StepOutcome
 from oddnode.store import ResultBatch, Store
 from oddnode.reach.base import NodeResult, NodeStatus, Target
 
+if TYPE_CHECKING:
+    from oddnode.report import documents
+
 # Seconds the benchmark's build may take on every node, and what a set's
 # run may take beyond its own measurements: mpirun reaching every member
 # over ssh, the MPI library's wire-up, the runner's start and report.
@@ -84,7 +87,7 @@ class SetRunSummary:
     def count(self, outcome: str) -> int:
         return sum(1 for o, _ in self.outcomes.values() if o == outcome)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> documents.SetRun:
         return {"run_id": self.run_id, "family": self.family, "ordering": self.ordering, "notes": self.notes,
                 "runs": [{"repetition": repetition, "set": label, "outcome": outcome, "why": why}
                          for (repetition, label), (outcome, why) in self.outcomes.items()]}

@@ -1,0 +1,279 @@
+"""The documents of the analysis commands: ``analyze`` and ``check``, the
+statistics commands (``stats``, ``dist``, ``findn``, ``correlate``,
+``findc``, ``common``, ``fit``) and ``compare``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+from typing_extensions import NotRequired, TypeAliasType, TypedDict
+
+from oddnode.report.documents.shared import (Direction, Findings, LabelKind, NumberOrNull, Problem, SeriesReference,
+                                             SlurmAction, StatisticsRow, StoredRun)
+
+
+class Sensitivity(TypedDict):
+    """How sure and how large a difference must be to be reported."""
+
+    alpha: Annotated[float, Field(description="the significance level")]
+    min_effect: Annotated[float, Field(description="the smallest effect reported, relative")]
+
+
+class SeriesStatistics(StatisticsRow):
+    """A series' row, with what its labels name."""
+
+    label_kind: LabelKind
+
+
+class CorrelationRow(TypedDict):
+    """Two series' correlation over the labels they share."""
+
+    x: str
+    y: str
+    n: int
+    pearson_r: NotRequired[NumberOrNull]
+    pearson_p: NotRequired[NumberOrNull]
+    spearman_r: NotRequired[NumberOrNull]
+    spearman_p: NotRequired[NumberOrNull]
+
+
+class Analysis(TypedDict):
+    """An analysis: verdict, statistics, findings, problems"""
+
+    schema_version: Annotated[int, Field(ge=1, description="the results store's schema version")]
+    oddnode: Annotated[str, Field(description="the version of oddnode that wrote it")]
+    ready: Annotated[bool, Field(
+        description="No finding of warning severity or above (false when there was nothing to judge).")]
+    verdict: NotRequired[Annotated[Literal["ready", "not ready", "no data"], Field(
+        description="ready; not ready (a finding of warning severity or above); no data (nothing to judge: "
+                    "no result, failed run or fact, the no-data finding).")]]
+    sensitivity: Sensitivity
+    statistics: list[SeriesStatistics]
+    findings: Findings
+    problems: list[Problem]
+    correlations: list[CorrelationRow]
+    sets: NotRequired[Annotated[dict[str, Any], Field(description="the node-set tables, when the store holds set runs")]]
+    drain: NotRequired[Annotated[list[SlurmAction], Field(description="what was done to the nodes in Slurm")]]
+
+
+class StatsRow(StatisticsRow):
+    """One series' row of stats."""
+
+    population: LabelKind
+
+
+Stats = TypeAliasType("Stats", Annotated[list[StatsRow], Field(description="Descriptive statistics, one row per series")])
+
+
+class HistogramRow(TypedDict):
+    """One bin: its range, its count and the count the fitted normal expects there."""
+
+    low: NumberOrNull
+    high: NumberOrNull
+    count: int
+    expected: NotRequired[NumberOrNull]
+
+
+class Histogram(TypedDict):
+    """The histogram dist draws."""
+
+    bins: Annotated[Annotated[int, Field(ge=1)] | Literal["auto", "whole"], Field(
+        description="the bins asked for: a number, auto (√n bins) or whole (one bin per integer)")]
+    rows: list[HistogramRow]
+    mean: NotRequired[NumberOrNull]
+    std: NotRequired[NumberOrNull]
+
+
+class DistributionTest(TypedDict):
+    """One test of the distribution: its statistic and p (null where the test has none)."""
+
+    test: str
+    statistic: NotRequired[NumberOrNull]
+    p: NotRequired[NumberOrNull]
+    reading: NotRequired[Annotated[str, Field(description="what the result says, in words")]]
+    requested_bins: NotRequired[int]
+    bins: NotRequired[int]
+    dof: NotRequired[int]
+    scale: NotRequired[NumberOrNull]
+    critical_5pct: NotRequired[NumberOrNull]
+    not_normal_5pct: NotRequired[bool | None]
+    z: NotRequired[NumberOrNull]
+
+
+class Dist(TypedDict):
+    """One series' histogram and normality tests"""
+
+    series: SeriesReference
+    histogram: Histogram
+    tests: list[DistributionTest]
+
+
+class ChiSquaredFit(TypedDict):
+    """One chi-squared fit to the normal: X², the bins asked for and used
+    after merging sparse ones, degrees of freedom, bin width / std, p."""
+
+    statistic: NumberOrNull
+    p: NumberOrNull
+    requested_bins: NotRequired[int]
+    bins: NotRequired[int]
+    dof: NotRequired[int]
+    scale: NotRequired[NumberOrNull]
+
+
+class Findn(TypedDict):
+    """Fits of one series' distribution"""
+
+    series: SeriesReference
+    fits: Annotated[list[ChiSquaredFit], Field(description="one per bin count, least normal-looking first")]
+
+
+class Coefficient(TypedDict):
+    """A correlation coefficient and its p."""
+
+    r: NumberOrNull
+    p: NumberOrNull
+
+
+class Correlation(TypedDict):
+    """Two series' correlation and the line fitted through them."""
+
+    x: str
+    y: str
+    n: int
+    pearson: Coefficient
+    spearman: Coefficient
+    slope: NotRequired[NumberOrNull]
+    intercept: NotRequired[NumberOrNull]
+
+
+class JoinedPair(TypedDict):
+    """One label's values in both series."""
+
+    label: str
+    x: NumberOrNull
+    y: NumberOrNull
+
+
+class Correlate(TypedDict):
+    """Two series joined by node and their correlation"""
+
+    x: SeriesReference
+    y: SeriesReference
+    correlation: Annotated[Correlation | None, Field(description="null when the series share too few labels")]
+    pairs: list[JoinedPair]
+
+
+class Findc(TypedDict):
+    """The strongest correlations between series"""
+
+    correlations: Annotated[list[Correlation], Field(description="strongest |r| first")]
+    grep: Annotated[str | None, Field(description="the benchmark the pairs involve (--grep)")]
+    limit: Annotated[int | None, Field(description="the rows asked for (--limit)")]
+    total: Annotated[int, Field(description="how many pairs match, before the limit")]
+
+
+class CommonNode(TypedDict):
+    """A node and the failed runs it took part in."""
+
+    node: str
+    failed_runs: int
+
+
+class FailedRun(TypedDict):
+    """A failed run: its benchmark, label and the nodes it ran on."""
+
+    benchmark: str
+    label: str
+    label_kind: LabelKind
+    repetition: Annotated[int | None, Field(description="null when unknown")]
+    nodes: Annotated[str, Field(description="folded")]
+
+
+class Common(TypedDict):
+    """Nodes common to failed runs"""
+
+    version: int
+    source: Annotated[list[str] | str, Field(
+        description="the failed-run files read, or the store (text) without files")]
+    failed_runs: Annotated[int, Field(description="how many failed runs were read")]
+    nodes: Annotated[list[CommonNode], Field(description="most failed runs first")]
+    runs: Annotated[list[FailedRun], Field(description="every failed run")]
+
+
+class LabelFit(TypedDict):
+    """The line fitted to one label's results (--each)."""
+
+    label: str
+
+
+class Fit(TypedDict):
+    """A latency/bandwidth line fitted to message sizes"""
+
+    benchmark: str
+    quantity: str
+    label: str | None
+    labels: list[str]
+    label_kind: LabelKind
+    notes: list[str]
+    points: list[dict[str, Any]]
+    fit: dict[str, Any]
+    each: NotRequired[list[LabelFit]]
+
+
+class SideCompared(TypedDict):
+    """One side of a comparison: its name, and the runs it selects when
+    runs are compared (none when groups of nodes are)."""
+
+    name: str
+    selector: NotRequired[str]
+    runs: NotRequired[list[StoredRun]]
+
+
+class OverallVerdict(TypedDict):
+    """A series' verdict over every label."""
+
+    verdict: Literal["regressed", "improved", "unchanged", "too-few"]
+
+
+class SeriesCompared(TypedDict):
+    """One series compared."""
+
+    benchmark: str
+    metric: str
+    unit: str
+    direction: Direction
+    overall: OverallVerdict
+
+
+class Compare(TypedDict):
+    """Two sets of runs compared, series by series"""
+
+    format: Literal["oddnode-compare"]
+    version: int
+    store_schema: int
+    mode: NotRequired[str]
+    alpha: NotRequired[float]
+    min_effect: NotRequired[float]
+    baseline: SideCompared
+    other: SideCompared
+    groups: NotRequired[Annotated[dict[str, Any], Field(description="the groups of nodes compared (--groups)")]]
+    within: NotRequired[dict[str, Any] | None]
+    summary: dict[str, Any]
+    series: list[SeriesCompared]
+    only_in_baseline: NotRequired[list[str]]
+    only_in_other: NotRequired[list[str]]
+    same_run: NotRequired[Annotated[list[str], Field(description="series both sides read from one run: not compared")]]
+    regressed: bool
+    exit_status: NotRequired[int]
+
+
+class RunWithResults(StoredRun):
+    """A stored run and how many results it holds."""
+
+    series: int
+    results: int
+
+
+CompareList = TypeAliasType("CompareList", Annotated[list[RunWithResults], Field(
+    description="The stored runs with results")])
