@@ -117,7 +117,7 @@ def _canonical_commands() -> dict:
 
     import typer
 
-    from oddnode.app.cli import app
+    from oddnode.main import app
 
     found = {}
 
