@@ -18,7 +18,7 @@ from oddnode.measure.set.jobs import collectives_job
 from oddnode.measure.set.mpi_sync import sync_argv
 from oddnode.reach.base import Target
 from oddnode.reach.jobs import decode_job, runner_argv, tool_argv
-from oddnode.reach.mpirun import MpiLauncher
+from oddnode.reach.launch import MpiLauncher
 
 ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 YIELD = ["--mca", "mpi_yield_when_idle", "1"]
