@@ -13,10 +13,9 @@ from importlib import resources
 from oddnode.measure.collect.accounting import collector_argv
 from oddnode.measure.collect.affinity import sampler_argv
 from oddnode.measure.collect.inventory import probe_argv
-from oddnode.measure.node.disk import tool_or_kernel_argv
 from oddnode.measure.profile.profiler import profiler_job
 from oddnode.reach.base import unpack_text
-from oddnode.reach.jobs import runner_argv, tool_argv
+from oddnode.reach.jobs import runner_argv, tool_argv, tool_or_kernel_argv
 
 _LOADER = re.compile(r"import base64,zlib;exec\(compile\(zlib\.decompress\(base64\.b64decode\('([A-Za-z0-9+/=]+)'\)\),"
                      r"'<oddnode probe>','exec'\)\)")

@@ -42,8 +42,9 @@ from oddnode.parsers.oddnode_memory import parse_memory_output
 from oddnode.parsers.oddnode_shm_pingpong import SHM_KERNEL, parse_shm_pingpong_output
 from oddnode.measure.runner import RunSummary, new_target_run, run_benchmark
 from oddnode.store import Store
-from oddnode.reach.base import NodeStatus, Target, python_command
+from oddnode.reach.base import NodeStatus, Target
 from oddnode.reach.launch import OPEN_MPI_ROOT_ENV, mpirun_line
+from oddnode.reach.scripts import python_command
 from oddnode.core.units import canonical_unit
 
 NUMA_STAGE = "numa"

@@ -16,17 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from oddnode.reach.jobs import (
-    PREPARE_OPTION,
-    encode_job,
-    kernel_source,
-    last_json_object,
-    runner_source,
-    with_runner_options,
-)
+from oddnode.reach.jobs import PREPARE_OPTION, kernel_source, last_json_object, runner_job, with_runner_options
 from oddnode.parsers.base import ParseError
 from oddnode.readings.profile import ZERO_BUCKET, Bucket, Profile, RankProfile, bucket_range
-from oddnode.reach.base import Target, python_command
+from oddnode.reach.base import Target
 from oddnode.reach.launch import (
     OPEN_MPI,
     OPEN_MPI_ROOT_ENV,
@@ -85,7 +78,7 @@ def profiler_job(interpreter: str = "python3") -> list[str]:
     mode, prepare only) with mpicc."""
     spec = {"kernel": KERNEL, "source": kernel_source(KERNEL), "cflags": [], "defines": [], "ldlibs": ["-lpthread"],
             "args": [], "env": {}, "timeout": BUILD_TIMEOUT, "compiler": "mpicc", "shared": True}
-    return with_runner_options(python_command(runner_source(), interpreter) + [encode_job(spec)], PREPARE_OPTION)
+    return with_runner_options(runner_job(spec, interpreter), PREPARE_OPTION)
 
 
 def _library_of(where: str, stdout: str) -> str:
