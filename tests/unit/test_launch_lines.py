@@ -106,3 +106,20 @@ def test_the_profiler_joins_the_users_own_srun_export(monkeypatch):
     monkeypatch.delenv("LD_PRELOAD", raising=False)
     assert profiled_argv(["srun", "-N", "2", "--export=NONE", "app"], "/c/l.so", "/w/p.txt") == (
         ["srun", "-N", "2", "--export=NONE,LD_PRELOAD=/c/l.so,ODDNODE_PROFILE_OUTPUT=/w/p.txt", "app"], {})
+
+
+def test_the_builder_refuses_what_would_not_be_one_launch():
+    from oddnode.reach.launch import mpirun_line
+
+    for hosts in (["a,b"], ["-a"], ["a b"], [""]):
+        with pytest.raises(ValueError, match="host list"):
+            mpirun_line(2, hosts)
+    with pytest.raises(ValueError, match="one or more ranks"):
+        mpirun_line(0)
+
+
+def test_srun_refuses_a_value_it_would_split():
+    from oddnode.reach.launch import SLURM, LauncherError, pass_environment
+
+    with pytest.raises(LauncherError, match="comma"):
+        pass_environment(["srun", "app"], {"A": "x,y"}, SLURM)

@@ -80,7 +80,7 @@ def mpirun_line(ranks: int, hosts: Sequence[str] | None = None, *, slots: int | 
     default hostfile), ``--map-by``, then mpirun_options."""
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
         raise ValueError(f"mpirun starts one or more ranks, not {ranks!r}")
-    line = ["mpirun", "-np", str(ranks)]
+    line = [MPIRUN, "-np", str(ranks)]
     if bind_to is not None:
         line += ["--bind-to", bind_to]
     if hosts is not None:
