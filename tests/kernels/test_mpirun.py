@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from oddnode.reach.jobs import decode_job
 from oddnode.measure.pair.mpi_pingpong import mpi_ping_argv, mpirun_launcher
-from oddnode.reach.mpirun import mpirun_options
+from oddnode.reach.launch import mpirun_options
 
 
 def test_a_real_cluster_gets_nothing_added_and_capped_nodes_yield():

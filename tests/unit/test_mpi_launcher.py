@@ -9,14 +9,14 @@ import json
 
 import pytest
 
-from oddnode.reach.mpirun import (
+from oddnode.reach.launch import (
     PROBE_ARGV,
     PROBE_SEPARATOR,
     MpiLauncher,
     check_launcher,
     ompi_pmix_components,
     resolve_launcher,
-    srun_launcher,
+    srun_line as srun_launcher,
     srun_mpi_plugin,
     srun_mpi_types,
     srun_node_reasons,

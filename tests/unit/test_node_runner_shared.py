@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from oddnode.reach.jobs import encode_job, runner_source
-from oddnode.reach.base import python_command
+from oddnode.reach.scripts import python_command
 
 LIBRARY_SOURCE = "int oddnode_answer(void) { return 42; }\n"
 

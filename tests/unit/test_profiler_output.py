@@ -15,7 +15,8 @@ from oddnode.reach.jobs import kernel_source
 from oddnode.parsers.base import ParseError
 from oddnode.measure.profile.profiler import ProfilerError, parse_profiler_output, profiled_argv, read_profiler_output
 from oddnode.readings.profile import ZERO_BUCKET, communication_share, histogram
-from oddnode.measure.profile.profiler import WRAPPED_CALLS, launcher_kind
+from oddnode.measure.profile.profiler import WRAPPED_CALLS
+from oddnode.reach.launch import launcher_kind
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mpi_profiler"
 DEMO = FIXTURES / "demo_app_3ranks.txt"

@@ -15,7 +15,8 @@ from oddnode.measure.pair.pingpong import pingpong_serve_argv
 from oddnode.measure.set.jobs import command_job
 from oddnode.readings.sweep_grid import MAX_SETTINGS, Grid, GridError, Parameter, interleaved_order, make_grid
 from oddnode.measure.sweep import EnvironmentTransport, check_grid, with_environment
-from oddnode.reach.base import NodeResult, NodeStatus, python_command
+from oddnode.reach.base import NodeResult, NodeStatus
+from oddnode.reach.scripts import python_command
 
 
 def job_of(argv):

@@ -12,22 +12,18 @@ starts on other nodes (``-x NAME``), which it does not do by itself.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from oddnode.measure import catalog
 from oddnode.reach.jobs import decode_job, encode_job
+from oddnode.reach.launch import export_names, is_assumed_open_mpi
 from oddnode.measure.runner import DEFAULT_TIMEOUT
 from oddnode.measure.steps import StepContext, make_options
 from oddnode.store import SWEEP_SOURCE, Store
 from oddnode.readings.sweep_grid import Grid, GridError, interleaved_order
 from oddnode.reach.base import NodeResult, Target
-
-# Open MPI's launchers: ``-x NAME`` exports NAME from the launcher's
-# environment to every rank.
-MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun")
 
 
 def _job_of(argv: Sequence[str]) -> dict[str, Any] | None:
@@ -40,12 +36,6 @@ def _job_of(argv: Sequence[str]) -> dict[str, Any] | None:
     except ValueError:
         return None
     return job if "kernel" in job or "tool" in job else None
-
-
-def _export(words: Sequence[str], names: Sequence[str]) -> list[str]:
-    """``-x NAME`` for every name, put after the launcher's own name."""
-    exported = [word for name in names for word in ("-x", name)]
-    return [words[0], *exported, *words[1:]]
 
 
 def with_environment(argv: Sequence[str], env: Mapping[str, str], mpi_export: bool = True) -> list[str]:
@@ -61,10 +51,10 @@ def with_environment(argv: Sequence[str], env: Mapping[str, str], mpi_export: bo
     names = sorted(env)
     if mpi_export:
         launcher = job.get("launcher") or []
-        if launcher and os.path.basename(launcher[0]) in MPI_LAUNCHERS:
-            job["launcher"] = _export(launcher, names)
-        elif "tool" in job and os.path.basename(str(job["tool"])) in MPI_LAUNCHERS:
-            job["args"] = _export([job["tool"], *job.get("args", [])], names)[1:]
+        if launcher and is_assumed_open_mpi(launcher[0]):
+            job["launcher"] = export_names(launcher, names)
+        elif "tool" in job and is_assumed_open_mpi(str(job["tool"])):
+            job["args"] = export_names([job["tool"], *job.get("args", [])], names)[1:]
     return argv[:-1] + [encode_job(job)]
 
 

@@ -14,10 +14,10 @@ from oddnode.reach.base import (
     TransportError,
     UnknownTransportError,
     get_transport,
-    python_command,
     register_transport,
     transports,
 )
+from oddnode.reach.scripts import python_command
 
 __all__ = [
     "NodeResult",

@@ -124,16 +124,3 @@ def unpack_text(word: str) -> str:
         return zlib.decompress(base64.b64decode(word, validate=True)).decode("utf-8")
     except (binascii.Error, zlib.error, UnicodeDecodeError) as err:
         raise ValueError(f"not a packed text: {err}") from None
-
-
-def python_command(script: str, interpreter: str = "python3") -> list[str]:
-    """An argv that runs a Python script of ours on a node without copying a file.
-
-    The script travels packed (pack_text) inside the argv, so no quoting of
-    its text can go wrong in a remote shell, and nothing a user typed is in
-    it.  ``-E -S``: the node's PYTHON* variables and site-packages can
-    neither change what the script does nor slow its start.
-    """
-    loader = (f"import base64,zlib;exec(compile(zlib.decompress(base64.b64decode('{pack_text(script)}')),"
-              "'<oddnode probe>','exec'))")
-    return [interpreter, "-E", "-S", "-c", loader]

@@ -2,7 +2,7 @@
 nodes, and the reports that come back.
 
 The C sources and ``node_runner.py`` ship in this package and travel inside
-the argv (``python_command``): the runner compiles a kernel on the node with
+the argv as every script of ours does (reach/scripts.py): the runner compiles a kernel on the node with
 ``-march=native`` once per source, flags, compiler and CPU model, caches the
 binary in the user's cache directory and prints one JSON report.  Everything
 here runs on the admin's machine: it builds the argv and reads the report;
@@ -20,7 +20,8 @@ from importlib import resources
 from typing import Any
 
 from oddnode.parsers.base import ParseError, ToolUnavailable
-from oddnode.reach.base import pack_text, python_command, unpack_text
+from oddnode.reach.base import pack_text, unpack_text
+from oddnode.reach.scripts import onnode_script, python_command
 
 RUNNER_VERSION = 1
 # Seconds a kernel may run on a node, compile excluded.
@@ -43,8 +44,9 @@ def kernel_source(kernel: str = "memory") -> str:
 
 
 def runner_source() -> str:
-    """The node runner script's text, as shipped in the package."""
-    return resources.files("oddnode.onnode").joinpath("node_runner.py").read_text(encoding="utf-8")
+    """The node runner script's text, as shipped in the package (its own
+    file's: no module of ours travels with it)."""
+    return onnode_script("node_runner")
 
 
 # --- the argv that runs a kernel on a node -----------------------------------------
@@ -81,7 +83,7 @@ def runner_argv(
         spec["compiler"] = compiler
     if launcher:
         spec["launcher"] = [str(word) for word in launcher]
-    return _runner_job(spec, interpreter)
+    return runner_job(spec, interpreter)
 
 
 def tool_argv(
@@ -99,7 +101,7 @@ def tool_argv(
     """An argv that runs an installed tool (fio, hpcc) on a node, in a private
     directory created under ``parent`` (the node's $TMPDIR when None) holding
     ``files``; the files named in ``collect`` come back with its output."""
-    return _runner_job({
+    return runner_job({
         "tool": tool,
         "args": [str(arg) for arg in args],
         "files": dict(files or {}),
@@ -126,9 +128,32 @@ def decode_job(word: str) -> dict[str, Any]:
     return job
 
 
-def _runner_job(spec: dict[str, Any], interpreter: str) -> list[str]:
-    """The node runner's argv with its job as one extra argument."""
+def runner_job(spec: dict[str, Any], interpreter: str = "python3") -> list[str]:
+    """The node runner's argv with its job (``spec``, see node_runner.py)
+    as one extra argument."""
     return python_command(runner_source(), interpreter) + [encode_job(spec)]
+
+
+# Runs on the node: gives the node runner the tool's job when the tool is on
+# PATH (the test the runner itself makes), our kernel's job otherwise.  Its
+# arguments: the runner's options (see with_runner_options), then the
+# runner's source and the two jobs, each packed as the runner takes them
+# (reach.base.pack_text); the runner then runs as if started with its
+# options and the chosen job.
+_TOOL_OR_KERNEL = """\
+import base64, json, shutil, sys, zlib
+options, (source, tool_job, kernel_job) = sys.argv[1:-3], sys.argv[-3:]
+tool = json.loads(zlib.decompress(base64.b64decode(tool_job)).decode("utf-8"))["tool"]
+sys.argv = [sys.argv[0]] + options + [tool_job if shutil.which(tool) else kernel_job]
+exec(compile(zlib.decompress(base64.b64decode(source)), "<oddnode node runner>", "exec"), {"__name__": "__main__"})
+"""
+
+
+def tool_or_kernel_argv(tool: list[str], kernel: list[str], interpreter: str = "python3") -> list[str]:
+    """One argv that runs ``tool`` (a tool_argv) where its program is
+    installed and ``kernel`` (a runner_argv) elsewhere: the node decides."""
+    # Both argvs end with their job, the one argument the runner reads.
+    return python_command(_TOOL_OR_KERNEL, interpreter) + [pack_text(runner_source()), tool[-1], kernel[-1]]
 
 
 # The node runner's options (see node_runner.py): build or find the tool and

@@ -1,19 +1,24 @@
-"""Our own Python scripts on the nodes: one script made of several of our
-standard-library modules, and the sorting of what every node answered into
-reports, unreachable and failed nodes, each with its reason in one line
-(the inventory probe, the accounting collector, the affinity sampler)."""
+"""Our own Python scripts on the nodes, shipped one way: the text of a
+script of ``oddnode.onnode`` (alone, or bundled with the modules of ours it
+imports), the argv that runs such a text on a node with nothing copied
+there first, and the sorting of what every node answered into reports,
+unreachable and failed nodes, each with its reason in one line (the
+inventory probe, the accounting collector, the affinity sampler; the node
+runner of kernel jobs travels the same way, see reach/jobs.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Generic, TypeVar
 
 from oddnode.core.inputs import NodeOutputError
-from oddnode.reach.base import NodeResult, NodeStatus
+from oddnode.reach.base import NodeResult, NodeStatus, pack_text
 
 Report = TypeVar("Report")
+# The package of the scripts that run on nodes (standard library only).
+ONNODE = "oddnode.onnode"
 # A shell's exit status when the command (here python3) is not there.
 COMMAND_NOT_FOUND = 127
 
@@ -39,15 +44,40 @@ sys.exit(sys.modules[_ENTRY].main(sys.argv[1:]))
 '''
 
 
-def module_bundle(modules: Sequence[tuple[str, str]]) -> str:
-    """Standard-library modules of ours, ``(package, name)`` in load order
-    (each importing only those before it), as one script that runs the last
-    one's ``main(argv)`` on a node where oddnode is not installed: the files
-    that run there are the ones the tests import here."""
-    sources = [(package, name, resources.files(package).joinpath(f"{name}.py").read_text(encoding="utf-8"))
-               for package, name in modules]
-    entry = ".".join(modules[-1])
+def onnode_source(name: str) -> str:
+    """The text of one module of ``oddnode.onnode``, as shipped in the package."""
+    return resources.files(ONNODE).joinpath(f"{name}.py").read_text(encoding="utf-8")
+
+
+def onnode_script(*modules: str) -> str:
+    """The text of a script of ours that runs on a node where oddnode is not
+    installed, from modules of ``oddnode.onnode`` named in load order: one
+    module travels as its file's own text (it runs as ``__main__``);
+    several (each importing only those before it) as one script that
+    makes each under its dotted name and runs the last one's
+    ``main(argv)``.  Either way the files that run there are the ones the
+    tests import here."""
+    if not modules:
+        raise ValueError("a script is made of one or more modules of oddnode.onnode")
+    if len(modules) == 1:
+        return onnode_source(modules[0])
+    sources = [(ONNODE, name, onnode_source(name)) for name in modules]
+    entry = f"{ONNODE}.{modules[-1]}"
     return f"_SOURCES = {sources!r}\n_ENTRY = {entry!r}\n{_BUNDLE_LOADER}"
+
+
+def python_command(script: str, interpreter: str = "python3") -> list[str]:
+    """An argv that runs a Python script of ours (onnode_script's, or
+    another text) on a node without copying a file.
+
+    The script travels packed (pack_text) inside the argv, so no quoting of
+    its text can go wrong in a remote shell, and nothing a user typed is in
+    it.  ``-E -S``: the node's PYTHON* variables and site-packages can
+    neither change what the script does nor slow its start.
+    """
+    loader = (f"import base64,zlib;exec(compile(zlib.decompress(base64.b64decode('{pack_text(script)}')),"
+              "'<oddnode probe>','exec'))")
+    return [interpreter, "-E", "-S", "-c", loader]
 
 
 @dataclass

@@ -323,7 +323,7 @@ def check_command(
         file = read_plan_file(plan_file) if plan_file else {}
         if testbed:
             # The testbed's nodes share capped CPUs: MPI ranks yield when idle
-            # (see reach/mpirun.py), unless the plan file says otherwise.
+            # (see reach/launch.py), unless the plan file says otherwise.
             steps = file["steps"] = dict(file.get("steps") or {})
             for step in ("sets", "scale", "sync"):
                 steps[step] = {"mpi_yield": True, **(steps.get(step) or {})}

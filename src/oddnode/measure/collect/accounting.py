@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from oddnode.onnode.accounting_collector import COLLECTOR_VERSION, DEFAULT_SECONDS, METHODS
 from oddnode.core.model import CommandCount, NodeProcesses
-from oddnode.reach.base import NodeResult, Target, Transport, python_command
+from oddnode.reach.base import NodeResult, Target, Transport
 from oddnode.core.inputs import NodeOutputError
-from oddnode.reach.scripts import ScriptResults, module_bundle, sort_results
+from oddnode.reach.scripts import ScriptResults, onnode_script, python_command, sort_results
 
 __all__ = [
     "AccountingOutputError",
@@ -38,7 +38,7 @@ DEFAULT_MARGIN = 60.0
 # How much of a bad output an error message quotes.
 QUOTED_CHARS = 80
 # The modules that travel, in the order they are loaded (each imports only those before it).
-_MODULES = tuple(("oddnode.onnode", name) for name in ("node_probe", "pacct", "proc_sampler", "accounting_collector"))
+_MODULES = ("node_probe", "pacct", "proc_sampler", "accounting_collector")
 
 
 class AccountingOutputError(NodeOutputError):
@@ -55,7 +55,7 @@ class AccountingResult(ScriptResults[NodeProcesses]):
 
 def collector_script() -> str:
     """The collector and the modules it imports, as one script."""
-    return module_bundle(_MODULES)
+    return onnode_script(*_MODULES)
 
 
 def collector_argv(seconds: float = DEFAULT_SECONDS, pacct: str | None = None, method: str = "auto",

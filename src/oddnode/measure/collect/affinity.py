@@ -4,9 +4,10 @@ read what comes back.
 The sampler (``node_affinity.py``, with ``topology.py``, ``sampler.py``
 and the inventory probe's readers of /proc and /sys that they import)
 travels inside the command line as the inventory probe does
-(``transport.python_command``): the modules' sources in one script that
-registers each under its package name, so that the files that run on a
-node without oddnode installed are the ones the tests import here.
+(reach/scripts.py's ``onnode_script`` and ``python_command``): the
+modules' sources in one script that registers each under its package name,
+so that the files that run on a node without oddnode installed are the
+ones the tests import here.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from collections.abc import Iterable, Sequence
 
 from oddnode.readings.affinity import AffinityOutputError, NodeAffinity, node_affinity_from_json
 from oddnode.onnode.node_affinity import DEFAULT_SECONDS
-from oddnode.reach.base import NodeResult, Transport, python_command
-from oddnode.reach.scripts import ScriptResults, module_bundle, sort_results
+from oddnode.reach.base import NodeResult, Transport
+from oddnode.reach.scripts import ScriptResults, onnode_script, python_command, sort_results
 
 __all__ = ["AffinityResult", "DEFAULT_MARGIN", "classify", "collect_affinity", "parse_sampler_output",
            "sampler_argv", "sampler_script"]
@@ -27,12 +28,7 @@ __all__ = ["AffinityResult", "DEFAULT_MARGIN", "classify", "collect_affinity", "
 DEFAULT_MARGIN = 30.0
 QUOTED_CHARS = 80
 # The modules that travel, in the order they are loaded (each imports only those before it).
-MODULES = (
-    ("oddnode.onnode", "node_probe"),
-    ("oddnode.onnode", "cpu_topology"),
-    ("oddnode.onnode", "affinity_sampler"),
-    ("oddnode.onnode", "node_affinity"),
-)
+MODULES = ("node_probe", "cpu_topology", "affinity_sampler", "node_affinity")
 
 
 class AffinityResult(ScriptResults[NodeAffinity]):
@@ -41,7 +37,7 @@ class AffinityResult(ScriptResults[NodeAffinity]):
 
 def sampler_script() -> str:
     """The sampler and the modules it imports, as one script."""
-    return module_bundle(MODULES)
+    return onnode_script(*MODULES)
 
 
 def sampler_argv(pids: Sequence[int] | None = None, command: str | None = None, slurm_job: str | None = None,

@@ -11,12 +11,11 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from importlib import resources
 
 from oddnode.onnode.node_probe import PROBE_VERSION, parse_dmidecode_memory
-from oddnode.reach.base import NodeResult, Transport, python_command
+from oddnode.reach.base import NodeResult, Transport
 from oddnode.core.inputs import NodeOutputError
-from oddnode.reach.scripts import ScriptResults, sort_results
+from oddnode.reach.scripts import ScriptResults, onnode_script, python_command, sort_results
 
 __all__ = [
     "InventoryResult",
@@ -84,8 +83,9 @@ class InventoryResult(ScriptResults[ProbeReport]):
 
 
 def probe_source() -> str:
-    """The probe script's text, as shipped in the package."""
-    return resources.files("oddnode.onnode").joinpath("node_probe.py").read_text(encoding="utf-8")
+    """The probe script's text, as shipped in the package (its own file's:
+    it imports no module of ours)."""
+    return onnode_script("node_probe")
 
 
 def probe_argv(interpreter: str = "python3") -> list[str]:

@@ -29,14 +29,20 @@ from typing import Any
 
 from oddnode.measure.benchmarks import BenchmarkSpec, parse_kernel_run
 from oddnode.readings.disk import PASSES, SERIES_METRIC, directory_table, directory_table_lines
-from oddnode.reach.jobs import ToolReport, last_json_object, parse_tool_output, runner_argv, runner_source, tool_argv
+from oddnode.reach.jobs import (
+    ToolReport,
+    last_json_object,
+    parse_tool_output,
+    runner_argv,
+    tool_argv,
+    tool_or_kernel_argv,
+)
 from oddnode.parsers.kernel_output import number, read_kernel_output, whole
 from oddnode.core.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, json_document
 from oddnode.parsers.fio import parse_fio
 from oddnode.measure.runner import run_benchmark
 from oddnode.measure.steps import NodeBenchmark, StepContext, StepOutcome
-from oddnode.reach.base import pack_text, python_command
 from oddnode.core.units import canonical_unit
 
 DISK_STAGE = "disk"
@@ -167,28 +173,6 @@ def fio_argv(
         timeout=timeout,
         interpreter=interpreter,
     )
-
-
-# Runs on the node: gives the node runner the tool's job when the tool is on
-# PATH (the test the runner itself makes), our kernel's job otherwise.  Its
-# arguments: the runner's options (see with_runner_options), then the
-# runner's source and the two jobs, each packed as the runner takes them
-# (transport.base.pack_text); the runner then runs as if started with its
-# options and the chosen job.
-_TOOL_OR_KERNEL = """\
-import base64, json, shutil, sys, zlib
-options, (source, tool_job, kernel_job) = sys.argv[1:-3], sys.argv[-3:]
-tool = json.loads(zlib.decompress(base64.b64decode(tool_job)).decode("utf-8"))["tool"]
-sys.argv = [sys.argv[0]] + options + [tool_job if shutil.which(tool) else kernel_job]
-exec(compile(zlib.decompress(base64.b64decode(source)), "<oddnode node runner>", "exec"), {"__name__": "__main__"})
-"""
-
-
-def tool_or_kernel_argv(tool: list[str], kernel: list[str], interpreter: str = "python3") -> list[str]:
-    """One argv that runs ``tool`` (a tool_argv) where its program is
-    installed and ``kernel`` (a runner_argv) elsewhere: the node decides."""
-    # Both argvs end with their job, the one argument the runner reads.
-    return python_command(_TOOL_OR_KERNEL, interpreter) + [pack_text(runner_source()), tool[-1], kernel[-1]]
 
 
 # --- what comes back: our kernel --------------------------------------------------

@@ -42,7 +42,9 @@ from oddnode.parsers.oddnode_memory import parse_memory_output
 from oddnode.parsers.oddnode_shm_pingpong import SHM_KERNEL, parse_shm_pingpong_output
 from oddnode.measure.runner import RunSummary, new_target_run, run_benchmark
 from oddnode.store import Store
-from oddnode.reach.base import NodeStatus, Target, python_command
+from oddnode.reach.base import NodeStatus, Target
+from oddnode.reach.launch import OPEN_MPI_ROOT_ENV, mpirun_line
+from oddnode.reach.scripts import python_command
 from oddnode.core.units import canonical_unit
 
 NUMA_STAGE = "numa"
@@ -67,10 +69,7 @@ PROBE_TIMEOUT = 30.0
 MPI_KERNEL = "mpi_pingpong"
 # Two ranks on this node only, placed by the kernel itself (-P), not by
 # mpirun: --bind-to none leaves each rank its whole cpuset to pin itself in.
-MPI_LAUNCHER = ("mpirun", "-np", "2", "--bind-to", "none", "--host", "localhost:2")
-# Open MPI refuses to run as root unless its environment allows it; for
-# other users these change nothing (as the other MPI jobs set them).
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+MPI_LAUNCHER = tuple(mpirun_line(2, ["localhost"], slots=2, bind_to="none"))
 # mpirun's start of the two ranks and the library's wire-up, beyond the
 # kernel's own run.
 _MPI_LAUNCH_SLACK = 30.0
@@ -275,7 +274,7 @@ def numa_mpi_argv(cpus: Sequence[int], sizes: Sequence[int] = (8, 4 << 20),
         timeout = len(sizes) * 2 * seconds_per_size + _PINGPONG_SLACK + _MPI_LAUNCH_SLACK
     return runner_argv(MPI_KERNEL, ["-s", ",".join(str(s) for s in sizes), "-T", f"{seconds_per_size:g}",
                                     "-P", f"{first},{second}"],
-                       env=dict(MPI_ENV), timeout=timeout, interpreter=interpreter, compiler="mpicc",
+                       env=dict(OPEN_MPI_ROOT_ENV), timeout=timeout, interpreter=interpreter, compiler="mpicc",
                        launcher=list(MPI_LAUNCHER))
 
 

@@ -30,7 +30,7 @@ from oddnode.measure.pair.pingpong import (
     ping_run_seconds,
 )
 from oddnode.reach.jobs import runner_argv
-from oddnode.reach.mpirun import mpirun_options
+from oddnode.reach.launch import OPEN_MPI_ROOT_ENV, mpirun_line
 from oddnode.parsers.base import ParsedOutput
 from oddnode.parsers.oddnode_pingpong import parse_ping_output
 
@@ -47,11 +47,10 @@ def mpirun_launcher(first: str, second: str, rsh_agent: str | None = None,
     is the command it reaches the second node with (``ssh -F FILE`` for a
     cluster's own ssh configuration); by default its own (ssh).
     ``yield_when_idle`` for nodes whose CPUs are capped or shared, as the
-    testbed's (see oddnode.reach.mpirun.mpirun_options)."""
+    testbed's (see oddnode.reach.launch.mpirun_options)."""
     check_host(first)
     check_host(second)
-    return (["mpirun", "-np", "2", "--host", f"{first},{second}", "--map-by", "node"]
-            + mpirun_options(rsh_agent, yield_when_idle))
+    return mpirun_line(2, [first, second], map_by="node", rsh_agent=rsh_agent, yield_when_idle=yield_when_idle)
 
 
 def mpi_ping_argv(
@@ -76,7 +75,7 @@ def mpi_ping_argv(
     check_seconds("seconds_per_size", seconds_per_size, 0.0, 3600.0, inclusive=False)
     if timeout is None:
         timeout = ping_run_seconds(sizes, seconds_per_size) + _LAUNCH_SLACK
-    env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    env = dict(OPEN_MPI_ROOT_ENV)
     return runner_argv(KERNEL, ["-s", ",".join(str(s) for s in sizes), "-T", f"{seconds_per_size:g}"],
                        env=env, timeout=timeout, interpreter=interpreter, compiler="mpicc",
                        launcher=launcher if launcher is not None

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from oddnode.reach.jobs import parse_runner_output, runner_argv
 from oddnode.measure.set.collectives import check_nodes, collectives_launcher
+from oddnode.reach.launch import OPEN_MPI_ROOT_ENV
 from oddnode.parsers.base import ParseError
 from oddnode.parsers.oddnode_mpi_demo_app import KERNEL, DemoAppRun, parse_demo_app_output
 
@@ -100,7 +101,7 @@ def demo_app_argv(nodes: Sequence[str], iterations: int = DEFAULT_ITERATIONS, wo
     if timeout is None:
         timeout = (run_seconds(len(nodes), iterations, work_units, halo_bytes, alltoall_every, alltoall_bytes,
                                imbalance) + _LAUNCH_SLACK + _LAUNCH_SLACK_PER_NODE * len(nodes))
-    environment = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", **(env or {})}
+    environment = {**OPEN_MPI_ROOT_ENV, **(env or {})}
     return runner_argv(KERNEL, args, env=environment, timeout=timeout, interpreter=interpreter, compiler="mpicc",
                        launcher=launcher if launcher is not None
                        else collectives_launcher(nodes, rsh_agent, hostfile, yield_when_idle))

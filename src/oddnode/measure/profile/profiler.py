@@ -7,9 +7,7 @@ writes at MPI_Finalize (format in docs/formats.md).
 
 from __future__ import annotations
 
-import functools
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,17 +16,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from oddnode.reach.jobs import (
-    PREPARE_OPTION,
-    encode_job,
-    kernel_source,
-    last_json_object,
-    runner_source,
-    with_runner_options,
-)
+from oddnode.reach.jobs import PREPARE_OPTION, kernel_source, last_json_object, runner_job, with_runner_options
 from oddnode.parsers.base import ParseError
 from oddnode.readings.profile import ZERO_BUCKET, Bucket, Profile, RankProfile, bucket_range
-from oddnode.reach.base import Target, python_command
+from oddnode.reach.base import Target
+from oddnode.reach.launch import (
+    OPEN_MPI,
+    OPEN_MPI_ROOT_ENV,
+    SINGLETON,
+    LauncherError,
+    launcher_kind,
+    pass_environment,
+)
 
 KERNEL = "mpi_profiler"
 TOOL = "oddnode"
@@ -50,15 +49,8 @@ PRELOAD_VARIABLE = "LD_PRELOAD"
 # Seconds a build with mpicc may take on a node (the runner's own compile
 # limit is 300 s; the rest is the transport's start).
 BUILD_TIMEOUT = 360.0
-# Seconds `LAUNCHER --version` may take.
-VERSION_TIMEOUT = 10.0
 # Seconds to read the profile back from a node.
 FETCH_TIMEOUT = 60.0
-# Open MPI refuses to run as root without these (see measure/set/collectives.py).
-OPEN_MPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-OPEN_MPI, HYDRA, SLURM, SINGLETON = "openmpi", "hydra", "slurm", "singleton"
-_OPEN_MPI_NAMES = {"orterun", "prterun"}
-_LAUNCHER_NAMES = {"mpirun", "mpiexec", "mpiexec.hydra", "orterun", "prterun"}
 # A relative tolerance for "max <= total" on numbers printed with 9 decimals.
 _ROUNDING = 1e-9
 
@@ -86,7 +78,7 @@ def profiler_job(interpreter: str = "python3") -> list[str]:
     mode, prepare only) with mpicc."""
     spec = {"kernel": KERNEL, "source": kernel_source(KERNEL), "cflags": [], "defines": [], "ldlibs": ["-lpthread"],
             "args": [], "env": {}, "timeout": BUILD_TIMEOUT, "compiler": "mpicc", "shared": True}
-    return with_runner_options(python_command(runner_source(), interpreter) + [encode_job(spec)], PREPARE_OPTION)
+    return with_runner_options(runner_job(spec, interpreter), PREPARE_OPTION)
 
 
 def _library_of(where: str, stdout: str) -> str:
@@ -134,40 +126,6 @@ def build_profiler_library(target: Target | None = None, *, timeout: float = BUI
 # --- the launcher -----------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=32)
-def _version_kind(program: str) -> str:
-    """OPEN_MPI or HYDRA, from ``program --version``; ProfilerError when neither."""
-    try:
-        completed = subprocess.run([program, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT,
-                                   env={**os.environ, **OPEN_MPI_ROOT_ENV})
-    except (OSError, subprocess.SubprocessError) as problem:
-        raise ProfilerError(f"cannot tell which MPI the launcher {program} belongs to: "
-                            f"{program} --version: {problem}") from None
-    text = completed.stdout + completed.stderr
-    if "Open MPI" in text or "OpenRTE" in text or "PRRTE" in text:
-        return OPEN_MPI
-    if "HYDRA" in text.upper() or "Intel(R) MPI" in text or "MPICH" in text:
-        return HYDRA
-    raise ProfilerError(f"cannot tell which MPI the launcher {program} belongs to: {program} --version says "
-                        f"{text.strip()[:200]!r}, neither Open MPI nor MPICH/Intel MPI (Hydra)")
-
-
-def launcher_kind(program: str) -> str:
-    """How ``program`` passes variables to the ranks: OPEN_MPI (``-x``),
-    HYDRA (``-genv``), SLURM (srun ``--export``) or SINGLETON (the program is
-    the application)."""
-    name = os.path.basename(program)
-    if name == "srun":
-        return SLURM
-    if name in _OPEN_MPI_NAMES:
-        return OPEN_MPI
-    if name == "mpiexec.hydra":
-        return HYDRA
-    if name in _LAUNCHER_NAMES:
-        return _version_kind(shutil.which(program) or program)
-    return SINGLETON
-
-
 def profiled_argv(argv: Sequence[str], library: str | os.PathLike[str],
                   output: str | os.PathLike[str]) -> tuple[list[str], dict[str, str]]:
     """``argv`` with the profiler preloaded into every rank and the profile
@@ -178,21 +136,14 @@ def profiled_argv(argv: Sequence[str], library: str | os.PathLike[str],
         raise ProfilerError("no command to profile")
     library, output = os.path.abspath(library), os.path.abspath(output)
     preload = library + (":" + os.environ[PRELOAD_VARIABLE] if os.environ.get(PRELOAD_VARIABLE) else "")
-    kind = launcher_kind(argv[0])
-    if kind == OPEN_MPI:
-        return ([argv[0], "-x", f"{PRELOAD_VARIABLE}={preload}", "-x", f"{OUTPUT_VARIABLE}={output}", *argv[1:]],
-                dict(OPEN_MPI_ROOT_ENV))
-    if kind == HYDRA:
-        return ([argv[0], "-genv", PRELOAD_VARIABLE, preload, "-genv", OUTPUT_VARIABLE, output, *argv[1:]], {})
-    if kind == SLURM:
-        if "," in preload or "," in output:
-            raise ProfilerError(f"srun --export cannot pass a path with a comma: {preload} or {output}")
-        pairs = f"{PRELOAD_VARIABLE}={preload},{OUTPUT_VARIABLE}={output}"
-        for index, word in enumerate(argv[1:], start=1):
-            if word.startswith("--export="):  # the user's own: ours joins it
-                return [*argv[:index], f"{word},{pairs}", *argv[index + 1:]], {}
-        return [argv[0], f"--export=ALL,{pairs}", *argv[1:]], {}
-    return argv, {PRELOAD_VARIABLE: preload, OUTPUT_VARIABLE: output}
+    env = {PRELOAD_VARIABLE: preload, OUTPUT_VARIABLE: output}
+    try:
+        kind = launcher_kind(argv[0])
+        if kind == SINGLETON:
+            return argv, env
+        return pass_environment(argv, env, kind), dict(OPEN_MPI_ROOT_ENV) if kind == OPEN_MPI else {}
+    except LauncherError as problem:
+        raise ProfilerError(str(problem)) from None
 
 
 # --- running ----------------------------------------------------------------------

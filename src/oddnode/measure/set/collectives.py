@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from oddnode.measure.benchmarks import parse_kernel_run
 from oddnode.readings.sets_series import MAX_SIZE
 from oddnode.reach.jobs import runner_argv
-from oddnode.reach.mpirun import mpirun_options
+from oddnode.reach.launch import OPEN_MPI_ROOT_ENV, mpirun_line
 from oddnode.parsers.base import ParsedOutput
 from oddnode.parsers.oddnode_mpi_collectives import (
     BENCHMARKS,
@@ -147,12 +147,10 @@ def collectives_launcher(nodes: Sequence[str], rsh_agent: str | None = None, hos
     mpirun take them from its allocation (Slurm, PBS) or its default
     hostfile, one rank per node all the same; the kernel's header records
     the order it chose.  ``yield_when_idle`` for nodes whose CPUs are
-    capped or shared, as the testbed's (see reach/mpirun.py)."""
+    capped or shared, as the testbed's (see reach/launch.py)."""
     nodes = check_nodes(nodes)
-    launcher = ["mpirun", "-np", str(len(nodes))]
-    if not hostfile:
-        launcher += ["--host", ",".join(nodes)]
-    return launcher + ["--map-by", "node"] + mpirun_options(rsh_agent, yield_when_idle)
+    return mpirun_line(len(nodes), None if hostfile else nodes, map_by="node", rsh_agent=rsh_agent,
+                       yield_when_idle=yield_when_idle)
 
 
 def kernel_args(benchmarks: Sequence[str] = DEFAULT_BENCHMARKS, sizes: Sequence[int] = DEFAULT_SIZES,
@@ -208,7 +206,7 @@ def collectives_argv(
     if timeout is None:
         timeout = (run_seconds(benchmarks, sizes, seconds_per_size, ranks=len(nodes)) + _LAUNCH_SLACK
                    + _LAUNCH_SLACK_PER_NODE * len(nodes))
-    env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    env = dict(OPEN_MPI_ROOT_ENV)
     return runner_argv(KERNEL, args, env=env, timeout=timeout, interpreter=interpreter, compiler="mpicc",
                        launcher=launcher if launcher is not None
                        else collectives_launcher(nodes, rsh_agent, hostfile, yield_when_idle))

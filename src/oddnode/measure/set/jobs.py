@@ -4,7 +4,7 @@ template.
 
 A job is started on the set's first node and launches one rank on every
 member in the set's order (our kernel: with Open MPI's mpirun, or under
-Slurm with srun itself, see reach/mpirun.py); that node's output is the
+Slurm with srun itself, see reach/launch.py); that node's output is the
 set's result.
 """
 
@@ -18,7 +18,16 @@ from pathlib import Path
 from oddnode.measure.benchmarks import DETAIL_CHARS
 from oddnode.measure.set import collectives
 from oddnode.reach.jobs import last_json_object, parse_tool_output, tool_argv
-from oddnode.reach.mpirun import AUTO, PROBE_ARGV, SRUN, MpiLauncher, resolve_launcher, srun_launcher, srun_node_reasons
+from oddnode.reach.launch import (
+    AUTO,
+    OPEN_MPI_ROOT_ENV,
+    PROBE_ARGV,
+    SRUN,
+    MpiLauncher,
+    resolve_launcher,
+    srun_line,
+    srun_node_reasons,
+)
 from oddnode.core.model import DEFAULT_METRIC, Direction
 from oddnode.parsers.base import ParsedOutput, ParseError, get_parser
 from oddnode.reach.base import NodeStatus, Target, TransportError
@@ -41,9 +50,6 @@ PROBE_SECONDS = 60.0
 # measurements before Slurm ends its step (the runner's own timeout comes
 # first; this is for a runner that died).
 SRUN_STEP_SLACK = 300.0
-# Open MPI refuses to run as root unless told it may; nothing changes for
-# other users.
-MPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,7 @@ def mpi_rsh_agent(target: Target) -> str | None:
 def mpi_launcher(target: Target, choice: str = AUTO) -> MpiLauncher:
     """The launcher ``choice`` (auto, mpirun, srun) means on this target:
     under the slurm transport its first node says which MPI plugins srun
-    and Open MPI share (reach/mpirun.py resolve_launcher)."""
+    and Open MPI share (reach/launch.py resolve_launcher)."""
 
     def probe() -> str:
         first = target.nodes[0]
@@ -118,7 +124,7 @@ def collectives_job(target: Target, benchmarks: Sequence[str] = collectives.DEFA
                     launcher: MpiLauncher | None = None) -> SetJob:
     """Our collectives kernel on sets of at most ``largest_set`` of the
     target's nodes (``mpi_yield``: idle ranks yield their CPU, see
-    reach/mpirun.py), its ranks started by ``launcher`` (default mpirun)."""
+    reach/launch.py), its ranks started by ``launcher`` (default mpirun)."""
     launcher = launcher if launcher is not None else MpiLauncher()
     benchmarks = collectives.check_benchmarks(benchmarks)
     sizes = collectives.check_sizes(sizes)
@@ -137,8 +143,8 @@ def collectives_job(target: Target, benchmarks: Sequence[str] = collectives.DEFA
     def argv(members: Sequence[str]) -> list[str]:
         if launcher.name == SRUN:
             assert launcher.plugin is not None
-            line = srun_launcher(members, launcher.plugin, yield_when_idle=mpi_yield,
-                                 time_limit=srun_time_limit(seconds + SRUN_STEP_SLACK))
+            line = srun_line(members, launcher.plugin, yield_when_idle=mpi_yield,
+                             time_limit=srun_time_limit(seconds + SRUN_STEP_SLACK))
             return collectives.collectives_argv(members, benchmarks, sizes, seconds_per_size, launcher=line)
         return collectives.collectives_argv(members, benchmarks, sizes, seconds_per_size, rsh_agent=rsh_agent,
                                             yield_when_idle=mpi_yield)
@@ -254,7 +260,7 @@ def command_job(template: str, parser: str, *, name: str | None = None, timeout:
         argv_words = template_argv(words, members)
         hostfile = "".join(f"{node} slots=1\n" for node in members)
         return tool_argv(argv_words[0], argv_words[1:], files={**inputs, HOSTFILE: hostfile},
-                         collect=[output] if output else [], env=MPI_ROOT_ENV, timeout=timeout)
+                         collect=[output] if output else [], env=OPEN_MPI_ROOT_ENV, timeout=timeout)
 
     return SetJob(name, argv, _application_parser(words[0], parser, output),
                   ((name, DEFAULT_METRIC, "", Direction.HIGHER),), timeout)

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from oddnode.measure.benchmarks import parse_kernel_run
 from oddnode.reach.jobs import runner_argv
 from oddnode.measure.set.collectives import check_nodes, collectives_launcher
+from oddnode.reach.launch import OPEN_MPI_ROOT_ENV
 from oddnode.parsers.base import ParsedOutput
 from oddnode.parsers.oddnode_mpi_sync import KERNEL, OPERATIONS, TCP_KERNEL, parse_sync_output
 
@@ -158,7 +159,7 @@ def sync_argv(nodes: Sequence[str], operation: str = "allreduce", quantum_us: in
     if timeout is None:
         timeout = (run_seconds(quantum_us, iterations, seconds, warmup) + _LAUNCH_SLACK
                    + _LAUNCH_SLACK_PER_NODE * len(nodes))
-    env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    env = dict(OPEN_MPI_ROOT_ENV)
     return runner_argv(KERNEL, args, env=env, timeout=timeout, interpreter=interpreter, compiler="mpicc",
                        launcher=launcher if launcher is not None
                        else collectives_launcher(nodes, rsh_agent, hostfile, yield_when_idle))

@@ -34,7 +34,7 @@ from oddnode.measure.runner import (
     store_round,
 )
 from oddnode.measure.set import collectives
-from oddnode.reach.mpirun import AUTO, MPIRUN, check_launcher
+from oddnode.reach.launch import AUTO, MPIRUN, check_launcher
 from oddnode.measure.set.jobs import DEFAULT_COMMAND_TIMEOUT, SetJob, collectives_job, command_job, mpi_launcher
 from oddnode.readings.partition import (
     DEFAULT_SET_SIZE,

@@ -60,7 +60,7 @@ class SyncOptions:
     """What the sync kernel runs (operation, work quantum, iterations), on
     which node counts (None: 2, 4, 8, … and all the nodes) and orderings,
     with which kernel (auto: MPI where every node has it, else TCP), and
-    ``mpi_yield`` for capped or shared CPUs (see reach/mpirun.py)."""
+    ``mpi_yield`` for capped or shared CPUs (see reach/launch.py)."""
 
     operation: str = "allreduce"
     quantum_us: int = mpi_sync.DEFAULT_QUANTUM_US

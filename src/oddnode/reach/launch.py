@@ -1,6 +1,7 @@
-"""How our MPI kernels' ranks start, in one place: the options they add to
-Open MPI's ``mpirun`` (the ping-pong's launcher and the collectives' use the
-same ones), and srun's launch line under Slurm (below).
+"""How MPI ranks start, in one place: the launch lines of our MPI kernels
+(Open MPI's ``mpirun``, and srun's under Slurm, below), the names of the
+launchers we recognise in a user's command and how each passes environment
+variables to the ranks (the sweep's and the profiler's).
 
 Open MPI (4.1, ob1 over the TCP BTL) never blocks while it waits for a
 message: a rank polls ``opal_progress`` in a loop.  On a real cluster, one
@@ -18,8 +19,12 @@ tcp,self``, ``btl ^vader``, ``pml ob1``, ``btl_tcp_if_include`` /
 
 from __future__ import annotations
 
+import functools
+import os
 import re
-from collections.abc import Callable, Sequence
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from oddnode.reach.base import TransportError
@@ -52,6 +57,39 @@ def mpirun_options(rsh_agent: str | None = None, yield_when_idle: bool = False) 
     if rsh_agent:
         options += ["--mca", "plm_rsh_agent", rsh_agent]
     return options
+
+
+# Open MPI refuses to run as root unless its launcher's environment allows
+# it; for other users these change nothing.
+OPEN_MPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+def _check_launch_host(host: str) -> None:
+    # A leading dash would read as an option, a comma splits the host list,
+    # and blanks are never a host name.
+    if not host or host.startswith("-") or "," in host or any(c.isspace() for c in host):
+        raise ValueError(f"host {host!r} cannot go into an MPI launcher's host list")
+
+
+def mpirun_line(ranks: int, hosts: Sequence[str] | None = None, *, slots: int | None = None,
+                map_by: str | None = None, bind_to: str | None = None, rsh_agent: str | None = None,
+                yield_when_idle: bool = False) -> list[str]:
+    """Open MPI's mpirun for ``ranks`` ranks, the launch line our MPI kernels
+    run after: ``-np``, ``--bind-to``, ``--host`` (each of ``hosts`` with
+    ``:slots`` when given; none: mpirun takes them from its allocation or
+    default hostfile), ``--map-by``, then mpirun_options."""
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+        raise ValueError(f"mpirun starts one or more ranks, not {ranks!r}")
+    line = [MPIRUN, "-np", str(ranks)]
+    if bind_to is not None:
+        line += ["--bind-to", bind_to]
+    if hosts is not None:
+        for host in hosts:
+            _check_launch_host(host)
+        line += ["--host", ",".join(host if slots is None else f"{host}:{slots}" for host in hosts)]
+    if map_by is not None:
+        line += ["--map-by", map_by]
+    return line + mpirun_options(rsh_agent, yield_when_idle)
 
 
 # --- srun as the launcher of our MPI kernels ------------------------------------------
@@ -188,7 +226,7 @@ def resolve_launcher(choice: str, transport: str, probe: Callable[[], str]) -> M
     return MpiLauncher(MPIRUN)
 
 
-def srun_launcher(nodes: Sequence[str], plugin: str, *, yield_when_idle: bool = False,
+def srun_line(nodes: Sequence[str], plugin: str, *, yield_when_idle: bool = False,
                   time_limit: int | None = None, srun: str = "srun") -> list[str]:
     """srun for one rank on each node, rank i on ``nodes[i]``: the launch
     line of our MPI kernels under Slurm.
@@ -209,12 +247,107 @@ def srun_launcher(nodes: Sequence[str], plugin: str, *, yield_when_idle: bool = 
             raise ValueError(f"node name {name!r} cannot go into srun's --nodelist")
     if not re.fullmatch(r"[a-z][a-z0-9_]*", plugin):
         raise ValueError(f"MPI plugin {plugin!r} is not a plugin name (pmix, pmix_v4, pmi2)")
-    export = "ALL,OMPI_MCA_mpi_yield_when_idle=1" if yield_when_idle else "ALL"
+    export = srun_export("ALL", {"OMPI_MCA_mpi_yield_when_idle": "1"} if yield_when_idle else {})
     line = [srun, f"--nodes={len(names)}", f"--ntasks={len(names)}", "--ntasks-per-node=1",
             f"--nodelist={','.join(names)}", "--distribution=arbitrary", f"--mpi={plugin}", "--overlap",
-            "--kill-on-bad-exit=1", f"--export={export}"]
+            "--kill-on-bad-exit=1", export]
     if time_limit is not None:
         line.append(f"--time={time_limit}")
+    return line
+
+
+# --- a launcher's name, and how it passes variables to its ranks ----------------------
+
+OPEN_MPI, HYDRA, SLURM, SINGLETON = "openmpi", "hydra", "slurm", "singleton"
+# Seconds `LAUNCHER --version` may take.
+VERSION_TIMEOUT = 10.0
+# Launchers that only Open MPI has; mpirun and mpiexec are also MPICH's and
+# Intel MPI's (their --version tells); mpiexec.hydra is only theirs.
+OPEN_MPI_LAUNCHERS = ("orterun", "prterun")
+SHARED_LAUNCHERS = ("mpirun", "mpiexec")
+HYDRA_LAUNCHERS = ("mpiexec.hydra",)
+SRUN_LAUNCHER = "srun"
+# The launchers a sweep's job takes for Open MPI's without asking them
+# (``--mpi-export``, off for another MPI's launcher).
+ASSUMED_OPEN_MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun")
+
+
+class LauncherError(ValueError):
+    """A launcher's MPI cannot be told, or cannot pass a variable: what and why."""
+
+
+@functools.lru_cache(maxsize=32)
+def _version_kind(program: str) -> str:
+    """OPEN_MPI or HYDRA, from ``program --version``; LauncherError when neither."""
+    try:
+        completed = subprocess.run([program, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT,
+                                   env={**os.environ, **OPEN_MPI_ROOT_ENV})
+    except (OSError, subprocess.SubprocessError) as problem:
+        raise LauncherError(f"cannot tell which MPI the launcher {program} belongs to: "
+                            f"{program} --version: {problem}") from None
+    text = completed.stdout + completed.stderr
+    if "Open MPI" in text or "OpenRTE" in text or "PRRTE" in text:
+        return OPEN_MPI
+    if "HYDRA" in text.upper() or "Intel(R) MPI" in text or "MPICH" in text:
+        return HYDRA
+    raise LauncherError(f"cannot tell which MPI the launcher {program} belongs to: {program} --version says "
+                        f"{text.strip()[:200]!r}, neither Open MPI nor MPICH/Intel MPI (Hydra)")
+
+
+def launcher_kind(program: str) -> str:
+    """How ``program`` passes variables to the ranks: OPEN_MPI (``-x``),
+    HYDRA (``-genv``), SLURM (srun ``--export``) or SINGLETON (the program is
+    the application).  mpirun and mpiexec are asked their ``--version``."""
+    name = os.path.basename(program)
+    if name == SRUN_LAUNCHER:
+        return SLURM
+    if name in OPEN_MPI_LAUNCHERS:
+        return OPEN_MPI
+    if name in HYDRA_LAUNCHERS:
+        return HYDRA
+    if name in SHARED_LAUNCHERS:
+        return _version_kind(shutil.which(program) or program)
+    return SINGLETON
+
+
+def is_assumed_open_mpi(program: str) -> bool:
+    """Whether ``program`` is a launcher taken for Open MPI's without asking it."""
+    return os.path.basename(program) in ASSUMED_OPEN_MPI_LAUNCHERS
+
+
+def export_names(line: Sequence[str], names: Sequence[str]) -> list[str]:
+    """An Open MPI launch line that exports every one of ``names`` from the
+    launcher's environment to the ranks: ``-x NAME`` after its program."""
+    exported = [word for name in names for word in ("-x", name)]
+    return [line[0], *exported, *line[1:]]
+
+
+def srun_export(base: str, env: Mapping[str, str]) -> str:
+    """srun's ``--export=`` word: ``base`` (ALL, or the user's own list)
+    and ``NAME=VALUE`` for each variable; LauncherError for a value with a
+    comma, which srun would split."""
+    bad = [value for value in env.values() if "," in value]
+    if bad:
+        raise LauncherError(f"srun --export cannot pass a value with a comma: {' or '.join(bad)}")
+    return "--export=" + ",".join([base, *(f"{name}={value}" for name, value in env.items())])
+
+
+def pass_environment(line: Sequence[str], env: Mapping[str, str], kind: str) -> list[str]:
+    """``line`` (a launcher's argv, kind from launcher_kind) with ``env``
+    passed to every rank its launcher's way: ``-x NAME=VALUE`` (Open MPI),
+    ``-genv NAME VALUE`` (Hydra), srun's ``--export`` (joining the user's
+    own), after the program; a SINGLETON's line unchanged (the variables
+    belong in its own environment)."""
+    line = list(line)
+    if kind == OPEN_MPI:
+        return [line[0], *(word for name, value in env.items() for word in ("-x", f"{name}={value}")), *line[1:]]
+    if kind == HYDRA:
+        return [line[0], *(word for name, value in env.items() for word in ("-genv", name, value)), *line[1:]]
+    if kind == SLURM:
+        for index, word in enumerate(line[1:], start=1):
+            if word.startswith("--export="):  # the user's own: ours joins it
+                return [*line[:index], srun_export(word[len("--export="):], env), *line[index + 1:]]
+        return [line[0], srun_export("ALL", env), *line[1:]]
     return line
 
 
