@@ -15,7 +15,7 @@ LAYERS: tuple[tuple[tuple[str, str], ...], ...] = (
     (("report", "terminal, HTML, JSON, JUnit, Prometheus and figures"),),
     (("judge", "the analysis of a store, compare, the reading of a sweep"),
      ("measure", "steps, the round runner, plan and catalog; node/ pair/ set/ collect/ profile/ runs")),
-    (("reach", "transports (local, ssh, slurm), shipping scripts, kernel jobs and mpirun lines"),
+    (("reach", "transports (local, ssh, slurm), shipping scripts, kernel jobs, MPI launch lines"),
      ("store", "the DuckDB results store, STAB files and tool outputs in, exports out")),
     (("parsers", "every tool's output read into measurements, ours included"),),
     (("findings", "the rules: findings with evidence and remedy, problems, expectations"),),
