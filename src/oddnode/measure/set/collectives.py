@@ -1,39 +1,9 @@
 """Our MPI collectives kernel (``oddnode/kernels/mpi_collectives.c``) over a
 set of nodes, one rank on each: the argv that builds it with ``mpicc`` and
 starts its ranks with Open MPI's ``mpirun`` from the first node, and the
-runner's report of a run read with the parser of what comes back
-(``oddnode.parsers.oddnode_mpi_collectives``).
-
-The kernel times IMB's Sendrecv chain (every rank sends to the next and
-receives from the previous, periodically), MPI_Allreduce (doubles,
-MPI_SUM), MPI_Alltoall, MPI_Bcast and MPI_Barrier: per size, warm-up, then timed
-batches of back-to-back calls, at least 10 ms each and after one untimed
-call (so that the check's work between batches does not slow their first
-calls), each batch's time per call the slowest rank's (IMB's t_max, so
-that a batch is what one IMB loop is), and the minimum and median over the
-batches.  Every batch's received data is checked on every rank; a failure
-names the rank that saw it and its node, and the sender and its node where
-one rank's data was at fault.  The rank order, which decides who sends to
-whom in the chain, is in the header.
-
-Measurements, one benchmark per kernel benchmark (``sendrecv``,
-``allreduce``, ``alltoall``, ``bcast``, ``barrier``): ``time.<bytes>``, the minimum
-over the batches of the slowest rank's time per call (us; barrier:
-``time``), and ``bandwidth.<bytes>`` from that time (MB/s, MB = 10^6 bytes):
-
-* sendrecv: 2 · bytes / time, IMB's figure: each rank sends and receives
-  ``bytes`` per call;
-* allreduce: bytes / time, an algorithm bandwidth (IMB prints none): the
-  vector reduced per second, comparable between sizes and MPI libraries but
-  not a link's rate (a ring allreduce moves 2 (K-1)/K times as much per rank);
-* alltoall: bytes · (K - 1) / time, what each rank sends to the others per
-  second (its block to itself is not counted);
-* bcast: bytes / time, the message delivered to every rank per second (the
-  root moves to the next rank at every call, as in IMB).
-
-The median's bandwidth is in the parameters (``median_MBps``).  Allreduce
-runs whole doubles: its sizes are the requested ones rounded down to a
-multiple of 8 bytes, each once (the header's ``allreduce_sizes``).
+runner's report of a run read with the parser of what comes back.  What the
+kernel times and the measurements it gives are described with that parser,
+``oddnode.parsers.oddnode_mpi_collectives``.
 """
 
 from __future__ import annotations
