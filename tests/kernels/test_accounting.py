@@ -23,7 +23,7 @@ import pytest
 
 from oddnode.measure.collect.accounting import collector_argv, parse_collector_output
 from oddnode.onnode.pacct import RECORD_SIZE
-from test_inventory import OLD_PYTHONS
+from support.kernels import OLD_PYTHONS
 
 HEADER = Path("/usr/include/linux/acct.h")
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
@@ -143,7 +143,7 @@ def test_the_layout_is_what_the_compiler_makes_of_the_kernels_header(tmp_path):
     subprocess.run(["cc", "-o", str(tmp_path / "layout"), str(source)], check=True)
     printed = dict(line.split() for line in subprocess.run([str(tmp_path / "layout")], capture_output=True,
                                                            text=True, check=True).stdout.splitlines())
-    from test_pacct import OFFSETS
+    from support.outputs import OFFSETS
 
     assert int(printed.pop("size")) == RECORD_SIZE
     assert {name: int(offset) for name, offset in printed.items()} == OFFSETS

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import oddnode
+from support.cli import oddnode
 from oddnode.measure.collect.affinity import parse_sampler_output, sampler_argv
 from oddnode.readings.affinity import node_affinity_from_json
 from oddnode.onnode.cpu_topology import parse_hwloc_xml, read_sysfs
 from oddnode.findings.affinity import oversubscribed_cores, remote_memory, unpinned
-from test_inventory import OLD_PYTHONS
+from support.kernels import OLD_PYTHONS
 
 CHILD_SECONDS = 30
 # A busy child: pinned to the CPUs given ("free": left as it is), named by

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES as ALL_FIXTURES
-from conftest import openmp_problem
+from support.cli import FIXTURES as ALL_FIXTURES
+from support.kernels import openmp_problem
 from oddnode.measure.node.hpl import HPCC_OUTPUT, HPL_THRESHOLD, hpcc_input, hpl_benchmark
 from oddnode.measure.node.dgemm import COMPUTE_STAGE, dgemm_benchmark
 from oddnode.measure.node.dgemm import BLAS_THREAD_VARIABLES, dgemm_kernel_argv, parse_dgemm_output

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import openmp_problem
+from support.kernels import openmp_problem
 from oddnode.measure.node.disk import (
     DISK_STAGE,
     disk_benchmark,

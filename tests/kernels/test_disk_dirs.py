@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from conftest import openmp_problem
+from support.kernels import openmp_problem
 from oddnode.measure import catalog
 from oddnode.measure.node.disk import DiskOptions, directory_metric
 from oddnode.measure.steps import StepContext, make_options

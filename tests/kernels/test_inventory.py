@@ -28,15 +28,10 @@ from oddnode.measure.collect.inventory import (
 from oddnode.measure.collect.inventory import collect
 from oddnode.onnode.node_probe import PROBE_VERSION
 from oddnode.reach import NodeResult, NodeStatus
-from conftest import FIXTURES
+from support.cli import FIXTURES
+from support.kernels import OLD_PYTHONS
 
 CORE_FACTS = ("cpu_model", "cpu_threads", "memory_total_kb", "kernel", "os", "arch")
-# The oldest Python the probe promises to run on, where this machine has it.
-OLD_PYTHONS = [
-    path
-    for path in (shutil.which("python3.6"), "/root/.pyenv/versions/3.6.15/bin/python3.6")
-    if path and os.access(path, os.X_OK) and subprocess.run([path, "-V"], capture_output=True).returncode == 0
-]
 
 linux_only = pytest.mark.skipif(not Path("/proc/meminfo").exists(), reason="the probe reads Linux's /proc and /sys")
 

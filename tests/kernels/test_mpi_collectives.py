@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -36,9 +35,11 @@ from oddnode.measure.set.collectives import (
 from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError
 from oddnode.core.units import canonical_unit
-from test_pingpong_kernel import run_alone
+from support.kernels import run_alone
+from support.kernels import local_launcher
+from support.cli import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "mpi_collectives"
+FIXTURES = ALL_FIXTURES / "mpi_collectives"
 SIZES = [0, 1, 8, 4096, 65536]
 SECONDS_PER_SIZE = 0.02
 US, MB_PER_S = canonical_unit("us"), canonical_unit("MB/s")
@@ -46,15 +47,6 @@ US, MB_PER_S = canonical_unit("us"), canonical_unit("MB/s")
 
 def fixture(name: str) -> str:
     return (FIXTURES / name).read_text()
-
-
-def local_launcher(ranks: int) -> list[str]:
-    """Every rank on this machine over Open MPI's TCP transport (no shared
-    memory, as between nodes), more ranks than cores allowed: ranks that
-    wait yield their CPU, else three polling ranks on two cores take
-    milliseconds a call."""
-    return ["mpirun", "-np", str(ranks), "--host", f"localhost:{ranks}", "--oversubscribe",
-            "--mca", "btl", "self,tcp", "--mca", "mpi_yield_when_idle", "1"]
 
 
 def local_argv(ranks: int, sizes=SIZES, nodes: list[str] | None = None) -> list[str]:
@@ -342,7 +334,7 @@ def test_truncated_output_is_refused_naming_what_is_missing():
     "",
     "Segmentation fault\n",
     "\x00\xff garbage \x1b[0m\n" * 3,
-    (Path(__file__).resolve().parent.parent / "fixtures" / "imb" / "IMB-MPI1_Sendrecv_np2.out").read_text(),
+    (ALL_FIXTURES / "imb" / "IMB-MPI1_Sendrecv_np2.out").read_text(),
     "# oddnode mpi_pingpong kernel v1\n# mode: ping\nresult 0 13724 6.444 7.053 146\nvalidation ok\n",
 ])
 def test_garbage_or_another_tools_output_is_refused(text):

@@ -23,8 +23,8 @@ from oddnode.measure.profile.demo_app import (
     work_units_of,
 )
 from oddnode.parsers.base import ParseError
-from test_mpi_collectives import local_launcher
-from test_pingpong_kernel import run_alone
+from support.kernels import local_launcher
+from support.kernels import run_alone
 
 
 @pytest.fixture(scope="module")

@@ -25,9 +25,10 @@ from oddnode.measure.pair.mpi_pingpong import (
 )
 from oddnode.reach.jobs import parse_runner_output
 from oddnode.parsers.base import ParseError
-from test_pairs_runner import slowed
-from test_pingpong_kernel import GOOD_PING, run_alone
-from test_runner import prepared_report, runner_report
+from support.clusters.pairs import slowed
+from support.outputs import GOOD_PING
+from support.kernels import run_alone
+from support.outputs import prepared_report, runner_report
 
 # Both ranks on this machine: Open MPI's TCP transport between them (no
 # shared memory, as between two nodes), more ranks than cores allowed.
@@ -169,12 +170,6 @@ class MpiPairCluster:
             results[node] = NodeResult(node, NodeStatus.OK, runner_report(slowed(factor, 1 + index / 1000, MPI_OUTPUT, 65536)),
                                        "", 0, 1.0)
         return results
-
-
-@pytest.fixture
-def store(tmp_path):
-    with open_store(tmp_path / "mpi.duckdb") as store:
-        yield store
 
 
 def test_pattern_runs_start_both_ranks_from_the_first_node_and_store_mpi_series(store):

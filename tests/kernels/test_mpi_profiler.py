@@ -18,7 +18,7 @@ from oddnode.reach.jobs import kernel_source
 from oddnode.measure.profile.demo_app import parse_demo_app_output
 from oddnode.readings.profile import size_bucket
 from oddnode.measure.profile.profiler import WRAPPED_CALLS, ProfilerError, build_profiler_library, run_profiled
-from test_mpi_collectives import local_launcher
+from support.kernels import local_launcher
 
 # An MPI program that leaves without MPI_Finalize, as a crashed one.
 DYING_APP = r"""

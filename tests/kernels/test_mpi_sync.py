@@ -30,8 +30,8 @@ from oddnode.measure.set.mpi_sync import (
     tcp_sync_argvs,
 )
 from oddnode.parsers.base import ParseError
-from test_mpi_collectives import local_launcher
-from test_pingpong_kernel import finish, free_port, run_alone, started
+from support.kernels import local_launcher
+from support.kernels import finish, free_port, run_alone, started
 
 NODES = ["cn-a17", "cn-b03", "gpu007"]
 QUANTUM = 100  # us: short runs on two shared cores

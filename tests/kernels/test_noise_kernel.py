@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import FIXTURES
+from support.cli import FIXTURES
 from oddnode.reach.jobs import parse_runner_output, runner_argv
 from oddnode.measure.node.noise import (
     CPU_COLUMNS,

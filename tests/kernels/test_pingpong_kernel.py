@@ -6,14 +6,8 @@ checks; the parsers on genuine and broken output.  No timing is asserted."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
 import socket
-import subprocess
-import sys
 import threading
-from contextlib import contextmanager
 
 import pytest
 
@@ -33,97 +27,16 @@ from oddnode.measure.pair.pingpong import (
 from oddnode.reach.jobs import decode_job, parse_runner_output, runner_argv
 from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError
+from support.outputs import GOOD_PING, GOOD_STREAM
+from support.kernels import HAS_IPV6, finish, free_port, kernel_env, run_alone, started
 
 SIZES = [0, 1, 64, 4096, 65536]
 SECONDS_PER_SIZE = 0.02
 STREAM_SECONDS = 0.3
 STREAM_MESSAGE = 65536
-# Seconds a test waits for one end before it kills it: far beyond a run.
-RUN_LIMIT = 120
 
 
-def _ipv6_loopback() -> bool:
-    try:
-        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
-            probe.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
-HAS_IPV6 = _ipv6_loopback()
 LOOPBACKS = ["127.0.0.1"] + (["::1"] if HAS_IPV6 else [])
-
-
-def free_port() -> int:
-    """A port free on 0.0.0.0 and, where there is IPv6, on [::]: the server
-    listens on both."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as v4:
-            v4.bind(("0.0.0.0", 0))
-            port = v4.getsockname()[1]
-            if not HAS_IPV6:
-                return port
-            try:
-                with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as v6:
-                    v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                    v6.bind(("::", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port found")
-
-
-@pytest.fixture(scope="module")
-def kernel_env(tmp_path_factory):
-    """An environment whose build cache is private to this module's tests."""
-    tmp = tmp_path_factory.mktemp("pingpong_kernel")
-    if shutil.which("cc") is None:
-        pytest.skip("the pingpong kernel needs a C compiler: no 'cc' on PATH")
-    source = tmp / "check.c"
-    source.write_text("#include <omp.h>\n#include <pthread.h>\n"
-                      "int main(void){return omp_get_max_threads() > 0 ? 0 : 1;}\n")
-    built = subprocess.run(["cc", "-fopenmp", "-o", str(tmp / "check"), str(source), "-lpthread"],
-                           capture_output=True, text=True, check=False)
-    if built.returncode != 0:
-        pytest.skip(f"'cc -fopenmp ... -lpthread' cannot build a program: {built.stderr.strip()[:200]}")
-    env = dict(os.environ)
-    env["XDG_CACHE_HOME"] = str(tmp / "cache")
-    return env
-
-
-def with_interpreter(argv: list[str]) -> list[str]:
-    """The same argv run by this interpreter: the runner is stdlib-only."""
-    return [sys.executable] + argv[1:]
-
-
-@contextmanager
-def started(argv: list[str], env: dict[str, str]):
-    """One end, running in its own process group; whatever happens, that
-    group (the runner and the kernel under it) is gone afterwards."""
-    process = subprocess.Popen(with_interpreter(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=env, start_new_session=True)
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        process.communicate()
-
-
-def finish(process: subprocess.Popen) -> str:
-    stdout, stderr = process.communicate(timeout=RUN_LIMIT)
-    assert process.returncode == 0, stderr  # the runner always exits 0 with its report
-    return stdout
-
-
-def run_alone(argv: list[str], env: dict[str, str]) -> str:
-    """One end by itself; its runner's stdout."""
-    with started(argv, env) as process:
-        return finish(process)
 
 
 def run_pair(server_argv: list[str], client_argv: list[str], env: dict[str, str]) -> tuple[str, str]:
@@ -333,76 +246,6 @@ def test_runner_timeouts_cover_the_whole_run():
 
 
 # --- parsing ------------------------------------------------------------------------
-
-GOOD_PING = """\
-Welcome to node1
-# oddnode pingpong kernel v1
-# mode: ping
-# protocol: 1
-# io_timeout_seconds: 30
-# timer: clock_gettime(CLOCK_MONOTONIC)
-# timer_granularity_ns: 20
-# compiler: gcc 12.2.0
-# cflags: -O3 -march=native -fopenmp -lpthread
-# peer: ::1
-# port: 6211
-# sizes: 0,1,64,4096,65536
-# seconds_per_size: 0.02
-# connect_wait_seconds: 30
-# min_batches: 10
-# min_batch_ticks: 1000
-# min_batch_seconds: 0.001
-# min_batch_ns: 1000000
-# warmup_rounds: 2 to 16, timed one by one, not counted
-# time: one-way = batch time / round trips / 2; min and median over batches
-# echo: the server reads a whole message, then sends it back
-# pattern: splitmix64 of seed, size and word, XOR a word per round; every echo compared
-# seed: 0x04e74db5dcc370cc
-# zero_size: a 1-byte token per message (TCP cannot carry an empty one)
-# peer_address: [::1]:6211
-# connect_attempts: 3
-# local_address: [::1]:46082
-# family: ipv6
-# tcp_nodelay: on
-# socket_buffers: send 4194304 receive 131072 (kernel defaults, autotuned)
-result 0 1110 6.997 7.303 10
-result 1 1456 6.973 7.142 13
-result 64 1443 6.901 7.158 13
-result 4096 1296 6.948 7.303 12
-result 65536 530 15.470 16.437 10
-# echoes_checked: 5915
-validation ok
-"""
-
-GOOD_STREAM = """\
-# oddnode pingpong kernel v1
-# mode: stream
-# protocol: 1
-# io_timeout_seconds: 30
-# timer: clock_gettime(CLOCK_MONOTONIC)
-# timer_granularity_ns: 20
-# compiler: gcc 12.2.0
-# cflags: -O3 -march=native -fopenmp -lpthread
-# peer: 127.0.0.1
-# port: 6202
-# message_size: 65536
-# seconds: 0.3
-# directions: both (client_to_server and server_to_client at once)
-# connect_wait_seconds: 30
-# rate: the receiver's bytes over its time, first read to end (the first read's bytes not counted); MB = 10^6 B
-# check: every message's stamp (tag and sequence number), and bytes received = bytes sent
-# connect_attempts: 1
-# local_address: 127.0.0.1:35698
-# family: ipv4
-# tcp_nodelay: on
-# socket_buffers: send 3939840 receive 131072 (kernel defaults, autotuned)
-# sent_client_to_server: 587464704 bytes in 0.300027 s, 8964 messages
-# received_client_to_server: 587464704 bytes, 587399168 timed
-# received_server_to_client: 488833024 bytes, 488701952 timed, 7459 messages
-stream client_to_server 587399168 0.299869 1958.855
-stream server_to_client 488701952 0.301053 1623.306
-validation ok
-"""
 
 
 def test_parse_genuine_ping_output():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -13,14 +11,10 @@ from oddnode.store.stab import import_stab
 from oddnode.report.html import write_report
 from oddnode.store import open_store
 from oddnode.app.synth import generate
+from support.browser import CHROMIUM, chromium
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (make test installs it)")
 
-# No network, no first-run work, a fresh profile: the flags a headless
-# Chromium needs on a machine without outside access.
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 NOT_READY_BACKGROUND = np.array([0xFD, 0xE2, 0xE1]) / 255  # .not-ready in the report's style
 
 
@@ -32,11 +26,6 @@ def report(tmp_path_factory):
         import_stab(store, [root / "cluster"])
         analysis = analyze(store.load_dataset())
     return write_report(analysis, root / "report.html"), analysis
-
-
-def chromium(*args: str, profile) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],
-                          capture_output=True, text=True, timeout=120)
 
 
 def test_rendered_page_has_every_section_and_figure(report, tmp_path):
@@ -64,7 +53,7 @@ def test_screenshot_shows_the_verdict(report, tmp_path):
 def test_a_checks_report_renders_a_section_per_stage(tmp_path):
     from oddnode.app.check import CheckPlan, run_check
     from oddnode.reach.base import Target
-    from test_check_stages import MEMORY_ONLY, NODES, ScriptedCluster
+    from support.clusters.check import MEMORY_ONLY, NODES, ScriptedCluster
 
     with open_store(tmp_path / "check.duckdb") as store:
         result = run_check(store, Target(NODES, ScriptedCluster(speed={"node03": 0.5})),
@@ -81,10 +70,10 @@ def test_a_checks_report_renders_a_section_per_stage(tmp_path):
 def test_interconnect_section_only_with_pair_data(report, tmp_path):
     """No pair results: no interconnect section; a matrix, bisection and pair
     patterns: tables and heatmaps, as Chromium renders them."""
-    from test_bisection import OPTIONS as STREAM_OPTIONS
-    from test_bisection import SwitchCluster
-    from test_matrix import MatrixCluster
-    from test_pairs_runner import NODES, OPTIONS, PairCluster
+    from support.clusters.bisection import OPTIONS as STREAM_OPTIONS
+    from support.clusters.bisection import BisectionCluster as SwitchCluster
+    from support.clusters.matrix import MatrixCluster
+    from support.clusters.pairs import NODES, OPTIONS, PairCluster
 
     from oddnode.measure.pair.bisection import run_bisection
     from oddnode.measure.pair.matrix import run_matrix

@@ -35,7 +35,8 @@ from oddnode.measure.pair.switchbench import (
 )
 from oddnode.reach.jobs import PREPARE_OPTION, decode_job, parse_runner_output, runner_argv, with_runner_options
 from oddnode.parsers.base import ParseError
-from test_pingpong_kernel import HAS_IPV6, finish, free_port, kernel_env, run_alone, started  # noqa: F401
+from support.kernels import HAS_IPV6, finish, free_port, kernel_env, run_alone, started  # noqa: F401
+from support.outputs import GOOD_ALLTOALL, GOOD_RELAY
 
 MESSAGE = 65536
 STREAM_SECONDS = 0.3
@@ -301,37 +302,6 @@ def test_argv_carry_every_setting_and_bound_the_run():
 
 # --- parsing ------------------------------------------------------------------------------
 
-GOOD_ALLTOALL = """\
-Last login: Mon Jan  1 00:00:00 2024
-# oddnode alltoall kernel v1
-# protocol: 1
-# rank: 1
-# ranks: 3
-# host: 127.0.0.1
-# port: 41001
-# message_size: 100000
-# phases: 2
-# warmup_passes: 1
-# seed: 0
-# connect_wait_seconds: 5
-# io_timeout_seconds: 30
-# timer: clock_gettime(CLOCK_MONOTONIC)
-# timer_granularity_ns: 20
-# compiler: gcc 12.2.0
-# cflags: -O3 -march=native -fopenmp
-# schedule: phase i sends to rank (r+i) mod N and receives from rank (r-i) mod N at once
-# barrier: coordinated by rank 0 over the mesh, before the first phase and after every phase; checks and the next message are made while waiting
-# rate: bytes over the time from this rank's release into the phase to its last byte; MB = 10^6 B
-# pattern: splitmix64 of seed, pass, phase, sender and receiver, then the word; every byte checked
-# connect_attempts: 1
-# mesh_seconds: 0.045599
-phase 1 2 0 100000 0.000019000 5263.158 100000 0.000040000 2500.000
-phase 2 0 2 100000 0.000013000 7692.308 100000 0.000050000 2000.000
-total 0.002175 200000 200000
-# messages_checked: 4
-validation ok
-"""
-
 
 def test_parse_genuine_alltoall_output():
     parsed = parse_alltoall_output(GOOD_ALLTOALL, "node2")
@@ -374,35 +344,6 @@ def test_alltoall_validation_failure_is_kept_invalid():
 def test_alltoall_parse_errors(text, message):
     with pytest.raises(ParseError, match=message):
         parse_alltoall_output(text, "node2")
-
-
-GOOD_RELAY = """\
-# oddnode pingpong kernel v1
-# mode: relay
-# protocol: 1
-# io_timeout_seconds: 30
-# timer: clock_gettime(CLOCK_MONOTONIC)
-# timer_granularity_ns: 20
-# compiler: gcc 12.2.0
-# cflags: -O3 -march=native -fopenmp -lpthread
-# port: 40102
-# next: 127.0.0.1
-# next_port: 40103
-# wait_seconds: 10
-# relay_buffer_bytes: 4194304
-# forwarding: every byte both ways, uninterpreted and unchanged, until both ends close
-# listening: 0.0.0.0:40102 [::]:40102
-# downstream: 127.0.0.1 port 40103
-# connect_attempts: 1
-# upstream: 127.0.0.1:55044
-# local_address: 127.0.0.1:40102
-# family: ipv4
-# tcp_nodelay: on
-# socket_buffers: send 3939840 receive 131072 (kernel defaults, autotuned)
-relayed upstream_to_downstream 683933848 0.501636 1363.406
-relayed downstream_to_upstream 192 0.501538 0.000
-# session: both ends closed
-"""
 
 
 def test_parse_genuine_relay_output():

@@ -10,7 +10,7 @@ from oddnode import testbed as tb
 from oddnode.app.check import CheckPlan, make_target, run_check
 from oddnode.core.model import Severity
 from oddnode.store import open_store
-from testbed_support import needs_root, running_testbed
+from support.testbed import clean, needs_root, running_testbed  # noqa: F401 (clean: a fixture)
 
 pytestmark = needs_root
 
@@ -18,14 +18,6 @@ pytestmark = needs_root
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
     yield from running_testbed(tmp_path_factory, 8)
-
-
-@pytest.fixture
-def clean(bed):
-    """Every test starts from, and leaves, a testbed without faults."""
-    tb.clear_faults(bed.state_dir)
-    yield bed
-    tb.clear_faults(bed.state_dir)
 
 
 def check(bed, tmp_path, timeout=30.0, nodes=None):

@@ -2,8 +2,8 @@
 
 import json
 
-from conftest import oddnode
-from testbed_support import needs_root
+from support.cli import oddnode
+from support.testbed import needs_root
 
 
 @needs_root

@@ -13,7 +13,7 @@ from oddnode import testbed as tb
 from oddnode.app.check import CheckPlan, make_target, run_check
 from oddnode.store import open_store
 from oddnode.core.topology import read_topology
-from testbed_support import needs_root, running_testbed
+from support.testbed import clean, needs_root, running_testbed  # noqa: F401 (clean: a fixture)
 
 pytestmark = needs_root
 
@@ -35,13 +35,6 @@ PLAN = CheckPlan(stages=("interconnect",), repetitions=3, skip=("bisection",), p
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
     yield from running_testbed(tmp_path_factory, 12, leaves=3, link_rate=LINK_RATE)
-
-
-@pytest.fixture
-def clean(bed):
-    tb.clear_faults(bed.state_dir)
-    yield bed
-    tb.clear_faults(bed.state_dir)
 
 
 def interconnect_warnings(bed, tmp_path) -> set[tuple[str, str]]:

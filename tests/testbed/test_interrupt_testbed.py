@@ -19,7 +19,7 @@ import pytest
 import oddnode as oddnode_package
 from oddnode.store import open_store
 from oddnode.testbed import _state, _system, slurm
-from testbed_support import needs_root, running_testbed
+from support.testbed import needs_root, running_testbed
 
 pytestmark = needs_root
 

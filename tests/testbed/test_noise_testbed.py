@@ -31,7 +31,7 @@ from oddnode.app.check import CheckPlan, make_target, run_check
 from oddnode.findings.noise import KIND
 from oddnode.measure.node.noise import capped_noise_options
 from oddnode.store import open_store
-from testbed_support import needs_root, running_testbed
+from support.testbed import clean, needs_root, running_testbed  # noqa: F401 (clean: a fixture)
 
 pytestmark = [needs_root]
 
@@ -49,13 +49,6 @@ PLAN = CheckPlan(stages=("noise",), repetitions=3, parameters={"noise": {
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
     yield from running_testbed(tmp_path_factory, NODES)
-
-
-@pytest.fixture
-def clean(bed):
-    tb.clear_faults(bed.state_dir)
-    yield bed
-    tb.clear_faults(bed.state_dir)
 
 
 def noise_stage(bed, tmp_path, name: str):

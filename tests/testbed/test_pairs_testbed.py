@@ -8,7 +8,7 @@ from oddnode import testbed as tb
 from oddnode.app.check import make_target
 from oddnode.measure.pair.pairs import PingPongOptions, run_pairs
 from oddnode.store import open_store
-from testbed_support import needs_root, running_testbed
+from support.testbed import clean, needs_root, running_testbed  # noqa: F401 (clean: a fixture)
 
 pytestmark = needs_root
 
@@ -18,13 +18,6 @@ OPTIONS = PingPongOptions(sizes=(0, 1, 1024, 65536, 1 << 20), seconds_per_size=0
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
     yield from running_testbed(tmp_path_factory, 4)
-
-
-@pytest.fixture
-def clean(bed):
-    tb.clear_faults(bed.state_dir)
-    yield bed
-    tb.clear_faults(bed.state_dir)
 
 
 def test_every_pair_of_each_pattern_measures_latency_and_bandwidth(clean, tmp_path):

@@ -47,7 +47,7 @@ from oddnode.reach.jobs import kernel_source
 from oddnode.measure.profile.demo_app import parse_demo_app_output
 from oddnode.readings.profile import OUTSIDE_RUN
 from oddnode.store import open_store
-from testbed_support import needs_root, running_testbed
+from support.testbed import needs_root, running_testbed
 
 pytestmark = [needs_root, pytest.mark.skipif(
     shutil.which("mpicc") is None or shutil.which("mpirun") is None,

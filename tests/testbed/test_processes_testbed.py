@@ -15,9 +15,9 @@ import json
 
 import pytest
 
-from conftest import oddnode
+from support.cli import oddnode
 from oddnode import testbed as tb
-from testbed_support import needs_root, running_testbed
+from support.testbed import clean, needs_root, running_testbed  # noqa: F401 (clean: a fixture)
 
 pytestmark = needs_root
 
@@ -29,13 +29,6 @@ DAEMON_COMMANDS = ("basename", "sed", "sh")
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
     yield from running_testbed(tmp_path_factory, 8)
-
-
-@pytest.fixture
-def clean(bed):
-    tb.clear_faults(bed.state_dir)
-    yield bed
-    tb.clear_faults(bed.state_dir)
 
 
 def processes(bed, tmp_path) -> dict:

@@ -21,7 +21,7 @@ from oddnode import testbed as tb
 from oddnode.app.check import CheckPlan, make_target, run_check
 from oddnode.store import open_store
 from oddnode.core.topology import read_topology
-from testbed_support import needs_root, running_testbed
+from support.testbed import clean, needs_root, running_testbed  # noqa: F401 (clean: a fixture)
 
 pytestmark = [needs_root, pytest.mark.skipif(
     shutil.which("mpicc") is None or shutil.which("mpirun") is None,
@@ -48,13 +48,6 @@ SCALE = CheckPlan(stages=("sets",), repetitions=3, skip=("sets",), add=("scale",
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
     yield from running_testbed(tmp_path_factory, 12, leaves=3, link_rate=LINK_RATE)
-
-
-@pytest.fixture
-def clean(bed):
-    tb.clear_faults(bed.state_dir)
-    yield bed
-    tb.clear_faults(bed.state_dir)
 
 
 def set_warnings(bed, tmp_path, plan: CheckPlan, name: str) -> set[tuple[str, str]]:

@@ -33,8 +33,8 @@ from oddnode.testbed import slurm
 from oddnode.testbed._system import alive
 from oddnode.testbed._state import read_state
 from oddnode.store import open_store
-from conftest import oddnode
-from testbed_support import needs_root, running_testbed
+from support.cli import oddnode
+from support.testbed import clean, needs_root, running_testbed  # noqa: F401 (clean: a fixture)
 
 pytestmark = [needs_root, pytest.mark.skipif(
     any(shutil.which(tool) is None for tool in slurm.TOOLS), reason="no Slurm (Debian: slurm-wlm, munge)")]
@@ -51,13 +51,6 @@ CHECK = ("check", "--continue", "--stages", "interconnect", "--skip", "bisection
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
     yield from running_testbed(tmp_path_factory, NODES, link_rate=LINK_RATE, slurm=True)
-
-
-@pytest.fixture
-def clean(bed):
-    tb.clear_faults(bed.state_dir)
-    yield bed
-    tb.clear_faults(bed.state_dir)
 
 
 def in_allocation(bed, tmp_path, *args, nodes: int = NODES) -> subprocess.CompletedProcess:

@@ -33,8 +33,8 @@ import shutil
 
 import pytest
 
-from conftest import oddnode
-from testbed_support import needs_root, running_testbed
+from support.cli import oddnode
+from support.testbed import needs_root, running_testbed
 
 pytestmark = [needs_root, pytest.mark.skipif(
     shutil.which("mpicc") is None or shutil.which("mpirun") is None,

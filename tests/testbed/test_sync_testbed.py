@@ -19,7 +19,7 @@ from oddnode.app.check import make_target
 from oddnode.store import open_store
 from oddnode.measure.set.sync import SyncOptions, run_sync
 from oddnode.readings.sync_series import EFFICIENCY, EXTRA_WAIT, TIME, WAIT, rank_series
-from testbed_support import needs_root, running_testbed
+from support.testbed import clean, needs_root, running_testbed  # noqa: F401 (clean: a fixture)
 
 pytestmark = needs_root
 
@@ -44,13 +44,6 @@ def needs(kernel: str) -> None:
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
     yield from running_testbed(tmp_path_factory, 8)
-
-
-@pytest.fixture
-def clean(bed):
-    tb.clear_faults(bed.state_dir)
-    yield bed
-    tb.clear_faults(bed.state_dir)
 
 
 def sync_run(bed, store, kernel: str) -> int:

@@ -22,7 +22,7 @@ import pytest
 from oddnode import testbed as tb
 from oddnode.testbed import cgroups, config
 from oddnode.testbed._system import alive, read_proc
-from testbed_support import needs_root, running_testbed
+from support.testbed import needs_root, running_testbed
 
 # -- without root ----------------------------------------------------------------
 

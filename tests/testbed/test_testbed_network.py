@@ -16,7 +16,7 @@ from oddnode.store import open_store
 from oddnode.testbed import config, network
 from oddnode.testbed.faults import _shaped_rate
 from oddnode.core.topology import read_topology
-from testbed_support import needs_root, running_testbed
+from support.testbed import clean, needs_root, running_testbed  # noqa: F401 (clean: a fixture)
 
 # -- without root -----------------------------------------------------------
 
@@ -82,13 +82,6 @@ OPTIONS = PingPongOptions(sizes=(0, MESSAGE), seconds_per_size=0.05)
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
     yield from running_testbed(tmp_path_factory, 6, leaves=2, link_rate=LINK_RATE)
-
-
-@pytest.fixture
-def clean(bed):
-    tb.clear_faults(bed.state_dir)
-    yield bed
-    tb.clear_faults(bed.state_dir)
 
 
 def _master(link: str) -> str:

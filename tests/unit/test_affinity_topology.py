@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES
+from support.cli import FIXTURES
 from oddnode.readings.affinity import node_affinity_from_json
 from oddnode.onnode.node_affinity import AFFINITY_VERSION
 from oddnode.onnode.cpu_topology import (

@@ -12,17 +12,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from conftest import invoke, write
+from support.cli import invoke, write
 from oddnode.stats.distribution import chi_squared_normal
-
-rng = np.random.default_rng(20)
-GPU = [f"gpu{i:03d}" for i in range(3, 39)]  # gpu[003-038], 36 nodes
-TRIAD = rng.normal(181_000.0, 900.0, len(GPU))
-# The application tracks memory bandwidth on gpu[004-038] (gpu003 has no run).
-LAMMPS = 0.002 * TRIAD[1:] + rng.normal(0.0, 0.4, len(GPU) - 1)
-NOISE = rng.normal(50.0, 5.0, len(GPU))
-RETRANSMITS = [0, 0, 1, 0, 2, 0, 0, 1, 0, 5]  # cn-a[11-20]
-CN = [f"cn-a{i}" for i in range(11, 21)]
+from support.stab import CN, GPU, LAMMPS, NOISE, RETRANSMITS, TRIAD, plot_file
 
 
 def strict(text: str):
@@ -31,10 +23,6 @@ def strict(text: str):
         raise ValueError(f"{name} in the JSON")
 
     return json.loads(text, parse_constant=refuse)
-
-
-def plot_file(path, labels, values):
-    return write(path, "".join(f"{float(value)!r} {label}\n" for label, value in zip(labels, values)))
 
 
 @pytest.fixture

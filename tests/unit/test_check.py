@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from conftest import write
+from support.cli import write
 from oddnode.app.check import make_target, read_hostfile, select_nodes
 from oddnode.core.nodes import NodeNameError
 from oddnode.reach import UnknownTransportError

@@ -10,11 +10,10 @@ import dataclasses
 import pytest
 
 from oddnode.app.check import CheckPlan, run_check
-from oddnode.store import open_store
 from oddnode.reach.base import Target
-from test_bisection import SwitchCluster
-from test_check_stages import ScriptedCluster
-from test_pairs_runner import PairCluster, job_args
+from support.clusters.bisection import BisectionCluster as SwitchCluster
+from support.clusters.check import ScriptedCluster
+from support.clusters.pairs import PairCluster, job_args
 
 # A pattern over 12 nodes has 6 pairs: enough to call one of them an outlier.
 TWELVE = [f"node{i:02d}" for i in range(1, 13)]
@@ -47,12 +46,6 @@ class FabricCluster:
 
 def check(store, cluster, plan=PLAN, **options):
     return run_check(store, Target(TWELVE, cluster), plan, keep_going=True, **options)
-
-
-@pytest.fixture
-def store(tmp_path):
-    with open_store(tmp_path / "check.duckdb") as store:
-        yield store
 
 
 def test_a_weak_node_is_named_from_its_slow_pairs_and_bisection_is_reported(store):
@@ -148,8 +141,8 @@ class Composite:
 
 
 def test_the_matrix_joins_a_check_and_names_the_bad_link(store):
-    from test_matrix import MatrixCluster
-    from test_pairs_runner import NODES, OPTIONS
+    from support.clusters.matrix import MatrixCluster
+    from support.clusters.pairs import NODES, OPTIONS
 
     plan = CheckPlan(stages=("interconnect",), skip=("pairs", "bisection"), add=("matrix",),
                      parameters={"matrix": dataclasses.asdict(OPTIONS)})
@@ -162,7 +155,7 @@ def test_the_matrix_joins_a_check_and_names_the_bad_link(store):
 
 
 def test_switchbench_s_three_join_a_check(store):
-    from test_switchbench_runner import ALLTOALL, CHAIN, NODES, STREAMS, SwitchCluster
+    from support.clusters.switchbench import ALLTOALL, CHAIN, NODES, STREAMS, SwitchCluster
 
     plain = {"chain": CHAIN, "streams": STREAMS, "alltoall": ALLTOALL}
     plan = CheckPlan(stages=("interconnect",), repetitions=2, skip=("pairs", "bisection"), add=tuple(plain),

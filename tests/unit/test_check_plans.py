@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from conftest import write
+from support.cli import write
 from oddnode.measure.plan import (
     CheckPlan,
     PlanError,

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import invoke, oddnode, write
+from support.cli import invoke, oddnode, write
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +121,8 @@ def test_testbed_without_root_says_so_in_one_line(monkeypatch, tmp_path):
 
 
 def test_matrix_command_names_the_bad_link_and_stores_the_topology(scripted, tmp_path):
-    from test_matrix import MatrixCluster
-    from test_pairs_runner import NODES
+    from support.clusters.matrix import MatrixCluster
+    from support.clusters.pairs import NODES
 
     from oddnode.store import open_store
 
@@ -143,8 +143,8 @@ def test_matrix_command_names_the_bad_link_and_stores_the_topology(scripted, tmp
 
 
 def test_bisection_command_prints_demonstrated_and_full(scripted, tmp_path):
-    from test_bisection import SwitchCluster
-    from test_pairs_runner import NODES
+    from support.clusters.bisection import BisectionCluster as SwitchCluster
+    from support.clusters.pairs import NODES
 
     scripted(SwitchCluster(link=1000.0, capacity=2000.0), NODES)
     result = invoke("bisection", "-r", 1, "--message-size", 65536, "--seconds", 0.3, "--db", tmp_path / "b.duckdb")
@@ -154,7 +154,7 @@ def test_bisection_command_prints_demonstrated_and_full(scripted, tmp_path):
 
 
 def test_pairs_command_prints_the_pattern_table(scripted, tmp_path):
-    from test_pairs_runner import OPTIONS, TWELVE, PairCluster
+    from support.clusters.pairs import OPTIONS, PairCluster, TWELVE
 
     scripted(PairCluster(weak="node03"), TWELVE)
     result = invoke("pairs", "--patterns", "sort,cut,fold", "-r", 1, "--sizes", ",".join(map(str, OPTIONS.sizes)),
@@ -164,8 +164,8 @@ def test_pairs_command_prints_the_pattern_table(scripted, tmp_path):
 
 
 def test_a_bad_topology_file_is_one_line_naming_it_and_nothing_runs(scripted, tmp_path):
-    from test_matrix import MatrixCluster
-    from test_pairs_runner import NODES
+    from support.clusters.matrix import MatrixCluster
+    from support.clusters.pairs import NODES
 
     cluster = scripted(MatrixCluster(), NODES)
     topology = tmp_path / "topology"

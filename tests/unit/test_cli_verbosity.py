@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from conftest import invoke, write
+from support.cli import invoke, write
 from oddnode.app.cli import common
 from oddnode.measure.runner import RunSummary
 
@@ -52,7 +52,7 @@ def test_quiet_and_verbose_together_is_an_error(store):
 
 
 def run_pairs(level, tmp_path, down=()):
-    from test_pairs_runner import TWELVE, PairCluster
+    from support.clusters.pairs import PairCluster, TWELVE
 
     return [*level, "pairs", "--patterns", "sort,cut", "-r", 1, "--sizes", "0,1,64,4096,65536",
             "--db", tmp_path / "p.duckdb"], PairCluster(weak="node03", down=down), TWELVE

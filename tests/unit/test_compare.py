@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from conftest import invoke, oddnode
-from foreign import write_foreign_cluster
+from support.cli import invoke, oddnode
+from support.foreign import write_foreign_cluster
 from oddnode.judge.compare import (
     DEFAULT_ALPHA,
     Comparison,
@@ -34,30 +34,8 @@ from oddnode.core.model import Direction, LabelKind
 from oddnode.core.nodes import expand
 from oddnode.report.compare import comparison_view, write_plots
 from oddnode.store import ResultBatch, open_store
-from set_data import Fabric, write_sets
-
-NODES = [f"cn-a{i:02d}" for i in range(1, 9)]  # foreign-looking names: cn-a01 ... cn-a08
-
-
-def write_run(store, nodes, *, repetitions=5, seed=0, factor=None, benchmark="stream.triad",
-              metric="bandwidth", unit="MB/s", direction=Direction.HIGHER, level=1000.0, noise=0.01,
-              command="oddnode check [memory]", source=None, kind=LabelKind.NODE, failing=()):
-    """One run of one series: every node ``repetitions`` times, each node at
-    its own level (a node effect that stays between runs), lognormal noise;
-    ``factor(node)`` scales a node's values (the change planted); nodes in
-    ``failing`` fail every repetition."""
-    rng = np.random.default_rng(seed)
-    batch = ResultBatch()
-    for index, node in enumerate(nodes):
-        own = level * (1 + 0.03 * math.sin(index + 1))
-        for repetition in range(1, repetitions + 1):
-            value = own * (factor(node) if factor else 1.0) * math.exp(noise * rng.standard_normal())
-            batch.add(benchmark, node, None if node in failing else value, metric=metric, unit=unit,
-                      direction=direction, label_kind=kind, repetition=repetition, valid=node not in failing)
-    with store.transaction():
-        run_id = store.new_run(command, source=source, nodes=list(nodes))
-        store.add_results(run_id, batch)
-    return run_id
+from support.set_data import Fabric, write_sets
+from support.runs import NODES, write_run
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import write
+from support.cli import write
 from oddnode.core import config
 from oddnode.core.config import ConfigError, load_settings, parse_config
 from oddnode.reach.ssh import ClushSettings, SshTransport, read_clush_conf

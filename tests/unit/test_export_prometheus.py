@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import invoke
+from support.cli import invoke
 from oddnode.judge.analysis import analyze
 from oddnode.core.atomic import OutputUnwritable
 from oddnode.report.prometheus import escape_label_value, prometheus_text, write_textfile

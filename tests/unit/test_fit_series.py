@@ -4,7 +4,6 @@ polyfit on points read from the files by the test itself."""
 
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +14,8 @@ from oddnode.readings.fit import MAX_RELATIVE_ERROR, fit_sized_times, fit_table,
 from oddnode.store.tool_import import import_tool_outputs
 from oddnode.core.model import Direction, LabelKind
 from oddnode.store import ResultBatch, open_store
+from support.cli import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 IMB_PINGPONG = FIXTURES / "imb" / "IMB-MPI1_PingPong.out"
 OSU_LATENCY = FIXTURES / "osu" / "osu_latency.out"
 OSU_BW = FIXTURES / "osu" / "osu_bw.out"

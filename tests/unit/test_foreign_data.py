@@ -3,7 +3,7 @@ spellings, units and node naming, with and without planted faults."""
 
 import pytest
 
-from foreign import FAULTS, SCHEMES, write_foreign_cluster
+from support.foreign import FAULTS, SCHEMES, write_foreign_cluster
 from oddnode.judge.analysis import analyze
 from oddnode.store.stab import import_stab
 from oddnode.core.model import Severity

@@ -32,8 +32,8 @@ from oddnode.parsers.itc import parse_itc, read_itc
 from oddnode.readings.profile import Profile, to_json
 from oddnode.parsers.mpip import parse_mpip, read_mpip
 from oddnode.store import open_store
+from support.cli import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TOOLS = ("stream", "imb", "osu", "npb", "hpcc", "fio", "iperf3", "netpipe")
 JSON_TOOLS = ("fio", "iperf3")
 # The longest error message accepted: a file name and a quote of at most 200 characters, with words around them.
@@ -533,7 +533,7 @@ def test_stab_refuses_a_fifo_given_as_a_plot_file(store, tmp_path):
      "1 GLOBALOP MPI_Bcast ON 0:1 SENT 1e999 RECVD 4 DURATION 5\n"),
 ])
 def test_the_command_line_says_one_line_and_exits_2(tmp_path, command, name, text):
-    from conftest import invoke
+    from support.cli import invoke
 
     path = tmp_path / name
     path.write_text(text)

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import invoke
+from support.cli import invoke
 from oddnode.judge.analysis import NO_DATA, analyze
 from oddnode.core.model import Dataset
 from oddnode.report.junit import structure_problems

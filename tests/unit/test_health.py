@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import invoke
+from support.cli import invoke
 from oddnode.app.health import checks
 from oddnode.app.health.baseline import BaselineError, MemoryBaseline, baseline_from_store, baseline_text, read_baseline
 from oddnode.app.health.slurm import (
@@ -27,8 +27,9 @@ from oddnode.app.health.slurm import (
     plan_actions,
 )
 from oddnode.findings.expectations import parse_expectations
+from support.cli import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "slurm"
+FIXTURES = ALL_FIXTURES / "slurm"
 
 
 # -- scontrol's output ------------------------------------------------------------

@@ -23,7 +23,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from conftest import FIXTURES, oddnode, write
+from support.cli import FIXTURES, oddnode, write
 from oddnode.core.nodes import MAX_NODES, NodeNameError, expand, expand_command_line, fold, node_count
 
 LABELS = [

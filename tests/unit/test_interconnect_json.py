@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from conftest import invoke
+from support.cli import invoke
 from oddnode.judge.analysis import analyze
 from oddnode.core.nodes import expand
 from oddnode.store import open_store
@@ -38,7 +38,7 @@ def best(db, benchmark: str, metric: str) -> dict[str, float]:
 
 
 def test_pairs_json_has_each_patterns_runs_every_pairs_latency_and_bandwidth_and_the_weak_node(scripted, tmp_path):
-    from test_pairs_runner import PairCluster
+    from support.clusters.pairs import PairCluster
 
     scripted(PairCluster(weak="gpu005"), GPUS)
     db = tmp_path / "p.duckdb"
@@ -79,7 +79,7 @@ def test_pairs_json_has_each_patterns_runs_every_pairs_latency_and_bandwidth_and
 
 
 def test_pairs_without_json_prints_no_document(scripted, tmp_path):
-    from test_pairs_runner import PairCluster
+    from support.clusters.pairs import PairCluster
 
     scripted(PairCluster(), GPUS[:4])
     result = invoke("pairs", "--patterns", "sort", "-r", 1, *SIZE_OPTION, "--db", tmp_path / "p.duckdb")
@@ -89,7 +89,7 @@ def test_pairs_without_json_prints_no_document(scripted, tmp_path):
 
 
 def test_bisection_json_has_the_figures_and_each_cut_pair(scripted, tmp_path):
-    from test_bisection import SwitchCluster
+    from support.clusters.bisection import BisectionCluster as SwitchCluster
 
     scripted(SwitchCluster(link=1000.0, capacity=2000.0), CN)
     result = invoke("bisection", "-r", 2, "--message-size", 65536, "--seconds", 0.3, "--json",
@@ -112,7 +112,7 @@ def test_bisection_json_has_the_figures_and_each_cut_pair(scripted, tmp_path):
 
 
 def test_bisection_json_says_null_when_no_repetition_streamed_every_pair(scripted, tmp_path):
-    from test_bisection import SwitchCluster
+    from support.clusters.bisection import BisectionCluster as SwitchCluster
 
     scripted(SwitchCluster(down={"cn-a16"}), CN[:7])
     document = parsed(invoke("bisection", "-r", 1, "--message-size", 65536, "--seconds", 0.3, "--json",
@@ -124,7 +124,7 @@ def test_bisection_json_says_null_when_no_repetition_streamed_every_pair(scripte
 
 
 def test_matrix_json_has_the_matrix_in_node_order_the_verdicts_and_the_slow_link(scripted, tmp_path):
-    from test_matrix import MatrixCluster
+    from support.clusters.matrix import MatrixCluster
 
     scripted(MatrixCluster(bad=[("cn-a12", "cn-a15")]), CN)
     topology = tmp_path / "topology"
@@ -158,7 +158,7 @@ def test_matrix_json_has_the_matrix_in_node_order_the_verdicts_and_the_slow_link
 
 
 def test_chain_json_has_every_length_and_where_the_switch_stops_scaling(scripted, tmp_path):
-    from test_switchbench_runner import PORT, SwitchCluster
+    from support.clusters.switchbench import PORT, SwitchCluster
 
     scripted(SwitchCluster(), GPUS[:8])
     result = invoke("switchbench", "chain", "-r", 2, "--message-size", 65536, "--seconds", 0.3, "--port", PORT,
@@ -182,7 +182,7 @@ def test_chain_json_has_every_length_and_where_the_switch_stops_scaling(scripted
 
 
 def test_stream_json_has_each_patterns_pairs_slowest_first_and_the_weak_node(scripted, tmp_path):
-    from test_switchbench_runner import PORT, SwitchCluster
+    from support.clusters.switchbench import PORT, SwitchCluster
 
     scripted(SwitchCluster(weak="gpu007"), GPUS)
     result = invoke("switchbench", "stream", "--patterns", "sort,cut,fold", "-r", 1, "--message-size", 65536,
@@ -207,7 +207,7 @@ def test_stream_json_has_each_patterns_pairs_slowest_first_and_the_weak_node(scr
 
 
 def test_alltoall_json_has_the_phases_and_the_slowest_receiver(scripted, tmp_path):
-    from test_switchbench_runner import PORT, SwitchCluster
+    from support.clusters.switchbench import PORT, SwitchCluster
 
     scripted(SwitchCluster(slow="gpu005"), GPUS[:4])
     result = invoke("switchbench", "alltoall", "-r", 2, "--message-size", 100000, "--port", PORT, "--seed", 5,
@@ -230,7 +230,7 @@ def test_alltoall_json_has_the_phases_and_the_slowest_receiver(scripted, tmp_pat
 
 
 def test_alltoall_json_without_a_valid_repetition_charges_the_node(scripted, tmp_path):
-    from test_switchbench_runner import PORT, SwitchCluster
+    from support.clusters.switchbench import PORT, SwitchCluster
 
     scripted(SwitchCluster(down={"gpu004"}), GPUS[:4])
     result = invoke("switchbench", "alltoall", "-r", 1, "--message-size", 100000, "--port", PORT, "--json",

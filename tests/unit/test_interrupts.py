@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from oddnode.app.check import resumable_check, run_check
 from oddnode.store import open_store
 from oddnode.reach.base import NodeStatus, Target, Terminated, interrupt_status
-from test_check_stages import NODES, ScriptedCluster, kernel_stdout, plan
+from support.clusters.check import NODES, ScriptedCluster, kernel_stdout, plan
 
 # Seconds a process may take to go once oddnode was told to stop: the local
 # grace (1 s) and a margin for a loaded machine.

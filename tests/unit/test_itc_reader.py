@@ -1,14 +1,14 @@
 """The reader of Intel Trace Collector ASCII dumps (xstftool --dump)."""
 
-from pathlib import Path
 
 import pytest
 
 from oddnode.parsers.base import ParseError
 from oddnode.parsers.itc import parse_itc, read_itc
 from oddnode.readings.profile import ZERO_BUCKET, communication_share, compute_times, histogram, imbalance, time_by_call
+from support.cli import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "itc"
+FIXTURES = ALL_FIXTURES / "itc"
 DUMP = FIXTURES / "alltoall_np2.dump"
 SEED = FIXTURES / "seed_bcast.dump"
 US = 1e6  # the fixtures' clock: one tick is a microsecond

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import typer
 
-from conftest import FIXTURES, invoke, write
+from support.cli import FIXTURES, invoke, write
 from oddnode.core.nodes import expand
 from oddnode.report.schema import DOCUMENTS, DocumentInvalid, commands_of, load_schema, validate
+from support.cli import REPOSITORY
 
 pytest.importorskip("jsonschema")
 
@@ -40,7 +41,7 @@ def document_of(result, statuses=(0, 1)):
 def stab_store(tmp_path, with_zero=False):
     """A store imported from STAB plot files: three benchmarks on gpu[003-038] and, ``with_zero``,
     retransmits on cn-a[11-20]."""
-    from test_analysis_json import CN as CN_STAB, GPU, LAMMPS, NOISE, RETRANSMITS, TRIAD, plot_file
+    from support.stab import CN as CN_STAB, GPU, LAMMPS, NOISE, RETRANSMITS, TRIAD, plot_file
 
     results = tmp_path / "results"
     plot_file(results / "plot.stream.triad", GPU, TRIAD)
@@ -75,7 +76,7 @@ def analysis_documents(tmp_path, monkeypatch, **_):
     from oddnode.app.cli import check as check_cli
     from oddnode.app.synth import generate
     from oddnode.reach.base import Target
-    from test_check_stages import ScriptedCluster
+    from support.clusters.check import ScriptedCluster
 
     generate(tmp_path / "cluster", nodes=40)
     yield "analysis", document_of(invoke("analyze", tmp_path / "cluster", "--json", "--db", tmp_path / "a.duckdb"))
@@ -102,7 +103,7 @@ def fit_documents(tmp_path, **_):
 
 def compare_documents(tmp_path, **_):
     from oddnode.store import open_store
-    from test_compare import NODES, write_run
+    from support.runs import NODES, write_run
 
     db = tmp_path / "compare.duckdb"
     with open_store(db) as store:
@@ -113,10 +114,10 @@ def compare_documents(tmp_path, **_):
 
 
 def interconnect_documents(tmp_path, scripted, **_):
-    from test_bisection import SwitchCluster as BisectionCluster
-    from test_matrix import MatrixCluster
-    from test_pairs_runner import PairCluster
-    from test_switchbench_runner import PORT, SwitchCluster
+    from support.clusters.bisection import BisectionCluster
+    from support.clusters.matrix import MatrixCluster
+    from support.clusters.pairs import PairCluster
+    from support.clusters.switchbench import PORT, SwitchCluster
 
     scripted(PairCluster(weak="gpu005"), GPUS)
     yield "pairs", document_of(invoke("pairs", "--patterns", "sort,cut", "-r", 2, *SIZE_OPTION, "--json",
@@ -145,7 +146,7 @@ def interconnect_documents(tmp_path, scripted, **_):
 
 
 def set_documents(tmp_path, scripted, **_):
-    from test_sets_runner import SIZES, TWELVE, SetCluster
+    from support.clusters.sets import SIZES, SetCluster, TWELVE
 
     scripted(SetCluster(weak={"node03"}), TWELVE)
     common = ["-r", "2", "--sizes", ",".join(map(str, SIZES)), "--seconds-per-size", "0.05"]
@@ -154,7 +155,7 @@ def set_documents(tmp_path, scripted, **_):
 
 
 def sync_documents(tmp_path, scripted, **_):
-    from test_sync_runner import ITERATIONS, NODES, SyncCluster
+    from support.clusters.sync import ITERATIONS, NODES, ScriptedSyncCluster as SyncCluster
 
     scripted(SyncCluster(slow={"cn-a03"}, without_mpi={"cn-a01"}), NODES)
     yield "sync", document_of(invoke("sync", "--db", tmp_path / "s.duckdb", "--iterations", ITERATIONS,
@@ -162,7 +163,7 @@ def sync_documents(tmp_path, scripted, **_):
 
 
 def sweep_documents(tmp_path, scripted, **_):
-    from test_sweep_runner import FIXED, NODES, TunableCluster
+    from support.clusters.sweep import FIXED, NODES, TunableCluster
 
     scripted(TunableCluster(), NODES)
     db = tmp_path / "sweep.duckdb"
@@ -175,7 +176,7 @@ def sweep_documents(tmp_path, scripted, **_):
 def node_documents(tmp_path, monkeypatch, **_):
     from oddnode.app.cli import nodes as nodes_cli
     from oddnode.reach.base import Target
-    from test_nodes_json import NODES, ProbeCluster
+    from support.clusters.probe import NODES, ProbeCluster
 
     cluster = ProbeCluster(facts={"cn-a19": {"bios_version": "2.5.0"}}, down=["cn-b01"], broken=["cn-a21"],
                            notes={"cn-a17": ["dmidecode: not permitted"]})
@@ -202,8 +203,8 @@ def health_documents(tmp_path, monkeypatch, **_):
 def process_documents(tmp_path, monkeypatch, **_):
     from oddnode.app.cli import processes as processes_cli
     from oddnode.reach.base import Target
-    from test_pacct_collector import ScriptedCluster
-    from test_process_asymmetry_cli import NODES, background
+    from support.clusters.accounting import AccountingCluster as ScriptedCluster
+    from support.clusters.accounting import NODES, background
 
     answers = {node: background() for node in NODES}
     answers["cn-b02"] = background({"basename": (3000, 12), "sed": (3000, 12), "sh": (3004, 12)})
@@ -228,9 +229,9 @@ def builder_documents(tmp_path, **_):
     from oddnode.report.affinity import affinity_json
     from oddnode.report.numa import numa_json
     from oddnode.report.placement import model_document
-    from numa_data import load, store_cluster
-    from test_affinity_findings import bound_ranks, report, reports
-    from test_placement_cli import a_model_run
+    from support.numa_data import load, store_cluster
+    from support.affinity import bound_ranks, report, reports
+    from support.placement import a_model_run
 
     data = reports({node: report(bound_ranks([0, 0, 5])) for node in expand("cn-a[01-04]")})
     yield "affinity", strict(json.dumps(affinity_json(data, {"cn-b01": "unreachable"}, [])))
@@ -462,7 +463,7 @@ def test_the_command_refuses_an_unknown_document():
 
 
 def test_the_formats_doc_names_every_document_and_the_schema_version():
-    text = (Path(__file__).parents[2] / "docs" / "formats.md").read_text(encoding="utf-8")
+    text = (REPOSITORY / "docs" / "formats.md").read_text(encoding="utf-8")
     section = text.split("## JSON schema\n", 1)[1].split("\n## ", 1)[0]
     assert f"`x-schema-version` ({load_schema()['x-schema-version']})" in section
     assert [name for name in DOCUMENTS if f"`{name}`" not in section] == []

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from conftest import invoke
+from support.cli import invoke
 from oddnode.judge.analysis import Analysis
 from oddnode.app.check import CheckResult, StageResult
 from oddnode.findings.registry import RULES
@@ -143,7 +143,7 @@ def test_an_analysis_has_a_testcase_per_rule_passing_when_it_found_nothing():
 def test_check_writes_junit_from_the_command_line(tmp_path, monkeypatch):
     from oddnode.app.cli import check as check_cli
     from oddnode.reach.base import Target
-    from test_check_stages import ScriptedCluster
+    from support.clusters.check import ScriptedCluster
 
     nodes = ["cn-a17", *(f"gpu{i:03d}" for i in range(3, 10))]
     monkeypatch.setattr(check_cli, "selected_target",

@@ -79,7 +79,7 @@ def test_the_page_module_wants_one_output_path():
 
 def test_the_shipped_page_is_the_one_the_help_writes(page):
     """docs/oddnode.1 is regenerated (make man) whenever a command or option changes."""
-    from conftest import FIXTURES
+    from support.cli import FIXTURES
 
     shipped = FIXTURES.parents[1] / "docs" / "oddnode.1"
     assert shipped.read_text(encoding="utf-8") == page.read_text(encoding="utf-8"), "run make man"

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from conftest import invoke
+from support.cli import invoke
 from oddnode.core.model import Direction, LabelKind
 from oddnode.readings.profile import Profile
 from oddnode.report.terminal import common_table, fit_columns, fixed_table
@@ -184,7 +184,7 @@ def test_stats_fits_a_long_odd_name_to_80_columns(tmp_path, monkeypatch):
 
 
 def test_a_sweep_setting_with_markup_prints_as_it_is(tmp_path, scripted):
-    from test_sweep_runner import FIXED, NODES as SWEEP_NODES, TunableCluster
+    from support.clusters.sweep import FIXED, NODES as SWEEP_NODES, TunableCluster
 
     scripted(TunableCluster(), SWEEP_NODES)
     db = tmp_path / "sweep.duckdb"

@@ -4,7 +4,6 @@ verdict, and clear errors naming the line."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +17,9 @@ from oddnode.measure.profile.demo_app import (
 )
 from oddnode.parsers import get_parser
 from oddnode.parsers.base import ParseError
+from support.cli import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "mpi_demo_app"
+FIXTURES = ALL_FIXTURES / "mpi_demo_app"
 
 
 def fixture(name: str) -> str:

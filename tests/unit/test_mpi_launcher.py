@@ -27,8 +27,8 @@ from oddnode.measure.set.runner import SetsOptions, run_sets
 from oddnode.store import open_store
 from oddnode.reach.base import NodeResult, NodeStatus, Target, TransportError
 
-from test_runner import runner_report
-from test_sets_runner import SIZES, SetCluster, job_spec, set_output
+from support.outputs import runner_report
+from support.clusters.sets import SIZES, SetCluster, job_spec, set_output
 
 # `srun --mpi=list` of Debian's Slurm 22.05 (slurm-wlm 22.05.8), as printed.
 SRUN_22_05 = """\

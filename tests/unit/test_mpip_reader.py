@@ -1,14 +1,14 @@
 """The mpiP report reader, on reports written in mpiP's documented layout."""
 
-from pathlib import Path
 
 import pytest
 
 from oddnode.parsers.base import ParseError
 from oddnode.readings.profile import communication_share, histogram, imbalance, time_by_call
 from oddnode.parsers.mpip import parse_mpip, read_mpip
+from support.cli import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mpip"
+FIXTURES = ALL_FIXTURES / "mpip"
 RING = FIXTURES / "ring_np2.mpiP"
 HALO = FIXTURES / "halo_alltoall_np4.mpiP"
 

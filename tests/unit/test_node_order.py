@@ -3,7 +3,7 @@ and followed by the pair patterns (STAB's sort, cut and fold)."""
 
 import pytest
 
-from conftest import write
+from support.cli import write
 from oddnode.app.check import read_hostfile, select_nodes
 from oddnode.readings.patterns import pattern_pairs
 from oddnode.core.nodes import NodeNameError, expand

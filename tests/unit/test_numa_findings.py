@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from numa_data import load, parameters_of, store_cluster
+from support.numa_data import load, parameters_of, store_cluster
 from oddnode.findings import find_all
 from oddnode.findings.numa import RATIO, SLOW, attribute, numa_matrices, ratio_series
 from oddnode.readings.numa_series import BANDWIDTH, LATENCY, PINGPONG, TRIAD

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from numa_data import cluster_results
+from support.numa_data import cluster_results
 from oddnode.reach.jobs import decode_job
 from oddnode.findings import find_all
 from oddnode.findings.numa import RATIO, SLOW, measure_words, numa_matrices
@@ -36,8 +36,9 @@ from oddnode.parsers.base import ParseError
 from oddnode.report.numa import node_table_view, numa_json
 from oddnode.store import open_store
 from oddnode.reach.ssh import MAX_REMOTE_COMMAND, remote_command
+from support.cli import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "numa"
+FIXTURES = ALL_FIXTURES / "numa"
 PINNED = (FIXTURES / "mpi_pingpong_pinned.txt").read_text()
 # The stderr of mpirun and the kernel when rank 1 was asked for CPU 7 on this
 # two-CPU machine (exit status 4), as the node runner reported it.

@@ -8,7 +8,6 @@ cell parsers' cross-check of what was bound."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -29,8 +28,9 @@ from oddnode.measure.node.numa import (
 from oddnode.readings.numa_series import PINGPONG, TRIAD, cell_series, is_numa_series, split_cell_series
 from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError, get_parser
+from support.cli import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "numa"
+FIXTURES = ALL_FIXTURES / "numa"
 
 
 def fixture(name: str) -> str:

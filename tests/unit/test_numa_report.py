@@ -8,7 +8,7 @@ import json
 
 from rich.console import Console
 
-from numa_data import load, store_cluster
+from support.numa_data import load, store_cluster
 from oddnode.judge.analysis import analyze
 from oddnode.app.cli import numa as numa_cli
 from oddnode.findings import find_all

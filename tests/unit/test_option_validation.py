@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import invoke, write
+from support.cli import invoke, write
 from oddnode.core import config
 from oddnode.core.config import ConfigError, load_settings, parse_config
 from oddnode.measure.plan import PlanError, make_plan, parse_settings, read_plan_file

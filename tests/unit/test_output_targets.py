@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import invoke
+from support.cli import invoke
 from oddnode.core.atomic import (
     OutputRefused,
     OutputUnwritable,
@@ -27,8 +27,8 @@ from oddnode.core.atomic import (
 )
 from oddnode.report.compare import write_plots
 from oddnode.report.sweep import write_sweep_plots
+from support.cli import FIXTURES
 
-FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 
 # The character devices the tests write to: Linux's null (takes anything)

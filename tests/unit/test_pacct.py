@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import gzip
 import re
-import struct
 from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES
+from support.cli import FIXTURES
 from oddnode.onnode.pacct import (
     AFORK,
     AHZ,
@@ -26,22 +25,10 @@ from oddnode.onnode.pacct import (
     tally,
     unpack_record,
 )
+from support.outputs import OFFSETS, pack
 
 HEADER = Path("/usr/include/linux/acct.h")
-# The field names of struct acct_v3, in order, and their offsets as we read them.
-OFFSETS = {"ac_flag": 0, "ac_version": 1, "ac_tty": 2, "ac_exitcode": 4, "ac_uid": 8, "ac_gid": 12, "ac_pid": 16,
-           "ac_ppid": 20, "ac_btime": 24, "ac_etime": 28, "ac_utime": 32, "ac_stime": 34, "ac_mem": 36, "ac_io": 38,
-           "ac_rw": 40, "ac_minflt": 42, "ac_majflt": 44, "ac_swaps": 46, "ac_comm": 48}
 _SIZES = {"char": 1, "__u8": 1, "__u16": 2, "comp_t": 2, "__u32": 4, "float": 4}
-
-
-def pack(*, flag=0, version=3, tty=0, exitcode=0, uid=0, gid=0, pid=100, ppid=1, btime=1_700_000_000, etime=0.0,
-         utime=0, stime=0, mem=0, minflt=0, majflt=0, comm=b"true", big=False) -> bytes:
-    """One v3 record as the kernel writes it; times are raw (AHZ ticks, comp_t)."""
-    layout = ">BB" if big else "<BB"
-    version_byte = version | (0x80 if big else 0)
-    return struct.pack(layout + "HIIIIIIf8H16s", flag, version_byte, tty, exitcode, uid, gid, pid, ppid, btime,
-                       etime, utime, stime, mem, 0, 0, minflt, majflt, 0, comm)
 
 
 def test_the_layout_is_the_kernel_headers_struct_acct_v3():

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES
+from support.cli import FIXTURES
 from oddnode.onnode import accounting_collector as node_collector, proc_sampler
 from oddnode.measure.collect.accounting import (
     AccountingOutputError,
@@ -26,7 +26,8 @@ from oddnode.onnode.accounting_collector import ENCLOSING, OURS, ABSENT, find_ma
 from oddnode.onnode.proc_sampler import PF_KTHREAD, ProcSampler, tally_seen
 from oddnode.core.model import CommandCount, NodeProcesses
 from oddnode.reach.base import NodeResult, NodeStatus, Target
-from test_pacct import pack
+from support.outputs import pack
+from support.clusters.accounting import AccountingCluster as ScriptedCluster, answer
 
 
 # ---------------------------------------------------------------- the marker
@@ -201,13 +202,6 @@ def test_seconds_are_checked_before_anything_runs():
 # ---------------------------------------------------------------- the admin's side
 
 
-def answer(commands, method="acct", seconds=60.0, notes=()):
-    return json.dumps({"collector_version": 1, "hostname": "x", "method": method, "source": "acct(2)",
-                       "start": 1.7e9, "seconds": seconds, "notes": list(notes), "missed_short_lived": False,
-                       "commands": {name: {"executions": e, "cpu_seconds": 0.5, "elapsed_seconds": 1.0,
-                                           "bursts": a} for name, (e, a) in commands.items()}})
-
-
 @pytest.mark.parametrize("stdout, problem", [
     ("", "not JSON"),
     ("Welcome to cn-a17\n{\"collector_version\": 1", "not valid JSON"),
@@ -226,24 +220,6 @@ def test_bad_answers_name_the_node_and_what_is_wrong(stdout, problem):
 def test_a_login_banner_before_the_answer_is_ignored():
     report = parse_collector_output("r01n01", "Last login: yesterday\n" + answer({"sed": (4, 2)}))
     assert report.commands == {"sed": CommandCount(4, 0.5, 1.0, 2)}
-
-
-class ScriptedCluster:
-    """Answers the collector's argv per node as scripted."""
-
-    name = "scripted"
-
-    def __init__(self, answers):
-        self.answers = answers
-        self.argv = None
-
-    def run(self, nodes, argv, *, timeout):
-        self.argv, self.timeout = list(argv), timeout
-        return {node: self.answers[node] if isinstance(self.answers[node], NodeResult)
-                else NodeResult(node, NodeStatus.OK, self.answers[node], "", 0, 1.0) for node in nodes}
-
-    def run_each(self, commands, *, timeout):
-        raise AssertionError("the collector runs one argv everywhere")
 
 
 def test_every_node_at_once_one_bad_node_costs_only_itself(store):

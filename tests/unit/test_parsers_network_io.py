@@ -8,7 +8,7 @@ import pytest
 
 from oddnode.core.model import Direction
 from oddnode.parsers import ParsedOutput, ParseError, get_parser, parsers
-from conftest import FIXTURES
+from support.cli import FIXTURES
 
 TOOLS = ("imb", "osu", "fio", "iperf3", "netpipe")
 

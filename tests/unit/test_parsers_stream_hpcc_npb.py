@@ -10,7 +10,7 @@ import pytest
 from oddnode.core.model import Direction
 from oddnode.parsers import ParseError, get_parser, parsers
 from oddnode.core.units import canonical_unit
-from conftest import FIXTURES
+from support.cli import FIXTURES
 
 
 

@@ -9,12 +9,11 @@ import io
 import pytest
 from rich.console import Console
 
-from conftest import invoke
-from oddnode.readings.placement import Point, select
-from oddnode.readings.placement import Candidate, ModelRun
+from support.cli import invoke
 from oddnode.report.placement import model_document, model_figure, model_view
 from oddnode.store import open_store
-from test_placement_model import profile_of
+from support.placement import profile_of
+from support.placement import a_model_run
 
 
 def test_model_refuses_a_store_without_profiles_an_unknown_one_and_unknown_placements(tmp_path):
@@ -39,21 +38,6 @@ def test_check_refuses_packed_sets_without_a_topology_before_any_stage(tmp_path)
                     "cn-a[17-20]", "--db", tmp_path / "store.duckdb")
     assert result.exit_code == 2 and "sets: packed needs a topology" in result.text
     assert "diagnostics" not in result.text
-
-
-def a_model_run():
-    """A model of 4 ranks (Alltoall 32 KiB, Sendrecv 1 KiB) measured on two placements: (selection, model)."""
-    profile = profile_of({("MPI_Alltoall", 15): (100, 6.0, 100 * 32768), ("MPI_Sendrecv", 10): (400, 1.0, 409600)},
-                         hosts=["r12-n001", "r12-n017", "r13-n001", "r12-n002"])
-    selection = select(profile, coverage=1.0)
-    packed = Candidate("packed", ("r12-n001", "r12-n002", "r12-n003", "r12-n004"), ("r12-sw1",))
-    striped = Candidate("striped", ("r12-n001", "r12-n017", "r13-n001", "r12-n002"),
-                        ("r12-sw1", "r12-sw2", "r13-sw1"), ("given",))
-    fast = {Point("alltoall", 32768): 0.004, Point("sendrecv", 1024): 0.0002}
-    slow = {Point("alltoall", 32768): 0.013, Point("sendrecv", 1024): 0.0003}
-    model = ModelRun(3, [packed, striped], measured={"packed": {1: fast, 2: fast}, "striped": {1: slow, 2: slow}})
-    model.predictions = {"packed": {1: 0.48, 2: 0.48}, "striped": {1: 1.42, 2: 1.42}}
-    return selection, model
 
 
 @pytest.fixture

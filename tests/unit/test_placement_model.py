@@ -10,7 +10,7 @@ import pytest
 from oddnode.findings import Sensitivity, find_all
 from oddnode.findings.placement import PLACEMENT_ALPHA, placement_sensitive
 from oddnode.core.model import Dataset, Direction, SetRuns, Severity
-from oddnode.readings.profile import ZERO_BUCKET, CallStats, Profile, size_bucket
+from oddnode.readings.profile import ZERO_BUCKET, CallStats, size_bucket
 from oddnode.readings.placement import (
     Point,
     predict,
@@ -20,19 +20,7 @@ from oddnode.readings.placement import (
     select,
 )
 from oddnode.readings.placement import candidates, prediction_metric
-
-
-def profile_of(cells: dict[tuple[str, int | None], tuple[int, float, int]], ranks: int = 4,
-               hosts: list[str] | None = None) -> Profile:
-    """Every rank with the same calls: (call, bucket) -> (count, seconds, bytes) per rank."""
-    profile = Profile(tool="test", source="scripted")
-    for r in range(ranks):
-        rank = profile.rank(r)
-        rank.host = hosts[r] if hosts else None
-        rank.wall = 10.0
-        for (call, bucket), (count, seconds, nbytes) in cells.items():
-            rank.record(call, bucket, count, seconds, seconds / max(count, 1), nbytes)
-    return profile
+from support.placement import profile_of
 
 
 # --- sizes and selection -------------------------------------------------------------

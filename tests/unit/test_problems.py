@@ -14,8 +14,8 @@ from oddnode.findings.problems import group_problems, symptom_summary
 from oddnode.core.model import Dataset, Severity
 from oddnode.report.html import render_report
 from oddnode.report.terminal import print_analysis
-from test_findings import make_series, node_names
-from test_related import memory, processes
+from support.series import make_series, node_names
+from support.series import memory, processes
 
 
 def hog_cluster() -> Dataset:

@@ -21,7 +21,7 @@ from oddnode.findings import Sensitivity, find_all
 from oddnode.findings.process_asymmetry import KIND, asymmetry_findings, process_asymmetry_findings
 from oddnode.core.model import CommandCount, Dataset, NodeProcesses
 from oddnode.report.processes import asymmetry_view, nothing_stands_out, shown_rows
-from test_related import memory
+from support.series import memory
 
 ALPHA = Sensitivity().alpha
 ADMIN = np.array(["ls", "cat", "grep", "sed", "ps", "df", "vi"])

@@ -8,21 +8,15 @@ import json
 
 import pytest
 
-from conftest import invoke, write
+from support.cli import invoke, write
 from oddnode.measure.collect import accounting as collect
 from oddnode.onnode import accounting_collector as node_collector
 from oddnode.app.cli import processes as cli
 from oddnode.report import processes as report
 from oddnode.store import open_store
 from oddnode.reach.base import NodeResult, NodeStatus, Target
-from test_pacct_collector import ScriptedCluster, answer
-
-NODES = ["cn-a10", "cn-a11", "cn-a12", "cn-a13", "cn-b01", "cn-b02", "cn-b03", "cn-b04"]
-
-
-def background(extra=None):
-    """What a node's collector answers: the same background everywhere, and ``extra`` (command -> (executions, bursts))."""
-    return answer({"cron": (1, 1), "sshd": (2, 1), "sh": (4, 2), **(extra or {})})
+from support.clusters.accounting import AccountingCluster as ScriptedCluster
+from support.clusters.accounting import NODES, background
 
 
 @pytest.fixture

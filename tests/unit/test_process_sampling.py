@@ -27,7 +27,7 @@ from oddnode.onnode.node_probe import (
 )
 from oddnode.core.model import Dataset, Severity
 from oddnode.reach.local import LocalTransport
-from test_related import memory
+from support.series import memory
 
 linux_only = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the probe reads Linux's /proc")
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import invoke
+from support.cli import invoke
 from oddnode.parsers.itc import read_itc
 from oddnode.parsers.mpip import read_mpip
 from oddnode.store import open_store
-from test_profile_report import scripted
+from support.profiles import scripted
+from support.cli import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 class FakeProfilerError(Exception):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import duckdb
 import pytest
@@ -11,8 +10,8 @@ from oddnode.readings.profile import Profile
 from oddnode.parsers.itc import read_itc
 from oddnode.parsers.mpip import read_mpip
 from oddnode.store import SCHEMA_VERSION, StoreError, open_store
+from support.cli import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def scripted_profile() -> Profile:
@@ -28,12 +27,6 @@ def scripted_profile() -> Profile:
     zero.host, zero.wall, zero.cpu = "cn-a17", 10.5, 0.97  # mpi_time None: the sum of the calls
     zero.record("MPI_Alltoall", 5, 1000, 1.25, 0.01, 32_000)
     return profile
-
-
-@pytest.fixture
-def store(tmp_path):
-    with open_store(tmp_path / "p.duckdb") as opened:
-        yield opened
 
 
 def test_a_profile_comes_back_exactly(store):

@@ -16,8 +16,9 @@ from oddnode.parsers.base import ParseError
 from oddnode.measure.profile.profiler import ProfilerError, parse_profiler_output, profiled_argv, read_profiler_output
 from oddnode.readings.profile import ZERO_BUCKET, communication_share, histogram
 from oddnode.measure.profile.profiler import WRAPPED_CALLS, launcher_kind
+from support.cli import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mpi_profiler"
+FIXTURES = ALL_FIXTURES / "mpi_profiler"
 DEMO = FIXTURES / "demo_app_3ranks.txt"
 MANY = FIXTURES / "many_calls_np2.txt"
 

@@ -8,21 +8,8 @@ import numpy as np
 
 from oddnode.judge.analysis import analyze
 from oddnode.core.model import Dataset, Direction
-from test_findings import make_series, node_names, pair_series, warnings_and_errors
-
-
-def processes(nodes: list[str], only_on: dict[str, list[str]], everywhere=("sshd",)) -> dict[str, dict[str, str]]:
-    """process.* facts: `everywhere` on every node, each command of `only_on` on its nodes."""
-    facts = {f"process.{command}": {node: "running" for node in nodes} for command in everywhere}
-    for command, running in only_on.items():
-        facts[f"process.{command}"] = {node: "running" for node in running}
-    return facts
-
-
-def memory(nodes: list[str], factor: dict[str, float], seed: int = 3):
-    rng = np.random.default_rng(seed)
-    values = rng.normal(2000.0, 20.0, len(nodes)) * [factor.get(node, 1.0) for node in nodes]
-    return make_series("memory.triad", nodes, values)
+from support.series import make_series, node_names, pair_series, warnings_and_errors
+from support.series import memory, processes
 
 
 def by_kind(findings):

@@ -7,7 +7,7 @@ import numpy as np
 from oddnode.judge.analysis import analyze
 from oddnode.core.model import Dataset, LabelKind
 from oddnode.report.html import MIN_CORRELATION_LABELS, render_report
-from test_findings import make_series, node_names
+from support.series import make_series, node_names
 
 
 def correlated(n: int) -> Dataset:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import duckdb
 import pytest
 
-from conftest import openmp_problem
+from support.kernels import openmp_problem
 from oddnode.reach.jobs import PREPARE_OPTION, RUNNER_VERSION, parse_tool_output
 from oddnode.core.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput
@@ -23,56 +23,14 @@ from oddnode.store import SCHEMA_VERSION, open_store
 from oddnode.reach import get_transport
 from oddnode.reach.base import NodeResult, NodeStatus, Target
 from oddnode.reach.local import local_node_name
+from support.outputs import KERNEL_STDOUT, ok, prepared_report, runner_report
 
 KERNELS = ("copy", "scale", "add", "triad")
-
-# Genuine output of the memory kernel (2 threads, 2e6 elements, gcc 12).
-KERNEL_STDOUT = """\
-# oddnode memory kernel v1
-# elements: 2000000
-# bytes_per_element: 8
-# bytes_per_array: 16000000
-# ntimes: 3
-# threads_requested: 2
-# threads_counted: 2
-# proc_bind: spread
-# places: 2
-# thread_cpus: 0,1
-# timer: clock_gettime(CLOCK_MONOTONIC)
-# timer_granularity_ns: 37
-# compiler: gcc 12.2.0
-# cflags: -O3 -march=native -fopenmp
-# scalar: 0.41421356237309503
-result copy 23542.845 0.001373403 0.001359224 0.001387583
-result scale 24801.607 0.001427223 0.001290239 0.001564206
-result add 28333.612 0.002063857 0.001694101 0.002433613
-result triad 28985.227 0.001703753 0.001656016 0.001751491
-# tolerance: 5.329e-15
-# max_relative_error: a(triad) 0.000e+00 b(scale) 0.000e+00 c(add) 0.000e+00
-validation ok
-"""
-
-
-def runner_report(kernel_stdout: str = KERNEL_STDOUT, **changes: object) -> str:
-    """What the node runner prints: one JSON line around the kernel's output."""
-    report = {
-        "runner_version": RUNNER_VERSION, "cache_key": "0123456789abcdef" * 4, "built": False,
-        "compiler": "cc (GCC) 12.2.0", "flags": ["-O3", "-march=native", "-fopenmp"],
-        "cpu_model": "Test CPU", "build_seconds": None, "returncode": 0,
-        "stdout": kernel_stdout, "stderr": "",
-    }
-    report.update(changes)
-    return json.dumps(report) + "\n"
 
 
 def scaled(factor: float) -> str:
     """The genuine output with every triad rate scaled, to tell repetitions apart."""
     return KERNEL_STDOUT.replace("result triad 28985.227", f"result triad {28985.227 * factor:.3f}")
-
-
-def prepared_report() -> str:
-    """What the node runner prints when asked to build and stop."""
-    return json.dumps({"runner_version": RUNNER_VERSION, "prepared": True}) + "\n"
 
 
 def start_options(argv: Sequence[str]) -> list[str]:
@@ -103,10 +61,6 @@ class FakeTransport:
         if isinstance(step, BaseException):
             raise step
         return step
-
-
-def ok(node: str, stdout: str) -> NodeResult:
-    return NodeResult(node, NodeStatus.OK, stdout, "", 0, 1.0)
 
 
 NODES = ["node01", "node02", "node03"]

@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from foreign import node_names
+from support.foreign import node_names
 from oddnode.core.model import Direction, LabelKind
 from oddnode.core.nodes import expand
 from oddnode.readings.sets import (
@@ -23,9 +23,9 @@ from oddnode.readings.sets import (
 )
 from oddnode.readings.sets_series import SCALE, SETS, SHUFFLED, SORTED
 from oddnode.store import open_store
-from set_data import (
-    SIZE,
+from support.set_data import (
     Fabric,
+    SIZE,
     direct_dataset,
     scale_rows,
     set_rows,

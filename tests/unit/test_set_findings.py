@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from foreign import SCHEMES, node_names
+from support.foreign import SCHEMES, node_names
 from oddnode.judge.analysis import analyze
 from oddnode.findings import RULES, Sensitivity, find_all, get_rule
 from oddnode.findings.sets import (
@@ -27,9 +27,9 @@ from oddnode.core.model import Severity
 from oddnode.core.nodes import expand, fold
 from oddnode.readings.partition import set_plans
 from oddnode.readings.sets_series import SHUFFLED, SORTED
-from set_data import (
-    LINK,
+from support.set_data import (
     Fabric,
+    LINK,
     Row,
     direct_dataset,
     scale_rows,

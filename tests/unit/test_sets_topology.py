@@ -20,8 +20,8 @@ from oddnode.measure.steps import StepContext
 from oddnode.store import open_store
 from oddnode.reach.base import Target
 
-from conftest import invoke
-from test_sets_runner import SIZES, SetCluster
+from support.cli import invoke
+from support.clusters.sets import SIZES, SetCluster
 
 NODES = expand("gpu[003-014]")
 TOPOLOGY_TEXT = "r12-sw3 gpu[003-006]\nr12-sw4 gpu[007-010]\nr13-sw1 gpu[011-014]\n"
@@ -32,12 +32,6 @@ ALL_THREE = ["r12-sw3", "r12-sw4", "r13-sw1"]
 def slow_uplink_cluster() -> SetCluster:
     """r13-sw1's uplink a tenth of a link: sets that leave it run slowly."""
     return SetCluster(slow_groups={n: g for n, g in GROUPS.items() if g == "r13-sw1"})
-
-
-@pytest.fixture
-def store(tmp_path):
-    with open_store(tmp_path / "sets.duckdb") as store:
-        yield store
 
 
 def _options(**more) -> SetsOptions:

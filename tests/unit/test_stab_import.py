@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from conftest import write
+from support.cli import write
 from oddnode.store.exports import ExportError, export_plot_files, export_tables
 from oddnode.store.stab import InputError, import_stab, parse_failed_run
 from oddnode.core.model import Direction, LabelKind

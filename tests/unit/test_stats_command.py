@@ -6,7 +6,7 @@ import pytest
 
 from oddnode.core.model import Dataset, Direction, LabelKind
 from oddnode.store import ResultBatch, open_store
-from test_cli import oddnode
+from support.cli import oddnode
 
 SIZES = (0, 256, 1024, 65536)
 PAIRS = ("node1-node5", "node2-node6", "node3-node7", "node4-node8")

@@ -17,7 +17,7 @@ from oddnode.core.registry import Registry, UnknownNameError
 from oddnode.measure.steps import STAGES, Step, StepOutcome, coerce, make_options, register_step, series_stage
 from oddnode.store import ResultBatch
 from oddnode.reach.base import Target
-from test_check_stages import NODES, ScriptedCluster
+from support.clusters.check import NODES, ScriptedCluster
 
 # -- the registry -----------------------------------------------------------------
 

@@ -9,7 +9,7 @@ import time
 import duckdb
 import pytest
 
-from conftest import invoke, oddnode
+from support.cli import invoke, oddnode
 from oddnode.core.model import LabelKind
 from oddnode.core.nodes import label_kind
 from oddnode.store import LabelError, ResultBatch, StoreError, check_label, open_store

@@ -10,43 +10,13 @@ import json
 import duckdb
 import pytest
 
-from conftest import invoke
+from support.cli import invoke
 from oddnode.store import SCHEMA_VERSION, StoreError, open_store
 from oddnode.judge.sweep import analyze_sweep, read_sweep
 from oddnode.readings.sweep_grid import interleaved_order, make_grid
 from oddnode.measure.sweep import run_sweep
-from oddnode.reach.base import NodeResult, NodeStatus, Target
-from test_check_stages import ScriptedCluster, kernel_stdout
-from test_runner import runner_report
-
-NODES = ["cn-a17", "cn-b02", "gpu003"]
-FIXED = ["memory.elements=2000000", "memory.ntimes=3"]
-
-
-class TunableCluster(ScriptedCluster):
-    """The memory kernel 1.5 times faster where its job's environment has
-    MEMORY_POLICY=interleave (as numactl's policy would make it on a
-    two-socket node); every job's environment is kept."""
-
-    def __init__(self):
-        super().__init__()
-        self.envs = []
-
-    def run(self, nodes, argv, *, timeout):
-        job = self._job(argv)
-        if job is None or "--prepare" in argv:
-            return super().run(nodes, argv, timeout=timeout)
-        self.kernel_calls += 1
-        self.envs.append(job["env"])
-        fast = 1.5 if job["env"].get("MEMORY_POLICY") == "interleave" else 1.0
-        return {node: NodeResult(node, NodeStatus.OK, runner_report(kernel_stdout(
-            fast * (1 + 0.01 * ((self.kernel_calls * 7 + i * 3) % 5)))), "", 0, 1.0) for i, node in enumerate(nodes)}
-
-
-@pytest.fixture
-def store(tmp_path):
-    with open_store(tmp_path / "sweep.duckdb") as store:
-        yield store
+from oddnode.reach.base import Target
+from support.clusters.sweep import FIXED, NODES, TunableCluster
 
 
 def test_every_setting_runs_every_round_in_the_interleaved_order_with_its_environment(store):

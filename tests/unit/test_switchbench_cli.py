@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import invoke
+from support.cli import invoke
 from oddnode.store import open_store
-from test_switchbench_runner import NODES, PORT, TWELVE, SwitchCluster, option
+from support.clusters.switchbench import NODES, PORT, SwitchCluster, TWELVE, option
 
 FAST = ["--message-size", 65536, "--seconds", 0.3, "--port", PORT]
 

@@ -11,7 +11,7 @@ from oddnode.readings.switchbench import chain_scaling
 from oddnode.core.model import Severity
 from oddnode.store import open_store
 from oddnode.reach.base import Target
-from test_switchbench_runner import CHAIN, NODES, SwitchCluster
+from support.clusters.switchbench import CHAIN, NODES, SwitchCluster
 
 
 def chain_dataset(tmp_path, nodes):

@@ -20,7 +20,7 @@ from oddnode.report.interconnect import FIGURE_SOURCES, SWITCH_BENCHMARKS, figur
 from oddnode.report.plots import chain_figure, phase_figure, stream_pairs_figure
 from oddnode.store import open_store
 from oddnode.reach.base import Target
-from test_switchbench_runner import ALLTOALL, CHAIN, NODES, STREAMS, TWELVE, SwitchCluster
+from support.clusters.switchbench import ALLTOALL, CHAIN, NODES, STREAMS, SwitchCluster, TWELVE
 
 TITLES = ("Daisy chain: aggregate throughput against chain length", "Pairwise streaming: sort",
           "All-to-all: minimum bandwidth per phase")
@@ -92,8 +92,8 @@ def test_every_figure_with_its_data(switched):
 
 
 def test_no_figure_without_switchbench_data(tmp_path):
-    from test_bisection import OPTIONS as BISECTION_OPTIONS
-    from test_bisection import SwitchCluster as BisectionCluster
+    from support.clusters.bisection import OPTIONS as BISECTION_OPTIONS
+    from support.clusters.bisection import BisectionCluster
 
     from oddnode.measure.pair.bisection import run_bisection
 
@@ -174,7 +174,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (make test installs it)")
 def test_chromium_renders_the_three_plots(switched, tmp_path):
-    from test_report_browser import chromium
+    from support.browser import chromium
 
     from oddnode.report.html import write_report
 

@@ -23,7 +23,7 @@ from oddnode.readings.sync import (
     sync_nodes,
     sync_scaling,
 )
-from sync_data import QUANTUM, SyncCluster
+from support.sync_data import QUANTUM, SyncCluster
 
 NODES = [f"cn-a{i:02d}" for i in range(1, 13)]
 

@@ -18,7 +18,7 @@ from oddnode.findings.sync import MIN_EXCESS_FRACTION, excess_floor_us, laggards
 from oddnode.core.model import Finding, Severity
 from oddnode.core.nodes import expand
 from oddnode.readings.sync import sync_nodes
-from sync_data import SyncCluster
+from support.sync_data import SyncCluster
 
 NODES = [f"cn-a{i:02d}" for i in range(1, 13)]
 GPUS = expand("gpu[003-010]")

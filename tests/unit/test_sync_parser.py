@@ -5,15 +5,15 @@ refusal names what is wrong and where."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from oddnode.measure.set.mpi_sync import RANK_COLUMNS, TOOL, parse_sync_output, parse_sync_run
 from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError, get_parser
+from support.cli import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "mpi_sync"
+FIXTURES = ALL_FIXTURES / "mpi_sync"
 NODES = ["cn-a17", "cn-b03", "gpu007"]
 GOOD = ("mpi_np2.out", "mpi_np3.out", "mpi_np3_barrier_seconds.out", "mpi_np3_sleeping.out", "tcp_np3.out")
 

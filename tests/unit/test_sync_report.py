@@ -14,7 +14,7 @@ from rich.console import Console
 from oddnode.findings import Sensitivity, find_all
 from oddnode.core.model import Dataset
 from oddnode.report.sync import MAX_NODE_ROWS, print_sync, sync_json, sync_views
-from sync_data import SyncCluster
+from support.sync_data import SyncCluster
 
 MANY = [f"r{rack:02d}n{node:02d}" for rack in range(1, 6) for node in range(1, 9)]  # 40 nodes
 

@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from conftest import FIXTURES, write
+from support.cli import FIXTURES, write
 from oddnode.store.stab import InputError
 from oddnode.store.tool_import import import_tool_outputs
 from oddnode.parsers import ParseError, UnknownToolError

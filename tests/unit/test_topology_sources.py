@@ -12,7 +12,7 @@ import pytest
 from ClusterShell.NodeSet import set_std_group_resolver
 from ClusterShell.NodeUtils import GroupResolverConfig
 
-from conftest import invoke, write
+from support.cli import invoke, write
 from oddnode.app.cli.common import read_topology as cli_read_topology
 from oddnode.core.model import Dataset, Direction, LabelKind, Series, Severity
 from oddnode.core.nodes import expand

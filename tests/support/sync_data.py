@@ -26,7 +26,6 @@ from oddnode.core.model import Dataset, Direction, LabelKind, SetRuns
 from oddnode.core.nodes import fold
 from oddnode.readings.partition import scale_counts, scale_plans
 from oddnode.readings.sets_series import SCALE, SHUFFLED, set_series
-from oddnode.store import ResultBatch, Store
 from oddnode.readings.sync_series import (
     COMPUTE,
     EFFICIENCY,
@@ -39,6 +38,8 @@ from oddnode.readings.sync_series import (
     rank_series,
     sync_benchmark,
 )
+from oddnode.store import ResultBatch, Store
+
 
 QUANTUM = 1000.0  # us
 COLLECTIVE = 20.0  # us the collective itself takes

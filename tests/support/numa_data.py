@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from oddnode.readings.numa_series import BANDWIDTH, LATENCY, PINGPONG, TRIAD, cell_series
 from oddnode.core.model import Direction, LabelKind
+from oddnode.readings.numa_series import BANDWIDTH, LATENCY, PINGPONG, TRIAD, cell_series
 from oddnode.store import ResultBatch, open_store
+
 
 REPETITIONS = 3
 HEALTHY = {  # (family, metric): (local, remote, unit, direction)

@@ -11,6 +11,7 @@ import pytest
 from oddnode import testbed as tb
 from oddnode.testbed import config
 
+
 _TOOLS = ("ip", "unshare", "nsenter", "ssh", "ssh-keygen", "timeout", "mount")
 _MISSING = [tool for tool in _TOOLS if shutil.which(tool) is None] + (
     [] if Path("/usr/sbin/sshd").exists() else ["sshd (apt-get install openssh-server)"])
@@ -40,3 +41,12 @@ def running_testbed(tmp_path_factory, nodes: int, **options):
         yield tb.up(nodes, state_dir, **options)
     finally:
         tb.down(state_dir)
+
+
+@pytest.fixture
+def clean(bed):
+    """Every test starts from, and leaves, a testbed without faults (``bed``:
+    the module's own testbed fixture)."""
+    tb.clear_faults(bed.state_dir)
+    yield bed
+    tb.clear_faults(bed.state_dir)

@@ -24,6 +24,7 @@ import numpy as np
 
 from oddnode.core.nodes import fold
 
+
 SCHEMES = ("cn", "rack", "gpu", "unpadded")
 FAULTS = ("less-memory", "old-bios", "fewer-cores", "slow-memory", "dead-disk", "never-booted")
 

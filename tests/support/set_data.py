@@ -27,6 +27,7 @@ from oddnode.readings.partition import scale_counts, scale_plans, set_plans
 from oddnode.readings.sets_series import LIST_ORDERINGS, SCALE, SETS, SORTED, set_series
 from oddnode.store import ResultBatch, Store
 
+
 SIZE = 1 << 20  # bytes per message: bandwidth.1048576 and time.1048576
 LINK = 1000.0  # MB/s a node's link carries, each way
 BENCHMARK = "sendrecv"
