@@ -92,6 +92,7 @@ def test_output_is_kept_byte_for_byte():
     assert undecodable.stdout == "ok \ufffd"
 
 
+@pytest.mark.timing
 def test_timeout_cuts_the_whole_process_group():
     # The shell prints its own pid and its background child's, then waits.
     argv = ["sh", "-c", "sleep 30 & echo $$ $!; sleep 30"]
@@ -110,6 +111,7 @@ def test_timeout_cuts_the_whole_process_group():
     assert not any(alive(pid) for pid in pids)
 
 
+@pytest.mark.timing
 def test_timeout_spares_processes_outside_the_group():
     # A process of ours, in our own group, must survive another group's cut.
     bystander = run_process_group([sys.executable, "-c", "print('still here')"], 10)

@@ -211,6 +211,7 @@ def test_unreachable_nodes_keep_ssh_s_reason_and_spare_the_others(fake_ssh):
     assert results["n2"].status is NodeStatus.FAILED and results["n2"].exit_code == 255
 
 
+@pytest.mark.timing
 def test_timeout_cuts_one_node_and_not_the_others(fake_ssh):
     script = "print('started', os.getpid(), flush=True)\ntime.sleep(30 if node == 'slow1' else 0)\n"
     started = time.monotonic()
@@ -421,6 +422,7 @@ def test_live_python_probe_and_exit_codes(live_cluster):
         assert result.stderr == "to stderr\n"
 
 
+@pytest.mark.timing
 @live
 def test_live_timeout(live_cluster):
     started = time.monotonic()

@@ -149,6 +149,7 @@ def test_the_layout_is_what_the_compiler_makes_of_the_kernels_header(tmp_path):
     assert {name: int(offset) for name, offset in printed.items()} == OFFSETS
 
 
+@pytest.mark.timing
 @needs_root
 def test_our_own_accounting_counts_a_process_tree_exactly_and_only_it(tmp_path):
     result = scenario(tmp_path, "own")
@@ -212,6 +213,7 @@ def test_a_signal_ends_the_interval_and_turns_accounting_off(tmp_path):
     assert result["left"] == []
 
 
+@pytest.mark.timing
 @needs_root
 def test_proc_sampling_sees_processes_that_live_long_enough(tmp_path):
     result = scenario(tmp_path, "proc", "--method=proc", seconds=2.5)

@@ -30,6 +30,9 @@ from oddnode.onnode.cpu_topology import parse_hwloc_xml, read_sysfs
 from oddnode.findings.affinity import oversubscribed_cores, remote_memory, unpinned
 from support.kernels import OLD_PYTHONS
 
+# Every test samples processes competing for CPUs over time: timing-sensitive.
+pytestmark = pytest.mark.timing
+
 CHILD_SECONDS = 30
 # A busy child: pinned to the CPUs given ("free": left as it is), named by
 # its comm, optionally holding a touched array of MiB, spinning until its deadline.

@@ -229,6 +229,7 @@ def test_prepare_builds_and_runs_nothing(kernel_env, tmp_path):
     assert (build_dir / "memory").exists()
 
 
+@pytest.mark.timing
 def test_a_start_time_holds_the_run_until_then(kernel_env, first_two_runs):
     start_at = time.time() + 2.0
     argv = with_interpreter(with_runner_options(memory_kernel_argv(ELEMENTS, NTIMES), start_option(start_at)))

@@ -57,6 +57,7 @@ def every_cpu(kernel_env):
 # --- the real kernel ----------------------------------------------------------------
 
 
+@pytest.mark.timing
 def test_one_pinned_thread_per_cpu_and_three_series(every_cpu):
     assert every_cpu.flags[:3] == ["-O3", "-march=native", "-fopenmp"]
     run_ = read_noise_output(every_cpu.stdout, "localhost")
@@ -91,6 +92,7 @@ def test_c_restricts_the_cpus(kernel_env):
     assert [(c.cpu, c.observed_cpu) for c in run_.cpus] == [(cpu, cpu)]
 
 
+@pytest.mark.timing
 def test_a_duty_below_one_works_in_bursts_and_wants_that_share_of_the_time(kernel_env):
     cpu = max(os.sched_getaffinity(0))
     report = run(noise_kernel_argv(1.0, cpus=[cpu], duty=0.1), kernel_env)
@@ -103,6 +105,7 @@ def test_a_duty_below_one_works_in_bursts_and_wants_that_share_of_the_time(kerne
     assert parse_noise_output(report.stdout, "localhost").valid
 
 
+@pytest.mark.timing
 def test_the_event_limit_cuts_each_cpus_detours_and_says_so(kernel_env):
     report = run(noise_kernel_argv(SECONDS, events=2 * len(os.sched_getaffinity(0))), kernel_env)
     run_ = read_noise_output(report.stdout, "localhost")

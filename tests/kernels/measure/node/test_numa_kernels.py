@@ -82,6 +82,7 @@ def test_threads_that_leave_their_cpus_make_the_run_invalid(env):
     assert parsed.problems[0].startswith("binding not met: cpu: 1 of 1 threads ran or may run outside NUMA node 0")
 
 
+@pytest.mark.timing
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the ping-pong needs two CPUs")
 def test_shm_pingpong_runs_between_two_cpus(env):
     parsed = parse_pingpong_cell(0, 0, 8, 1 << 20, run(shm_pingpong_argv(0, 0, (8, 1 << 20), 0.1), env), "here")
@@ -91,6 +92,7 @@ def test_shm_pingpong_runs_between_two_cpus(env):
     assert 0 < latency.value < 1000
 
 
+@pytest.mark.timing
 @needs_mpi
 def test_mpi_pingpong_pinned_to_cpus_0_and_1(env):
     cpus = sorted(os.sched_getaffinity(0))[:2]

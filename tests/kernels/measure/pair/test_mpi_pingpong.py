@@ -50,6 +50,7 @@ def mpi_env(tmp_path_factory):
     return dict(os.environ, XDG_CACHE_HOME=str(tmp / "cache"))
 
 
+@pytest.mark.timing
 def test_two_ranks_measure_every_size_and_check_their_echoes(mpi_env):
     argv = mpi_ping_argv("localhost", "localhost", SIZES, 0.05, launcher=LOCAL)
     parsed = parse_mpi_pingpong_run(run_alone(argv, mpi_env), "mpi")

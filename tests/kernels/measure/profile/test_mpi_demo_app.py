@@ -59,6 +59,7 @@ def test_every_rank_makes_the_calls_its_options_say_and_the_data_checks(mpi_env,
         assert rank.compute_s + rank.comm_s + rank.other_s <= rank.wall_s * 1.01
 
 
+@pytest.mark.timing
 def test_an_imbalance_makes_the_last_rank_compute_longer(mpi_env):
     # -i 3: the last rank does 4 times rank 0's work, far beyond what two
     # shared cores' noise can hide (a ratio, never an absolute time).

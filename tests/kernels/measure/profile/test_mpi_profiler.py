@@ -20,6 +20,9 @@ from oddnode.readings.profile import size_bucket
 from oddnode.measure.profile.profiler import WRAPPED_CALLS, ProfilerError, build_profiler_library, run_profiled
 from support.kernels import local_launcher
 
+# The profile's times are compared with the application's own, within 10%.
+pytestmark = pytest.mark.timing
+
 # An MPI program that leaves without MPI_Finalize, as a crashed one.
 DYING_APP = r"""
 #include <mpi.h>
