@@ -10,7 +10,7 @@ check needs no transport option; a batch job (sbatch) runs every node
 stage on every node through srun.
 
 Eight nodes, links shaped to 100 Mbit/s; the interconnect stage's pairs
-at 0 B and 128 KiB, as tests/testbed/test_interconnect_testbed.py runs
+at 0 B and 128 KiB, as tests/testbed/measure/pair/test_interconnect_testbed.py runs
 them (whose docstring says why those sizes)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The testbed's Slurm configuration, as written for a controller on this
 machine and a slurmd in every node (the daemons themselves run in
-tests/testbed/test_slurm_testbed.py)."""
+tests/testbed/reach/test_slurm_testbed.py)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ drained is never resumed by oddnode.  slurmd itself runs it from
 slurm.conf's HealthCheckProgram to the same end; and a competing process
 on a node drains that node for its memory bandwidth.
 
-Eight nodes; the memory kernel as tests/testbed/test_check_testbed.py runs
+Eight nodes; the memory kernel as tests/testbed/app/test_check_testbed.py runs
 it (arrays of 64 MB, one thread, loops of half a second), so that every
 node's CPU quota binds evenly and the healthy nodes' bandwidths agree.
 The drain and resume tests judge the facts alone (--benchmarks never): the
