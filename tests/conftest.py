@@ -12,75 +12,22 @@ import functools
 import importlib.util
 import json
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from oddnode.store import open_store
+# What tests share lives in the package tests/support, importable because
+# pytest's default import mode puts this file's directory on sys.path; the
+# store fixture every tier uses is registered here.
+from support.store import store  # noqa: F401
 
 TIERS = ("unit", "kernels", "testbed")
-FIXTURES = Path(__file__).parent / "fixtures"
-# Scripted clusters and sample outputs defined beside the tests of one tier
-# serve the others: every tier's directory is importable from every test.
-sys.path[:0] = [str(Path(__file__).parent / tier) for tier in TIERS]
 # pytest-xdist's workers start with COLUMNS=80 and LINES=24 in their
 # environment, and the command line wraps its output to a COLUMNS it is
 # given: a worker sees the environment a run in one process sees.
 if "PYTEST_XDIST_WORKER" in os.environ:
     for name in ("COLUMNS", "LINES"):
         os.environ.pop(name, None)
-
-
-@pytest.fixture
-def store(tmp_path):
-    with open_store(tmp_path / "test.duckdb") as opened:
-        yield opened
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def oddnode(*args, cwd, check=True, env=None, launcher=()) -> subprocess.CompletedProcess:
-    """The command line run as a user runs it: a subprocess, 200 columns
-    wide (``launcher``: what runs it, such as ``salloc -N8``)."""
-    result = subprocess.run([*launcher, sys.executable, "-m", "oddnode", *map(str, args)], cwd=cwd, capture_output=True,
-                            text=True, env={"COLUMNS": "200", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **(env or {})})
-    if check and result.returncode != 0:
-        raise AssertionError(f"oddnode {' '.join(map(str, args))} exited {result.returncode}:\n"
-                             f"{result.stdout}\n{result.stderr}")
-    return result
-
-
-def openmp_problem(tmp: Path) -> str | None:
-    """Why our kernels cannot be built here (the node runner builds with
-    ``cc -fopenmp``), or None when they can."""
-    if shutil.which("cc") is None:
-        return "no 'cc' on PATH"
-    source = tmp / "omp_check.c"
-    source.write_text("#include <omp.h>\nint main(void){return omp_get_max_threads() > 0 ? 0 : 1;}\n")
-    built = subprocess.run(["cc", "-fopenmp", "-o", str(tmp / "omp_check"), str(source)],
-                           capture_output=True, text=True)
-    if built.returncode != 0:
-        return f"'cc -fopenmp' cannot build an OpenMP program: {built.stderr.strip()[:200]}"
-    return None
-
-
-def invoke(*args):
-    """The command line in this process (typer's runner, 80 columns); the
-    result's ``text`` is its output unwrapped, for matching phrases."""
-    from typer.testing import CliRunner
-
-    from oddnode.main import app
-
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    result.text = " ".join(result.output.split())
-    return result
 
 
 @pytest.fixture
@@ -98,9 +45,10 @@ def scripted(monkeypatch):
 
 
 def pytest_collection_modifyitems(items):
-    """Mark every test with its tier, the directory it lives in."""
+    """Mark every test with its tier, the first directory below tests/."""
+    tests = Path(__file__).parent
     for item in items:
-        tier = Path(item.fspath).parent.name
+        tier = Path(item.fspath).relative_to(tests).parts[0]
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from oddnode import layers
+from support.cli import REPOSITORY
 
-SOURCE = Path(__file__).resolve().parents[2] / "src"
+SOURCE = REPOSITORY / "src"
 ARCHITECTURE = SOURCE.parent / "docs" / "architecture.md"
 
 

@@ -6,7 +6,7 @@ to the nodes (see collect.py).  No annotations, dataclasses or walrus.
 
 The kernel appends one 64-byte record to the accounting file when a process
 ends (the last thread of it: ``AGROUP``).  Layout, no padding (checked
-against /usr/include/linux/acct.h by tests/unit/test_pacct.py)::
+against /usr/include/linux/acct.h by tests/unit/onnode/test_pacct.py)::
 
     offset  size  field        meaning
      0      1     ac_flag      AFORK 0x01 (forked, no exec), ASU 0x02, ACORE 0x08, AXSIG 0x10, AGROUP 0x20

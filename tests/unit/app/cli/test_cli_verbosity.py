@@ -1,0 +1,112 @@
+"""-q and -v: quiet keeps the verdict, the problems and errors; verbose adds
+each step's details and where the results are stored; the default says
+what it always said."""
+
+from __future__ import annotations
+
+import io
+from types import SimpleNamespace
+
+import pytest
+from rich.console import Console
+
+from support.cli import invoke, write
+from oddnode.app.cli import common
+from oddnode.measure.runner import RunSummary
+
+
+@pytest.fixture
+def store(tmp_path):
+    """Twelve nodes alike and node13 far below them."""
+    plot = write(tmp_path / "plot.triad", "".join(f"{1000.0 + i} node{i:02d}\n" for i in range(1, 13))
+                 + "10.0 node13\n")
+    db = tmp_path / "v.duckdb"
+    assert invoke("import", "stab", plot, "--db", db).exit_code == 0
+    return db
+
+
+def test_analyze_quiet_gives_the_verdict_and_the_findings_only(store):
+    default, quiet = invoke("analyze", "--db", store), invoke("-q", "analyze", "--db", store)
+    assert default.exit_code == quiet.exit_code == 1  # not ready
+    assert "%var" in default.text and default.text.count("NOT READY") == 2
+    assert "NOT READY" in quiet.text and "node13" in quiet.text
+    assert "%var" not in quiet.text and quiet.text.count("NOT READY") == 1
+    assert "findings recorded" not in default.text
+
+
+def test_analyze_verbose_says_where_the_findings_are_recorded(store):
+    result = invoke("--verbose", "analyze", "--db", store)
+    assert result.exit_code == 1 and f"findings recorded in {store}" in result.text
+    assert "%var" in result.text  # everything the default shows
+
+
+def test_quiet_import_says_nothing(store, tmp_path):
+    plot = write(tmp_path / "plot.copy", "1 n1\n2 n2\n")
+    assert invoke("-q", "import", "stab", plot, "--db", store).output == ""
+    assert "-> " in invoke("import", "stab", plot, "--db", store).output
+
+
+def test_quiet_and_verbose_together_is_an_error(store):
+    result = invoke("-q", "-v", "analyze", "--db", store)
+    assert result.exit_code == 2 and "give one" in result.text
+
+
+def run_pairs(level, tmp_path, down=()):
+    from support.clusters.pairs import PairCluster, TWELVE
+
+    return [*level, "pairs", "--patterns", "sort,cut", "-r", 1, "--sizes", "0,1,64,4096,65536",
+            "--db", tmp_path / "p.duckdb"], PairCluster(weak="node03", down=down), TWELVE
+
+
+@pytest.mark.parametrize("level", [[], ["-q"], ["-v"]])
+def test_pairs_at_each_level(scripted, tmp_path, level):
+    args, cluster, nodes = run_pairs(level, tmp_path)
+    scripted(cluster, nodes)
+    result = invoke(*args)
+    assert result.exit_code == 1, result.output
+    assert "weak-pair-member" in result.text  # the finding, at every level
+    run_lines = "sort: 6 pairs, 1 repetitions, run 1" in result.text
+    table = "Pair patterns" in result.text
+    stored = "results stored in" in result.text
+    assert (run_lines, table, stored) == {(): (True, True, False), ("-q",): (False, False, False),
+                                          ("-v",): (True, True, True)}[tuple(level)]
+
+
+def test_quiet_pairs_still_names_the_pairs_that_failed(scripted, tmp_path):
+    args, cluster, nodes = run_pairs(["-q"], tmp_path, down=["node04"])
+    scripted(cluster, nodes)
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert "sort: 1 pairs with failed or invalid runs: node03-node04" in result.text
+    assert "6 pairs, 1 repetitions" not in result.text
+
+
+def check_progress(verbosity, monkeypatch):
+    """The check's observer at a verbosity, printing into a string."""
+    from oddnode.app.cli.check import _CheckProgress
+
+    monkeypatch.setattr(common.output, "verbosity", verbosity)
+    out = io.StringIO()
+    return _CheckProgress(Console(file=out, width=200, color_system=None)), out
+
+
+def judged_stage():
+    outcome = dict.fromkeys(("ok", "invalid", "failed", "unreachable", "timeout", "unavailable"), 0)
+    return SimpleNamespace(name="memory", blocking=[], notes=["memory: 3 repetitions"],
+                           runs={"memory": RunSummary(4, 3, {"node01": {**outcome, "ok": 3}})})
+
+
+@pytest.mark.parametrize(("verbosity", "shown"), [
+    (common.Verbosity.QUIET, []),
+    (common.Verbosity.NORMAL, ["diagnostics: inventory of every node", "memory: consistent",
+                               "  memory: 3 repetitions"]),
+    (common.Verbosity.VERBOSE, ["diagnostics: inventory of every node", "memory: consistent",
+                                "  memory: 3 repetitions", "  memory: run 4, 3 repetitions on 1 nodes: 3 ok"]),
+])
+def test_the_check_says_its_stages_by_default_nothing_quiet_and_every_run_verbose(monkeypatch, verbosity, shown):
+    progress, out = check_progress(verbosity, monkeypatch)
+    with progress:
+        progress.stage_started("diagnostics")
+        progress.stage_judged(judged_stage())
+    assert progress.progress.disable is (verbosity is common.Verbosity.QUIET)
+    assert [line.rstrip() for line in out.getvalue().splitlines() if line.strip()] == shown

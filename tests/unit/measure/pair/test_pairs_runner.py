@@ -1,0 +1,73 @@
+"""The pair runner on a scripted cluster: who serves and who pings in each
+round, what is stored per pair, what a dead partner leaves, and the weak
+node the analysis then names."""
+
+from __future__ import annotations
+
+
+from oddnode.judge.analysis import analyze
+from oddnode.measure.pair.pairs import run_pairs
+from oddnode.reach.base import Target
+from support.clusters.pairs import NODES, OPTIONS, PairCluster, TWELVE
+
+
+def test_all_pairs_of_a_pattern_run_at_once_clients_pinging_their_servers(store):
+    cluster = PairCluster()
+    summary = run_pairs(store, Target(NODES, cluster), "sort", 2, options=OPTIONS)
+    assert cluster.prepared == 1 and len(cluster.rounds) == 2
+    for commands in cluster.rounds:
+        assert sorted(commands) == NODES  # every node, one round per repetition
+        for client, server in [("node01", "node02"), ("node03", "node04"), ("node05", "node06"), ("node07", "node08")]:
+            assert commands[server][:3] == ["serve", "-p", "6211"]
+            assert commands[client][:3] == ["ping", "-H", server]
+            assert commands[client][-1].startswith("--start-at=") and not commands[server][-1].startswith("--")
+    assert summary.per_pair == {label: {"ok": 2, "invalid": 0, "failed": 0}
+                                for label in ["node01-node02", "node03-node04", "node05-node06", "node07-node08"]}
+    rows = store.con.execute("""SELECT metric, count(*), count(DISTINCT label), bool_and(valid) FROM results
+                                WHERE benchmark = 'pingpong.sort' GROUP BY 1 ORDER BY 1""").fetchall()
+    assert rows == [("bandwidth.1", 8, 4, True), ("bandwidth.4096", 8, 4, True), ("bandwidth.64", 8, 4, True),
+                    ("bandwidth.65536", 8, 4, True), ("fit.bandwidth", 8, 4, True), ("fit.latency", 8, 4, True),
+                    ("latency.0", 8, 4, True), ("latency.1", 8, 4, True), ("latency.4096", 8, 4, True),
+                    ("latency.64", 8, 4, True), ("latency.65536", 8, 4, True)]
+    assert store.con.execute("SELECT DISTINCT label_kind FROM results").fetchall() == [("pair",)]
+    assert store.con.execute("SELECT count(*) FROM raw_outputs").fetchone() == (16,)
+
+
+def test_serial_runs_one_pair_at_a_time_and_odd_counts_say_who_sits_out(store):
+    cluster = PairCluster()
+    summary = run_pairs(store, Target(NODES[:7], cluster), "fold", 1, options=OPTIONS, serial=True)
+    assert [sorted(commands) for commands in cluster.rounds] == [
+        ["node01", "node07"], ["node02", "node06"], ["node03", "node05"]]
+    assert summary.notes == [summary.plans[0].describe()] and "node04" in summary.notes[0]
+
+
+def test_a_dead_partner_fails_its_pair_only(store):
+    cluster = PairCluster(down={"node04"})
+    summary = run_pairs(store, Target(NODES, cluster), "sort", 1, options=OPTIONS)
+    assert summary.per_pair["node03-node04"] == {"ok": 0, "invalid": 0, "failed": 1}
+    assert all(counts["ok"] == 1 for label, counts in summary.per_pair.items() if label != "node03-node04")
+    (error,) = store.con.execute("""SELECT DISTINCT json_extract_string(parameters, '$.error') FROM results
+                                    WHERE label = 'node03-node04'""").fetchone()
+    assert "client node03" in error and "no server at node04" in error and "server node04: unreachable" in error
+    status = store.con.execute("SELECT node, status FROM node_status ORDER BY node").fetchall()
+    assert status == [("node04", "unreachable")]
+
+
+def test_the_node_common_to_slow_pairs_is_named_weak(store):
+    cluster = PairCluster(weak="node03")
+    for pattern in ("sort", "cut", "fold"):
+        run_pairs(store, Target(TWELVE, cluster), pattern, 2, options=OPTIONS)
+    findings = analyze(store.load_dataset()).findings
+    weak = [f for f in findings if f.kind == "weak-pair-member"]
+    assert [f.nodes for f in weak] == ["node03"]
+    assert {f.nodes for f in findings if f.severity.value == "warning"} <= {"node03", "node01-node03",
+                                                                            "node03-node04", "node03-node06",
+                                                                            "node03-node07"}
+
+
+def test_no_weak_node_no_pair_finding(store):
+    cluster = PairCluster()
+    for pattern in ("sort", "cut", "fold"):
+        run_pairs(store, Target(TWELVE, cluster), pattern, 2, options=OPTIONS)
+    findings = analyze(store.load_dataset()).findings
+    assert [f for f in findings if f.severity.value == "warning"] == []
