@@ -8,7 +8,7 @@ a virtual cluster of network namespaces; root, minutes).
 
 from __future__ import annotations
 
-import functools
+import sys
 import importlib.util
 import json
 import os
@@ -44,11 +44,15 @@ def scripted(monkeypatch):
     return use
 
 
+def tier_of(path: Path) -> str:
+    """A test file's tier: the first directory below tests/."""
+    return path.relative_to(Path(__file__).parent).parts[0]
+
+
 def pytest_collection_modifyitems(items):
-    """Mark every test with its tier, the first directory below tests/."""
-    tests = Path(__file__).parent
+    """Mark every test with its tier."""
     for item in items:
-        tier = Path(item.fspath).relative_to(tests).parts[0]
+        tier = tier_of(Path(item.fspath))
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
 
@@ -56,66 +60,18 @@ def pytest_collection_modifyitems(items):
 # -- every --json document a unit test makes follows the schema ---------------------------------
 
 
-@functools.cache
-def _canonical_commands() -> dict:
-    """Each command's function (its code) → the command's full name as the
-    schema's x-commands write it (a hidden STAB alias such as ``anal`` is
-    the function of ``stats``)."""
-    import inspect
-
-    import typer
-
-    from oddnode.main import app
-
-    found = {}
-
-    def walk(command, path):
-        if hasattr(command, "commands"):
-            for name, child in command.commands.items():
-                walk(child, [*path, name])
-        elif not command.hidden:
-            found[inspect.unwrap(command.callback).__code__] = " ".join(path)
-
-    walk(typer.main.get_command(app), [])
-    return found
-
-
-def documents_printed_by_caller() -> tuple[str, ...] | None:
-    """The documents the command that is running may print with --json,
-    found by its function on the stack (empty: it prints no document, as
-    ``oddnode schema``); None outside a command: any document."""
-    import inspect
-
-    from oddnode.report.schema import DOCUMENTS, commands_of
-
-    commands = _canonical_commands()
-    frame = inspect.currentframe()
-    while frame is not None and frame.f_code not in commands:
-        frame = frame.f_back
-    if frame is None:
-        return None
-    return tuple(name for name in DOCUMENTS if commands[frame.f_code] in commands_of(name))
-
-
-def schema_errors(document, names) -> list[str]:
-    """Why ``document`` is none of the documents ``names`` (empty: it is one of them)."""
-    from oddnode.report.schema import errors
-
-    found = [errors(document, name) for name in names]
-    return [] if any(not refused for refused in found) else [line for refused in found for line in refused]
-
-
 @pytest.fixture(autouse=True)
 def json_documents_follow_the_schema(request, monkeypatch):
     """Check every document a unit test's command prints with --json (through
     print_json, the one JSON printer) against the schema's definition of the
     command's document; a document it refuses fails the test."""
-    if Path(request.node.path).parent.name != "unit" or importlib.util.find_spec("jsonschema") is None:
+    if tier_of(Path(request.node.path)) != "unit" or importlib.util.find_spec("jsonschema") is None:
         yield
         return
     import oddnode.app.cli  # noqa: F401 (every command module, holding its print_json)
     from oddnode.app.cli import common
     from oddnode.report.schema import DOCUMENTS
+    from support.schema import documents_printed_by_caller, schema_errors
 
     original = common.print_json
     refused: list[str] = []

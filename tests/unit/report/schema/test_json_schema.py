@@ -366,7 +366,7 @@ def test_histogram_bins_other_than_a_count_auto_or_whole_are_refused(bins):
 
 
 def test_a_document_of_the_wrong_type_fails_the_check_every_test_makes():
-    from conftest import documents_printed_by_caller, schema_errors
+    from support.schema import documents_printed_by_caller, schema_errors
     from oddnode.app.cli import analysis, common
 
     assert analysis.print_json.__name__ == common.print_json.__name__ == "print_checked_json"

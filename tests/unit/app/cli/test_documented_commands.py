@@ -3,16 +3,16 @@ the other way round: every command and sub-command, every tool that
 ``oddnode import`` reads."""
 
 import re
-from pathlib import Path
 
 import pytest
 import typer
 
 from oddnode.main import app
 from oddnode.parsers import parsers
+from support.cli import REPOSITORY
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
-README = DOCS.parent / "README.md"
+DOCS = REPOSITORY / "docs"
+README = REPOSITORY / "README.md"
 COMMANDS = (DOCS / "commands.md").read_text(encoding="utf-8")
 # A command's name, or one of a README cell's alternatives (`testbed up\|down`).
 _WORD = re.compile(r"^[a-z][a-z0-9-]*(\\\|[a-z][a-z0-9-]*)*$")

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from conftest import FIXTURES, oddnode
+from support.cli import FIXTURES, oddnode
 from oddnode.findings import RULES
 from oddnode.measure.catalog import CATALOG, STEPS
 from oddnode.parsers import TOOL_PARSERS, parsers
