@@ -2,10 +2,24 @@
 of the CPUs, sets of 4 and 8 shuffled twice, MPI (mpirun over the
 testbed's ssh, ranks that sleep while they wait) and TCP (every rank
 started by the ssh transport).  A daemon on one node that spawns short
-commands every 20 ms (seaborg's management subsystem) makes it the
+commands back to back (seaborg's management subsystem) makes it the
 sync-laggard, under both kernels; a healthy cluster has none; and
 ``oddnode compare`` of the run with the daemon against the run without it
-says the cluster got faster (seaborg's before/after)."""
+says the cluster got faster (seaborg's before/after).
+
+The daemon's period.  One round of its commands costs about 2-5 ms of CPU,
+as much as a node's whole quota gives in 20 ms or more (2.5 ms here).
+Every 20 ms it overran each round and then slept to the next 20 ms mark
+(10 ms on average, skipping the deadlines it missed), leaving the node's
+rank the quota to itself meanwhile: under TCP the node was last in only
+32-39% of its iterations (12.5-25% by chance).  The TCP kernel's other
+ranks are last unevenly (their places in the tree), so their last counts
+are up to 11 times as dispersed as binomial ones and the iterations count
+for that much less: at 32% and a dispersion of 11 the node's tail is 6e-4,
+far from the 1.25e-5 it must reach, and a loaded machine gave both.  Every
+2 ms it sleeps at most 2 ms between rounds, a full competing process in the
+node's quota: last in 39-52% of the iterations, a tail of at most 1.2e-6
+at that dispersion."""
 
 from __future__ import annotations
 
@@ -28,6 +42,9 @@ DAEMON_NODE = "node05"
 # (each node has an eighth of a CPU: every iteration waits for its quota);
 # sets of 4 and 8 twice, with mpirun's start, about 30 s.
 OPTIONS = {"iterations": 300, "counts": (4, 8), "mpi_yield": True}
+# Shorter than one round of the daemon's commands takes on a node's quota, so
+# that it never leaves the node's CPU to the rank (see above).
+DAEMON_PERIOD_MS = 2.0
 REPETITIONS = 2
 KERNELS = ["mpi", "tcp"]
 # The per-rank series of a shuffled allreduce run, and its metrics the daemon
@@ -70,7 +87,7 @@ def measure(bed, runs, kernel: str, state: str) -> set[str]:
     so) into the kernel's store; the sync-laggard nodes of that run (every
     reading takes each series' newest run)."""
     if state == "daemon":
-        tb.fault_daemon(bed.state_dir, DAEMON_NODE, period_ms=20.0, seconds=180.0)
+        tb.fault_daemon(bed.state_dir, DAEMON_NODE, period_ms=DAEMON_PERIOD_MS, seconds=180.0)
     with open_store(runs["dir"] / f"{kernel}.duckdb") as store:
         runs[kernel, state] = sync_run(bed, store, kernel)
         findings = analyze(store.load_dataset(), correlations=False).findings
