@@ -118,3 +118,17 @@ def test_a_shared_flag_sets_the_option_of_every_step_it_names():
     assert [steps[step]["threads"] for step in ("memory", "dgemm", "hpl")] == [2, 2, 2]
     assert [steps[step]["sizes"] for step in ("pairs", "sets", "scale")] == [[0, 64]] * 3
     assert [steps[step]["seconds_per_size"] for step in ("pairs", "sets", "scale")] == [0.5] * 3
+
+
+def test_the_pairs_and_bisection_commands_take_their_step_options_flags_from_the_fields():
+    from oddnode.measure.pair.pairs import PingPongOptions, StreamOptions
+
+    commands = typer.main.get_command(build_app()).commands
+    for command, options, names in (("pairs", PingPongOptions, ("seconds_per_size", "port")),
+                                    ("bisection", StreamOptions, ("message_size", "seconds", "both", "port"))):
+        parameters = {p.name: p for p in commands[command].params}
+        for name in names:
+            assert parameters[name].help == f"{option_help(options, name).help}."
+            assert parameters[name].default == getattr(options(), name)
+    sizes = {p.name: p for p in commands["pairs"].params}["sizes"]
+    assert sizes.default is None and "(default 0, 1 B to 4 MiB by powers of two)" in sizes.help

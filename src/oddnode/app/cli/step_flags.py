@@ -15,7 +15,7 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from oddnode.app.cli.common import message_sizes, positive_seconds, seconds_or_zero
-from oddnode.measure.steps import CheckFlag, option_flag, option_help, shown_default
+from oddnode.measure.steps import CheckFlag, option_field, option_flag, option_help, shown_default
 
 # What each check an option's description names does on the command line:
 # a callback that refuses a bad value before anything runs, and a parser
@@ -117,4 +117,56 @@ def with_step_flags(command: Callable, flags: list[StepFlag]) -> Callable:
     flagged.__signature__ = signature.replace(parameters=parameters)
     flagged.__annotations__ = {name: hint for name, hint in hints.items() if name != "step_flags"} | {
         flag.parameter: flag.annotation for flag in flags}
+    return flagged
+
+
+# -- a standalone command's flags of its step's options -----------------------------
+
+
+def option_step_flag(options: type, name: str) -> tuple[StepFlag, Any]:
+    """A standalone command's flag of the option ``name`` and its default:
+    --FLAG, the option's own default (shown by the help), a tuple's as text
+    (None, its default said in the help)."""
+    described = option_help(options, name)
+    flag = option_flag(options, name)
+    kind = flag_type(typing.get_type_hints(options)[name])
+    default = option_field(options, name).default
+    text = f"{described.help}."
+    if typing.get_origin(typing.get_type_hints(options)[name]) is tuple or default is None:
+        said = shown_default(options, name)
+        text = f"{described.help} (default {said})." if said is not None else text
+        kind, default = Optional[kind], None
+    annotation = Annotated[kind, typer.Option(f"--{flag}", callback=CALLBACKS.get(described.check), help=text)]
+    return StepFlag(name, annotation, (name,), PARSERS.get(described.check)), default
+
+
+def with_step_options(command: Callable, options: type, names: tuple[str, ...]) -> Callable:
+    """``command`` with a flag for each of the options ``names`` in place of its
+    ``options`` parameter, handed to it as ``options`` built from the flags given."""
+    made = [option_step_flag(options, name) for name in names]
+    signature = inspect.signature(command, eval_str=True)
+    hints = typing.get_type_hints(command, include_extras=True)
+    taken = set(signature.parameters) & set(names)
+    if taken:
+        raise ValueError(f"step options named like the command's own options: {', '.join(sorted(taken))}")
+
+    @functools.wraps(command)
+    def flagged(*args, **given):
+        values = {}
+        for flag, _ in made:
+            value = given.pop(flag.parameter)
+            if value is not None:
+                values[flag.parameter] = flag.parse(value) if flag.parse else value
+        return command(*args, options=options(**values), **given)
+
+    parameters = []
+    for parameter in signature.parameters.values():
+        if parameter.name == "options":
+            parameters += [inspect.Parameter(flag.parameter, parameter.kind, annotation=flag.annotation,
+                                             default=default) for flag, default in made]
+        else:
+            parameters.append(parameter)
+    flagged.__signature__ = signature.replace(parameters=parameters)
+    flagged.__annotations__ = {name: hint for name, hint in hints.items() if name != "options"} | {
+        flag.parameter: flag.annotation for flag, _ in made}
     return flagged

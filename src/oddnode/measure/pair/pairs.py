@@ -100,7 +100,7 @@ class StreamOptions:
 
     message_size: int = option(DEFAULT_MESSAGE_SIZE, help="Bytes per write of each stream")
     seconds: float = option(DEFAULT_STREAM_SECONDS, help="Seconds each stream lasts", check="seconds")
-    both: bool = False
+    both: bool = option(False, help="Stream both ways at once (a pair's bandwidth is their sum)")
     port: int = option(DEFAULT_PORT, help="TCP port the servers listen on")
     connect_wait: float = DEFAULT_CONNECT_WAIT
 
