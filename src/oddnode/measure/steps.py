@@ -182,6 +182,89 @@ MAX_COUNT = 1 << 40
 MAX_SEED = (1 << 64) - 1
 
 
+# Where a step option's field keeps its command-line description.
+OPTION_METADATA = "oddnode.option"
+# What an option's value must be, checked on the command line before anything runs.
+CHECKS = ("seconds", "seconds_or_zero", "sizes")
+
+
+@dataclass(frozen=True)
+class OptionHelp:
+    """A step option as the command line shows it, plain data (the command
+    line, above measure, makes it a flag): ``help``, the flag's name where
+    it is not the field's (``min-seconds`` for ``min_loop_seconds``), what
+    the value must be (``check``: "seconds", a duration above 0;
+    "seconds_or_zero", 0 allowed; "sizes", message sizes in bytes,
+    comma-separated), and the default in words where its value does not
+    say it (``shown_default``: "the node's" for None)."""
+
+    help: str
+    flag: str | None = None
+    check: str | None = None
+    shown_default: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.check is not None and self.check not in CHECKS:
+            raise ValueError(f"unknown option check {self.check!r} (known: {', '.join(CHECKS)})")
+
+
+def option(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = None, check: str | None = None,
+           shown_default: str | None = None) -> Any:
+    """A step option's field: its default and its command-line description (OptionHelp)."""
+    return field(default=default, metadata={OPTION_METADATA: OptionHelp(help, flag, check, shown_default)})
+
+
+def option_field(options: type, name: str) -> dataclasses.Field:
+    """The field ``name`` of an options dataclass; KeyError naming the known ones."""
+    fields = {f.name: f for f in dataclasses.fields(options)}
+    if name not in fields:
+        raise KeyError(f"{options.__name__} has no option {name!r} (its options: {', '.join(fields)})")
+    return fields[name]
+
+
+def option_help(options: type, name: str) -> OptionHelp:
+    """The command-line description of an option; TypeError when its field has none."""
+    described = option_field(options, name).metadata.get(OPTION_METADATA)
+    if described is None:
+        raise TypeError(f"{options.__name__}.{name} has no command-line description: declare it with option()")
+    return described
+
+
+def option_flag(options: type, name: str) -> str:
+    """An option's flag name, without the dashes: its own, else the field's name with dashes."""
+    return option_help(options, name).flag or name.replace("_", "-")
+
+
+def shown_default(options: type, name: str) -> str | None:
+    """An option's default as a help text says it: its words, else its value
+    (a tuple comma-separated); None when there is nothing to say (no value)."""
+    described = option_help(options, name)
+    if described.shown_default is not None:
+        return described.shown_default
+    default = option_field(options, name).default
+    if default is None or default == () or default is dataclasses.MISSING:
+        return None
+    if isinstance(default, tuple):
+        return ",".join(map(str, default))
+    return str(default)
+
+
+@dataclass(frozen=True)
+class CheckFlag:
+    """A flag of the check that sets step options: ``settings``, STEP.OPTION
+    each (several for a flag shared by steps, which then takes its check
+    and type from the first); ``flag`` (no dashes) where it is not
+    STEP-FLAG of the one option; ``help`` where it is not the first option's."""
+
+    settings: tuple[str, ...]
+    flag: str | None = None
+    help: str | None = None
+
+
+def check_flag(*settings: str, flag: str | None = None, help: str | None = None) -> CheckFlag:
+    return CheckFlag(settings, flag, help)
+
+
 def option_names(step: Step) -> list[str]:
     return [f.name for f in dataclasses.fields(step.options)]
 

@@ -34,7 +34,6 @@ from oddnode.app.cli.common import (
     err_console,
     fail,
     inform,
-    message_sizes,
     open_db,
     positive_seconds,
     print_json,
@@ -42,7 +41,6 @@ from oddnode.app.cli.common import (
     read_topology,
     registered_testbed,
     save_topology,
-    seconds_or_zero,
     selected_target,
     testbed_errors,
     user_errors,
@@ -59,7 +57,7 @@ from oddnode.measure.plan import (
     read_plan_file,
 )
 from oddnode.app.cli.nodes import print_unanswered
-from oddnode.measure.steps import option_defaults
+from oddnode.app.cli.step_flags import FROM_FLAGS, StepFlags, check_step_flags, with_step_flags
 from oddnode.report import summaries
 from oddnode.core.atomic import check_target
 from oddnode.report.junit import STDOUT, check_suite, refuse_both_on_stdout, write_junit
@@ -129,15 +127,6 @@ def _names(text: str | None) -> tuple[str, ...] | None:
     if text.strip() in ("", "none"):
         return ()
     return tuple(part.strip() for part in text.split(",") if part.strip())
-
-
-def _default(setting: str) -> str:
-    """A step option's default, for a flag's help: "memory.ntimes, default 10"."""
-    step, option = setting.split(".")
-    value = option_defaults(catalog.get_step(step))[option]
-    if isinstance(value, tuple):
-        value = ",".join(map(str, value))
-    return f"{setting}, default {value}" if value is not None else setting
 
 
 def _settings(flags: dict[str, object]) -> dict[str, dict[str, object]]:
@@ -236,49 +225,8 @@ def check_command(
     benchmark_timeout: Annotated[Optional[float], typer.Option(
         callback=positive_seconds,
         help=f"Seconds one repetition may take on a node (default {CheckPlan.benchmark_timeout:g}).")] = None,
-    memory_elements: Annotated[Optional[int], typer.Option(
-        help="Doubles per array of the memory kernel (memory.elements, default 4x this machine's last-level "
-             "cache).")] = None,
-    memory_ntimes: Annotated[Optional[int], typer.Option(
-        help=f"Timed iterations of the memory kernel, the first discarded ({_default('memory.ntimes')}).")] = None,
-    memory_min_seconds: Annotated[Optional[float], typer.Option(
-        callback=seconds_or_zero,
-        help=f"Repeat each timed memory loop until it lasts about this long, 0: one pass "
-             f"({_default('memory.min_loop_seconds')}).")] = None,
-    noise_seconds: Annotated[Optional[float], typer.Option(
-        callback=positive_seconds,
-        help=f"Seconds the noise kernel measures, on every CPU of every node at once "
-             f"({_default('noise.seconds')}).")] = None,
-    threads: Annotated[Optional[int], typer.Option(
-        help="OpenMP threads of the kernels (memory.threads, dgemm.threads, hpl.threads; default the node's).")] = None,
-    dgemm_n: Annotated[Optional[int], typer.Option(help=f"Matrix order of DGEMM ({_default('dgemm.n')}).")] = None,
-    hpl_n: Annotated[Optional[int], typer.Option(
-        help=f"Problem size N of HPL through hpcc ({_default('hpl.n')}).")] = None,
-    disk_dir: Annotated[Optional[str], typer.Option(
-        help=f"Directory on the nodes the disk benchmark writes in ({_default('disk.directory')}).")] = None,
-    disk_dirs: Annotated[Optional[str], typer.Option(
-        help="Several directories the disk benchmark writes in, one after the other, comma-separated "
-             "(/tmp,/scratch: local against shared); each is compared across nodes on its own (disk.dirs).")] = None,
-    disk_size: Annotated[Optional[int], typer.Option(
-        help=f"Bytes the disk benchmark writes ({_default('disk.size')}).")] = None,
-    disk_engine: Annotated[Optional[str], typer.Option(
-        help=f"auto (fio where installed, else oddnode's kernel), fio or oddnode ({_default('disk.engine')}).")] = None,
+    step_flags: StepFlags = FROM_FLAGS,
     html: Annotated[Optional[Path], typer.Option(help="HTML report (default: oddnode-report.html).")] = Path("oddnode-report.html"),
-    patterns: Annotated[Optional[str], typer.Option(
-        help=f"Pair patterns of the interconnect stage ({_default('pairs.patterns')}).")] = None,
-    sizes: Annotated[Optional[str], typer.Option(
-        help="Message sizes in bytes of the ping-pong and of the set benchmarks, comma-separated (pairs.sizes, "
-             "sets.sizes, scale.sizes; default 0 B to 4 MiB).")] = None,
-    seconds_per_size: Annotated[Optional[float], typer.Option(
-        callback=positive_seconds,
-        help=f"Seconds each message size is timed ({_default('pairs.seconds_per_size')}; sets.seconds_per_size, "
-             f"scale.seconds_per_size).")] = None,
-    set_size: Annotated[Optional[int], typer.Option(
-        help=f"Nodes per set of the sets stage ({_default('sets.size')}, smaller when the cluster holds fewer than "
-             "two sets).")] = None,
-    bisection_seconds: Annotated[Optional[float], typer.Option(
-        callback=positive_seconds,
-        help=f"Seconds each bisection stream lasts ({_default('bisection.seconds')}).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
     junit: JunitOption = None,
     drain: Annotated[bool, typer.Option(
@@ -307,18 +255,8 @@ def check_command(
 
     command = command_line()
     out = err_console if json_out else console
-    # Each flag sets these step options; --set sets any of them, a plan file all.
-    flags = _settings({
-        "memory.elements": memory_elements, "memory.ntimes": memory_ntimes,
-        "memory.min_loop_seconds": memory_min_seconds, "memory.threads": threads,
-        "noise.seconds": noise_seconds,
-        "dgemm.n": dgemm_n, "dgemm.threads": threads, "hpl.n": hpl_n, "hpl.threads": threads,
-        "disk.directory": disk_dir, "disk.dirs": disk_dirs, "disk.size": disk_size, "disk.engine": disk_engine,
-        "pairs.patterns": patterns, "pairs.sizes": message_sizes(sizes) if sizes else None,
-        "pairs.seconds_per_size": seconds_per_size, "bisection.seconds": bisection_seconds,
-        "sets.size": set_size, **{f"{step}.{option}": value for step in ("sets", "scale") for option, value in (
-            ("sizes", message_sizes(sizes) if sizes else None), ("seconds_per_size", seconds_per_size))},
-    })
+    # Each step flag sets step options (catalog.CHECK_FLAGS); --set sets any of them, a plan file all.
+    flags = _settings(step_flags)
     try:
         file = read_plan_file(plan_file) if plan_file else {}
         if testbed:
@@ -392,4 +330,5 @@ def check_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("check")(check_command)
+    # The step flags made now, from the steps registered when the command line is built.
+    app.command("check")(with_step_flags(check_command, check_step_flags()))

@@ -41,7 +41,8 @@ from oddnode.app.cli.common import (
     verbose,
 )
 from oddnode.measure.pair import switchbench
-from oddnode.measure.pair.pairs import CHECK_PATTERNS, DEFAULT_PORT
+from oddnode.measure.pair.pairs import CHECK_PATTERNS, DEFAULT_PORT, PingPongOptions, StreamOptions
+from oddnode.app.cli.step_flags import with_step_options
 from oddnode.measure.pair.pingpong import DEFAULT_MESSAGE_SIZE, DEFAULT_SECONDS_PER_SIZE, DEFAULT_STREAM_SECONDS
 from oddnode.report import summaries
 from oddnode.report.text import literal
@@ -156,10 +157,7 @@ def pairs_command(
                            "--pairs-file).")] = DEFAULT_PATTERNS,
     repetitions: PatternRepetitionsOption = NETWORK_REPETITIONS,
     serial: SerialOption = False,
-    sizes: Annotated[Optional[str], typer.Option(
-        "--sizes", help="Message sizes in bytes, comma-separated (default 0, 1 B to 4 MiB by powers of two).")] = None,
-    seconds_per_size: SecondsPerSizeOption = DEFAULT_SECONDS_PER_SIZE,
-    port: ServerPortOption = DEFAULT_PORT,
+    options: PingPongOptions = PingPongOptions(),  # --sizes, --seconds-per-size, --port (PAIRS_OPTIONS)
     seed: PatternSeedOption = 0,
     pairs_file: PairsFileOption = None,
     kernel: Annotated[str, typer.Option("--kernel", help="tcp: our TCP ping-pong (a server on the second node); "
@@ -181,13 +179,11 @@ def pairs_command(
     latency and bandwidth per message size, then name the node or group
     common to the slow pairs, and oversubscribed uplinks (sorted against
     shuffled)."""
-    from oddnode.measure.pair.pairs import PAIR_KERNELS, PingPongOptions, run_pairs
+    from oddnode.measure.pair.pairs import PAIR_KERNELS, run_pairs
     from oddnode.readings.interconnect_series import MPI, PINGPONG, pattern_series
 
     if kernel not in PAIR_KERNELS:
         raise typer.BadParameter(f"{kernel!r}: choose {' or '.join(PAIR_KERNELS)}", param_hint="--kernel")
-    options = PingPongOptions(**({"sizes": message_sizes(sizes)} if sizes else {}), seconds_per_size=seconds_per_size,
-                              port=port)
     with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         if kernel == "mpi" and mpi_rsh_agent is None and testbed:
             mpi_rsh_agent = f"ssh -F {target.transport.ssh_config}"
@@ -216,12 +212,7 @@ def pairs_command(
 def bisection_command(
     repetitions: Annotated[int, typer.Option(
         "-r", "--repetitions", help="Runs of the cut pairs at once, and of each alone.")] = NETWORK_REPETITIONS,
-    message_size: StreamMessageSizeOption = DEFAULT_MESSAGE_SIZE,
-    seconds: Annotated[float, typer.Option("--seconds", callback=positive_seconds,
-        help="Seconds each stream lasts.")] = DEFAULT_STREAM_SECONDS,
-    both: Annotated[bool, typer.Option(
-        "--both", help="Stream both ways at once (a pair's bandwidth is their sum).")] = False,
-    port: ServerPortOption = DEFAULT_PORT,
+    options: StreamOptions = StreamOptions(),  # --message-size, --seconds, --both, --port (BISECTION_OPTIONS)
     json_out: JsonOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
@@ -234,9 +225,7 @@ def bisection_command(
     once, then each alone; demonstrated = the sum of the pairs' bandwidths,
     next to N/2 × the median pair alone (full bisection)."""
     from oddnode.measure.pair.bisection import run_bisection
-    from oddnode.measure.pair.pairs import StreamOptions
 
-    options = StreamOptions(message_size=message_size, seconds=seconds, both=both, port=port)
     with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         summary = progress_run("bisection", lambda progress: run_bisection(
             store, target, repetitions, options=options, on_progress=progress, command=command_line()))
@@ -456,8 +445,16 @@ def switchbench_alltoall_command(
     exit_for_findings((), problems=bool(charged))
 
 
+# The step options the pairs and bisection commands take as flags, made from
+# the options' fields (their help, default and check), in this order.
+PAIRS_OPTIONS = ("sizes", "seconds_per_size", "port")
+BISECTION_OPTIONS = ("message_size", "seconds", "both", "port")
+
+
 def register(app: typer.Typer) -> None:
-    for name, command in (("pairs", pairs_command), ("bisection", bisection_command), ("matrix", matrix_command)):
+    pairs = with_step_options(pairs_command, PingPongOptions, PAIRS_OPTIONS)
+    bisection = with_step_options(bisection_command, StreamOptions, BISECTION_OPTIONS)
+    for name, command in (("pairs", pairs), ("bisection", bisection), ("matrix", matrix_command)):
         app.command(name, rich_help_panel=INTERCONNECT_PANEL)(command)
 
 

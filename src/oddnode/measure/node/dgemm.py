@@ -14,7 +14,7 @@ from oddnode.reach.jobs import DEFAULT_TIMEOUT, runner_argv
 from oddnode.parsers.kernel_output import RESULT_LINE, VALIDATION_FAILED, VALIDATION_OK, number, read_kernel_output
 from oddnode.core.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
-from oddnode.measure.steps import NodeBenchmark
+from oddnode.measure.steps import NodeBenchmark, option
 from oddnode.core.units import canonical_unit
 
 COMPUTE_STAGE = "compute"
@@ -175,9 +175,9 @@ class DgemmOptions:
     every node (a path or soname, or "builtin"); None lets each node's kernel
     find its own.  ``threads`` None keeps each node's OMP_NUM_THREADS."""
 
-    n: int = DEFAULT_DGEMM_ORDER
+    n: int = option(DEFAULT_DGEMM_ORDER, help="Matrix order of DGEMM")
     ntimes: int = DEFAULT_DGEMM_NTIMES
-    threads: int | None = None
+    threads: int | None = option(None, help="OpenMP threads of DGEMM", shown_default="the node's")
     blas: str | None = None
 
 

@@ -42,7 +42,7 @@ from oddnode.core.model import Direction
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError, json_document
 from oddnode.parsers.fio import parse_fio
 from oddnode.measure.runner import run_benchmark
-from oddnode.measure.steps import NodeBenchmark, StepContext, StepOutcome
+from oddnode.measure.steps import NodeBenchmark, StepContext, StepOutcome, option
 from oddnode.core.units import canonical_unit
 
 DISK_STAGE = "disk"
@@ -379,12 +379,14 @@ class DiskOptions:
     (directory_metric), in place of ``directory``.
     """
 
-    directory: str = DEFAULT_DIRECTORY
-    size: int = DEFAULT_SIZE
+    directory: str = option(DEFAULT_DIRECTORY, help="Directory on the nodes the disk benchmark writes in", flag="dir")
+    size: int = option(DEFAULT_SIZE, help="Bytes the disk benchmark writes")
     block: int = DEFAULT_BLOCK
-    engine: str = "auto"
+    engine: str = option("auto", help="auto (fio where installed, else oddnode's kernel), fio or oddnode")
     timeout: float = DEFAULT_TIMEOUT
-    dirs: tuple[str, ...] = ()
+    dirs: tuple[str, ...] = option((), help="Several directories the disk benchmark writes in, one after the other, "
+                                            "comma-separated (/tmp,/scratch: local against shared); each is "
+                                            "compared across nodes on its own")
 
 
 def disk_directories(options: DiskOptions) -> tuple[str, ...]:

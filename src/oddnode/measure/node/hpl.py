@@ -12,7 +12,7 @@ from oddnode.reach.jobs import parse_tool_output, tool_argv
 from oddnode.core.model import Direction
 from oddnode.parsers.base import ParsedOutput, ParseError
 from oddnode.parsers.hpcc import parse_hpcc
-from oddnode.measure.steps import NodeBenchmark
+from oddnode.measure.steps import NodeBenchmark, option
 
 # HPL's problem size.  It must be one number for all nodes (one argv runs
 # everywhere), so it cannot follow each node's memory; 10000 (800 MB of
@@ -160,9 +160,9 @@ class HplOptions:
     """HPL's problem size and block, the BLAS threads (as in
     blas_thread_env) and the seconds hpcc may run on a node."""
 
-    n: int = DEFAULT_HPL_ORDER
+    n: int = option(DEFAULT_HPL_ORDER, help="Problem size N of HPL through hpcc")
     nb: int = DEFAULT_HPL_BLOCK
-    threads: int | None = None
+    threads: int | None = option(None, help="BLAS threads of HPL", shown_default="the node's")
     timeout: float = DEFAULT_HPL_TIMEOUT
 
 

@@ -22,7 +22,7 @@ from oddnode.reach.jobs import runner_argv
 from oddnode.core.model import Direction
 from oddnode.parsers.base import ParsedOutput
 from oddnode.parsers.oddnode_memory import BANDWIDTH_UNIT, MEMORY_KERNELS, parse_memory_output
-from oddnode.measure.steps import NodeBenchmark
+from oddnode.measure.steps import NodeBenchmark, option
 
 MEMORY_STAGE = "memory"
 BYTES_PER_DOUBLE = 8
@@ -156,10 +156,13 @@ class MemoryOptions:
     nodes (None: the node's own placement; ``oddnode numa`` runs every pair).
     """
 
-    elements: int | None = None
-    ntimes: int = 10  # timed iterations, the first discarded
-    threads: int | None = None
-    min_loop_seconds: float = 0.0
+    elements: int | None = option(None, help="Doubles per array of the memory kernel",
+                                  shown_default="4x this machine's last-level cache")
+    ntimes: int = option(10, help="Timed iterations of the memory kernel, the first discarded")
+    threads: int | None = option(None, help="OpenMP threads of the memory kernel", shown_default="the node's")
+    min_loop_seconds: float = option(
+        0.0, help="Repeat each timed memory loop until it lasts about this long, 0: one pass",
+        flag="min-seconds", check="seconds_or_zero")
     cpu_node: int | None = None
     mem_node: int | None = None
 

@@ -22,7 +22,7 @@ from oddnode.reach.jobs import DEFAULT_TIMEOUT, runner_argv
 from oddnode.readings.noise_series import NOISE
 from oddnode.parsers.base import ParsedOutput
 from oddnode.parsers.oddnode_noise import NOISE_SERIES, parse_noise_output
-from oddnode.measure.steps import NodeBenchmark
+from oddnode.measure.steps import NodeBenchmark, option
 
 NOISE_STAGE = "noise"
 DEFAULT_SECONDS = 10.0
@@ -118,7 +118,8 @@ class NoiseOptions:
     quanta of ``quantum_ns``, ``cpus`` the CPUs to measure (None: every CPU
     the kernel may use on each node), at most ``events`` detours kept per node."""
 
-    seconds: float = DEFAULT_SECONDS
+    seconds: float = option(DEFAULT_SECONDS, help="Seconds the noise kernel measures, on every CPU of every node at once",
+                            check="seconds")
     quantum_ns: int = DEFAULT_QUANTUM_NS
     cpus: tuple[int, ...] | None = None
     events: int = DEFAULT_EVENTS

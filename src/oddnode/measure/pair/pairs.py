@@ -53,7 +53,7 @@ from oddnode.measure.runner import (
     store_round,
     transport_trouble,
 )
-from oddnode.measure.steps import Step, StepContext, StepOutcome
+from oddnode.measure.steps import Step, option, StepContext, StepOutcome
 from oddnode.store import ResultBatch, Store
 from oddnode.reach.base import NodeResult, Target
 from oddnode.core.units import canonical_unit
@@ -80,9 +80,11 @@ class PingPongOptions:
     """What each pair measures: message sizes (bytes), seconds per size,
     the servers' port and how long a client may take to connect."""
 
-    sizes: tuple[int, ...] = tuple(DEFAULT_SIZES)
-    seconds_per_size: float = DEFAULT_SECONDS_PER_SIZE
-    port: int = DEFAULT_PORT
+    sizes: tuple[int, ...] = option(tuple(DEFAULT_SIZES), help="Message sizes in bytes, comma-separated",
+                                    check="sizes", shown_default="0, 1 B to 4 MiB by powers of two")
+    seconds_per_size: float = option(DEFAULT_SECONDS_PER_SIZE, help="Seconds each message size is timed",
+                                     check="seconds")
+    port: int = option(DEFAULT_PORT, help="TCP port the servers listen on")
     connect_wait: float = DEFAULT_CONNECT_WAIT
 
     @property
@@ -96,10 +98,10 @@ class StreamOptions:
     """What each pair streams: message size (bytes), seconds, one way or
     both ways at once, the servers' port and the clients' connection wait."""
 
-    message_size: int = DEFAULT_MESSAGE_SIZE
-    seconds: float = DEFAULT_STREAM_SECONDS
-    both: bool = False
-    port: int = DEFAULT_PORT
+    message_size: int = option(DEFAULT_MESSAGE_SIZE, help="Bytes per write of each stream")
+    seconds: float = option(DEFAULT_STREAM_SECONDS, help="Seconds each stream lasts", check="seconds")
+    both: bool = option(False, help="Stream both ways at once (a pair's bandwidth is their sum)")
+    port: int = option(DEFAULT_PORT, help="TCP port the servers listen on")
     connect_wait: float = DEFAULT_CONNECT_WAIT
 
     @property
@@ -381,7 +383,7 @@ def run_pairs(
 class PairsOptions(PingPongOptions):
     """The pairs step's pair patterns, and what each pair measures."""
 
-    patterns: tuple[str, ...] = CHECK_PATTERNS
+    patterns: tuple[str, ...] = option(CHECK_PATTERNS, help="Pair patterns of the interconnect stage")
 
     def __post_init__(self) -> None:
         check_patterns(self.patterns, "check's pair patterns")

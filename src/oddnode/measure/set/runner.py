@@ -55,7 +55,7 @@ from oddnode.readings.sets_series import (
     TOPOLOGY_ORDERINGS,
     set_series,
 )
-from oddnode.measure.steps import Step, StepContext, StepOutcome
+from oddnode.measure.steps import Step, option, StepContext, StepOutcome
 from oddnode.store import ResultBatch, Store
 from oddnode.reach.base import NodeResult, NodeStatus, Target
 
@@ -240,8 +240,10 @@ class SetBenchmarkOptions:
     orderings: tuple[str, ...] = LIST_ORDERINGS
     seed: int = 0
     benchmarks: tuple[str, ...] = collectives.DEFAULT_BENCHMARKS
-    sizes: tuple[int, ...] = collectives.DEFAULT_SIZES
-    seconds_per_size: float = collectives.DEFAULT_SECONDS_PER_SIZE
+    sizes: tuple[int, ...] = option(collectives.DEFAULT_SIZES, help="Message sizes in bytes, comma-separated",
+                                    check="sizes", shown_default="0, 1 B to 4 MiB by powers of two")
+    seconds_per_size: float = option(collectives.DEFAULT_SECONDS_PER_SIZE, help="Seconds each message size is timed",
+                                     check="seconds")
     command: str | None = None
     parser: str | None = None
     name: str | None = None  # what a command's failed runs are stored under (default: the parser's name)
@@ -296,7 +298,8 @@ class SetsOptions(SetBenchmarkOptions):
 
     known_orderings: ClassVar[tuple[str, ...]] = ORDERINGS
 
-    size: int = DEFAULT_SET_SIZE
+    size: int = option(DEFAULT_SET_SIZE, help="Nodes per set of the sets stage, fewer when the cluster holds "
+                                              "fewer than two sets of that size")
 
     @property
     def needs_topology(self) -> bool:
