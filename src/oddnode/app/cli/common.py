@@ -380,6 +380,22 @@ SITE_ONLY = frozenset({"ssh_config", "transport", "topology", "user"})
 TOPOLOGY_OPTIONS = (TopologyOption, StoredTopologyOption)
 
 
+def in_place_of(signature: inspect.Signature, name: str,
+                replacements: Iterable[tuple[str, Any, Any]]) -> list[inspect.Parameter]:
+    """``signature``'s parameters with the one called ``name`` replaced, where
+    it stands, by ``replacements`` (name, annotation, default): how one
+    typed parameter of a command (its connection, its step options) becomes
+    the several options the command line shows."""
+    parameters = []
+    for parameter in signature.parameters.values():
+        if parameter.name == name:
+            parameters += [inspect.Parameter(new, parameter.kind, annotation=annotation, default=default)
+                           for new, annotation, default in replacements]
+        else:
+            parameters.append(parameter)
+    return parameters
+
+
 def with_configuration(command: Callable) -> Callable:
     """``command`` with its unset options filled from the configuration files,
     and, when it reaches nodes (it takes a ``connection: Connection``), the
@@ -421,13 +437,9 @@ def with_configuration(command: Callable) -> Callable:
             options["connection"] = Connection(**{name: options.pop(name) for name in CONNECTION_OPTIONS})
         return command(*args, **options)
 
-    parameters = []
-    for parameter in signature.parameters.values():
-        if reaches_nodes and parameter.name == "connection":
-            parameters += [inspect.Parameter(name, parameter.kind, annotation=annotation, default=None)
-                           for name, annotation in CONNECTION_OPTIONS.items()]
-        else:
-            parameters.append(parameter)
+    parameters = (in_place_of(signature, "connection", [(name, annotation, None)
+                                                        for name, annotation in CONNECTION_OPTIONS.items()])
+                  if reaches_nodes else list(signature.parameters.values()))
     parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
                                      default=inspect.Parameter.empty)
                    for name, annotation in added.items()]

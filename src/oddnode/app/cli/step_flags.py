@@ -14,7 +14,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from oddnode.app.cli.common import message_sizes, positive_seconds, seconds_or_zero
+from oddnode.app.cli.common import in_place_of, message_sizes, positive_seconds, seconds_or_zero
 from oddnode.measure.steps import CheckFlag, option_field, option_flag, option_help, shown_default
 
 # What each check an option's description names does on the command line:
@@ -107,14 +107,8 @@ def with_step_flags(command: Callable, flags: list[StepFlag]) -> Callable:
                 given.update(dict.fromkeys(flag.settings, value))
         return command(*args, step_flags=given, **options)
 
-    parameters = []
-    for parameter in signature.parameters.values():
-        if parameter.name == "step_flags":
-            parameters += [inspect.Parameter(flag.parameter, parameter.kind, annotation=flag.annotation, default=None)
-                           for flag in flags]
-        else:
-            parameters.append(parameter)
-    flagged.__signature__ = signature.replace(parameters=parameters)
+    flagged.__signature__ = signature.replace(parameters=in_place_of(
+        signature, "step_flags", [(flag.parameter, flag.annotation, None) for flag in flags]))
     flagged.__annotations__ = {name: hint for name, hint in hints.items() if name != "step_flags"} | {
         flag.parameter: flag.annotation for flag in flags}
     return flagged
@@ -159,14 +153,8 @@ def with_step_options(command: Callable, options: type, names: tuple[str, ...]) 
                 values[flag.parameter] = flag.parse(value) if flag.parse else value
         return command(*args, options=options(**values), **given)
 
-    parameters = []
-    for parameter in signature.parameters.values():
-        if parameter.name == "options":
-            parameters += [inspect.Parameter(flag.parameter, parameter.kind, annotation=flag.annotation,
-                                             default=default) for flag, default in made]
-        else:
-            parameters.append(parameter)
-    flagged.__signature__ = signature.replace(parameters=parameters)
+    flagged.__signature__ = signature.replace(parameters=in_place_of(
+        signature, "options", [(flag.parameter, flag.annotation, default) for flag, default in made]))
     flagged.__annotations__ = {name: hint for name, hint in hints.items() if name != "options"} | {
         flag.parameter: flag.annotation for flag, _ in made}
     return flagged
