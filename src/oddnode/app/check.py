@@ -34,6 +34,7 @@ from oddnode.findings.expectations import ExpectationReport, check_expectations,
 from oddnode.core.connection import Connection
 from oddnode.core.model import Dataset, Finding, LabelKind, Severity
 from oddnode.core.inputs import InputError, plain_path, read_text
+from oddnode.core.subset import series_subset
 from oddnode.core.nodes import NodeNameError, expand, expand_command_line
 from oddnode.measure.plan import PROBE_TIMEOUT, CheckPlan
 from oddnode.measure.runner import RunSummary
@@ -204,8 +205,7 @@ def _restricted(dataset: Dataset, nodes: set[str], stages: set[str]) -> Dataset:
             keep = np.array([label in nodes for label in s.labels], dtype=bool)
             if not keep.any():
                 continue
-            s = dataclasses.replace(s, labels=s.labels[keep], values=s.values[keep], repetitions=s.repetitions[keep],
-                                    spread=None if s.spread is None else s.spread[keep])
+            s = series_subset(s, keep)
         series.append(s)
     benchmark_steps = {step.name for step in catalog.STEPS.values() if step.stage in stages}
     allowed_steps = benchmark_steps | ({INVENTORY_STAGE} if DIAGNOSTICS in stages else set())

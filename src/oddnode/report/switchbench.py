@@ -85,8 +85,8 @@ def stream_pairs(dataset: Dataset) -> list[StreamPairs]:
 
 
 def alltoall_phases(dataset: Dataset) -> list[AllToAllPhases]:
-    """Per all-to-all node set of the latest run, the minimum bandwidth of
-    every phase with the run's total time and aggregate."""
+    """Per all-to-all node set (each its newest run), the minimum bandwidth
+    of every phase with the run's total time and aggregate."""
     sets = {s.metric: s for s in dataset.series if s.benchmark == ALLTOALL_BENCHMARK
             and s.label_kind is LabelKind.SET}
     phases: dict[str, dict[int, float]] = {}
@@ -97,8 +97,8 @@ def alltoall_phases(dataset: Dataset) -> list[AllToAllPhases]:
             unit = series.unit
             for label, value in finite_items(series):
                 phases.setdefault(label, {})[int(index)] = value
-    # Each metric keeps its latest run: phases beyond a later, smaller run's
-    # N-1 come from an earlier one; the latest node sets are the aggregate's.
+    # Each metric keeps each node set's newest run; the node sets shown are
+    # the aggregate's, and a set of N nodes has N-1 phases.
     aggregate = sets.get("bandwidth.aggregate")
     latest = {label for label, _ in finite_items(aggregate)} if aggregate is not None else set(phases)
     found = []

@@ -11,6 +11,7 @@ the analysis reads one row per label.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -43,7 +44,8 @@ from oddnode.core.model import (
     Severity,
 )
 from oddnode.core.inputs import parse_json, quote
-from oddnode.core.nodes import NODE_NAME_PATTERN, NodeNameError, label_members
+from oddnode.core.nodes import NODE_NAME_PATTERN, NodeNameError, expand, label_members
+from oddnode.readings.history import NodeFinding, NodeHistory, SeriesHistory, SeriesRun, fact_changes
 
 if TYPE_CHECKING:
     from oddnode.readings.profile import Profile
@@ -471,7 +473,11 @@ class Store:
         run of every series in ``rows``, that these rows are all it will
         ever hold of them, and that no label has two valid rows in one
         series (an import without repetitions).  The best rows are then the
-        valid rows themselves, copied without grouping a million labels."""
+        valid rows themselves, copied without grouping a million labels.
+
+        Results accumulate per label (node, pair or set): a series' best
+        row of a label comes from the newest run that holds that label, so
+        a rerun of some nodes replaces their results and no other's."""
         if isinstance(rows, ResultBatch) and not rows:
             return
         self.con.register("_incoming", rows.columns() if isinstance(rows, ResultBatch) else rows)
@@ -532,9 +538,11 @@ class Store:
         # replace, and the scan that names the series is saved.
         ((best_rows,),) = self.con.execute("SELECT count(*) FROM best").fetchall()
         if best_rows:
+            # Results accumulate per label: the run replaces the labels it
+            # holds (a failed one included), the others keep theirs.
             self.con.execute("""
-                DELETE FROM best WHERE (benchmark, metric) IN
-                    (SELECT DISTINCT (benchmark, metric) FROM results WHERE run_id = ?)
+                DELETE FROM best WHERE (benchmark, metric, label) IN
+                    (SELECT DISTINCT (benchmark, metric, label) FROM results WHERE run_id = ?)
             """, [run_id])
         self.con.execute("""
             INSERT INTO best
@@ -564,12 +572,9 @@ class Store:
         self.con.execute(
             "DELETE FROM best WHERE (benchmark, metric) IN (SELECT (benchmark, metric) FROM _touched)"
         )
-        self.con.execute("""
+        self.con.execute(f"""
             INSERT INTO best
-            WITH latest AS (
-                SELECT r.benchmark, r.metric, max(r.run_id) AS run_id
-                FROM results r JOIN _touched t USING (benchmark, metric)
-                GROUP BY ALL)
+            WITH {_newest_per_label("JOIN _touched USING (benchmark, metric)")}
             SELECT r.run_id, r.benchmark, r.metric, any_value(r.unit), any_value(r.direction),
                    r.label, any_value(r.label_kind),
                    CASE WHEN any_value(r.direction) = 'lower' THEN min(r.value) ELSE max(r.value) END,
@@ -577,7 +582,7 @@ class Store:
                    CASE WHEN count(r.repetition) = 0 THEN NULL
                         WHEN count(*) < 2 THEN 'NaN'::DOUBLE
                         ELSE (max(r.value) - min(r.value)) / greatest(abs(max(r.value)), abs(min(r.value))) END
-            FROM results r JOIN latest USING (benchmark, metric, run_id)
+            FROM newest r
             WHERE r.valid AND r.value IS NOT NULL
             GROUP BY r.run_id, r.benchmark, r.metric, r.label
         """)
@@ -869,22 +874,16 @@ class Store:
         return self._failures_of(self._latest_runs())
 
     def _failures_of(self, latest: Sequence[tuple[str, str, int]]) -> list[Failure]:
-        """The failed runs of each series' newest run (``latest`` as
-        _latest_runs gives it)."""
+        """The failed repetitions of each label's newest run of each series
+        (``latest``, as _latest_runs gives it, says whether there are any)."""
         if not latest:
             return []
         self.check_names()
-        self.con.register("_latest", {
-            "benchmark": np.array([b for b, _, _ in latest], dtype=object),
-            "metric": np.array([m for _, m, _ in latest], dtype=object),
-            "run_id": np.array([r for _, _, r in latest], dtype=np.int64),
-        })
-        rows = self.con.execute("""
+        rows = self.con.execute(f"""
+            WITH {_newest_per_label()}
             SELECT r.benchmark, r.label, r.label_kind, r.repetition
-            FROM results r JOIN _latest USING (benchmark, metric, run_id)
-            WHERE NOT r.valid ORDER BY 1, 2, 4
+            FROM newest r WHERE NOT r.valid ORDER BY 1, 2, 4
         """).fetchall()
-        self.con.unregister("_latest")
         failures = []
         for benchmark, label, kind, repetition in rows:
             kind = LabelKind(kind)
@@ -893,16 +892,15 @@ class Store:
 
     @_reading
     def load_set_runs(self) -> list[SetRuns]:
-        """Every valid repetition of each set series' newest run."""
+        """Every valid repetition of each set's newest run of each set series."""
         self.check_names()
-        rows = self.con.execute("""
-            WITH latest AS (SELECT benchmark, metric, max(run_id) AS run_id FROM results
-                            WHERE label_kind = 'set' GROUP BY benchmark, metric)
+        rows = self.con.execute(f"""
+            WITH {_newest_per_label("WHERE label_kind = 'set'")}
             SELECT r.benchmark, r.metric, any_value(r.unit), any_value(r.direction),
                    list(r.label ORDER BY r.label, r.repetition),
                    list(coalesce(r.repetition, -1) ORDER BY r.label, r.repetition),
                    list(r.value ORDER BY r.label, r.repetition)
-            FROM results r JOIN latest USING (benchmark, metric, run_id)
+            FROM newest r
             WHERE r.valid AND r.value IS NOT NULL AND isfinite(r.value)
             GROUP BY r.benchmark, r.metric ORDER BY 1, 2
         """).fetchall()
@@ -958,11 +956,12 @@ class Store:
 
     @_reading
     def load_node_status(self) -> dict[str, NodeStage]:
-        """Nodes that did not answer in the latest run of each stage."""
+        """Nodes that did not answer in their newest run of each stage (a
+        node rerun alone answers for itself only)."""
         self.check_names()
         rows = self.con.execute("""
-            WITH latest AS (SELECT stage, max(run_id) AS run_id FROM node_status GROUP BY stage)
-            SELECT s.node, s.stage, s.status, s.detail FROM node_status s JOIN latest USING (stage, run_id)
+            WITH latest AS (SELECT stage, node, max(run_id) AS run_id FROM node_status GROUP BY stage, node)
+            SELECT s.node, s.stage, s.status, s.detail FROM node_status s JOIN latest USING (stage, node, run_id)
             WHERE s.status <> 'ok' ORDER BY s.node, s.stage
         """).fetchall()
         return {node: NodeStage(stage, status, detail or "") for node, stage, status, detail in rows}
@@ -970,21 +969,71 @@ class Store:
     @_reading
     def load_details(self, names: Sequence[str] = DETAILED_SERIES) -> dict[str, dict[str, list[dict[str, Any]]]]:
         """The parameters of every valid repetition of the named node series
-        (benchmark names, metric ``value``) in each one's newest run:
+        (benchmark names, metric ``value``) in each node's newest run:
         series -> label -> one dict per repetition, in repetition order."""
         if not names:
             return {}
-        rows = self.con.execute("""
-            WITH latest AS (SELECT benchmark, max(run_id) AS run_id FROM results
-                            WHERE benchmark IN (SELECT unnest(?)) AND metric = ? AND label_kind = 'node'
-                            GROUP BY benchmark)
-            SELECT r.benchmark, r.label, r.parameters FROM results r JOIN latest USING (benchmark, run_id)
-            WHERE r.metric = ? AND r.valid AND r.parameters IS NOT NULL ORDER BY 1, 2, r.repetition
-        """, [list(names), DEFAULT_METRIC, DEFAULT_METRIC]).fetchall()
+        rows = self.con.execute(f"""
+            WITH {_newest_per_label("WHERE benchmark IN (SELECT unnest(?)) AND metric = ? AND label_kind = 'node'")}
+            SELECT r.benchmark, r.label, r.parameters FROM newest r
+            WHERE r.valid AND r.parameters IS NOT NULL ORDER BY 1, 2, r.repetition
+        """, [list(names), DEFAULT_METRIC]).fetchall()
         details: dict[str, dict[str, list[dict[str, Any]]]] = {}
         for benchmark, label, parameters in rows:
             details.setdefault(benchmark, {}).setdefault(label, []).append(json.loads(parameters))
         return details
+
+    @_reading
+    def node_history(self, node: str) -> NodeHistory:
+        """``node``'s results of every node series run by run, the facts of
+        it that changed between inventories, and the recorded findings that
+        name it (their node sets expanded without groups)."""
+        self.check_names()
+        rows = self.con.execute("""
+            SELECT r.benchmark, r.metric, any_value(r.unit), any_value(r.direction), r.run_id,
+                   any_value(u.started), any_value(u.command),
+                   CASE WHEN any_value(r.direction) = 'lower' THEN min(r.value) FILTER (WHERE r.valid)
+                        ELSE max(r.value) FILTER (WHERE r.valid) END,
+                   count(*) FILTER (WHERE r.valid), count(*) FILTER (WHERE NOT r.valid)
+            FROM results r JOIN runs u ON u.id = r.run_id
+            WHERE r.label = ? AND r.label_kind = 'node'
+            GROUP BY r.benchmark, r.metric, r.run_id ORDER BY 1, 2, 5
+        """, [node]).fetchall()
+        medians = dict(((benchmark, metric), median) for benchmark, metric, median in self.con.execute("""
+            SELECT benchmark, metric, median(value) FROM best
+            WHERE label_kind = 'node' AND (benchmark, metric) IN
+                  (SELECT (benchmark, metric) FROM results WHERE label = ? AND label_kind = 'node')
+            GROUP BY ALL
+        """, [node]).fetchall())
+        series: list[SeriesHistory] = []
+        for row in rows:
+            benchmark, metric, unit, direction, run_id, started, command, value, valid, failed = row
+            if not series or (series[-1].benchmark, series[-1].metric) != (benchmark, metric):
+                series.append(SeriesHistory(benchmark, metric, unit, Direction(direction),
+                                            medians.get((benchmark, metric)), ()))
+            run = SeriesRun(int(run_id), started, command, value, int(valid), int(failed))
+            series[-1] = dataclasses.replace(series[-1], runs=series[-1].runs + (run,))
+        facts = self.con.execute("""
+            SELECT f.key, f.run_id, u.started, f.value FROM facts f JOIN runs u ON u.id = f.run_id
+            WHERE f.node = ? ORDER BY f.key, f.run_id
+        """, [node]).fetchall()
+        analyses = self.con.execute(
+            "SELECT id, started, command FROM runs WHERE source = ? ORDER BY id", [FINDINGS_SOURCE]).fetchall()
+        findings = []
+        names: dict[str, bool] = {}  # node set -> whether it names the node
+        for run_id, started, kind, severity, subject, nodes, message in self.con.execute("""
+                SELECT f.run_id, u.started, f.kind, f.severity, f.subject, f.nodes, f.message
+                FROM findings f JOIN runs u ON u.id = f.run_id ORDER BY f.run_id
+                """).fetchall():
+            if nodes not in names:
+                try:
+                    names[nodes] = node in expand(nodes)
+                except NodeNameError:  # not a node set oddnode wrote: none of this node's
+                    names[nodes] = False
+            if names[nodes]:
+                findings.append(NodeFinding(int(run_id), started, kind, severity, subject, message))
+        return NodeHistory(node, tuple(series), fact_changes(facts), tuple(findings),
+                           tuple((int(run_id), started, command) for run_id, started, command in analyses))
 
     @_reading
     def load_declared_nodes(self) -> list[str]:
@@ -1315,6 +1364,17 @@ def _upgrade(store: Store, version: int) -> Store:
         store._refresh_best(store.series_names())
         store.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
     return store
+
+
+def _newest_per_label(restriction: str = "") -> str:
+    """A common table expression ``newest``: the result rows of each label's
+    newest run of each series, of the results ``restriction`` (a join or a
+    WHERE clause on ``results``) keeps.  Results accumulate per label: a
+    rerun of some nodes, pairs or sets replaces theirs and no other's."""
+    return f"""newest AS (
+        SELECT r.* FROM results r JOIN (
+            SELECT benchmark, metric, label, max(run_id) AS run_id FROM results {restriction} GROUP BY ALL
+        ) USING (benchmark, metric, label, run_id))"""
 
 
 def _json_default(value: Any) -> Any:

@@ -9,6 +9,7 @@ import pytest
 from oddnode import testbed as tb
 from oddnode.app.check import CheckPlan, make_target, run_check
 from oddnode.core.model import Severity
+from oddnode.judge.analysis import analyze
 from oddnode.store import open_store
 from support.testbed import clean, needs_root, running_testbed  # noqa: F401 (clean: a fixture)
 
@@ -111,3 +112,25 @@ def test_idle_nodes_give_no_memory_finding(clean, tmp_path):
     with open_store(tmp_path / "idle.duckdb") as store:
         result = run_check(store, target, MEMORY_PLAN)
     assert result.analysis.findings == [], summary(result.analysis.findings)
+
+
+def test_a_repaired_node_checked_alone_into_the_store_makes_the_cluster_ready(clean, tmp_path):
+    """The administrator's loop: the check names the slow node; with the
+    fault gone, a check of that node alone into the same store replaces its
+    results and no other node's, the store's analysis says READY, and its
+    history shows the change."""
+    tb.fault_process(clean.state_dir, "node03", tb.hog_argv(seconds=600), 600)
+    with open_store(tmp_path / "loop.duckdb") as store:
+        slow = run_check(store, make_target(clean.nodes, "ssh", clean.ssh_config), MEMORY_PLAN, keep_going=True)
+        assert {f.nodes for f in slow.analysis.findings} == {"node03"}, summary(slow.analysis.findings)
+        tb.clear_faults(clean.state_dir)
+        alone = run_check(store, make_target(["node03"], "ssh", clean.ssh_config), MEMORY_PLAN)
+        assert alone.analysis.findings == [], summary(alone.analysis.findings)
+        judged = analyze(store.load_dataset())
+        history = store.node_history("node03")
+    assert judged.findings == [] and judged.ready, summary(judged.findings)
+    triad = next(s for s in judged.dataset.series if s.name == "memory.triad:bandwidth")
+    assert sorted(triad.labels.tolist()) == clean.nodes
+    (runs,) = [s.runs for s in history.series if s.name == "memory.triad:bandwidth"]
+    (before, after) = [(run.value, run.command) for run in runs]
+    assert before[0] < 0.8 * after[0], runs

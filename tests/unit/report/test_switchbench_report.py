@@ -18,6 +18,7 @@ from oddnode.report import switchbench as report
 from oddnode.report.html import render_report
 from oddnode.report.interconnect import FIGURE_SOURCES, SWITCH_BENCHMARKS, figure_sources
 from oddnode.report.plots import chain_figure, phase_figure, stream_pairs_figure
+from oddnode.core.nodes import fold
 from oddnode.store import open_store
 from oddnode.reach.base import Target
 from support.clusters.switchbench import ALLTOALL, CHAIN, NODES, STREAMS, SwitchCluster, TWELVE
@@ -68,12 +69,14 @@ def test_alltoall_phases_are_read_with_total_and_aggregate(switched):
     assert phases.aggregate == pytest.approx(best.aggregate_bandwidth)
 
 
-def test_a_later_smaller_alltoall_hides_the_phases_of_an_earlier_one(tmp_path):
+def test_a_later_smaller_alltoall_keeps_its_phases_apart_from_an_earlier_one(tmp_path):
+    # Results accumulate set by set: each node set keeps its newest run's phases.
     with open_store(tmp_path / "a.duckdb") as store:
         run_alltoall(store, Target(NODES, SwitchCluster()), 1, options=ALLTOALL)
         run_alltoall(store, Target(NODES[:3], SwitchCluster(slow="node02")), 1, options=ALLTOALL)
-        (phases,) = report.alltoall_phases(store.load_dataset())
-    assert phases.nodes == "node[01-03]" and phases.min_bandwidth == {1: 200.0, 2: 200.0}
+        smaller, whole = report.alltoall_phases(store.load_dataset())
+    assert smaller.nodes == "node[01-03]" and smaller.min_bandwidth == {1: 200.0, 2: 200.0}
+    assert whole.nodes == fold(NODES) and sorted(whole.min_bandwidth) == list(range(1, len(NODES)))
 
 
 def switch_figures(dataset):

@@ -43,13 +43,29 @@ def test_invalid_repetitions_are_kept_but_never_best(store):
     assert store.con.execute("SELECT count(*) FROM results").fetchone()[0] == 3
 
 
-def test_latest_run_supersedes_a_series(store):
+def test_a_rerun_of_one_node_replaces_its_result_and_no_other(store):
     with store.transaction():
         store.add_results(store.new_run("first"), _batch([("s", "n1", 1.0, {}), ("s", "n2", 2.0, {})]))
     with store.transaction():
         store.add_results(store.new_run("second"), _batch([("s", "n1", 5.0, {})]))
     (s,) = store.load_series()
-    assert list(s.labels) == ["n1"] and list(s.values) == [5.0]
+    assert list(s.labels) == ["n1", "n2"] and list(s.values) == [5.0, 2.0]
+    assert store.load_failures() == []
+
+
+def test_a_node_whose_rerun_failed_has_no_result_but_its_failure(store):
+    with store.transaction():
+        store.add_results(store.new_run("first"), _batch([("s", "n1", 1.0, {}), ("s", "n2", 2.0, {})]))
+    with store.transaction():
+        store.add_results(store.new_run("second"), _batch([("s", "n1", None, {"repetition": 1, "valid": False})]))
+    (s,) = store.load_series()
+    assert list(s.labels) == ["n2"]
+    assert [(f.label, f.repetition) for f in store.load_failures()] == [("n1", 1)]
+    # ... until it runs again.
+    with store.transaction():
+        store.add_results(store.new_run("third"), _batch([("s", "n1", 3.0, {})]))
+    (s,) = store.load_series()
+    assert list(s.labels) == ["n1", "n2"] and list(s.values) == [3.0, 2.0] and store.load_failures() == []
 
 
 def test_failed_write_leaves_store_as_it_was(store):
@@ -199,3 +215,47 @@ def test_a_run_over_a_target_records_its_nodes_in_the_given_order(store):
 
     new_target_run(store, Target(["cn-10", "cn-9", "cn-100"], LocalTransport()), "oddnode memory")
     assert store.load_declared_nodes() == ["cn-10", "cn-9", "cn-100"]
+
+
+def test_a_node_rerun_alone_answers_for_itself_only(store):
+    with store.transaction():
+        run = store.new_run("first")
+        store.add_node_status(run, "memory", [("n1", "ok", None), ("n2", "unreachable", "no route"),
+                                              ("n3", "timeout", "cut at 60 s")])
+    with store.transaction():
+        store.add_node_status(store.new_run("rerun"), "memory", [("n2", "ok", None)])
+    assert {node: trouble.status for node, trouble in store.load_node_status().items()} == {"n3": "timeout"}
+
+
+def test_sets_and_their_details_accumulate_set_by_set(store):
+    def sets(run, rows):
+        batch = ResultBatch()
+        for label, value in rows:
+            batch.add("sets.chain", label, value, label_kind=LabelKind.SET, repetition=1)
+        store.add_results(run, batch)
+
+    with store.transaction():
+        sets(store.new_run("first"), [("n[1-2]", 10.0), ("n[3-4]", 5.0)])
+    with store.transaction():
+        sets(store.new_run("again"), [("n[3-4]", 11.0)])
+    (runs,) = store.load_set_runs()
+    assert dict(zip(runs.labels.tolist(), runs.values.tolist())) == {"n[1-2]": 10.0, "n[3-4]": 11.0}
+
+
+def test_an_import_of_one_node_replaces_that_node_in_a_whole_imported_series(store, tmp_path):
+    from oddnode.store.stab import import_stab
+
+    first, rerun = tmp_path / "first", tmp_path / "rerun"
+    first.mkdir()
+    rerun.mkdir()
+    (first / "plot.triad").write_text("100 cn-001\n60 cn-002\n101 cn-003\n")
+    (rerun / "plot.triad").write_text("99 cn-002\n")
+    import_stab(store, [first])
+    import_stab(store, [rerun])
+    (triad,) = store.load_series()
+    assert dict(zip(triad.labels.tolist(), triad.values.tolist())) == {"cn-001": 100.0, "cn-002": 99.0,
+                                                                       "cn-003": 101.0}
+    history = store.node_history("cn-002")
+    (series,) = history.series
+    assert [run.value for run in series.runs] == [60.0, 99.0] and series.median_now == 100.0
+    assert series.relative(60.0) == pytest.approx(-40.0)

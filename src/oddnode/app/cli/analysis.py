@@ -42,6 +42,35 @@ RESULTS_PANEL = "Results and statistics"
 FINDC_ROWS = 40
 
 
+# -w/-x of the commands that judge the store: a part of what it holds.
+JudgedNodesOption = Annotated[Optional[str], typer.Option(
+    "-w", "--nodes", help="Judge only these nodes (ClusterShell syntax, @groups too); a pair or set only when "
+                          "all its members are among them.")]
+JudgedExcludeOption = Annotated[Optional[str], typer.Option("-x", "--exclude", help="Judge without these nodes.")]
+
+
+def judged_part(dataset, nodes: str | None, exclude: str | None):
+    """The part of ``dataset`` about ``-w`` minus ``-x`` (all of it when
+    neither is given); an error when it holds nothing about them."""
+    if not nodes and not exclude:
+        return dataset
+    from oddnode.app.check import select_nodes
+    from oddnode.core.nodes import expand_command_line
+    from oddnode.core.subset import restricted
+    from oddnode.store import StoreError
+
+    if nodes:
+        chosen = set(select_nodes(nodes, exclude))
+        part = restricted(dataset, chosen.__contains__)
+    else:
+        excluded = set(expand_command_line(exclude))
+        part = restricted(dataset, lambda node: node not in excluded)
+    if not (part.series or part.facts or part.failures or part.node_trouble or part.declared_nodes):
+        said = " ".join(f"{option} {value}" for option, value in (("-w", nodes), ("-x", exclude)) if value)
+        raise StoreError(f"the store holds no result, fact or failed run of the nodes {said} leaves")
+    return part
+
+
 class FailOn(str, Enum):
     never = "never"
     warning = "warning"
@@ -56,9 +85,15 @@ class ExportFormat(str, Enum):
     prometheus = "prometheus"
 
 
-def load_series(db: Path, benchmark: str):
+def load_judged(db: Path, nodes: str | None = None, exclude: str | None = None):
+    """The store's dataset, or its part about ``-w`` minus ``-x``."""
     with open_db(db) as store:
-        return store.load_dataset().by_name(benchmark)
+        dataset = store.load_dataset()
+    return judged_part(dataset, nodes, exclude)
+
+
+def load_series(db: Path, benchmark: str, nodes: str | None = None, exclude: str | None = None):
+    return load_judged(db, nodes, exclude).by_name(benchmark)
 
 
 def export_command(
@@ -96,6 +131,8 @@ def stats_command(
     db: DbOption = DEFAULT_DB,
     json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
     wide: WideOption = False,
+    nodes: JudgedNodesOption = None,
+    exclude: JudgedExcludeOption = None,
 ) -> None:
     """Descriptive statistics per benchmark metric (STAB's anal).
 
@@ -104,8 +141,8 @@ def stats_command(
     from oddnode.report.terminal import print_stats
     from oddnode.stats.describe import describe
 
-    with user_errors(), open_db(db) as store:
-        dataset = store.load_dataset()
+    with user_errors():
+        dataset = load_judged(db, nodes, exclude)
         names = benchmarks or dict.fromkeys(s.benchmark for s in dataset.series)
         chosen = [s for name in names for s in dataset.select(name)]
     rows = [(s, describe(s)) for s in chosen]
@@ -135,6 +172,8 @@ def dist_command(
     plot: Annotated[Optional[Path], typer.Option(help="Write the histogram to a .png or .svg file.")] = None,
     db: DbOption = DEFAULT_DB,
     json_out: Annotated[bool, typer.Option("--json", help="Print the histogram and the tests as JSON.")] = False,
+    nodes: JudgedNodesOption = None,
+    exclude: JudgedExcludeOption = None,
 ) -> None:
     """Distribution of one benchmark (STAB's dplot).
 
@@ -146,7 +185,7 @@ def dist_command(
     from oddnode.stats.distribution import chi_squared_normal, dip_test, normality
 
     with user_errors():
-        series = load_series(db, benchmark)
+        series = load_series(db, benchmark, nodes, exclude)
         chosen = histogram_bins(bins)
         tests = chi_squared_normal(series.values, chosen), normality(series.values), dip_test(series.values)
         if json_out:
@@ -165,6 +204,8 @@ def findn_command(
     benchmark: Annotated[str, typer.Argument()],
     db: DbOption = DEFAULT_DB,
     json_out: Annotated[bool, typer.Option("--json", help="Print the fits as JSON.")] = False,
+    nodes: JudgedNodesOption = None,
+    exclude: JudgedExcludeOption = None,
 ) -> None:
     """Chi-squared fit to the normal over many bin counts, to see how bin choice sways it."""
     from oddnode.report.analysis_json import findn_json
@@ -172,7 +213,7 @@ def findn_command(
     from oddnode.stats.distribution import findn
 
     with user_errors():
-        series = load_series(db, benchmark)
+        series = load_series(db, benchmark, nodes, exclude)
         sweep = findn(series.values)
     if json_out:
         print_json(findn_json(series, sweep))
@@ -187,6 +228,8 @@ def correlate_command(
     db: DbOption = DEFAULT_DB,
     json_out: Annotated[bool, typer.Option(
         "--json", help="Print both series, the correlation and each label's pair of values as JSON.")] = False,
+    nodes: JudgedNodesOption = None,
+    exclude: JudgedExcludeOption = None,
 ) -> None:
     """Correlate two benchmarks joined by node (STAB's cplot): Pearson and Spearman with p-values."""
     from oddnode.report.analysis_json import correlate_json
@@ -194,8 +237,7 @@ def correlate_command(
     from oddnode.stats.correlation import correlate
 
     with user_errors():
-        with open_db(db) as store:
-            dataset = store.load_dataset()
+        dataset = load_judged(db, nodes, exclude)
         a, b = dataset.by_name(x), dataset.by_name(y)
         result = correlate(a, b)
         if json_out:
@@ -214,14 +256,16 @@ def findc_command(
     limit: Annotated[int, typer.Option(help="Rows to print (0: all).")] = FINDC_ROWS,
     db: DbOption = DEFAULT_DB,
     json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+    nodes: JudgedNodesOption = None,
+    exclude: JudgedExcludeOption = None,
 ) -> None:
     """Correlate every pair of benchmarks (STAB's findc), strongest first."""
     from oddnode.report.analysis_json import findc_json
     from oddnode.report.terminal import correlation_table
     from oddnode.stats.correlation import correlate_all
 
-    with user_errors(), open_db(db) as store:
-        dataset = store.load_dataset()
+    with user_errors():
+        dataset = load_judged(db, nodes, exclude)
     rows = correlate_all(dataset.series)
     if grep:
         rows = [c for c in rows if grep in (c.x, c.y)]
@@ -271,10 +315,45 @@ def common_command(
     console.print(common_table(common_nodes(failures)))
 
 
-def judge(paths: list[Path] | None, location: Path, groups, sensitivity):
-    """Import ``paths`` and save the topology first when given, analyze, and
-    record the findings; returns the analysis and, when the store could not
-    take the findings, why."""
+def history_command(
+    node: Annotated[str, typer.Argument(help="The node, by its name.")],
+    db: DbOption = DEFAULT_DB,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the node's history as JSON.")] = False,
+) -> None:
+    """A node's results, facts and findings run by run: before and after its repair.
+
+    Each node series' value in every run that measured the node, against
+    the cluster's median now (of every node's newest result); the facts
+    that changed between its inventories; every recorded analysis with the
+    findings that named it."""
+    from oddnode.core.nodes import validate_node_name
+    from oddnode.report.history import history_json, history_tables
+    from oddnode.store import StoreError
+
+    with user_errors():
+        validate_node_name(node)
+        with open_db(db) as store:
+            history = store.node_history(node)
+        if history.empty:
+            raise StoreError(f"the store holds no result, fact or finding of {node}")
+    if json_out:
+        print_json(history_json(history))
+        return
+    for table in history_tables(history):
+        console.print(table)
+
+
+def analysis_command(nodes: str | None, exclude: str | None) -> str:
+    """How a recorded analysis names itself: with the part it judged."""
+    return " ".join(["oddnode analyze", *(f"{option} {value}" for option, value in (("-w", nodes), ("-x", exclude))
+                                          if value)])
+
+
+def judge(paths: list[Path] | None, location: Path, groups, sensitivity, nodes: str | None = None,
+          exclude: str | None = None):
+    """Import ``paths`` and save the topology first when given, analyze
+    (the part about ``-w`` minus ``-x``), and record the findings; returns
+    the analysis and, when the store could not take the findings, why."""
     from oddnode.judge.analysis import analyze
     from oddnode.store.stab import import_stab
     from oddnode.store import StoreError, open_store
@@ -284,16 +363,16 @@ def judge(paths: list[Path] | None, location: Path, groups, sensitivity):
             if paths:
                 import_stab(store, paths, command="oddnode analyze")
             save_topology(store, groups)
-            result = analyze(store.load_dataset(), sensitivity, require_data=True)
-            store.record_findings("oddnode analyze", result.findings)
+            result = analyze(judged_part(store.load_dataset(), nodes, exclude), sensitivity, require_data=True)
+            store.record_findings(analysis_command(nodes, exclude), result.findings)
         return result, None
     # Read-only while judging: a store one may read but not write is
     # judged all the same, and only the findings' record is lost.
     with open_store(location, read_only=True) as store:
-        result = analyze(store.load_dataset(), sensitivity, require_data=True)
+        result = analyze(judged_part(store.load_dataset(), nodes, exclude), sensitivity, require_data=True)
     try:
         with open_store(location) as store:
-            store.record_findings("oddnode analyze", result.findings)
+            store.record_findings(analysis_command(nodes, exclude), result.findings)
     except StoreError as err:
         return result, f"findings not recorded in the store: {err}"
     return result, None
@@ -327,6 +406,8 @@ def analyze_command(
         help="Compare with a synthetic dataset's truth.json; exit 1 on a mismatch.")] = None,
     topology: StoredTopologyOption = None,
     wide: WideOption = False,
+    nodes: JudgedNodesOption = None,
+    exclude: JudgedExcludeOption = None,
 ) -> None:
     """Judge the results: statistics, findings with evidence and remedies, correlations.
 
@@ -351,7 +432,7 @@ def analyze_command(
         location = db or (Path(":memory:") if paths else DEFAULT_DB)
         if not paths and not location.exists():
             raise StoreError(f"no results store at {location}: import results first or give result directories")
-        result, not_recorded = judge(paths, location, read_topology(topology), sensitivity)
+        result, not_recorded = judge(paths, location, read_topology(topology), sensitivity, nodes, exclude)
     out = err_console if json_out or junit == STDOUT else console
     if not_recorded:
         err_console.print(f"[yellow]{literal(not_recorded)}[/]", highlight=False)
@@ -402,7 +483,7 @@ def register(app: typer.Typer) -> None:
     """The statistics commands in their panel; analyze among the first commands."""
     for name, command in (("export", export_command), ("stats", stats_command), ("dist", dist_command),
                           ("findn", findn_command), ("correlate", correlate_command), ("findc", findc_command),
-                          ("common", common_command)):
+                          ("common", common_command), ("history", history_command)):
         app.command(name, rich_help_panel=RESULTS_PANEL)(command)
     app.command("analyze")(analyze_command)
     app.command("synth", rich_help_panel=RESULTS_PANEL)(synth_command)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oddnode.report.documents.analysis import (Analysis, Common, Compare, CompareList, Correlate, Dist, Findc,
-                                               Findn, Fit, Stats)
+                                               Findn, Fit, History, Stats)
 from oddnode.report.documents.interconnect import (Bisection, Matrix, Pairs, SwitchbenchAlltoall, SwitchbenchChain,
                                                    SwitchbenchStream)
 from oddnode.report.documents.nodes import (Affinity, Config, Diagnose, Health, Inventory, Model, Numa, Processes,
@@ -42,6 +42,7 @@ DOCUMENTS = (
     Document("correlate", Correlate, ("correlate",)),
     Document("findc", Findc, ("findc",)),
     Document("common", Common, ("common",)),
+    Document("history", History, ("history",)),
     Document("fit", Fit, ("fit",)),
     Document("compare", Compare, ("compare",)),
     Document("compare-list", CompareList, ("compare",)),

@@ -277,3 +277,66 @@ class RunWithResults(StoredRun):
 
 CompareList = TypeAliasType("CompareList", Annotated[list[RunWithResults], Field(
     description="The stored runs with results")])
+
+
+class HistoryRun(TypedDict):
+    """The node's result of a series in one run."""
+
+    run: int
+    started: Annotated[str, Field(description="ISO 8601, the run's start")]
+    command: str
+    value: Annotated[float | None, Field(description="the best valid repetition; null when all failed")]
+    valid: Annotated[int, Field(description="valid repetitions")]
+    failed: Annotated[int, Field(description="failed repetitions")]
+    vs_median_now_percent: Annotated[float | None, Field(
+        description="against the series' median now, + better, - worse")]
+
+
+class HistorySeries(TypedDict):
+    """A node series the node has results of, run by run, oldest first."""
+
+    benchmark: str
+    metric: str
+    unit: str
+    direction: Direction
+    median_now: Annotated[float | None, Field(description="the median of every node's newest result")]
+    runs: list[HistoryRun]
+
+
+class HistoryValue(TypedDict):
+    run: int
+    started: str
+    value: str
+
+
+class HistoryFact(TypedDict):
+    """A fact of the node whose value changed: each value from the run that first reported it."""
+
+    key: str
+    values: list[HistoryValue]
+
+
+class HistoryFinding(TypedDict):
+    kind: str
+    severity: str
+    subject: str
+    message: str
+
+
+class HistoryAnalysis(TypedDict):
+    """A recorded analysis and the findings of it that name the node (none: it was judged fine)."""
+
+    run: int
+    started: str
+    command: Annotated[str, Field(description="the analysis' command: -w or -x when it judged a part")]
+    findings: list[HistoryFinding]
+
+
+class History(TypedDict):
+    """A node's results, facts and findings run by run"""
+
+    version: int
+    node: str
+    results: list[HistorySeries]
+    facts: list[HistoryFact]
+    analyses: list[HistoryAnalysis]

@@ -65,6 +65,8 @@ def stats_documents(tmp_path, **_):
     yield "findn", document_of(invoke("findn", "stream.triad", "--json", "--db", stab))
     yield "correlate", document_of(invoke("correlate", "stream.triad", "lammps", "--json", "--db", stab))
     yield "findc", document_of(invoke("findc", "--limit", "2", "--json", "--db", stab))
+    assert invoke("analyze", "--db", stab, "--fail-on", "never").exit_code == 0  # an analysis to show
+    yield "history", document_of(invoke("history", "gpu003", "--json", "--db", stab))
 
 
 def common_documents(tmp_path, **_):
@@ -395,7 +397,7 @@ def test_the_schema_generated_from_the_models_is_a_valid_draft_2020_12_schema():
 
 
 def test_the_definitions_keep_the_names_scripts_refer_to():
-    documents = ["analysis", "stats", "dist", "findn", "correlate", "findc", "common", "fit", "compare",
+    documents = ["analysis", "stats", "dist", "findn", "correlate", "findc", "common", "history", "fit", "compare",
                  "compare-list", "pairs", "bisection", "matrix", "switchbench-chain", "switchbench-stream",
                  "switchbench-alltoall", "sets", "scale", "sync", "sweep", "sweep-list", "inventory", "diagnose",
                  "processes", "affinity", "numa", "model", "profile", "profile-list", "config", "health"]
