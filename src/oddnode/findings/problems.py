@@ -9,7 +9,13 @@ process findings of those nodes.  Findings a process finding and its
 symptoms share a node with join one problem.  A noisy-node finding explains
 the outlier and bimodal findings on the noise series of its nodes, which
 say the same: they join its problem, or the process problem it is in.
-Every other finding is a problem of its own.  The findings themselves are kept inside, unchanged.
+A fact that sets some nodes apart (an inconsistent fact, a failed
+expectation) explains the findings left whose nodes are those same nodes,
+or nearly (a mode of a bimodal series, an outlier, a weak pair or set
+member, a missing or failed benchmark): the DIMM layout of node[001-084]
+and the slow mode of STREAM on node[001-084] are one problem, the fact its
+cause, whose remedy names the fact.  Every other finding is a problem of
+its own.  The findings themselves are kept inside, unchanged.
 """
 
 from __future__ import annotations
@@ -32,6 +38,14 @@ from oddnode.core.order import natural_key
 
 if TYPE_CHECKING:
     from oddnode.report import documents
+
+# Findings about a fact: a cause when their nodes are a performance finding's.
+FACT_KINDS = frozenset({"inconsistent-fact", "expectation"})
+# Node sets that are nearly one: at least this share of their union in
+# common (Jaccard).  84 nodes of a DIMM layout and a mode of 80 of them
+# (four nodes the mode test left in the other mode) are one set; sets of
+# one to nine nodes must be equal.
+NEAR_SAME_NODES = 0.9
 
 # How a symptom of each kind is said in a problem's summary.
 _SYMPTOM_WORDS = {"weak-pair-member": "its pairs", "slow-link": "its links",
@@ -81,6 +95,8 @@ def cause_summary(cause: tuple[Finding, ...]) -> str:
     noise (every 20 ms, 1.2 ms detours) shows in" for a noisy node."""
     if all(f.kind == NOISY_KIND for f in cause):
         return f"OS noise ({'; '.join(dict.fromkeys(f.evidence.get('pattern', '') for f in cause))}) shows in"
+    if all(_is_fact_cause(f) for f in cause):
+        return f"a different {', '.join(dict.fromkeys(f.subject for f in cause))} shows in"
     running = [f.subject.removeprefix(PROCESS_PREFIX) for f in cause if f.kind != ASYMMETRY_KIND]
     spawned = list(dict.fromkeys(c for f in cause if f.kind == ASYMMETRY_KIND for c in fingerprint_commands(f)))
     parts = []
@@ -146,6 +162,7 @@ def group_problems(findings: list[Finding], minimum: Severity = Severity.WARNING
         explained.add(id(finding))
         explained.update(id(f) for f in cause)
     _add_noise_echoes(serious, problems, explained)
+    _add_fact_causes(serious, problems, explained)
     grouped = [Problem(fold(nodes), max((f.severity for f in cause + symptoms), key=lambda s: s.rank),
                        tuple(cause), tuple(symptoms))
                for cause, symptoms, nodes in problems.values()]
@@ -194,3 +211,37 @@ def _add_noise_echoes(serious: list[Finding], problems: dict[tuple[int, ...], tu
             explained.add(id(noisy))
         home[1].extend(echoes)
         explained.update(id(f) for f in echoes)
+
+
+def _same_nodes(a: set[str], b: set[str]) -> float:
+    """How nearly two node sets are one: the share of their union they have in common."""
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+def _is_fact_cause(finding: Finding) -> bool:
+    return finding.kind in FACT_KINDS and not is_process_key(finding.subject)
+
+
+def _add_fact_causes(serious: list[Finding], problems: dict[tuple[int, ...], tuple[list[Finding], list[Finding],
+                     set[str]]], explained: set[int]) -> None:
+    """The facts that set some nodes apart explain the findings left whose
+    nodes are the same, or nearly (NEAR_SAME_NODES): each such finding joins
+    the facts of the node set closest to its own, as their symptom."""
+    facts: dict[frozenset[str], list[Finding]] = defaultdict(list)
+    for finding in serious:
+        if id(finding) not in explained and _is_fact_cause(finding) and (members := _members(finding)):
+            facts[frozenset(members)].append(finding)
+    if not facts:
+        return
+    symptoms: dict[frozenset[str], list[Finding]] = defaultdict(list)
+    for finding in serious:
+        if id(finding) in explained or finding.kind in FACT_KINDS or not (members := _members(finding)):
+            continue
+        nodes, closeness = max(((nodes, _same_nodes(members, set(nodes))) for nodes in facts),
+                               key=lambda item: item[1])
+        if closeness >= NEAR_SAME_NODES:
+            symptoms[nodes].append(finding)
+    for nodes, found in symptoms.items():
+        cause = facts[nodes]
+        problems[tuple(id(f) for f in cause)] = (cause, found, set(nodes))
+        explained.update(id(f) for f in cause + found)

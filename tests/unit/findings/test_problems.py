@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import json
 
+import numpy as np
+
 from rich.console import Console
 
 from oddnode.judge.analysis import analyze
@@ -87,3 +89,55 @@ def test_the_html_report_leads_with_one_reason_per_problem():
     assert 'id="problems"' in html and html.count('class="problem"') == 1
     section = html.split('<h2 id="problems"')[1].split('<h2 id="findings"')[0]
     assert section.count("<td>cause</td>") == 2 and section.count("<td>symptom</td>") == 2
+
+
+# -- a fact that sets nodes apart, and the findings on those same nodes ------------------------
+
+SITE = [f"cn-{i:04d}" for i in range(1, 485)]
+OLD_DIMMS = SITE[:84]
+
+
+def dimm_cluster(slow: list[str], seed: int = 11) -> Dataset:
+    """484 nodes of a site; OLD_DIMMS report another DIMM layout; the nodes
+    ``slow`` run STREAM 15% slower (a second mode)."""
+    rng = np.random.default_rng(seed)
+    triad = rng.normal(180.0, 1.0, len(SITE)) * [0.85 if node in slow else 1.0 for node in SITE]
+    hpl = rng.normal(3000.0, 15.0, len(SITE))
+    layout = {node: "16x32GB DDR4-2933" for node in SITE} | {node: "16x32GB DDR4-2400" for node in OLD_DIMMS}
+    return Dataset(series=[make_series("stream.triad", SITE, triad, unit="GB/s"),
+                           make_series("xhpl", SITE, hpl, unit="GFLOP/s")],
+                   facts={"DIMM Layout": layout, "cores": {node: "64" for node in SITE}})
+
+
+def test_a_dimm_layout_on_exactly_the_slow_mode_s_nodes_is_its_cause():
+    problems = analyze(dimm_cluster(OLD_DIMMS), correlations=False).problems
+    (problem,) = problems
+    assert [f.subject for f in problem.cause] == ["DIMM Layout"] and problem.nodes == "cn-[0001-0084]"
+    assert [(f.kind, f.subject) for f in problem.symptoms] == [("bimodal", "stream.triad")]
+    assert problem.summary == "a different DIMM Layout shows in stream.triad: 1 finding it explains"
+    assert "DIMM Layout" in problem.cause[0].remedy
+
+
+def test_a_mode_that_nearly_holds_the_fact_s_nodes_is_linked_and_one_that_holds_half_is_not():
+    near = analyze(dimm_cluster(OLD_DIMMS[:80]), correlations=False).problems
+    assert [(len(p.cause), len(p.symptoms)) for p in near] == [(1, 1)]
+    half = analyze(dimm_cluster(OLD_DIMMS[:42]), correlations=False).problems
+    assert sorted((p.cause[0].kind, len(p.symptoms)) for p in half) == [("bimodal", 0), ("inconsistent-fact", 0)]
+
+
+def test_a_node_short_of_memory_and_its_missing_hpl_run_are_one_problem():
+    nodes = SITE[:64]
+    rng = np.random.default_rng(5)
+    small = "cn-0024"
+    memory_kb = {node: "263856012" for node in nodes} | {small: "197846016"}
+    data = Dataset(series=[make_series("xhpl", [n for n in nodes if n != small], rng.normal(3000.0, 15.0, 63)),
+                           make_series("stream.triad", nodes, rng.normal(180.0, 1.0, 64))],
+                   facts={"MemTotal": memory_kb}, declared_nodes=nodes)
+    (problem,) = analyze(data, correlations=False).problems
+    assert problem.nodes == small and [f.subject for f in problem.cause] == ["MemTotal"]
+    assert [(f.kind, f.subject) for f in problem.symptoms] == [("missing", "xhpl")]
+
+
+def test_a_fact_on_other_nodes_explains_nothing():
+    problems = analyze(dimm_cluster(SITE[100:184]), correlations=False).problems
+    assert all(not p.symptoms for p in problems) and len(problems) == 2
