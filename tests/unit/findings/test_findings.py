@@ -521,6 +521,15 @@ def test_a_declared_node_seen_anywhere_is_not_never_seen():
     assert all("node006" not in f.nodes or f.severity is Severity.WARNING for f in missing)
 
 
+def test_a_store_of_process_accounting_alone_calls_no_node_missing_but_one_that_left_none():
+    from oddnode.core.model import NodeProcesses
+
+    nodes = [f"gpu{i:03d}" for i in range(1, 9)]
+    counted = {node: NodeProcesses(node, 20.0, "proc", {}) for node in nodes[:7]}
+    missing = kinds(find_all(Dataset(processes=counted, declared_nodes=nodes)), "missing")
+    assert [(f.severity, f.nodes) for f in missing] == [(Severity.ERROR, "gpu008")]
+
+
 def test_a_declared_node_without_inventory_is_a_warning_once_there_is_an_inventory():
     nodes = node_names(6)
     series = [make_series("stream", nodes, [1.0] * 6)]

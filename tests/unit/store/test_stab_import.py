@@ -140,6 +140,11 @@ def test_table_export_has_every_table(store, tmp_path, fmt):
     declared = con.execute(f"SELECT count(*) FROM {reader}('{out / ('run_nodes.' + fmt)}')").fetchone()[0]
     assert declared == store.con.execute("SELECT count(*) FROM run_nodes").fetchall()[0][0] > 0
     assert json.loads((out / "schema.json").read_text())["schema_version"] == SCHEMA_VERSION
+    # Every table of the store, none left out (sweeps, process accounting,
+    # profiles); the meta table's schema version is schema.json's.
+    tables = {name for (name,) in store.con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()} - {"meta"}
+    assert {path.name.removesuffix(f".{fmt}") for path in out.glob(f"*.{fmt}")} - {"schema"} == tables
     with pytest.raises(ExportError, match="unknown export format"):
         export_tables(store, out, "xml")
 
