@@ -45,6 +45,7 @@ from oddnode.core.model import (
 )
 from oddnode.core.inputs import parse_json, quote
 from oddnode.core.nodes import NODE_NAME_PATTERN, NodeNameError, expand, label_members
+from oddnode.readings.sweep_grid import Grid
 from oddnode.readings.history import NodeFinding, NodeHistory, SeriesHistory, SeriesRun, fact_changes
 
 if TYPE_CHECKING:
@@ -574,7 +575,7 @@ class Store:
         )
         self.con.execute(f"""
             INSERT INTO best
-            WITH {_newest_per_label("JOIN _touched USING (benchmark, metric)")}
+            WITH {_newest_per_label(self._unjudged_runs(), "JOIN _touched USING (benchmark, metric)")}
             SELECT r.run_id, r.benchmark, r.metric, any_value(r.unit), any_value(r.direction),
                    r.label, any_value(r.label_kind),
                    CASE WHEN any_value(r.direction) = 'lower' THEN min(r.value) ELSE max(r.value) END,
@@ -694,6 +695,31 @@ class Store:
                   for run_id, setting, round_, position, parameters in rows]
         if values:
             self.con.executemany("INSERT INTO sweep_runs VALUES (?, ?, ?, ?, ?, ?)", values)
+            # Their results were stored as the newest before they were known
+            # as a sweep's: the series they touched are judged again.
+            run_ids = sorted({run_id for _, run_id, *_ in values})
+            self._refresh_best(self.con.execute(
+                "SELECT DISTINCT benchmark, metric FROM results WHERE list_contains(?, run_id)", [run_ids]).fetchall())
+
+    def _unjudged_runs(self) -> list[int]:
+        """The runs of every sweep setting but the sweep's default: a sweep
+        tries settings, and the analysis judges the cluster as it runs by
+        default (`oddnode sweep --stored` compares the settings)."""
+        rows = self.con.execute("""
+            SELECT s.sweep_id, s.grid, r.run_id, r.setting FROM sweeps s JOIN sweep_runs r USING (sweep_id)
+        """).fetchall()
+        defaults: dict[int, int] = {}
+        unjudged = []
+        for sweep_id, grid, run_id, setting in rows:
+            if sweep_id not in defaults:
+                try:
+                    defaults[sweep_id] = Grid.from_json(parse_json(grid, f"{self.path} (sweep {sweep_id})")).default
+                except (KeyError, TypeError, ValueError) as err:
+                    raise StoreError(f"{self.path}: the grid of sweep {sweep_id} is not one oddnode wrote ({err}): "
+                                     f"{DAMAGED_REMEDY}") from None
+            if setting != defaults[sweep_id]:
+                unjudged.append(int(run_id))
+        return unjudged
 
     def add_profile(self, profile: Profile, command: str | None = None) -> int:
         """Store an MPI profile in one transaction; its id.  ``command``: the
@@ -880,7 +906,7 @@ class Store:
             return []
         self.check_names()
         rows = self.con.execute(f"""
-            WITH {_newest_per_label()}
+            WITH {_newest_per_label(self._unjudged_runs())}
             SELECT r.benchmark, r.label, r.label_kind, r.repetition
             FROM newest r WHERE NOT r.valid ORDER BY 1, 2, 4
         """).fetchall()
@@ -895,7 +921,7 @@ class Store:
         """Every valid repetition of each set's newest run of each set series."""
         self.check_names()
         rows = self.con.execute(f"""
-            WITH {_newest_per_label("WHERE label_kind = 'set'")}
+            WITH {_newest_per_label(self._unjudged_runs(), "WHERE label_kind = 'set'")}
             SELECT r.benchmark, r.metric, any_value(r.unit), any_value(r.direction),
                    list(r.label ORDER BY r.label, r.repetition),
                    list(coalesce(r.repetition, -1) ORDER BY r.label, r.repetition),
@@ -974,7 +1000,7 @@ class Store:
         if not names:
             return {}
         rows = self.con.execute(f"""
-            WITH {_newest_per_label("WHERE benchmark IN (SELECT unnest(?)) AND metric = ? AND label_kind = 'node'")}
+            WITH {_newest_per_label(self._unjudged_runs(), "WHERE benchmark IN (SELECT unnest(?)) AND metric = ? AND label_kind = 'node'")}
             SELECT r.benchmark, r.label, r.parameters FROM newest r
             WHERE r.valid AND r.parameters IS NOT NULL ORDER BY 1, 2, r.repetition
         """, [list(names), DEFAULT_METRIC]).fetchall()
@@ -1366,14 +1392,17 @@ def _upgrade(store: Store, version: int) -> Store:
     return store
 
 
-def _newest_per_label(restriction: str = "") -> str:
+def _newest_per_label(unjudged: Sequence[int], restriction: str = "") -> str:
     """A common table expression ``newest``: the result rows of each label's
-    newest run of each series, of the results ``restriction`` (a join or a
-    WHERE clause on ``results``) keeps.  Results accumulate per label: a
-    rerun of some nodes, pairs or sets replaces theirs and no other's."""
+    newest judged run of each series, of the results ``restriction`` (a join
+    or a WHERE clause on ``results``) keeps.  Results accumulate per label:
+    a rerun of some nodes, pairs or sets replaces theirs and no other's.
+    The runs ``unjudged`` (see Store._unjudged_runs) are left out."""
+    judged = f"(SELECT * FROM results WHERE run_id NOT IN ({', '.join(map(str, map(int, unjudged)))}))" \
+        if unjudged else "results"
     return f"""newest AS (
         SELECT r.* FROM results r JOIN (
-            SELECT benchmark, metric, label, max(run_id) AS run_id FROM results {restriction} GROUP BY ALL
+            SELECT benchmark, metric, label, max(run_id) AS run_id FROM {judged} AS results {restriction} GROUP BY ALL
         ) USING (benchmark, metric, label, run_id))"""
 
 

@@ -46,6 +46,19 @@ def test_every_setting_runs_every_round_in_the_interleaved_order_with_its_enviro
     assert row.change == pytest.approx(0.5, abs=0.05) and row.counts == [12, 12]
 
 
+@pytest.mark.parametrize("default", ["local", "interleave"])
+def test_the_analysis_judges_the_default_setting_not_whichever_ran_last(store, default):
+    grid = make_grid("memory", ["MEMORY_POLICY=local,interleave"], FIXED, [f"MEMORY_POLICY={default}"])
+    summary = run_sweep(store, Target(NODES, TunableCluster()), grid, 3, seed=1)
+    judged = {run_id for turn in summary.turns if grid.label(grid.settings[turn.setting]) == default
+              for run_id in turn.run_ids}
+    (triad,) = [s for s in store.load_dataset().series if s.benchmark == "memory.triad"]
+    runs = {run_id for (run_id,) in store.con.execute(
+        "SELECT DISTINCT run_id FROM best WHERE benchmark = 'memory.triad'").fetchall()}
+    assert len(triad) == len(NODES) and runs and runs <= judged
+    assert max(runs) == max(judged)  # the default's newest round
+
+
 def test_identical_settings_are_no_different(store):
     grid = make_grid("memory", ["UNREAD_BY_THE_KERNEL=a,b"], FIXED)
     summary = run_sweep(store, Target(NODES, TunableCluster()), grid, 4, seed=0)
