@@ -54,3 +54,17 @@ def test_test_module_names_are_unique():
 
 def test_support_holds_no_tests():
     assert sorted(str(path.relative_to(TESTS)) for path in (TESTS / "support").rglob("test_*.py")) == []
+
+
+SHARED_FIXTURES = ("store", "clean")
+
+
+def test_the_shared_fixtures_are_defined_once_in_support():
+    """One store fixture and one testbed clean-up, in tests/support: a test
+    module that needs another store names its own fixture otherwise."""
+    defined = {}
+    for path in python_files():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:  # module-level functions
+            if isinstance(node, ast.FunctionDef) and node.name in SHARED_FIXTURES:
+                defined.setdefault(node.name, []).append(path.relative_to(TESTS).as_posix())
+    assert defined == {"store": ["support/store.py"], "clean": ["support/testbed.py"]}

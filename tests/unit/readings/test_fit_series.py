@@ -56,7 +56,7 @@ def expected_line(sizes, times):
 
 
 @pytest.fixture
-def store(tmp_path):
+def imported_db(tmp_path):
     path = tmp_path / "fit.duckdb"
     with open_store(path) as s:
         import_tool_outputs(s, "imb", [IMB_PINGPONG, FIXTURES / "imb" / "IMB-MPI1_Alltoall_np2.out"], label=PAIR)
@@ -78,8 +78,8 @@ def dataset(path):
     ("netpipe.tcp", netpipe_rows(NETPIPE), 1024, None),
     ("netpipe.tcp", netpipe_rows(NETPIPE), None, None),
 ])
-def test_fit_of_imported_runs_matches_polyfit(store, benchmark, rows, low, high):
-    points = sized_times(dataset(store).series, benchmark)
+def test_fit_of_imported_runs_matches_polyfit(imported_db, benchmark, rows, low, high):
+    points = sized_times(dataset(imported_db).series, benchmark)
     assert points.quantity == "latency"
     assert list(points.sizes) == [s for s, _ in rows] and list(points.times_us) == pytest.approx([t for _, t in rows])
     fit = fit_sized_times(points, low, high)
@@ -92,9 +92,9 @@ def test_fit_of_imported_runs_matches_polyfit(store, benchmark, rows, low, high)
     assert fit.points == len(chosen) and fit.size_range == (chosen[0][0], chosen[-1][0])
 
 
-def test_bandwidth_only_series_is_fitted_on_bytes_over_bandwidth(store):
+def test_bandwidth_only_series_is_fitted_on_bytes_over_bandwidth(imported_db):
     rows = osu_rows(OSU_BW)
-    points = sized_times(dataset(store).series, "osu.bw")
+    points = sized_times(dataset(imported_db).series, "osu.bw")
     assert points.quantity == "bandwidth"
     # 1 MB/s = 10^6 B/s = 1 byte/us: a size over its bandwidth is microseconds.
     times = [size / bw for size, bw in rows]
@@ -106,10 +106,10 @@ def test_bandwidth_only_series_is_fitted_on_bytes_over_bandwidth(store):
     assert fit.bandwidth_mb_s == pytest.approx(bandwidth, rel=1e-7)
 
 
-def test_imb_eager_to_rendezvous_switch_is_named(store):
+def test_imb_eager_to_rendezvous_switch_is_named(imported_db):
     # IMB's PingPong jumps from 0.30 us at 2 KiB to 2.64 us at 4 KiB: Open MPI's
     # shared-memory transport leaves its eager protocol there.
-    fit = fit_sized_times(sized_times(dataset(store).series, "imb.pingpong"), 512, 262144)
+    fit = fit_sized_times(sized_times(dataset(imported_db).series, "imb.pingpong"), 512, 262144)
     assert fit.poor and 4096 in fit.failing_sizes
     assert fit.switch is not None and (fit.switch.last_below, fit.switch.first_above) == (2048, 4096)
     table = fit_table(fit)
@@ -117,12 +117,12 @@ def test_imb_eager_to_rendezvous_switch_is_named(store):
     assert re.search(r"r\^2 = 0\.\d{6} \(weighted", table)
 
 
-def test_collectives_are_fittable_but_each_benchmark_keeps_its_times(store):
-    known = fittable_benchmarks(dataset(store).series)
+def test_collectives_are_fittable_but_each_benchmark_keeps_its_times(imported_db):
+    known = fittable_benchmarks(dataset(imported_db).series)
     assert known["imb.pingpong"] == ("latency", "bandwidth")
     assert known["osu.bw"] == ("bandwidth",)
     assert "imb.alltoall.np2" in known  # t_min, t_max, t_avg: fitted on t_avg
-    assert sized_times(dataset(store).series, "imb.alltoall.np2").quantity == "t_avg"
+    assert sized_times(dataset(imported_db).series, "imb.alltoall.np2").quantity == "t_avg"
 
 
 def test_pairs_series_median_over_pairs_and_one_pair(tmp_path):
@@ -157,8 +157,8 @@ def test_pairs_series_median_over_pairs_and_one_pair(tmp_path):
     assert figure.svg.startswith("<svg") or "<svg" in figure.svg
 
 
-def test_too_few_points_in_the_range_is_a_clear_error(store):
-    points = sized_times(dataset(store).series, "imb.pingpong")
+def test_too_few_points_in_the_range_is_a_clear_error(imported_db):
+    points = sized_times(dataset(imported_db).series, "imb.pingpong")
     with pytest.raises(ValueError, match=r"imb\.pingpong: 0 points from 5000 to 6000 bytes: a line needs at "
                                          r"least 2 \(its sizes: 0, 1, 2, "):
         fit_sized_times(points, 5000, 6000)
@@ -166,8 +166,8 @@ def test_too_few_points_in_the_range_is_a_clear_error(store):
         fit_sized_times(points, 4194304)
 
 
-def test_unknown_names_list_the_known_ones(store):
-    series = dataset(store).series
+def test_unknown_names_list_the_known_ones(imported_db):
+    series = dataset(imported_db).series
     with pytest.raises(KeyError, match=r"'imb\.pingpon' cannot be fitted: no benchmark of that name.*"
                                        r"imb\.alltoall\.np2, imb\.pingpong, netpipe\.tcp, osu\.bw, osu\.latency"):
         sized_times(series, "imb.pingpon")
@@ -179,8 +179,8 @@ def invoke(*args):
     return CliRunner().invoke(app, ["fit", *map(str, args)])
 
 
-def test_cli_prints_the_line_and_the_table(store):
-    result = invoke("imb.pingpong", "--db", store, "--from", 4096)
+def test_cli_prints_the_line_and_the_table(imported_db):
+    result = invoke("imb.pingpong", "--db", imported_db, "--from", 4096)
     assert result.exit_code == 0, result.output
     rows = [(s, t) for s, t, _ in imb_rows(IMB_PINGPONG) if s >= 4096]
     latency, bandwidth, _, _ = expected_line(*zip(*rows))
@@ -190,8 +190,8 @@ def test_cli_prints_the_line_and_the_table(store):
     assert "the line fails at 4194304 bytes" in result.output
 
 
-def test_cli_json_and_each_label(store):
-    result = invoke("imb.pingpong:bandwidth", "--db", store, "--from", 1024, "--to", 65536, "--json", "--each")
+def test_cli_json_and_each_label(imported_db):
+    result = invoke("imb.pingpong:bandwidth", "--db", imported_db, "--from", 1024, "--to", 65536, "--json", "--each")
     assert result.exit_code == 0, result.output
     document = json.loads(result.output)
     assert document["quantity"] == "bandwidth" and document["labels"] == [PAIR]
@@ -199,27 +199,27 @@ def test_cli_json_and_each_label(store):
     assert {"latency_us", "bandwidth_mb_s", "r_squared", "failing_sizes", "rows"} <= set(document["fit"])
 
 
-def test_cli_errors_name_what_is_wrong(store):
-    result = invoke("nosuch", "--db", store)
+def test_cli_errors_name_what_is_wrong(imported_db):
+    result = invoke("nosuch", "--db", imported_db)
     assert result.exit_code == 2 and "benchmarks with a time per message size: imb.alltoall.np2" in result.output
-    result = invoke("osu.latency", "--db", store, "--from", 5000, "--to", 6000)
+    result = invoke("osu.latency", "--db", imported_db, "--from", 5000, "--to", 6000)
     assert result.exit_code == 2 and "0 points from 5000 to 6000 bytes" in result.output
 
 
-def test_cli_reads_result_directories(store, tmp_path):
+def test_cli_reads_result_directories(imported_db, tmp_path):
     out = tmp_path / "plots"
-    assert CliRunner().invoke(app, ["export", "plot", str(out), "--db", str(store)]).exit_code == 0
-    from_store = invoke("osu.latency", "--db", store, "--from", 1024, "--json")
+    assert CliRunner().invoke(app, ["export", "plot", str(out), "--db", str(imported_db)]).exit_code == 0
+    from_store = invoke("osu.latency", "--db", imported_db, "--from", 1024, "--json")
     from_files = invoke("osu.latency", out, "--from", 1024, "--json")
     assert from_files.exit_code == 0, from_files.output
     assert json.loads(from_files.output)["fit"] == json.loads(from_store.output)["fit"]
 
 
-def test_report_draws_point_to_point_fits_only(store):
+def test_report_draws_point_to_point_fits_only(imported_db):
     from oddnode.judge.analysis import analyze
     from oddnode.report.html import render_report
 
-    html = render_report(analyze(dataset(store)))
+    html = render_report(analyze(dataset(imported_db)))
     for name in ("imb.pingpong", "osu.latency", "osu.bw", "netpipe.tcp"):
         assert f"Latency and bandwidth against message size: {name}<" in html
     assert "against message size: imb.alltoall" not in html

@@ -26,7 +26,7 @@ def strict(text: str):
 
 
 @pytest.fixture
-def store(tmp_path):
+def stab_db(tmp_path):
     results = tmp_path / "results"
     plot_file(results / "plot.stream.triad", GPU, TRIAD)
     plot_file(results / "plot.lammps", GPU[1:], LAMMPS)
@@ -41,8 +41,8 @@ def store(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore:As of SciPy:FutureWarning")  # scipy's anderson, the reference here
-def test_dist_json_has_the_series_histogram_and_tests(store, tmp_path):
-    result = invoke("dist", "stream.triad", "--bins", "6", "--json", "--plot", tmp_path / "h.svg", "--db", store)
+def test_dist_json_has_the_series_histogram_and_tests(stab_db, tmp_path):
+    result = invoke("dist", "stream.triad", "--bins", "6", "--json", "--plot", tmp_path / "h.svg", "--db", stab_db)
     assert result.exit_code == 0, result.output
     data = strict(result.stdout)
     assert data["series"] == {"name": "stream.triad", "benchmark": "stream.triad", "metric": "value",
@@ -87,8 +87,8 @@ def test_dist_json_has_the_series_histogram_and_tests(store, tmp_path):
     assert tests["dip"]["statistic"] == pytest.approx(dip) and tests["dip"]["p"] == pytest.approx(p)
 
 
-def test_dist_json_whole_bins_of_a_count_metric(store):
-    result = invoke("dist", "iperf3.tcp:sender.retransmits", "--bins", "whole", "--json", "--db", store)
+def test_dist_json_whole_bins_of_a_count_metric(stab_db):
+    result = invoke("dist", "iperf3.tcp:sender.retransmits", "--bins", "whole", "--json", "--db", stab_db)
     assert result.exit_code == 0, result.output
     data = strict(result.stdout)
     assert data["series"]["metric"] == "sender.retransmits" and data["series"]["unit"] == "count"
@@ -99,8 +99,8 @@ def test_dist_json_whole_bins_of_a_count_metric(store):
     assert [r["count"] for r in rows] == [6, 2, 1, 0, 0, 1]
 
 
-def test_dist_json_of_a_constant_series_gives_nulls(store):
-    data = strict(invoke("dist", "flat", "--json", "--db", store).stdout)
+def test_dist_json_of_a_constant_series_gives_nulls(stab_db):
+    data = strict(invoke("dist", "flat", "--json", "--db", stab_db).stdout)
     assert [r["count"] for r in data["histogram"]["rows"]] == [36]
     assert data["histogram"]["rows"][0]["expected"] is None
     # Every test but the dip (0: one mode) is undefined for one value.
@@ -109,15 +109,15 @@ def test_dist_json_of_a_constant_series_gives_nulls(store):
     assert tests["dip"]["statistic"] == 0.0
 
 
-def test_dist_without_json_prints_the_tables(store):
-    result = invoke("dist", "stream.triad", "--db", store)
+def test_dist_without_json_prints_the_tables(stab_db):
+    result = invoke("dist", "stream.triad", "--db", stab_db)
     assert result.exit_code == 0 and "Hartigan's dip" in result.text and "│" in result.output
     with pytest.raises(json.JSONDecodeError):
         json.loads(result.stdout)
 
 
-def test_findn_json_gives_each_bin_count_its_fit(store):
-    result = invoke("findn", "stream.triad", "--json", "--db", store)
+def test_findn_json_gives_each_bin_count_its_fit(stab_db):
+    result = invoke("findn", "stream.triad", "--json", "--db", stab_db)
     assert result.exit_code == 0, result.output
     data = strict(result.stdout)
     assert data["series"]["name"] == "stream.triad" and data["series"]["n"] == 36
@@ -135,8 +135,8 @@ def test_findn_json_gives_each_bin_count_its_fit(store):
     assert known == sorted(known) and ps[:len(known)] == known
 
 
-def test_correlate_json_has_both_series_the_correlation_and_the_pairs(store, tmp_path):
-    result = invoke("correlate", "stream.triad", "lammps", "--json", "--plot", tmp_path / "s.png", "--db", store)
+def test_correlate_json_has_both_series_the_correlation_and_the_pairs(stab_db, tmp_path):
+    result = invoke("correlate", "stream.triad", "lammps", "--json", "--plot", tmp_path / "s.png", "--db", stab_db)
     assert result.exit_code == 0, result.output
     data = strict(result.stdout)
     assert data["x"]["name"] == "stream.triad" and data["x"]["unit"] == "MB/s" and data["x"]["n"] == 36
@@ -158,8 +158,8 @@ def test_correlate_json_has_both_series_the_correlation_and_the_pairs(store, tmp
     assert "scatter plot written to" in result.stderr
 
 
-def test_correlate_json_with_a_constant_series_is_null_not_nan(store):
-    data = strict(invoke("correlate", "noise", "flat", "--json", "--db", store).stdout)
+def test_correlate_json_with_a_constant_series_is_null_not_nan(stab_db):
+    data = strict(invoke("correlate", "noise", "flat", "--json", "--db", stab_db).stdout)
     assert data["correlation"]["n"] == 36
     assert data["correlation"]["pearson"] == {"r": None, "p": None}
     assert data["correlation"]["spearman"] == {"r": None, "p": None}
@@ -173,8 +173,8 @@ def pearson(x_name, y_name):
     return stats.pearsonr([values[x_name][k] for k in shared], [values[y_name][k] for k in shared])
 
 
-def test_findc_json_lists_the_pairs_printed(store):
-    result = invoke("findc", "--limit", "2", "--json", "--db", store)
+def test_findc_json_lists_the_pairs_printed(stab_db):
+    result = invoke("findc", "--limit", "2", "--json", "--db", stab_db)
     assert result.exit_code == 0, result.output
     data = strict(result.stdout)
     # Three varying gpu series: three pairs (flat is constant and left out;
@@ -190,8 +190,8 @@ def test_findc_json_lists_the_pairs_printed(store):
         assert row["n"] == (35 if "lammps" in (row["x"], row["y"]) else 36)
 
 
-def test_findc_json_grep_and_no_limit(store):
-    data = strict(invoke("findc", "--grep", "noise", "--limit", "0", "--json", "--db", store).stdout)
+def test_findc_json_grep_and_no_limit(stab_db):
+    data = strict(invoke("findc", "--grep", "noise", "--limit", "0", "--json", "--db", stab_db).stdout)
     assert data["grep"] == "noise" and data["total"] == 2 and len(data["correlations"]) == 2
     assert all("noise" in (c["x"], c["y"]) for c in data["correlations"])
     assert {frozenset((c["x"], c["y"])) for c in data["correlations"]} == {
@@ -199,7 +199,7 @@ def test_findc_json_grep_and_no_limit(store):
 
 
 @pytest.mark.parametrize("args", [("dist", "nosuch"), ("findn", "nosuch"), ("correlate", "nosuch", "noise")])
-def test_json_keeps_the_exit_status_of_an_unknown_benchmark(store, args):
-    result = invoke(*args, "--json", "--db", store)
+def test_json_keeps_the_exit_status_of_an_unknown_benchmark(stab_db, args):
+    result = invoke(*args, "--json", "--db", stab_db)
     assert result.exit_code == 2 and result.stdout == ""
     assert "no benchmark named 'nosuch'" in result.stderr

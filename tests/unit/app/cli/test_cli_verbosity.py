@@ -16,7 +16,7 @@ from oddnode.measure.runner import RunSummary
 
 
 @pytest.fixture
-def store(tmp_path):
+def skewed_db(tmp_path):
     """Twelve nodes alike and node13 far below them."""
     plot = write(tmp_path / "plot.triad", "".join(f"{1000.0 + i} node{i:02d}\n" for i in range(1, 13))
                  + "10.0 node13\n")
@@ -25,8 +25,8 @@ def store(tmp_path):
     return db
 
 
-def test_analyze_quiet_gives_the_verdict_and_the_findings_only(store):
-    default, quiet = invoke("analyze", "--db", store), invoke("-q", "analyze", "--db", store)
+def test_analyze_quiet_gives_the_verdict_and_the_findings_only(skewed_db):
+    default, quiet = invoke("analyze", "--db", skewed_db), invoke("-q", "analyze", "--db", skewed_db)
     assert default.exit_code == quiet.exit_code == 1  # not ready
     assert "%var" in default.text and default.text.count("NOT READY") == 2
     assert "NOT READY" in quiet.text and "node13" in quiet.text
@@ -34,20 +34,20 @@ def test_analyze_quiet_gives_the_verdict_and_the_findings_only(store):
     assert "findings recorded" not in default.text
 
 
-def test_analyze_verbose_says_where_the_findings_are_recorded(store):
-    result = invoke("--verbose", "analyze", "--db", store)
-    assert result.exit_code == 1 and f"findings recorded in {store}" in result.text
+def test_analyze_verbose_says_where_the_findings_are_recorded(skewed_db):
+    result = invoke("--verbose", "analyze", "--db", skewed_db)
+    assert result.exit_code == 1 and f"findings recorded in {skewed_db}" in result.text
     assert "%var" in result.text  # everything the default shows
 
 
-def test_quiet_import_says_nothing(store, tmp_path):
+def test_quiet_import_says_nothing(skewed_db, tmp_path):
     plot = write(tmp_path / "plot.copy", "1 n1\n2 n2\n")
-    assert invoke("-q", "import", "stab", plot, "--db", store).output == ""
-    assert "-> " in invoke("import", "stab", plot, "--db", store).output
+    assert invoke("-q", "import", "stab", plot, "--db", skewed_db).output == ""
+    assert "-> " in invoke("import", "stab", plot, "--db", skewed_db).output
 
 
-def test_quiet_and_verbose_together_is_an_error(store):
-    result = invoke("-q", "-v", "analyze", "--db", store)
+def test_quiet_and_verbose_together_is_an_error(skewed_db):
+    result = invoke("-q", "-v", "analyze", "--db", skewed_db)
     assert result.exit_code == 2 and "give one" in result.text
 
 
