@@ -29,7 +29,6 @@ from oddnode.core.nodes import split_pair
 
 # The series of ping-pong pairs: our TCP kernel's (pingpong.sort, the
 # matrix) and our MPI kernel's (mpi.sort, ...).
-PINGPONG_PREFIXES = (f"{PINGPONG}.", f"{MPI}.")
 # The bisection series (oddnode.measure.pair.bisection stores them).
 BISECTION_PAIR_BENCHMARKS = (BISECTION_CUT, BISECTION_ALONE)
 # How many of the slowest pairs each pattern lists.
@@ -174,9 +173,17 @@ def slowest_pairs(series: Series, count: int = SLOWEST_PAIRS) -> list[SlowPair]:
             for i in order[:count]]
 
 
+# Pair series with views of their own rather than a pattern table.
+OWN_VIEWS = (BISECTION_CUT, BISECTION_ALONE, MATRIX_RETEST_BENCHMARK)
+
+
 def _pair_benchmarks(dataset: Dataset) -> list[str]:
+    """Every pair benchmark measured per message size (``bandwidth.N``,
+    ``latency.N``): our ping-pong patterns and a site's own (imported plot
+    files, IMB, OSU), less the series that have views of their own."""
     names = {s.benchmark for s in dataset.series if s.label_kind is LabelKind.PAIR
-             and s.benchmark.startswith(PINGPONG_PREFIXES) and s.benchmark != MATRIX_RETEST_BENCHMARK}
+             and s.benchmark not in OWN_VIEWS and s.metric.startswith(("bandwidth.", "latency."))
+             and s.metric.partition(".")[2].isdigit()}
     return sorted(names)
 
 

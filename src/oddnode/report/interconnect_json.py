@@ -49,7 +49,8 @@ def pattern_json(dataset: Dataset, benchmarks: Sequence[str]) -> list[documents.
                 for label, value in zip(series.labels.tolist(), series.values.tolist()):
                     pairs.setdefault(label, {"latency": {}, "bandwidth": {}})[quantity][str(size)] = value
         out.append({
-            "benchmark": benchmark, "pattern": benchmark.split(".", 1)[1],
+            # A family's pattern (pingpong.cut: cut), a site's own name whole.
+            "benchmark": benchmark, "pattern": benchmark.partition(".")[2] or benchmark,
             "latency_unit": units.get("latency", "us"), "bandwidth_unit": units.get("bandwidth", "MB/s"),
             "sizes": [{"size": row.size, "n": row.n, "bandwidth": _stats(row.bandwidth),
                        "latency": _stats(row.latency)} for row in table.rows],

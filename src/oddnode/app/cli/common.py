@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterable, Iterator, Optional, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterable, Iterator, Optional, Protocol
 
 import typer
 from rich.console import Console
@@ -24,6 +24,9 @@ from rich.console import Console
 from oddnode.core.connection import DEFAULT_CONNECT_TIMEOUT, DEFAULT_FANOUT, Connection
 from oddnode.report import WIDE
 from oddnode.store import DEFAULT_PATH
+
+if TYPE_CHECKING:
+    from oddnode.report import documents
 
 # -- output ------------------------------------------------------------------
 
@@ -87,14 +90,28 @@ def progress_run(label: str, run: Callable[[Callable[[int, int], None]], Any]) -
         return run(lambda done, total: progress.update(task, completed=done, total=total))
 
 
-def analysis_document(analysis) -> dict:
-    """An analysis as JSON data: its own document, and the set tables when
-    the store holds set runs."""
+def analysis_document(analysis) -> documents.Analysis:
+    """An analysis as JSON data: its own document, and a section for each
+    kind of result the store holds beyond the node series: the pair
+    patterns, the set tables, the sync readings, the NUMA matrices."""
+    from oddnode.report.interconnect import pattern_tables
+    from oddnode.report.interconnect_json import pattern_json
+    from oddnode.report.numa import numa_json
     from oddnode.report.sets import has_set_results, sets_json
+    from oddnode.report.sync import sync_json
 
+    dataset = analysis.dataset
     document = analysis.to_json()
-    if has_set_results(analysis.dataset):
-        document["sets"] = sets_json(analysis.dataset)
+    if patterns := pattern_json(dataset, [table.benchmark for table in pattern_tables(dataset)]):
+        document["pairs"] = patterns
+    if has_set_results(dataset):
+        document["sets"] = sets_json(dataset)
+    sync = sync_json(dataset)
+    if sync["nodes"] or sync["scaling"]:
+        document["sync"] = sync
+    numa = numa_json(dataset)
+    if numa["measures"]:
+        document["numa"] = numa
     return document
 
 

@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 from typing_extensions import NotRequired, TypeAliasType, TypedDict
 
+from oddnode.report.documents.interconnect import PairPattern
+from oddnode.report.documents.sets import SyncResult
 from oddnode.report.documents.shared import (Direction, Findings, LabelKind, NumberOrNull, Problem, SeriesReference,
                                              SlurmAction, StatisticsRow, StoredRun)
 
@@ -53,7 +55,12 @@ class Analysis(TypedDict):
     findings: Findings
     problems: list[Problem]
     correlations: list[CorrelationRow]
+    pairs: NotRequired[Annotated[list[PairPattern], Field(
+        description="every pair pattern's table, when the store holds pair results")]]
     sets: NotRequired[Annotated[dict[str, Any], Field(description="the node-set tables, when the store holds set runs")]]
+    sync: NotRequired[Annotated[SyncResult, Field(description="the sync readings, when the store holds sync runs")]]
+    numa: NotRequired[Annotated[dict[str, Any], Field(
+        description="every NUMA measure's matrices, when the store holds NUMA results (numa --json's numa)")]]
     drain: NotRequired[Annotated[list[SlurmAction], Field(description="what was done to the nodes in Slurm")]]
 
 
