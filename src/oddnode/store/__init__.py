@@ -397,6 +397,8 @@ class Store:
         self.lock_wait = lock_wait
         self._transactions = 0
         self._names_checked = False
+        # Runs the loads leave out for an earlier or a recent view (as_of).
+        self._hidden: tuple[int, ...] = ()
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -576,16 +578,7 @@ class Store:
         self.con.execute(f"""
             INSERT INTO best
             WITH {_newest_per_label(self._unjudged_runs(), "JOIN _touched USING (benchmark, metric)")}
-            SELECT r.run_id, r.benchmark, r.metric, any_value(r.unit), any_value(r.direction),
-                   r.label, any_value(r.label_kind),
-                   CASE WHEN any_value(r.direction) = 'lower' THEN min(r.value) ELSE max(r.value) END,
-                   count(*),
-                   CASE WHEN count(r.repetition) = 0 THEN NULL
-                        WHEN count(*) < 2 THEN 'NaN'::DOUBLE
-                        ELSE (max(r.value) - min(r.value)) / greatest(abs(max(r.value)), abs(min(r.value))) END
-            FROM newest r
-            WHERE r.valid AND r.value IS NOT NULL
-            GROUP BY r.run_id, r.benchmark, r.metric, r.label
+            {_BEST_ROWS}
         """)
         self.con.unregister("_touched")
 
@@ -719,7 +712,7 @@ class Store:
                                      f"{DAMAGED_REMEDY}") from None
             if setting != defaults[sweep_id]:
                 unjudged.append(int(run_id))
-        return unjudged
+        return unjudged + list(self._hidden)
 
     def add_profile(self, profile: Profile, command: str | None = None) -> int:
         """Store an MPI profile in one transaction; its id.  ``command``: the
@@ -840,11 +833,26 @@ class Store:
 
     @_reading
     def load_series(self) -> list[Series]:
-        """Best value of every label, one Series per benchmark metric."""
+        """Best value of every label, one Series per benchmark metric (of the
+        runs as_of shows: their best rows made for the view)."""
         self.check_names()
-        meta = self.con.execute("""
+        if not self._hidden:
+            return self._series_of("best")
+        self.con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _best_as_of AS
+            WITH {_newest_per_label(self._unjudged_runs())}
+            {_BEST_ROWS}
+        """)
+        try:
+            return self._series_of("_best_as_of")
+        finally:
+            self.con.execute("DROP TABLE IF EXISTS _best_as_of")
+
+    def _series_of(self, best: str) -> list[Series]:
+        """The Series of a table of best rows (``best``, or a view's)."""
+        meta = self.con.execute(f"""
             SELECT benchmark, metric, any_value(unit), any_value(direction), any_value(label_kind), count(*)
-            FROM best GROUP BY benchmark, metric ORDER BY benchmark, metric
+            FROM {best} GROUP BY benchmark, metric ORDER BY benchmark, metric
         """).fetchall()
         if not meta:
             return []
@@ -853,16 +861,16 @@ class Store:
         # put in series and label order here, by one integer key, rather
         # than by sorting a million rows on their strings in DuckDB.
         names = np.asarray(self.con.execute(
-            "SELECT label FROM (SELECT DISTINCT label FROM best) ORDER BY label").fetchnumpy()["label"], dtype=object)
+            f"SELECT label FROM (SELECT DISTINCT label FROM {best}) ORDER BY label").fetchnumpy()["label"], dtype=object)
         self.con.register("_label_codes", {"label": names, "code": np.arange(len(names), dtype=np.int64)})
         self.con.register("_series_positions", {
             "benchmark": np.array([m[0] for m in meta], dtype=object),
             "metric": np.array([m[1] for m in meta], dtype=object),
             "position": np.arange(len(meta), dtype=np.int64),
         })
-        cols = self.con.execute("""
+        cols = self.con.execute(f"""
             SELECT s.position, c.code, b.value, b.repetitions, b.spread
-            FROM best b JOIN _label_codes c USING (label) JOIN _series_positions s USING (benchmark, metric)
+            FROM {best} b JOIN _label_codes c USING (label) JOIN _series_positions s USING (benchmark, metric)
         """).fetchnumpy()
         self.con.unregister("_label_codes")
         self.con.unregister("_series_positions")
@@ -892,8 +900,8 @@ class Store:
 
     def _latest_runs(self) -> list[tuple[str, str, int]]:
         """(benchmark, metric, newest run) of every series with results, in order."""
-        return self.con.execute(
-            "SELECT benchmark, metric, max(run_id) FROM results GROUP BY benchmark, metric ORDER BY 1, 2").fetchall()
+        return self.con.execute(f"SELECT benchmark, metric, max(run_id) FROM results WHERE {self._visible()} "
+                                "GROUP BY benchmark, metric ORDER BY 1, 2").fetchall()
 
     @_reading
     def load_failures(self) -> list[Failure]:
@@ -942,8 +950,8 @@ class Store:
         An inventory is a snapshot: a fact a node no longer reports (a
         process that stopped) is gone, not kept from an older run."""
         self.check_names()
-        rows = self.con.execute("""
-            WITH latest AS (SELECT node, max(run_id) AS run_id FROM facts GROUP BY node)
+        rows = self.con.execute(f"""
+            WITH latest AS (SELECT node, max(run_id) AS run_id FROM facts WHERE {self._visible()} GROUP BY node)
             SELECT key, node, value FROM facts JOIN latest USING (node, run_id) ORDER BY key, node
         """).fetchall()
         facts: dict[str, dict[str, str]] = {}
@@ -955,8 +963,8 @@ class Store:
     def load_topology(self) -> dict[str, str]:
         """Node -> group from the latest run that recorded a topology."""
         self.check_names()
-        rows = self.con.execute("""
-            SELECT node, "group" FROM topology WHERE run_id = (SELECT max(run_id) FROM topology)
+        rows = self.con.execute(f"""
+            SELECT node, "group" FROM topology WHERE run_id = (SELECT max(run_id) FROM topology WHERE {self._visible()})
         """).fetchall()
         return dict(rows)
 
@@ -964,7 +972,7 @@ class Store:
     def load_processes(self, run_id: int | None = None) -> dict[str, NodeProcesses]:
         """Node -> its process accounting in one run (default: the latest that has any)."""
         if run_id is None:
-            ((run_id,),) = self.con.execute("SELECT max(run_id) FROM process_nodes").fetchall()
+            ((run_id,),) = self.con.execute(f"SELECT max(run_id) FROM process_nodes WHERE {self._visible()}").fetchall()
             if run_id is None:
                 return {}
         nodes = self.con.execute(
@@ -985,8 +993,9 @@ class Store:
         """Nodes that did not answer in their newest run of each stage (a
         node rerun alone answers for itself only)."""
         self.check_names()
-        rows = self.con.execute("""
-            WITH latest AS (SELECT stage, node, max(run_id) AS run_id FROM node_status GROUP BY stage, node)
+        rows = self.con.execute(f"""
+            WITH latest AS (SELECT stage, node, max(run_id) AS run_id FROM node_status WHERE {self._visible()}
+                            GROUP BY stage, node)
             SELECT s.node, s.stage, s.status, s.detail FROM node_status s JOIN latest USING (stage, node, run_id)
             WHERE s.status <> 'ok' ORDER BY s.node, s.stage
         """).fetchall()
@@ -1008,6 +1017,24 @@ class Store:
         for benchmark, label, parameters in rows:
             details.setdefault(benchmark, {}).setdefault(label, []).append(json.loads(parameters))
         return details
+
+    @contextmanager
+    def as_of(self, run: int | None = None, since: datetime | None = None) -> Iterator[None]:
+        """Loads made meanwhile see only the runs up to ``run`` and started
+        at ``since`` or later: the cluster as it was judged then, or its
+        recent results alone.  An error when no run with results is left."""
+        hidden = [int(found) for (found,) in self.con.execute(
+            "SELECT id FROM runs WHERE (CAST(? AS BIGINT) IS NOT NULL AND id > ?) "
+            "OR (CAST(? AS TIMESTAMP) IS NOT NULL AND started < ?) ORDER BY id", [run, run, since, since]).fetchall()]
+        previous, self._hidden = self._hidden, tuple(hidden)
+        try:
+            yield
+        finally:
+            self._hidden = previous
+
+    def _visible(self, column: str = "run_id") -> str:
+        """A condition on ``column`` that leaves out the runs as_of hides."""
+        return f"{column} NOT IN ({', '.join(map(str, self._hidden))})" if self._hidden else "TRUE"
 
     @_reading
     def node_history(self, node: str) -> NodeHistory:
@@ -1066,8 +1093,9 @@ class Store:
         """The union of the node lists every run and import was given, each
         node where it was first declared (earliest run, then its position)."""
         self.check_names()
-        rows = self.con.execute("""
-            SELECT node FROM run_nodes GROUP BY node ORDER BY min(run_id), arg_min(position, run_id), node
+        rows = self.con.execute(f"""
+            SELECT node FROM run_nodes WHERE {self._visible()}
+            GROUP BY node ORDER BY min(run_id), arg_min(position, run_id), node
         """).fetchall()
         return [node for (node,) in rows]
 
@@ -1390,6 +1418,24 @@ def _upgrade(store: Store, version: int) -> Store:
         store._refresh_best(store.series_names())
         store.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
     return store
+
+
+# The best rows of the ``newest`` rows (see _newest_per_label): per label the
+# maximum (higher is better) or minimum of the valid repetitions, their
+# count, and their spread (max - min) / max(|max|, |min|): NaN where fewer
+# than two, NULL where the results carry no repetition numbers (a plot
+# file's one value per label).
+_BEST_ROWS = """
+    SELECT r.run_id, r.benchmark, r.metric, any_value(r.unit) AS unit, any_value(r.direction) AS direction,
+           r.label, any_value(r.label_kind) AS label_kind,
+           CASE WHEN any_value(r.direction) = 'lower' THEN min(r.value) ELSE max(r.value) END AS value,
+           count(*) AS repetitions,
+           CASE WHEN count(r.repetition) = 0 THEN NULL
+                WHEN count(*) < 2 THEN 'NaN'::DOUBLE
+                ELSE (max(r.value) - min(r.value)) / greatest(abs(max(r.value)), abs(min(r.value))) END AS spread
+    FROM newest r
+    WHERE r.valid AND r.value IS NOT NULL
+    GROUP BY r.run_id, r.benchmark, r.metric, r.label"""
 
 
 def _newest_per_label(unjudged: Sequence[int], restriction: str = "") -> str:

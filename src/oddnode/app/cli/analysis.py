@@ -5,6 +5,7 @@ synthetic dataset and the export."""
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -47,6 +48,13 @@ JudgedNodesOption = Annotated[Optional[str], typer.Option(
     "-w", "--nodes", help="Judge only these nodes (ClusterShell syntax, @groups too); a pair or set only when "
                           "all its members are among them.")]
 JudgedExcludeOption = Annotated[Optional[str], typer.Option("-x", "--exclude", help="Judge without these nodes.")]
+# --run/--since: an earlier view of the store, or its recent runs alone.
+RunOption = Annotated[Optional[int], typer.Option(
+    "--run", min=1, help="Judge the store as it was after this run (its id: oddnode history, export runs).")]
+SinceOption = Annotated[Optional[datetime], typer.Option(
+    "--since", formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S",
+                        "%Y-%m-%dT%H:%M:%S.%f"],
+    help="Judge only the runs started at this UTC date or time or later.")]
 
 
 def judged_part(dataset, nodes: str | None, exclude: str | None):
@@ -85,15 +93,24 @@ class ExportFormat(str, Enum):
     prometheus = "prometheus"
 
 
-def load_judged(db: Path, nodes: str | None = None, exclude: str | None = None):
-    """The store's dataset, or its part about ``-w`` minus ``-x``."""
+def load_judged(db: Path, nodes: str | None = None, exclude: str | None = None, run: int | None = None,
+                since: datetime | None = None):
+    """The store's dataset as of ``--run``/``--since``, or its part about
+    ``-w`` minus ``-x``."""
     with open_db(db) as store:
-        dataset = store.load_dataset()
+        dataset = load_as_of(store, run, since)
     return judged_part(dataset, nodes, exclude)
 
 
-def load_series(db: Path, benchmark: str, nodes: str | None = None, exclude: str | None = None):
-    return load_judged(db, nodes, exclude).by_name(benchmark)
+def load_as_of(store, run: int | None, since: datetime | None):
+    """The store's dataset, of the runs ``--run`` and ``--since`` leave."""
+    with store.as_of(run, since):
+        return store.load_dataset()
+
+
+def load_series(db: Path, benchmark: str, nodes: str | None = None, exclude: str | None = None,
+                run: int | None = None, since: datetime | None = None):
+    return load_judged(db, nodes, exclude, run, since).by_name(benchmark)
 
 
 def export_command(
@@ -133,6 +150,8 @@ def stats_command(
     wide: WideOption = False,
     nodes: JudgedNodesOption = None,
     exclude: JudgedExcludeOption = None,
+    run: RunOption = None,
+    since: SinceOption = None,
 ) -> None:
     """Descriptive statistics per benchmark metric (STAB's anal).
 
@@ -142,7 +161,7 @@ def stats_command(
     from oddnode.stats.describe import describe
 
     with user_errors():
-        dataset = load_judged(db, nodes, exclude)
+        dataset = load_judged(db, nodes, exclude, run, since)
         names = benchmarks or dict.fromkeys(s.benchmark for s in dataset.series)
         chosen = [s for name in names for s in dataset.select(name)]
     rows = [(s, describe(s)) for s in chosen]
@@ -174,6 +193,8 @@ def dist_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the histogram and the tests as JSON.")] = False,
     nodes: JudgedNodesOption = None,
     exclude: JudgedExcludeOption = None,
+    run: RunOption = None,
+    since: SinceOption = None,
 ) -> None:
     """Distribution of one benchmark (STAB's dplot).
 
@@ -185,7 +206,7 @@ def dist_command(
     from oddnode.stats.distribution import chi_squared_normal, dip_test, normality
 
     with user_errors():
-        series = load_series(db, benchmark, nodes, exclude)
+        series = load_series(db, benchmark, nodes, exclude, run, since)
         chosen = histogram_bins(bins)
         tests = chi_squared_normal(series.values, chosen), normality(series.values), dip_test(series.values)
         if json_out:
@@ -206,6 +227,8 @@ def findn_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the fits as JSON.")] = False,
     nodes: JudgedNodesOption = None,
     exclude: JudgedExcludeOption = None,
+    run: RunOption = None,
+    since: SinceOption = None,
 ) -> None:
     """Chi-squared fit to the normal over many bin counts, to see how bin choice sways it."""
     from oddnode.report.analysis_json import findn_json
@@ -213,7 +236,7 @@ def findn_command(
     from oddnode.stats.distribution import findn
 
     with user_errors():
-        series = load_series(db, benchmark, nodes, exclude)
+        series = load_series(db, benchmark, nodes, exclude, run, since)
         sweep = findn(series.values)
     if json_out:
         print_json(findn_json(series, sweep))
@@ -230,6 +253,8 @@ def correlate_command(
         "--json", help="Print both series, the correlation and each label's pair of values as JSON.")] = False,
     nodes: JudgedNodesOption = None,
     exclude: JudgedExcludeOption = None,
+    run: RunOption = None,
+    since: SinceOption = None,
 ) -> None:
     """Correlate two benchmarks joined by node (STAB's cplot): Pearson and Spearman with p-values."""
     from oddnode.report.analysis_json import correlate_json
@@ -237,7 +262,7 @@ def correlate_command(
     from oddnode.stats.correlation import correlate
 
     with user_errors():
-        dataset = load_judged(db, nodes, exclude)
+        dataset = load_judged(db, nodes, exclude, run, since)
         a, b = dataset.by_name(x), dataset.by_name(y)
         result = correlate(a, b)
         if json_out:
@@ -258,6 +283,8 @@ def findc_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
     nodes: JudgedNodesOption = None,
     exclude: JudgedExcludeOption = None,
+    run: RunOption = None,
+    since: SinceOption = None,
 ) -> None:
     """Correlate every pair of benchmarks (STAB's findc), strongest first."""
     from oddnode.report.analysis_json import findc_json
@@ -265,7 +292,7 @@ def findc_command(
     from oddnode.stats.correlation import correlate_all
 
     with user_errors():
-        dataset = load_judged(db, nodes, exclude)
+        dataset = load_judged(db, nodes, exclude, run, since)
     rows = correlate_all(dataset.series)
     if grep:
         rows = [c for c in rows if grep in (c.x, c.y)]
@@ -343,14 +370,15 @@ def history_command(
         console.print(table)
 
 
-def analysis_command(nodes: str | None, exclude: str | None) -> str:
-    """How a recorded analysis names itself: with the part it judged."""
-    return " ".join(["oddnode analyze", *(f"{option} {value}" for option, value in (("-w", nodes), ("-x", exclude))
-                                          if value)])
+def analysis_command(nodes: str | None, exclude: str | None, run: int | None = None,
+                     since: datetime | None = None) -> str:
+    """How a recorded analysis names itself: with the part and the view it judged."""
+    given = (("-w", nodes), ("-x", exclude), ("--run", run), ("--since", since and since.isoformat(sep=" ")))
+    return " ".join(["oddnode analyze", *(f"{option} {value}" for option, value in given if value)])
 
 
 def judge(paths: list[Path] | None, location: Path, groups, sensitivity, nodes: str | None = None,
-          exclude: str | None = None):
+          exclude: str | None = None, run: int | None = None, since: datetime | None = None):
     """Import ``paths`` and save the topology first when given, analyze
     (the part about ``-w`` minus ``-x``), and record the findings; returns
     the analysis and, when the store could not take the findings, why."""
@@ -363,16 +391,18 @@ def judge(paths: list[Path] | None, location: Path, groups, sensitivity, nodes: 
             if paths:
                 import_stab(store, paths, command="oddnode analyze")
             save_topology(store, groups)
-            result = analyze(judged_part(store.load_dataset(), nodes, exclude), sensitivity, require_data=True)
-            store.record_findings(analysis_command(nodes, exclude), result.findings)
+            result = analyze(judged_part(load_as_of(store, run, since), nodes, exclude), sensitivity,
+                             require_data=True)
+            store.record_findings(analysis_command(nodes, exclude, run, since), result.findings)
         return result, None
     # Read-only while judging: a store one may read but not write is
     # judged all the same, and only the findings' record is lost.
     with open_store(location, read_only=True) as store:
-        result = analyze(judged_part(store.load_dataset(), nodes, exclude), sensitivity, require_data=True)
+        result = analyze(judged_part(load_as_of(store, run, since), nodes, exclude), sensitivity,
+                         require_data=True)
     try:
         with open_store(location) as store:
-            store.record_findings(analysis_command(nodes, exclude), result.findings)
+            store.record_findings(analysis_command(nodes, exclude, run, since), result.findings)
     except StoreError as err:
         return result, f"findings not recorded in the store: {err}"
     return result, None
@@ -408,6 +438,8 @@ def analyze_command(
     wide: WideOption = False,
     nodes: JudgedNodesOption = None,
     exclude: JudgedExcludeOption = None,
+    run: RunOption = None,
+    since: SinceOption = None,
 ) -> None:
     """Judge the results: statistics, findings with evidence and remedies, correlations.
 
@@ -432,7 +464,8 @@ def analyze_command(
         location = db or (Path(":memory:") if paths else DEFAULT_DB)
         if not paths and not location.exists():
             raise StoreError(f"no results store at {location}: import results first or give result directories")
-        result, not_recorded = judge(paths, location, read_topology(topology), sensitivity, nodes, exclude)
+        result, not_recorded = judge(paths, location, read_topology(topology), sensitivity, nodes, exclude, run,
+                                     since)
     out = err_console if json_out or junit == STDOUT else console
     if not_recorded:
         err_console.print(f"[yellow]{literal(not_recorded)}[/]", highlight=False)

@@ -108,3 +108,22 @@ def test_history_shows_the_node_before_and_after_its_repair(cluster, tmp_path):
     assert "Results of r02n04" in table and "outlier" in table
     unknown = oddnode("history", "r09n09", "--db", cluster, cwd=tmp_path, check=False)
     assert unknown.returncode == 2 and "no result, fact or finding of r09n09" in unknown.stderr
+
+
+def test_run_and_since_judge_an_earlier_view_or_the_recent_runs(cluster, tmp_path):
+    rerun(tmp_path, cluster, "repaired", REPAIRED)
+    history = json.loads(oddnode("history", SLOW, "--db", cluster, "--json", cwd=tmp_path).stdout)
+    (triad,) = [s for s in history["results"] if s["benchmark"] == "triad"]
+    before, after = triad["runs"]
+    # As it was after the first import: the slow node as it was, every node judged.
+    assert findings(cluster, tmp_path, "--run", before["run"]) == FOUND
+    stats = json.loads(oddnode("stats", "triad", "--db", cluster, "--json", "--run", before["run"],
+                               cwd=tmp_path).stdout)
+    assert stats[0]["n"] == len(NODES) and stats[0]["low"] == 60.0
+    assert findings(cluster, tmp_path, "--run", after["run"]) == []
+    # The rerun's results alone: one node's.
+    recent = json.loads(oddnode("stats", "triad", "--db", cluster, "--json", "--since", after["started"],
+                                cwd=tmp_path).stdout)
+    assert recent[0]["n"] == 1 and recent[0]["low"] == 100.1
+    bad = oddnode("analyze", "--db", cluster, "--run", "0", cwd=tmp_path, check=False)
+    assert bad.returncode == 2
