@@ -10,6 +10,7 @@ registration.  Within a stage, steps run in the order named here.
 
 from __future__ import annotations
 
+from oddnode.measure.node.command import CommandStep
 from oddnode.measure.node.hpl import HplStep
 from oddnode.measure.pair.bisection import BisectionStep
 from oddnode.measure.pair.matrix import MatrixStep
@@ -28,7 +29,7 @@ __all__ = ["CATALOG", "CHECK_FLAGS", "STAGES", "STEPS", "get_step", "series_stag
 CATALOG = (
     MemoryStep,  # memory
     NoiseStep,  # noise
-    DgemmStep, HplStep,  # compute
+    DgemmStep, HplStep, CommandStep,  # compute
     DiskStep,  # disk
     PairsStep, BisectionStep, MatrixStep, ChainStep, StreamsStep, AllToAllStep,  # interconnect
     SetsStep, ScaleStep, SyncStep,  # sets
@@ -48,6 +49,10 @@ CHECK_FLAGS: list[CheckFlag] = [
     check_flag("memory.threads", "dgemm.threads", "hpl.threads", flag="threads", help="OpenMP threads of the kernels"),
     check_flag("dgemm.n"),
     check_flag("hpl.n"),
+    check_flag("command.command", flag="command"),
+    check_flag("command.parser", flag="parser"),
+    check_flag("command.output_file", flag="output-file"),
+    check_flag("command.timeout", flag="command-timeout"),
     check_flag("disk.directory"),
     check_flag("disk.dirs"),
     check_flag("disk.size"),

@@ -46,6 +46,7 @@ from oddnode.app.cli.common import (
     user_errors,
 )
 from oddnode.measure import catalog
+from oddnode.measure.node.command import CommandStep
 from oddnode.measure.node.noise import capped_noise_options
 from oddnode.measure.plan import (
     CheckPlan,
@@ -140,6 +141,7 @@ def _settings(flags: dict[str, object]) -> dict[str, dict[str, object]]:
 
 
 STEP_NAMES = ", ".join(catalog.STEPS.names())
+COMMAND_STEP = CommandStep.name
 OPT_IN = ", ".join(step.name for step in catalog.STEPS.values() if not step.default)
 
 
@@ -267,9 +269,13 @@ def check_command(
                 steps[step] = {"mpi_yield": True, **(steps.get(step) or {})}
             # ... and the noise kernel keeps within each node's quota (measure/node/noise.py).
             steps["noise"] = {**_testbed_noise(), **(steps.get("noise") or {})}
+        # --command names a program to run: its step runs without --with command.
+        wanted = _names(add)
+        if flags.get(COMMAND_STEP, {}).get("command") and COMMAND_STEP not in (wanted or ()):
+            wanted = (*(wanted or ()), COMMAND_STEP)
         plan = make_plan(file,
                          layered_parameters(flags, parse_settings(settings or ())),
-                         stages=_names(stages), skip=_names(skip), add=_names(add), repetitions=repetitions,
+                         stages=_names(stages), skip=_names(skip), add=wanted, repetitions=repetitions,
                          benchmark_timeout=benchmark_timeout, probe_timeout=timeout,
                          expectations=str(expect) if expect else None)
         sensitivity = Sensitivity(alpha=alpha, min_effect=min_effect)
