@@ -54,17 +54,21 @@ from oddnode.findings.processes import (
     sampled_key,
 )
 from oddnode.findings.registry import Sensitivity, first_few, rule
-from oddnode.core.model import Dataset, Finding, Severity
+from oddnode.core.model import DEFAULT_METRIC, Dataset, Direction, Finding, LabelKind, Series, Severity
 from oddnode.core.nodes import fold
+from oddnode.core.order import natural_key
 
 __all__ = [
     "DERIVED_FACTS",
+    "FACT_PREFIX",
     "MESSAGE_VALUES",
     "NOT_REPORTED",
     "OneValue",
     "inconsistent_facts",
     "one_value",
+    "fact_series",
     "parse_number",
+    "series_or_fact",
     "written_decimals",
 ]
 
@@ -121,6 +125,35 @@ def parse_number(text: str) -> float | None:
     """The value of a fact written as a plain decimal number, else None."""
     text = str(text).strip()
     return float(text) if _NUMBER.match(text) else None
+
+
+# The prefix that names a fact where a benchmark is named (correlate, dist):
+# ``fact:cpu_temp_c``.
+FACT_PREFIX = "fact:"
+
+
+def fact_series(dataset: Dataset, name: str) -> Series:
+    """A numeric fact as a series over the nodes that report it as a plain
+    number (``fact:KEY``), to correlate with a benchmark: a temperature, a
+    fan speed, a throttling count.  KeyError naming the fact keys when none
+    is numeric or the key is unknown."""
+    key = name.removeprefix(FACT_PREFIX)
+    per_node = dataset.facts.get(key)
+    if per_node is None:
+        raise KeyError(f"no fact named {key!r} in the store (facts: {first_few(sorted(dataset.facts), 12)})")
+    numbers = {node: number for node, value in per_node.items() if (number := parse_number(value)) is not None}
+    if not numbers:
+        raise KeyError(f"fact {key!r} is not a number on any node")
+    labels = sorted(numbers, key=natural_key)
+    return Series(benchmark=name, metric=DEFAULT_METRIC, unit="", direction=Direction.HIGHER,
+                  label_kind=LabelKind.NODE, labels=np.array(labels, dtype=object),
+                  values=np.array([numbers[node] for node in labels], dtype=np.float64),
+                  repetitions=np.ones(len(labels), dtype=np.int64))
+
+
+def series_or_fact(dataset: Dataset, name: str) -> Series:
+    """The series ``name`` names, or the numeric fact ``fact:KEY``."""
+    return fact_series(dataset, name) if name.startswith(FACT_PREFIX) else dataset.by_name(name)
 
 
 def written_decimals(text: str) -> int:

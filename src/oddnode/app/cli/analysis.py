@@ -110,7 +110,10 @@ def load_as_of(store, run: int | None, since: datetime | None):
 
 def load_series(db: Path, benchmark: str, nodes: str | None = None, exclude: str | None = None,
                 run: int | None = None, since: datetime | None = None):
-    return load_judged(db, nodes, exclude, run, since).by_name(benchmark)
+    """A series of the store, or a numeric fact as one (``fact:KEY``)."""
+    from oddnode.findings.facts import series_or_fact
+
+    return series_or_fact(load_judged(db, nodes, exclude, run, since), benchmark)
 
 
 def export_command(
@@ -245,8 +248,8 @@ def findn_command(
 
 
 def correlate_command(
-    x: Annotated[str, typer.Argument(help="First benchmark.")],
-    y: Annotated[str, typer.Argument(help="Second benchmark.")],
+    x: Annotated[str, typer.Argument(help="First benchmark, or fact:KEY (a numeric fact: a temperature).")],
+    y: Annotated[str, typer.Argument(help="Second benchmark, or fact:KEY.")],
     plot: Annotated[Optional[Path], typer.Option(help="Write the scatter plot to a .png or .svg file.")] = None,
     db: DbOption = DEFAULT_DB,
     json_out: Annotated[bool, typer.Option(
@@ -256,14 +259,18 @@ def correlate_command(
     run: RunOption = None,
     since: SinceOption = None,
 ) -> None:
-    """Correlate two benchmarks joined by node (STAB's cplot): Pearson and Spearman with p-values."""
+    """Correlate two benchmarks joined by node (STAB's cplot): Pearson and Spearman with p-values.
+
+    Either may be a numeric fact, fact:KEY (a temperature, a fan speed, a
+    throttling count), to see whether it goes with a benchmark."""
+    from oddnode.findings.facts import series_or_fact
     from oddnode.report.analysis_json import correlate_json
     from oddnode.report.terminal import correlation_table
     from oddnode.stats.correlation import correlate
 
     with user_errors():
         dataset = load_judged(db, nodes, exclude, run, since)
-        a, b = dataset.by_name(x), dataset.by_name(y)
+        a, b = series_or_fact(dataset, x), series_or_fact(dataset, y)
         result = correlate(a, b)
         if json_out:
             print_json(correlate_json(a, b, result))
