@@ -42,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from oddnode.onnode.node_probe import SENSOR_PREFIX
 from oddnode.findings.facts import MESSAGE_VALUES, NOT_REPORTED, one_value, parse_number, written_decimals
 from oddnode.findings.processes import NOT_RUNNING, SAMPLED_PREFIX, is_process_key, process_reporting_nodes
 from oddnode.findings.registry import first_few
@@ -63,9 +64,10 @@ OPTIONS = ("min", "max", "equals", "match", "regex", "in", "tolerance")
 SCOPES_KEY = "nodes"  # the section of expectations scoped by node set
 GLOB_CHARACTERS = frozenset("*?[")
 # Keys that differ on every node by nature (addresses, serial numbers, the
-# CPU time a command used while the probe sampled): a snapshot never expects
+# CPU time a command used while the probe sampled, sensor readings): a snapshot never expects
 # their majority value.
-UNIQUE_KEYS = ("hostname", "*.mac", "*.address", "*serial*", "*uuid*", "*guid*", SAMPLED_PREFIX + "*")
+UNIQUE_KEYS = ("hostname", "*.mac", "*.address", "*serial*", "*uuid*", "*guid*", SAMPLED_PREFIX + "*",
+               SENSOR_PREFIX + "*")
 
 
 class ExpectationError(ValueError):

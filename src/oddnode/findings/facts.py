@@ -57,6 +57,7 @@ from oddnode.findings.registry import Sensitivity, first_few, rule
 from oddnode.core.model import DEFAULT_METRIC, Dataset, Direction, Finding, LabelKind, Series, Severity
 from oddnode.core.nodes import fold
 from oddnode.core.order import natural_key
+from oddnode.onnode.node_probe import SENSOR_PREFIX
 
 __all__ = [
     "DERIVED_FACTS",
@@ -305,8 +306,8 @@ def inconsistent_facts(dataset: Dataset, sensitivity: Sensitivity) -> list[Findi
     process_nodes = process_reporting_nodes(dataset.facts)
     findings = []
     for key in sorted(dataset.facts):
-        if is_sampled_key(key) or key in DERIVED_FACTS:
-            continue  # read with its process.* key; judged on the fact it derives from
+        if is_sampled_key(key) or key in DERIVED_FACTS or key.startswith(SENSOR_PREFIX):
+            continue  # read with its process.* key; judged on the fact it derives from; a measurement
         per_node = dataset.facts[key]
         merged = None
         sampling: dict[str, str] = {}

@@ -485,6 +485,70 @@ def probe_edac(facts, notes):
     facts["edac_ue"] = str(uncorrected)
 
 
+# ---------------------------------------------------------------- sensors
+
+# Where the kernel shows its sensors (a test points it elsewhere).
+SYSFS = "/sys"
+# The prefix of every sensor reading: measurements that differ from node to
+# node and from minute to minute, not configuration.  The inconsistent-fact
+# rule leaves them alone; correlate and dist read them (fact:sensor...).
+SENSOR_PREFIX = "sensor."
+
+
+def _sensor_number(text, scale):
+    """A sysfs reading as a number in its unit (millidegrees / 1000 -> degrees C)."""
+    try:
+        value = int(text) / scale
+    except (TypeError, ValueError):
+        return None
+    return ("%.1f" % value) if scale != 1 else str(int(value))
+
+
+def probe_sensors(facts, notes):
+    """Temperatures and fan speeds from hwmon and the thermal zones, and the
+    CPUs' thermal throttling events since boot, as sensor.* readings."""
+    found = 0
+    chips = sorted(glob.glob(os.path.join(SYSFS, "class/hwmon/hwmon[0-9]*")))
+    names = [read_text(os.path.join(chip, "name")) or "hwmon" for chip in chips]
+    for chip, name in zip(chips, names):
+        # Chips of one driver (coretemp of each socket) are told apart by their device.
+        if names.count(name) > 1:
+            name = os.path.basename(os.path.realpath(os.path.join(chip, "device"))) or name
+        for kind, unit, scale in (("temp", "c", 1000.0), ("fan", "rpm", 1)):
+            for reading in sorted(glob.glob(os.path.join(chip, kind + "[0-9]*_input"))):
+                channel = os.path.basename(reading)[:-len("_input")]
+                value = _sensor_number(read_text(reading), scale)
+                if value is None:
+                    continue
+                label = read_text(os.path.join(chip, channel + "_label")) or channel
+                facts["%s%s.%s_%s" % (SENSOR_PREFIX, sanitise(name), sanitise(label), unit)] = value
+                found += 1
+    for zone in sorted(glob.glob(os.path.join(SYSFS, "class/thermal/thermal_zone[0-9]*"))):
+        value = _sensor_number(read_text(os.path.join(zone, "temp")), 1000.0)
+        if value is not None:
+            kind = read_text(os.path.join(zone, "type")) or os.path.basename(zone)
+            facts["%sthermal.%s.%s_c" % (SENSOR_PREFIX, sanitise(kind), os.path.basename(zone))] = value
+            found += 1
+    throttled = {"core": 0, "package": {}}
+    counted = False
+    for cpu in glob.glob(os.path.join(SYSFS, "devices/system/cpu/cpu[0-9]*")):
+        core = read_text(os.path.join(cpu, "thermal_throttle/core_throttle_count"))
+        package = read_text(os.path.join(cpu, "thermal_throttle/package_throttle_count"))
+        if core is not None and core.isdigit():
+            counted = True
+            throttled["core"] += int(core)
+        if package is not None and package.isdigit():
+            # Every CPU of a package shows the package's one count.
+            socket_id = read_text(os.path.join(cpu, "topology/physical_package_id")) or cpu
+            throttled["package"][socket_id] = int(package)
+    if counted:
+        facts[SENSOR_PREFIX + "cpu.core_throttle_events"] = str(throttled["core"])
+        facts[SENSOR_PREFIX + "cpu.package_throttle_events"] = str(sum(throttled["package"].values()))
+        found += 2
+    if not found:
+        notes.append("no temperature, fan or throttling sensor in /sys (hwmon, thermal zones): none reported")
+
+
 # ---------------------------------------------------------------- libraries
 
 
@@ -738,6 +802,7 @@ SECTIONS = (
     ("gpus", probe_gpus),
     ("disks", probe_disks),
     ("edac", probe_edac),
+    ("sensors", probe_sensors),
     ("libraries", probe_libraries),
     ("processes", probe_processes),
 )
