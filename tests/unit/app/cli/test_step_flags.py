@@ -31,7 +31,8 @@ CHECK_FLAGS_BEFORE = [
     ("--stages", None), ("--skip", None), ("--with", None), ("--repetitions", None), ("--continue", False),
     ("--resume", False), ("--benchmark-timeout", None), ("--memory-elements", None), ("--memory-ntimes", None),
     ("--memory-min-seconds", None), ("--noise-seconds", None), ("--threads", None), ("--dgemm-n", None),
-    ("--hpl-n", None), ("--disk-dir", None), ("--disk-dirs", None), ("--disk-size", None), ("--disk-engine", None),
+    ("--hpl-n", None), ("--command", None), ("--parser", None), ("--output-file", None),
+    ("--command-timeout", None), ("--disk-dir", None), ("--disk-dirs", None), ("--disk-size", None), ("--disk-engine", None),
     ("--html", Path("oddnode-report.html")), ("--patterns", None), ("--sizes", None), ("--seconds-per-size", None),
     ("--set-size", None), ("--bisection-seconds", None), ("--json", False), ("--junit", None), ("--drain", False),
     ("--drain-max", None), ("--dry-run", False), ("--wide", False), ("--topology", None), ("--alpha", 0.0001),
@@ -47,10 +48,12 @@ HELP_DEFAULTS = {
     "--disk-engine": "disk.engine, default auto", "--patterns": "pairs.patterns, default sort,cut,fold,shuffle",
     "--sizes": "scale.sizes; default 0, 1 B to 4 MiB", "--seconds-per-size": "default 0.2",
     "--set-size": "sets.size, default 8", "--bisection-seconds": "bisection.seconds, default 2.0",
+    "--command": "command.command, default none", "--command-timeout": "command.timeout, default 540.0",
 }
 CALLBACKS = {"--memory-min-seconds": seconds_or_zero, "--noise-seconds": positive_seconds,
              "--seconds-per-size": positive_seconds, "--bisection-seconds": positive_seconds,
-             "--timeout": positive_seconds, "--benchmark-timeout": positive_seconds}
+             "--timeout": positive_seconds, "--benchmark-timeout": positive_seconds,
+             "--command-timeout": positive_seconds}
 
 
 def test_every_flag_the_check_had_is_there_with_its_default_and_its_check():
