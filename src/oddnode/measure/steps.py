@@ -185,7 +185,7 @@ MAX_SEED = (1 << 64) - 1
 # Where a step option's field keeps its command-line description.
 OPTION_METADATA = "oddnode.option"
 # What an option's value must be, checked on the command line before anything runs.
-CHECKS = ("seconds", "seconds_or_zero", "sizes")
+CHECKS = ("seconds", "seconds_or_zero", "sizes", "counts", "lengths")
 
 
 @dataclass(frozen=True)
@@ -195,13 +195,20 @@ class OptionHelp:
     it is not the field's (``min-seconds`` for ``min_loop_seconds``), what
     the value must be (``check``: "seconds", a duration above 0;
     "seconds_or_zero", 0 allowed; "sizes", message sizes in bytes,
-    comma-separated), and the default in words where its value does not
-    say it (``shown_default``: "the node's" for None)."""
+    comma-separated; "counts", node counts, and "lengths", chain lengths,
+    whole numbers comma-separated), and the default in words where its
+    value does not say it (``shown_default``: "the node's" for None).
+    A standalone command's flag may have other names too (``aliases``,
+    without the dashes), and a list option that is ``repeatable`` takes
+    one value per use of its flag instead of comma-separated text (a path
+    may hold a comma)."""
 
     help: str
     flag: str | None = None
     check: str | None = None
     shown_default: str | None = None
+    aliases: tuple[str, ...] = ()
+    repeatable: bool = False
 
     def __post_init__(self) -> None:
         if self.check is not None and self.check not in CHECKS:
@@ -209,9 +216,10 @@ class OptionHelp:
 
 
 def option(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = None, check: str | None = None,
-           shown_default: str | None = None) -> Any:
+           shown_default: str | None = None, aliases: tuple[str, ...] = (), repeatable: bool = False) -> Any:
     """A step option's field: its default and its command-line description (OptionHelp)."""
-    return field(default=default, metadata={OPTION_METADATA: OptionHelp(help, flag, check, shown_default)})
+    return field(default=default, metadata={OPTION_METADATA: OptionHelp(help, flag, check, shown_default, aliases,
+                                                                         repeatable)})
 
 
 def option_field(options: type, name: str) -> dataclasses.Field:

@@ -512,3 +512,20 @@ def message_sizes(text: str) -> tuple[int, ...]:
     if not sizes or min(sizes) < 0:
         raise typer.BadParameter(f"message sizes must be bytes >= 0, not {text!r}")
     return sizes
+
+
+def node_counts(text: str) -> tuple[int, ...]:
+    """Node counts from a comma-separated option (--counts)."""
+    try:
+        return tuple(int(word) for word in text.split(",") if word.strip())
+    except ValueError:
+        raise typer.BadParameter(f"node counts are whole numbers separated by commas, not {text!r}",
+                                 param_hint="--counts") from None
+
+
+def chain_lengths(text: str) -> tuple[int, ...]:
+    """Chain lengths from a comma-separated option (--lengths)."""
+    try:
+        return tuple(int(word) for word in text.split(","))
+    except ValueError:
+        raise typer.BadParameter(f"chain lengths are whole numbers separated by commas, not {text!r}") from None

@@ -27,9 +27,7 @@ from oddnode.app.cli.common import (
     err_console,
     exit_for_findings,
     inform,
-    message_sizes,
     open_db,
-    positive_seconds,
     print_json,
     progress_run,
     quiet,
@@ -41,9 +39,9 @@ from oddnode.app.cli.common import (
     verbose,
 )
 from oddnode.measure.pair import switchbench
-from oddnode.measure.pair.pairs import CHECK_PATTERNS, DEFAULT_PORT, PingPongOptions, StreamOptions
+from oddnode.measure.pair.matrix import MatrixOptions
+from oddnode.measure.pair.pairs import CHECK_PATTERNS, PingPongOptions, StreamOptions
 from oddnode.app.cli.step_flags import with_step_options
-from oddnode.measure.pair.pingpong import DEFAULT_MESSAGE_SIZE, DEFAULT_SECONDS_PER_SIZE, DEFAULT_STREAM_SECONDS
 from oddnode.report import summaries
 from oddnode.report.text import literal
 
@@ -73,10 +71,6 @@ PairsFileOption = Annotated[Optional[Path], typer.Option(
 MpiYieldOption = Annotated[Optional[bool], typer.Option(
     "--mpi-yield/--no-mpi-yield", help="Idle MPI ranks yield their CPU (Open MPI's mpi_yield_when_idle): for nodes "
                                        "whose CPUs are capped or shared; default on with --testbed only.")]
-SecondsPerSizeOption = Annotated[float, typer.Option("--seconds-per-size", callback=positive_seconds,
-    help="Seconds each message size is timed.")]
-StreamMessageSizeOption = Annotated[int, typer.Option("--message-size", help="Bytes per write of each stream.")]
-ServerPortOption = Annotated[int, typer.Option("--port", help="TCP port the servers listen on.")]
 JsonOption = Annotated[bool, typer.Option(
     "--json", help="Print the runs, the tables and findings as one JSON document; the other lines go to stderr.")]
 
@@ -97,15 +91,6 @@ def network_run(topology, nodes, exclude, hostfile, connection, testbed,
 
 def pattern_names(text: str) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
-
-
-def chain_lengths(text: Optional[str]) -> tuple[int, ...] | None:
-    if text is None:
-        return None
-    try:
-        return tuple(int(word) for word in text.split(","))
-    except ValueError:
-        raise typer.BadParameter(f"chain lengths are whole numbers separated by commas, not {text!r}") from None
 
 
 def findings_of(dataset, kinds: Sequence[str]):
@@ -249,13 +234,7 @@ def bisection_command(
 
 
 def matrix_command(
-    sizes: Annotated[Optional[str], typer.Option(
-        "--sizes", help="Message sizes in bytes, comma-separated (default 0,1024,65536,1048576: latency at the "
-                        "first, bandwidth at the last).")] = None,
-    seconds_per_size: SecondsPerSizeOption = DEFAULT_SECONDS_PER_SIZE,
-    port: ServerPortOption = DEFAULT_PORT,
-    retest: Annotated[bool, typer.Option(
-        "--retest/--no-retest", help="Retest slow pairs with fewer pairs at once, down to alone.")] = True,
+    options: MatrixOptions = MatrixOptions(),  # --sizes, --seconds-per-size, --port, --retest (MATRIX_OPTIONS)
     json_out: JsonOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
@@ -267,14 +246,11 @@ def matrix_command(
     Every ordered pair, in rounds of disjoint pairs: bandwidth and latency per
     pair (heatmaps in the HTML report); slow pairs are retested with half as
     many pairs at once, then half again, to tell contention from a bad link."""
-    from oddnode.measure.pair.matrix import MATRIX_SIZES, run_matrix
-    from oddnode.measure.pair.pairs import PingPongOptions
+    from oddnode.measure.pair.matrix import run_matrix
 
-    options = PingPongOptions(sizes=message_sizes(sizes) if sizes else MATRIX_SIZES,
-                              seconds_per_size=seconds_per_size, port=port)
     with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         summary = progress_run("matrix", lambda progress: run_matrix(
-            store, target, options=options, retest=retest, on_progress=progress, command=command_line()))
+            store, target, options=options, retest=options.retest, on_progress=progress, command=command_line()))
         dataset = store.load_dataset()
         out = human_console(json_out)
         for line in summaries.dim_lines(dict.fromkeys(summary.notes)):
@@ -293,22 +269,10 @@ def matrix_command(
     exit_for_findings(findings)
 
 
-switchbench_app = typer.Typer(help="Switchbench's three switch benchmarks: daisy chain, pairwise streaming, "
-                                   "all-to-all.", no_args_is_help=True)
-
-
-@switchbench_app.command("chain")
 def switchbench_chain_command(
     repetitions: Annotated[int, typer.Option(
         "-r", "--repetitions", help="Runs of every chain length.")] = NETWORK_REPETITIONS,
-    lengths: Annotated[Optional[str], typer.Option(
-        "--lengths", help="Chain lengths k, comma-separated (default 2 to N).")] = None,
-    message_size: Annotated[int, typer.Option(
-        "--message-size", help="Bytes per write of the stream.")] = DEFAULT_MESSAGE_SIZE,
-    seconds: Annotated[float, typer.Option("--seconds", callback=positive_seconds,
-        help="Seconds each chain streams.")] = DEFAULT_STREAM_SECONDS,
-    port: Annotated[int, typer.Option(
-        "--port", help="TCP port every relay and the last node listen on.")] = switchbench.DEFAULT_PORT,
+    options: switchbench.ChainOptions = switchbench.ChainOptions(),  # --lengths, --message-size, ... (CHAIN_OPTIONS)
     json_out: JsonOption = False,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
@@ -320,8 +284,6 @@ def switchbench_chain_command(
     where the switch stops scaling."""
     from oddnode.report.terminal import chain_table
 
-    options = switchbench.ChainOptions(message_size=message_size, seconds=seconds, port=port,
-                                       lengths=chain_lengths(lengths))
     with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         summary = progress_run("chain", lambda progress: switchbench.run_chain(
             store, target, repetitions, options=options, on_progress=progress, command=command_line()))
@@ -340,17 +302,13 @@ def switchbench_chain_command(
     exit_for_findings(findings)
 
 
-@switchbench_app.command("stream")
 def switchbench_stream_command(
     patterns: Annotated[str, typer.Option(
         "--patterns", "--pattern", help="Pair patterns, comma-separated: sort, cut, fold, shuffle, random, file "
                                         "(with --pairs-file).")] = DEFAULT_PATTERNS,
     repetitions: PatternRepetitionsOption = NETWORK_REPETITIONS,
     serial: SerialOption = False,
-    message_size: StreamMessageSizeOption = DEFAULT_MESSAGE_SIZE,
-    seconds: Annotated[float, typer.Option("--seconds", callback=positive_seconds,
-        help="Seconds each pair streams.")] = DEFAULT_STREAM_SECONDS,
-    port: ServerPortOption = switchbench.DEFAULT_PORT,
+    options: switchbench.StreamsOptions = switchbench.StreamsOptions(),  # --message-size, --seconds, --port
     seed: PatternSeedOption = 0,
     pairs_file: PairsFileOption = None,
     json_out: JsonOption = False,
@@ -364,7 +322,6 @@ def switchbench_stream_command(
     the slow pairs."""
     from oddnode.report.terminal import stream_table
 
-    options = switchbench.StreamOptions(message_size=message_size, seconds=seconds, port=port)
     with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         runs = {}
         for pattern in pattern_names(patterns):
@@ -396,15 +353,10 @@ def charged_nodes(store) -> set[str]:
             if f.benchmark == switchbench.ALLTOALL_BENCHMARK and f.label_kind is LabelKind.NODE}
 
 
-@switchbench_app.command("alltoall")
 def switchbench_alltoall_command(
     repetitions: Annotated[int, typer.Option(
         "-r", "--repetitions", help="Runs of the whole all-to-all.")] = NETWORK_REPETITIONS,
-    message_size: Annotated[int, typer.Option(
-        "--message-size", help="Bytes each node sends per phase.")] = switchbench.DEFAULT_ALLTOALL_MESSAGE,
-    warmup_passes: Annotated[int, typer.Option(
-        "--warmup-passes", help="Untimed passes through every phase first.")] = switchbench.DEFAULT_WARMUP_PASSES,
-    port: Annotated[int, typer.Option("--port", help="TCP port every node listens on.")] = switchbench.DEFAULT_PORT,
+    options: switchbench.AllToAllOptions = switchbench.AllToAllOptions(),  # --message-size, ... (ALLTOALL_OPTIONS)
     seed: Annotated[int, typer.Option("--seed", help="Seed of the data each repetition sends and checks.")] = 0,
     json_out: JsonOption = False,
     topology: TopologyOption = None,
@@ -417,7 +369,6 @@ def switchbench_alltoall_command(
     phases; total time, aggregate throughput, minimum bandwidth per phase."""
     from oddnode.report.terminal import alltoall_table
 
-    options = switchbench.AllToAllOptions(message_size=message_size, warmup_passes=warmup_passes, port=port)
     with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         summary = progress_run("alltoall", lambda progress: switchbench.run_alltoall(
             store, target, repetitions, options=options, seed=seed, on_progress=progress, command=command_line()))
@@ -445,18 +396,30 @@ def switchbench_alltoall_command(
     exit_for_findings((), problems=bool(charged))
 
 
-# The step options the pairs and bisection commands take as flags, made from
-# the options' fields (their help, default and check), in this order.
+# The step options the interconnect commands take as flags, made from the
+# options' fields (their help, default and check), in this order.
 PAIRS_OPTIONS = ("sizes", "seconds_per_size", "port")
 BISECTION_OPTIONS = ("message_size", "seconds", "both", "port")
+MATRIX_OPTIONS = ("sizes", "seconds_per_size", "port", "retest")
+CHAIN_OPTIONS = ("lengths", "message_size", "seconds", "port")
+STREAMS_OPTIONS = ("message_size", "seconds", "port")
+ALLTOALL_OPTIONS = ("message_size", "warmup_passes", "port")
 
 
 def register(app: typer.Typer) -> None:
     pairs = with_step_options(pairs_command, PingPongOptions, PAIRS_OPTIONS)
     bisection = with_step_options(bisection_command, StreamOptions, BISECTION_OPTIONS)
-    for name, command in (("pairs", pairs), ("bisection", bisection), ("matrix", matrix_command)):
+    matrix = with_step_options(matrix_command, MatrixOptions, MATRIX_OPTIONS)
+    for name, command in (("pairs", pairs), ("bisection", bisection), ("matrix", matrix)):
         app.command(name, rich_help_panel=INTERCONNECT_PANEL)(command)
 
 
 def register_switchbench(app: typer.Typer) -> None:
-    app.add_typer(switchbench_app, name="switchbench", rich_help_panel=INTERCONNECT_PANEL)
+    group = typer.Typer(help="Switchbench's three switch benchmarks: daisy chain, pairwise streaming, all-to-all.",
+                        no_args_is_help=True)
+    for name, command, options, names in (
+            ("chain", switchbench_chain_command, switchbench.ChainOptions, CHAIN_OPTIONS),
+            ("stream", switchbench_stream_command, switchbench.StreamsOptions, STREAMS_OPTIONS),
+            ("alltoall", switchbench_alltoall_command, switchbench.AllToAllOptions, ALLTOALL_OPTIONS)):
+        group.command(name)(with_step_options(command, options, names))
+    app.add_typer(group, name="switchbench", rich_help_panel=INTERCONNECT_PANEL)

@@ -31,7 +31,6 @@ from oddnode.app.cli.common import (
     exit_for_findings,
     inform,
     open_db,
-    positive_seconds,
     print_json,
     progress_run,
     quiet,
@@ -40,19 +39,27 @@ from oddnode.app.cli.common import (
     user_errors,
 )
 from oddnode.app.cli.nodes import NODES_PANEL
+from oddnode.app.cli.step_flags import FROM_FLAGS, OptionValues, with_step_option_values
+# The library's defaults: -r's, and the others under the names this module
+# had for them (its option flags take theirs from NumaOptions' fields).
+from oddnode.measure.node.numa import (  # noqa: F401
+    DEFAULT_BANDWIDTH_BYTES,
+    DEFAULT_LATENCY_BYTES,
+    DEFAULT_NTIMES,
+    DEFAULT_REPETITIONS,
+    DEFAULT_SECONDS_PER_SIZE,
+    NumaOptions,
+)
 from oddnode.report import summaries
 
 if TYPE_CHECKING:
     from oddnode.report import documents
 
-# Defaults, written out so that the help needs no import of the runner; a
-# unit test keeps them equal to the library's (oddnode.measure.node.numa).
-DEFAULT_REPETITIONS = 3
-DEFAULT_NTIMES = 10
-DEFAULT_LATENCY_BYTES = 8
-DEFAULT_BANDWIDTH_BYTES = 4 << 20
-DEFAULT_SECONDS_PER_SIZE = 0.5
 NUMA_FINDINGS = ("numa-slow", "numa-remote-ratio")
+# The options the command takes as flags, made from the options' fields
+# (their help, default and check), in this order.
+NUMA_OPTIONS = ("memory", "pingpong", "mpi", "elements", "ntimes", "threads", "latency_bytes", "bandwidth_bytes",
+                "seconds_per_size")
 
 
 def numa_command(
@@ -60,28 +67,7 @@ def numa_command(
         metavar="NODES", help="Nodes, ClusterShell syntax (the same as -w).", show_default=False)] = None,
     repetitions: Annotated[int, typer.Option(
         "-r", "--repetitions", help="Runs of every cell; the best counts.")] = DEFAULT_REPETITIONS,
-    memory: Annotated[bool, typer.Option(
-        "--memory/--no-memory", help="The memory kernel's triad with threads on NUMA node i, memory on j.")] = True,
-    pingpong: Annotated[bool, typer.Option(
-        "--pingpong/--no-pingpong", help="The shared-memory ping-pong between a CPU of NUMA node i and one of "
-                                         "j.")] = True,
-    mpi: Annotated[bool, typer.Option(
-        "--mpi/--no-mpi", help="Also our MPI ping-pong (two ranks by mpirun on the node) on the shared-memory "
-                               "ping-pong's CPUs, on the nodes with mpicc and mpirun.")] = True,
-    elements: Annotated[Optional[int], typer.Option(
-        "--elements", help="Doubles per array (default: each array 4x this machine's last-level cache).")] = None,
-    ntimes: Annotated[int, typer.Option("--ntimes", help="Iterations of the memory kernel, the first not "
-                                                         "counted.")] = DEFAULT_NTIMES,
-    threads: Annotated[Optional[int], typer.Option(
-        "--threads", help="Threads of the memory kernel (default: one per CPU of NUMA node i).")] = None,
-    latency_bytes: Annotated[int, typer.Option(
-        "--latency-bytes", help="The ping-pong's message size for the latency matrix.")] = DEFAULT_LATENCY_BYTES,
-    bandwidth_bytes: Annotated[int, typer.Option(
-        "--bandwidth-bytes", help="The ping-pong's message size for the bandwidth matrix.")]
-    = DEFAULT_BANDWIDTH_BYTES,
-    seconds_per_size: Annotated[float, typer.Option(
-        "--seconds-per-size", callback=positive_seconds,
-            help="Seconds of ping-pong per message size.")] = DEFAULT_SECONDS_PER_SIZE,
+    option_values: OptionValues = FROM_FLAGS,  # --memory, --pingpong, ... (NUMA_OPTIONS)
     every_node: Annotated[bool, typer.Option(
         "--all", help="Every node's matrices (default: the cluster's median and the nodes the findings name).")]
     = False,
@@ -105,7 +91,7 @@ def numa_command(
     R times, and is compared with the same cell on the other nodes: the
     numa-slow and numa-remote-ratio findings.  A machine with one NUMA node
     runs the 1x1 case."""
-    from oddnode.measure.node.numa import NumaOptions, run_numa
+    from oddnode.measure.node.numa import run_numa
 
     if nodeset is not None and nodes is not None:
         raise typer.BadParameter("give the nodes once: as NODES or with -w", param_hint="NODES")
@@ -116,9 +102,7 @@ def numa_command(
         sensitivity = Sensitivity(alpha=alpha)
         if repetitions < 1:
             raise typer.BadParameter(f"--repetitions is a number >= 1, not {repetitions}", param_hint="-r")
-        options = NumaOptions(memory=memory, pingpong=pingpong, mpi=mpi, elements=elements, ntimes=ntimes, threads=threads,
-                              latency_bytes=latency_bytes, bandwidth_bytes=bandwidth_bytes,
-                              seconds_per_size=seconds_per_size)
+        options = NumaOptions(**option_values)
         target = selected_target(nodeset or nodes, exclude, hostfile, connection, testbed)
         with open_db(db, read_only=False, hold=False) as store:
             run = progress_run(f"numa: {escape(target.nodeset)}", lambda progress: run_numa(
@@ -161,4 +145,4 @@ def numa_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("numa", rich_help_panel=NODES_PANEL)(numa_command)
+    app.command("numa", rich_help_panel=NODES_PANEL)(with_step_option_values(numa_command, NumaOptions, NUMA_OPTIONS))

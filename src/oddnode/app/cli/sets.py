@@ -26,14 +26,15 @@ from oddnode.app.cli.common import (
     err_console,
     exit_for_findings,
     inform,
-    message_sizes,
-    positive_seconds,
     print_json,
     progress_run,
     quiet,
     user_errors,
 )
 from oddnode.app.cli.interconnect import NETWORK_REPETITIONS, MpiYieldOption, network_run
+from oddnode.app.cli.step_flags import FROM_FLAGS, OptionValues, with_step_option_values
+from oddnode.measure.set.runner import ScaleOptions, SetsOptions
+from oddnode.readings.partition import DEFAULT_SET_SIZE
 from oddnode.report import summaries
 from oddnode.readings.sets_series import TOPOLOGY_ORDERINGS
 
@@ -54,28 +55,6 @@ SetsOrderOption = Annotated[str, typer.Option(
                     "repetition); with --topology also packed (a group, e.g. a leaf switch, filled before the "
                     "next) and striped (round-robin across the groups).")]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the shuffles.")]
-BenchmarksOption = Annotated[Optional[str], typer.Option(
-    "--benchmarks", help="Our MPI kernel's benchmarks, comma-separated: sendrecv, allreduce, alltoall, bcast, "
-                         "barrier (default all but bcast).")]
-SizesOption = Annotated[Optional[str], typer.Option(
-    "--sizes", help="Message sizes in bytes, comma-separated (default 0, 1 B to 4 MiB by powers of two).")]
-SecondsPerSizeOption = Annotated[Optional[float], typer.Option(
-    "--seconds-per-size", callback=positive_seconds,
-        help="Seconds each benchmark and message size is timed (default 0.2).")]
-CommandOption = Annotated[Optional[str], typer.Option(
-    "--command", help="Run an installed MPI application instead, from a template run on each set's first node: "
-                      "{hosts} (members, comma-separated), {ranks}, {first}, {hostfile} (a hostfile of the "
-                      "members); e.g. 'mpirun -np {ranks} --host {hosts} bt.B.x'. Needs --parser.")]
-ParserOption = Annotated[Optional[str], typer.Option(
-    "--parser", help="With --command: the parser of its output (npb, hpcc, imb, osu, …; see oddnode import).")]
-CommandTimeoutOption = Annotated[Optional[float], typer.Option(
-    "--command-timeout", callback=positive_seconds, help="With --command: seconds one run may take (default 600).")]
-FileOption = Annotated[Optional[list[str]], typer.Option(
-    "--file", help="With --command: NAME=PATH, a file the run's directory gets (repeatable), e.g. "
-                   "hpccinf.txt=./hpccinf.txt.")]
-OutputFileOption = Annotated[Optional[str], typer.Option(
-    "--output-file", help="With --command: the file the application writes its results to, parsed instead of "
-                          "its output (hpcc: hpccoutf.txt).")]
 RshAgentOption = Annotated[Optional[str], typer.Option(
     "--mpi-rsh-agent", help="The command mpirun reaches the other members with (default ssh; with --testbed or "
                             "--ssh-config, ssh with that configuration).")]
@@ -91,27 +70,10 @@ def _names(text: str | None) -> tuple[str, ...] | None:
     return None if text is None else tuple(part.strip() for part in text.split(",") if part.strip())
 
 
-def _counts(text: str | None) -> tuple[int, ...] | None:
-    if text is None:
-        return None
-    try:
-        return tuple(int(word) for word in text.split(",") if word.strip())
-    except ValueError:
-        raise typer.BadParameter(f"node counts are whole numbers separated by commas, not {text!r}",
-                                 param_hint="--counts") from None
-
-
-def _job_settings(order: str, seed: int, benchmarks: str | None, sizes: str | None, seconds_per_size: float | None,
-                  command: str | None, parser: str | None, command_timeout: float | None,
-                  files: list[str] | None, output: str | None, launcher: str) -> dict[str, Any]:
-    """The step options the shared flags set (those given)."""
-    settings: dict[str, Any] = {"orderings": _names(order), "seed": seed, "benchmarks": _names(benchmarks),
-                                "launcher": launcher,
-                                "sizes": message_sizes(sizes) if sizes else None,
-                                "seconds_per_size": seconds_per_size, "command": command, "parser": parser,
-                                "command_timeout": command_timeout, "files": tuple(files) if files else None,
-                                "output": output}
-    return {name: value for name, value in settings.items() if value is not None}
+def _job_settings(order: str, seed: int, launcher: str, option_values: OptionValues) -> dict[str, Any]:
+    """The step options the shared flags set: the orderings, the seed, the
+    launcher, and the options whose flags were given (SET_OPTIONS)."""
+    return {"orderings": _names(order), "seed": seed, "launcher": launcher, **option_values}
 
 
 def _run_orderings(orderings: Sequence[str], label: str, run: Callable[..., Any], json_out: bool) -> dict[str, Any]:
@@ -152,20 +114,14 @@ def _print(dataset, runs: dict[str, Any], kinds: Sequence[str], show: Callable[[
 
 def sets_command(
     size: Annotated[int, typer.Option("-k", "--size", help="Nodes per set; the last N mod K nodes of each "
-                                                           "(shuffled) list sit out and are named.")] = 8,
+                                                           "(shuffled) list sit out and are named.")]
+    = DEFAULT_SET_SIZE,
     order: SetsOrderOption = "sorted,shuffled",
     repetitions: Annotated[int, typer.Option(
         "-r", "--repetitions", help="Runs of every set of an ordering (shuffled reshuffles each time).")]
     = NETWORK_REPETITIONS,
     seed: SeedOption = 0,
-    benchmarks: BenchmarksOption = None,
-    sizes: SizesOption = None,
-    seconds_per_size: SecondsPerSizeOption = None,
-    command: CommandOption = None,
-    parser: ParserOption = None,
-    command_timeout: CommandTimeoutOption = None,
-    file: FileOption = None,
-    output_file: OutputFileOption = None,
+    option_values: OptionValues = FROM_FLAGS,  # --benchmarks, --sizes, ... (SET_OPTIONS)
     mpi_rsh_agent: RshAgentOption = None,
     mpi_yield: MpiYieldOption = None,
     launcher: LauncherOption = "mpirun",
@@ -186,12 +142,11 @@ def sets_command(
     job on one leaf) and striped sets (round-robin across the groups) show
     how job shapes land on the switches, each set with the groups it spans."""
     from oddnode.readings.partition import check_topology
-    from oddnode.measure.set.runner import SetsOptions, run_sets
+    from oddnode.measure.set.runner import run_sets
 
     with user_errors():
-        options = SetsOptions(size=size, mpi_yield=testbed if mpi_yield is None else mpi_yield, **_job_settings(
-            order, seed, benchmarks, sizes, seconds_per_size, command, parser, command_timeout, file, output_file,
-            launcher))
+        options = SetsOptions(size=size, mpi_yield=testbed if mpi_yield is None else mpi_yield,
+                              **_job_settings(order, seed, launcher, option_values))
     if options.needs_topology and topology is None and not testbed:
         wanted = ",".join(o for o in options.orderings if o in TOPOLOGY_ORDERINGS)
         raise typer.BadParameter(f"{wanted} needs --topology FILE: which group (leaf switch, line card) each node "
@@ -216,21 +171,12 @@ def sets_command(
 
 
 def scale_command(
-    counts: Annotated[Optional[str], typer.Option(
-        "--counts", help="Node counts, comma-separated (default 2, 4, 8, … and all the nodes).")] = None,
     order: OrderOption = "sorted,shuffled",
     repetitions: Annotated[int, typer.Option(
         "-r", "--repetitions", help="Runs of every node count (shuffled: a new shuffle each time).")]
     = NETWORK_REPETITIONS,
     seed: SeedOption = 0,
-    benchmarks: BenchmarksOption = None,
-    sizes: SizesOption = None,
-    seconds_per_size: SecondsPerSizeOption = None,
-    command: CommandOption = None,
-    parser: ParserOption = None,
-    command_timeout: CommandTimeoutOption = None,
-    file: FileOption = None,
-    output_file: OutputFileOption = None,
+    option_values: OptionValues = FROM_FLAGS,  # --counts, --benchmarks, --sizes, ... (SCALE_OPTIONS)
     mpi_rsh_agent: RshAgentOption = None,
     mpi_yield: MpiYieldOption = None,
     launcher: LauncherOption = "mpirun",
@@ -248,12 +194,11 @@ def scale_command(
     count while the sorted one holds says the links between switches do not
     carry the traffic that crosses them (with --topology: whose uplink)."""
     from oddnode.readings.partition import scale_counts
-    from oddnode.measure.set.runner import ScaleOptions, run_scale
+    from oddnode.measure.set.runner import run_scale
 
     with user_errors():
-        options = ScaleOptions(counts=_counts(counts), mpi_yield=testbed if mpi_yield is None else mpi_yield,
-                               **_job_settings(order, seed, benchmarks, sizes, seconds_per_size, command, parser,
-                                               command_timeout, file, output_file, launcher))
+        options = ScaleOptions(mpi_yield=testbed if mpi_yield is None else mpi_yield,
+                               **_job_settings(order, seed, launcher, option_values))
     with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         with user_errors():
             chosen = scale_counts(len(target.nodes), options.counts)
@@ -271,6 +216,13 @@ def scale_command(
     exit_for_findings(findings)
 
 
+# The step options both commands take as flags, made from the options' fields
+# (their help, default and check), in this order; scale's node counts first.
+SET_OPTIONS = ("benchmarks", "sizes", "seconds_per_size", "command", "parser", "command_timeout", "files", "output")
+SCALE_OPTIONS = ("counts", *SET_OPTIONS)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("sets", rich_help_panel=SETS_PANEL)(sets_command)
-    app.command("scale", rich_help_panel=SETS_PANEL)(scale_command)
+    app.command("sets", rich_help_panel=SETS_PANEL)(with_step_option_values(sets_command, SetsOptions, SET_OPTIONS))
+    app.command("scale", rich_help_panel=SETS_PANEL)(
+        with_step_option_values(scale_command, ScaleOptions, SCALE_OPTIONS))

@@ -34,6 +34,8 @@ from oddnode.app.cli.common import (
 )
 from oddnode.app.cli.interconnect import network_run
 from oddnode.app.cli.nodes import NODES_PANEL
+from oddnode.app.cli.step_flags import FROM_FLAGS, OptionValues, with_step_option_values
+from oddnode.measure.set.runner import SetBenchmarkOptions
 from oddnode.report.text import literal
 
 # Rounds of a sweep unless told: the turns are the repetitions (the nodes
@@ -45,6 +47,9 @@ SWEEP_ALPHA = 0.05
 SWEEP_MIN_EFFECT = 0.01
 # Seconds one repetition of the step may take on a node (as a check's).
 SWEEP_TIMEOUT = 600.0
+# The set steps' options that --command and --parser fix for the step swept
+# (sets or scale, whose options share them), their flags made from the fields.
+SWEEP_OPTIONS = ("command", "parser")
 
 
 def _stored(text: str) -> int | None:
@@ -92,12 +97,7 @@ def sweep_command(
     = SWEEP_REPETITIONS,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the rounds' orders.")]
     = 0,
-    command: Annotated[Optional[str], typer.Option(
-        "--command", help="Sweep an installed MPI application instead, run on sets of nodes from a template "
-                          "(as oddnode sets --command: {hosts}, {ranks}, {first}, {hostfile}). Needs --parser.")]
-    = None,
-    parser: Annotated[Optional[str], typer.Option(
-        "--parser", help="With --command: the parser of its output (imb, osu, npb, hpcc, …).")] = None,
+    option_values: OptionValues = FROM_FLAGS,  # --command, --parser of the step swept (SWEEP_OPTIONS)
     mpi_export: Annotated[bool, typer.Option(
         "--mpi-export/--no-mpi-export", help="Pass the --env variables to the ranks an Open MPI launcher (mpirun, "
                                              "mpiexec) starts, with -x NAME; off for another MPI's launcher.")]
@@ -134,6 +134,7 @@ def sweep_command(
     settings."""
     from oddnode.judge.sweep import analyze_sweep, read_sweep
 
+    command, parser = option_values.get("command"), option_values.get("parser")
     if list_sweeps:
         _print_list(db, json_out)
         return
@@ -204,4 +205,5 @@ def _run(step, env, settings, default, repetitions, seed, command, parser, mpi_e
 
 def register(app: typer.Typer) -> None:
     # With the commands on what a node is set to: a sweep finds the setting.
-    app.command("sweep", rich_help_panel=NODES_PANEL)(sweep_command)
+    app.command("sweep", rich_help_panel=NODES_PANEL)(
+        with_step_option_values(sweep_command, SetBenchmarkOptions, SWEEP_OPTIONS))

@@ -30,28 +30,24 @@ from oddnode.app.cli.common import (
     user_errors,
 )
 from oddnode.app.cli.interconnect import NETWORK_REPETITIONS, MpiYieldOption, network_run
-from oddnode.app.cli.sets import SETS_PANEL, OrderOption, RshAgentOption, SeedOption, _counts, _names, _run_orderings
-from oddnode.measure.set.mpi_sync import DEFAULT_ITERATIONS, DEFAULT_PORT, DEFAULT_QUANTUM_US
+from oddnode.app.cli.sets import SETS_PANEL, OrderOption, RshAgentOption, SeedOption, _names, _run_orderings
+from oddnode.app.cli.step_flags import FROM_FLAGS, OptionValues, with_step_option_values
+from oddnode.measure.set.sync import SyncOptions
 from oddnode.report import summaries
 
 if TYPE_CHECKING:
     from oddnode.report import documents
 
 SYNC_FINDINGS = ("sync-laggard",)
+# The step options the command takes as flags, made from the options' fields
+# (their help, default and check), in this order.
+SYNC_OPTIONS = ("counts", "quantum_us", "iterations", "operation", "kernel", "port")
 
 
 def sync_command(
     nodeset: Annotated[Optional[str], typer.Argument(
         metavar="NODESET", help="Nodes, ClusterShell syntax (the same as -w).", show_default=False)] = None,
-    sizes: Annotated[Optional[str], typer.Option(
-        "--sizes", "--counts", help="Node counts, comma-separated (default 2, 4, 8, … and all the nodes).")] = None,
-    quantum_us: Annotated[int, typer.Option(
-        "--quantum-us", help="Microseconds of work per iteration on the fastest node (the same work on every "
-                             "node).")] = DEFAULT_QUANTUM_US,
-    iterations: Annotated[int, typer.Option("--iterations", help="Timed iterations of every set run.")]
-    = DEFAULT_ITERATIONS,
-    operation: Annotated[str, typer.Option(
-        "--operation", help="The collective after every quantum: allreduce (one double) or barrier.")] = "allreduce",
+    option_values: OptionValues = FROM_FLAGS,  # --sizes, --quantum-us, ... (SYNC_OPTIONS)
     extrapolate: Annotated[Optional[int], typer.Option(
         "--extrapolate", metavar="TASKS", help="Extend the line time = a + b·ranks to this many ranks (seaborg: "
                                                "1250).")] = None,
@@ -60,9 +56,6 @@ def sync_command(
         "-r", "--repetitions", help="Runs of every node count (shuffled: a new shuffle each time).")]
     = NETWORK_REPETITIONS,
     seed: SeedOption = 0,
-    kernel: Annotated[str, typer.Option(
-        "--kernel", help="auto (MPI where every node has mpicc and mpirun, else TCP), mpi or tcp.")] = "auto",
-    port: Annotated[int, typer.Option("--port", help="TCP port of the TCP kernel's ranks.")] = DEFAULT_PORT,
     mpi_rsh_agent: RshAgentOption = None,
     mpi_yield: MpiYieldOption = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the runs, the node and scaling tables and the "
@@ -83,16 +76,15 @@ def sync_command(
     time = a + b·ranks and, with --extrapolate, its value at that many
     ranks; and the sync-laggard findings."""
     from oddnode.readings.partition import scale_counts
-    from oddnode.measure.set.sync import SyncOptions, choose_kernel, run_sync
+    from oddnode.measure.set.sync import choose_kernel, run_sync
 
     if nodeset is not None and nodes is not None:
         raise typer.BadParameter("give the nodes once: as NODESET or with -w", param_hint="NODESET")
     with user_errors():
         if extrapolate is not None and extrapolate < 2:
             raise ValueError(f"--extrapolate wants a number of ranks of at least 2, not {extrapolate}")
-        options = SyncOptions(operation=operation, quantum_us=quantum_us, iterations=iterations,
-                              counts=_counts(sizes), orderings=_names(order) or (), seed=seed, kernel=kernel,
-                              port=port, mpi_yield=testbed if mpi_yield is None else mpi_yield)
+        options = SyncOptions(orderings=_names(order) or (), seed=seed,
+                              mpi_yield=testbed if mpi_yield is None else mpi_yield, **option_values)
     with network_run(topology, nodeset or nodes, exclude, hostfile, connection, testbed,
                      db) as (target, store):
         with user_errors():
@@ -123,4 +115,4 @@ def sync_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("sync", rich_help_panel=SETS_PANEL)(sync_command)
+    app.command("sync", rich_help_panel=SETS_PANEL)(with_step_option_values(sync_command, SyncOptions, SYNC_OPTIONS))

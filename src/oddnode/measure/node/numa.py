@@ -41,6 +41,7 @@ from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
 from oddnode.parsers.oddnode_memory import parse_memory_output
 from oddnode.parsers.oddnode_shm_pingpong import SHM_KERNEL, parse_shm_pingpong_output
 from oddnode.measure.runner import RunSummary, new_target_run, run_benchmark
+from oddnode.measure.steps import option
 from oddnode.store import Store
 from oddnode.reach.base import NodeStatus, Target
 from oddnode.reach.launch import OPEN_MPI_ROOT_ENV, mpirun_line
@@ -304,16 +305,22 @@ class NumaOptions:
     machine's last-level cache (as the memory step); ``threads`` None: one
     per CPU of the threads' NUMA node."""
 
-    memory: bool = True
-    pingpong: bool = True
-    mpi: bool = True  # the MPI ping-pong too, on the nodes with mpicc and mpirun (it needs ``pingpong``)
-    elements: int | None = None
-    ntimes: int = DEFAULT_NTIMES
-    threads: int | None = None
+    memory: bool = option(True, help="The memory kernel's triad with threads on NUMA node i, memory on j")
+    pingpong: bool = option(True, help="The shared-memory ping-pong between a CPU of NUMA node i and one of j")
+    # the MPI ping-pong needs ``pingpong``
+    mpi: bool = option(True, help="Also our MPI ping-pong (two ranks by mpirun on the node) on the shared-memory "
+                                  "ping-pong's CPUs, on the nodes with mpicc and mpirun")
+    elements: int | None = option(None, help="Doubles per array",
+                                  shown_default="each array 4x this machine's last-level cache")
+    ntimes: int = option(DEFAULT_NTIMES, help="Iterations of the memory kernel, the first not counted")
+    threads: int | None = option(None, help="Threads of the memory kernel",
+                                 shown_default="one per CPU of NUMA node i")
     min_loop_seconds: float = 0.0
-    latency_bytes: int = DEFAULT_LATENCY_BYTES
-    bandwidth_bytes: int = DEFAULT_BANDWIDTH_BYTES
-    seconds_per_size: float = DEFAULT_SECONDS_PER_SIZE
+    latency_bytes: int = option(DEFAULT_LATENCY_BYTES, help="The ping-pong's message size for the latency matrix")
+    bandwidth_bytes: int = option(DEFAULT_BANDWIDTH_BYTES,
+                                  help="The ping-pong's message size for the bandwidth matrix")
+    seconds_per_size: float = option(DEFAULT_SECONDS_PER_SIZE, help="Seconds of ping-pong per message size",
+                                     check="seconds")
     timeout: float = DEFAULT_TIMEOUT
 
     def __post_init__(self) -> None:

@@ -42,7 +42,7 @@ from oddnode.readings.patterns import PairPlan, is_disjoint, ordered_rounds, pai
 from oddnode.measure.pair.pingpong import pingpong_serve_argv
 from oddnode.core.model import Direction, LabelKind
 from oddnode.measure.runner import new_target_run, prepare
-from oddnode.measure.steps import Step, StepContext, StepOutcome
+from oddnode.measure.steps import Step, StepContext, StepOutcome, option
 from oddnode.store import ResultBatch, Store
 from oddnode.reach.base import NodeResult, Target
 from oddnode.core.units import canonical_unit
@@ -238,8 +238,9 @@ class MatrixOptions(PingPongOptions):
     """What each ordered pair of the matrix measures, and whether slow
     pairs are retested with halving concurrency."""
 
-    sizes: tuple[int, ...] = MATRIX_SIZES
-    retest: bool = True
+    sizes: tuple[int, ...] = option(MATRIX_SIZES, help="Message sizes in bytes, comma-separated: latency at the "
+                                                       "first, bandwidth at the last", check="sizes")
+    retest: bool = option(True, help="Retest slow pairs with fewer pairs at once, down to alone")
 
 
 class MatrixStep(Step):

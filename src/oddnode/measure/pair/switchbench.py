@@ -107,7 +107,7 @@ from oddnode.core.model import Direction, LabelKind
 from oddnode.core.nodes import fold
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
 from oddnode.measure.runner import DEFAULT_REPETITIONS, new_target_run, prepare, start_lead
-from oddnode.measure.steps import Step, StepContext, StepOutcome
+from oddnode.measure.steps import Step, StepContext, StepOutcome, option
 from oddnode.store import ResultBatch, Store
 from oddnode.reach.base import NodeResult, NodeStatus, Target
 from oddnode.core.units import canonical_unit
@@ -195,11 +195,12 @@ class ChainOptions:
     every node of a chain listens on; how long the first node may take to
     connect; the chain lengths to run (None: 2 to N)."""
 
-    message_size: int = DEFAULT_MESSAGE_SIZE
-    seconds: float = DEFAULT_STREAM_SECONDS
-    port: int = DEFAULT_PORT
+    message_size: int = option(DEFAULT_MESSAGE_SIZE, help="Bytes per write of the stream")
+    seconds: float = option(DEFAULT_STREAM_SECONDS, help="Seconds each chain streams", check="seconds")
+    port: int = option(DEFAULT_PORT, help="TCP port every relay and the last node listen on")
     connect_wait: float = DEFAULT_CONNECT_WAIT
-    lengths: tuple[int, ...] | None = None
+    lengths: tuple[int, ...] | None = option(None, help="Chain lengths k, comma-separated", check="lengths",
+                                             shown_default="2 to N")
 
     @property
     def run_seconds(self) -> float:
@@ -733,9 +734,9 @@ class AllToAllOptions:
     first; the port every rank listens on; how long the mesh may take to
     build; how long any rank may stall."""
 
-    message_size: int = DEFAULT_ALLTOALL_MESSAGE
-    warmup_passes: int = DEFAULT_WARMUP_PASSES
-    port: int = DEFAULT_PORT
+    message_size: int = option(DEFAULT_ALLTOALL_MESSAGE, help="Bytes each node sends per phase")
+    warmup_passes: int = option(DEFAULT_WARMUP_PASSES, help="Untimed passes through every phase first")
+    port: int = option(DEFAULT_PORT, help="TCP port every node listens on")
     connect_wait: float = DEFAULT_CONNECT_WAIT
     io_timeout: int = DEFAULT_IO_TIMEOUT
 
@@ -987,7 +988,7 @@ class StreamsOptions(StreamOptions):
     """Switchbench's pairwise streaming: its pair patterns, and the streams."""
 
     patterns: tuple[str, ...] = ("sort", "shuffle")
-    port: int = DEFAULT_PORT
+    port: int = option(DEFAULT_PORT, help="TCP port the servers listen on")
 
     def __post_init__(self) -> None:
         check_patterns(self.patterns, "streams' pair patterns")

@@ -239,17 +239,29 @@ class SetBenchmarkOptions:
 
     orderings: tuple[str, ...] = LIST_ORDERINGS
     seed: int = 0
-    benchmarks: tuple[str, ...] = collectives.DEFAULT_BENCHMARKS
+    benchmarks: tuple[str, ...] = option(collectives.DEFAULT_BENCHMARKS,
+                                         help="Our MPI kernel's benchmarks, comma-separated: sendrecv, allreduce, "
+                                              "alltoall, bcast, barrier", shown_default="all but bcast")
     sizes: tuple[int, ...] = option(collectives.DEFAULT_SIZES, help="Message sizes in bytes, comma-separated",
                                     check="sizes", shown_default="0, 1 B to 4 MiB by powers of two")
-    seconds_per_size: float = option(collectives.DEFAULT_SECONDS_PER_SIZE, help="Seconds each message size is timed",
-                                     check="seconds")
-    command: str | None = None
-    parser: str | None = None
+    seconds_per_size: float = option(collectives.DEFAULT_SECONDS_PER_SIZE,
+                                     help="Seconds each benchmark and message size is timed", check="seconds")
+    command: str | None = option(None, help="Run an installed MPI application instead, from a template run on each "
+                                            "set's first node: {hosts} (members, comma-separated), {ranks}, {first}, "
+                                            "{hostfile} (a hostfile of the members); e.g. 'mpirun -np {ranks} --host "
+                                            "{hosts} bt.B.x'. Needs --parser")
+    parser: str | None = option(None, help="With --command: the parser of its output (npb, hpcc, imb, osu, …; see "
+                                           "oddnode import)")
     name: str | None = None  # what a command's failed runs are stored under (default: the parser's name)
-    command_timeout: float = DEFAULT_COMMAND_TIMEOUT
-    files: tuple[str, ...] = ()  # NAME=PATH: input files of the command's run directory
-    output: str | None = None  # the file the command writes its results to, when not its stdout
+    command_timeout: float = option(DEFAULT_COMMAND_TIMEOUT, help="With --command: seconds one run may take",
+                                    check="seconds")
+    # NAME=PATH: input files of the command's run directory
+    files: tuple[str, ...] = option((), help="With --command: NAME=PATH, a file the run's directory gets "
+                                             "(repeatable), e.g. hpccinf.txt=./hpccinf.txt", flag="file",
+                                    repeatable=True)
+    # the file the command writes its results to, when not its stdout
+    output: str | None = option(None, help="With --command: the file the application writes its results to, parsed "
+                                           "instead of its output (hpcc: hpccoutf.txt)", flag="output-file")
     mpi_yield: bool = False  # idle ranks yield their CPU: for capped or shared CPUs (the testbed's)
     # What starts our kernel's ranks: mpirun (inside an allocation too), srun
     # (the slurm transport), or auto (srun where srun and Open MPI share an
@@ -315,7 +327,8 @@ class SetsOptions(SetBenchmarkOptions):
 class ScaleOptions(SetBenchmarkOptions):
     """The node counts of the curve (None: 2, 4, 8, … and all the nodes)."""
 
-    counts: tuple[int, ...] | None = None
+    counts: tuple[int, ...] | None = option(None, help="Node counts, comma-separated", check="counts",
+                                            shown_default="2, 4, 8, … and all the nodes")
 
 
 def check_set_size_for(nodes: int, size: int) -> tuple[int, str | None]:

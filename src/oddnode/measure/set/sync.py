@@ -28,7 +28,7 @@ from oddnode.measure.set.jobs import SetJob, mpi_rsh_agent
 from oddnode.readings.partition import check_ordering, scale_counts
 from oddnode.measure.set.runner import SetRunSummary, run_orderings, run_scale
 from oddnode.readings.sets_series import SCALE, SHUFFLED
-from oddnode.measure.steps import Step, StepContext, StepOutcome
+from oddnode.measure.steps import Step, StepContext, StepOutcome, option
 from oddnode.store import ResultBatch, Store
 from oddnode.readings.sync_series import (
     COMPUTE,
@@ -62,14 +62,17 @@ class SyncOptions:
     with which kernel (auto: MPI where every node has it, else TCP), and
     ``mpi_yield`` for capped or shared CPUs (see reach/launch.py)."""
 
-    operation: str = "allreduce"
-    quantum_us: int = mpi_sync.DEFAULT_QUANTUM_US
-    iterations: int = mpi_sync.DEFAULT_ITERATIONS
-    counts: tuple[int, ...] | None = None
+    operation: str = option("allreduce", help="The collective after every quantum: allreduce (one double) or barrier")
+    quantum_us: int = option(mpi_sync.DEFAULT_QUANTUM_US, help="Microseconds of work per iteration on the fastest "
+                                                               "node (the same work on every node)")
+    iterations: int = option(mpi_sync.DEFAULT_ITERATIONS, help="Timed iterations of every set run")
+    counts: tuple[int, ...] | None = option(None, help="Node counts, comma-separated", flag="sizes",
+                                            aliases=("counts",), check="counts",
+                                            shown_default="2, 4, 8, … and all the nodes")
     orderings: tuple[str, ...] = (SHUFFLED,)
     seed: int = 0
-    kernel: str = "auto"
-    port: int = mpi_sync.DEFAULT_PORT
+    kernel: str = option("auto", help="auto (MPI where every node has mpicc and mpirun, else TCP), mpi or tcp")
+    port: int = option(mpi_sync.DEFAULT_PORT, help="TCP port of the TCP kernel's ranks")
     mpi_yield: bool = False
 
     def __post_init__(self) -> None:

@@ -1,5 +1,6 @@
 """A step's options are described once, on their fields: the check's step
-flags, their help, defaults and checks, are made from those descriptions."""
+flags and the step-option flags of the standalone commands, their help,
+defaults and checks, are made from those descriptions."""
 
 from __future__ import annotations
 
@@ -135,3 +136,148 @@ def test_the_pairs_and_bisection_commands_take_their_step_options_flags_from_the
             assert parameters[name].default == getattr(options(), name)
     sizes = {p.name: p for p in commands["pairs"].params}["sizes"]
     assert sizes.default is None and "(default 0, 1 B to 4 MiB by powers of two)" in sizes.help
+
+
+def converted_commands():
+    """Every standalone command whose step options are flags made from the
+    options' fields: its path, its options class and the options it takes."""
+    from oddnode.app.cli import interconnect, numa, sets, sweep, sync
+    from oddnode.measure.node.numa import NumaOptions
+    from oddnode.measure.pair.matrix import MatrixOptions
+    from oddnode.measure.pair.pairs import PingPongOptions, StreamOptions
+    from oddnode.measure.pair.switchbench import AllToAllOptions, ChainOptions, StreamsOptions
+    from oddnode.measure.set.runner import ScaleOptions, SetBenchmarkOptions, SetsOptions
+    from oddnode.measure.set.sync import SyncOptions
+
+    return [(("pairs",), PingPongOptions, interconnect.PAIRS_OPTIONS),
+            (("bisection",), StreamOptions, interconnect.BISECTION_OPTIONS),
+            (("matrix",), MatrixOptions, interconnect.MATRIX_OPTIONS),
+            (("switchbench", "chain"), ChainOptions, interconnect.CHAIN_OPTIONS),
+            (("switchbench", "stream"), StreamsOptions, interconnect.STREAMS_OPTIONS),
+            (("switchbench", "alltoall"), AllToAllOptions, interconnect.ALLTOALL_OPTIONS),
+            (("sets",), SetsOptions, sets.SET_OPTIONS), (("scale",), ScaleOptions, sets.SCALE_OPTIONS),
+            (("sync",), SyncOptions, sync.SYNC_OPTIONS), (("numa",), NumaOptions, numa.NUMA_OPTIONS),
+            (("sweep",), SetBenchmarkOptions, sweep.SWEEP_OPTIONS)]
+
+
+def command_parameters(app: typer.Typer, path: tuple[str, ...]) -> dict:
+    command = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]
+    return {p.name: p for p in command.params}
+
+
+# The flags each converted command had before, by option: their names and
+# their defaults (None where the step's default is said in the help).
+FLAGS_BEFORE = {
+    "matrix": {"sizes": (["--sizes"], None), "seconds_per_size": (["--seconds-per-size"], 0.2),
+               "port": (["--port"], 29170), "retest": (["--retest", "--no-retest"], True)},
+    "switchbench chain": {"lengths": (["--lengths"], None), "message_size": (["--message-size"], 1 << 20),
+                          "seconds": (["--seconds"], 2.0), "port": (["--port"], 29171)},
+    "switchbench stream": {"message_size": (["--message-size"], 1 << 20), "seconds": (["--seconds"], 2.0),
+                           "port": (["--port"], 29171)},
+    "switchbench alltoall": {"message_size": (["--message-size"], 1 << 20), "warmup_passes": (["--warmup-passes"], 1),
+                             "port": (["--port"], 29171)},
+    "sets": {"benchmarks": (["--benchmarks"], None), "sizes": (["--sizes"], None),
+             "seconds_per_size": (["--seconds-per-size"], 0.2), "command": (["--command"], None),
+             "parser": (["--parser"], None), "command_timeout": (["--command-timeout"], 600.0),
+             "files": (["--file"], None), "output": (["--output-file"], None)},
+    "sync": {"counts": (["--sizes", "--counts"], None), "quantum_us": (["--quantum-us"], 1000),
+             "iterations": (["--iterations"], 1000), "operation": (["--operation"], "allreduce"),
+             "kernel": (["--kernel"], "auto"), "port": (["--port"], 29172)},
+    "numa": {"memory": (["--memory", "--no-memory"], True), "pingpong": (["--pingpong", "--no-pingpong"], True),
+             "mpi": (["--mpi", "--no-mpi"], True), "elements": (["--elements"], None), "ntimes": (["--ntimes"], 10),
+             "threads": (["--threads"], None), "latency_bytes": (["--latency-bytes"], 8),
+             "bandwidth_bytes": (["--bandwidth-bytes"], 4 << 20), "seconds_per_size": (["--seconds-per-size"], 0.5)},
+    "sweep": {"command": (["--command"], None), "parser": (["--parser"], None)},
+}
+FLAGS_BEFORE["scale"] = {"counts": (["--counts"], None), **FLAGS_BEFORE["sets"]}
+
+
+@pytest.mark.parametrize("path, options, names", converted_commands(),
+                         ids=[" ".join(path) for path, _, _ in converted_commands()])
+def test_a_command_s_step_option_flags_have_the_field_s_help_default_and_check(path, options, names):
+    from oddnode.app.cli.step_flags import CALLBACKS as CHECK_CALLBACKS
+    from oddnode.measure.steps import option_field
+
+    parameters = command_parameters(build_app(), path)
+    for name in names:
+        flag, described, field = parameters[name], option_help(options, name), option_field(options, name)
+        assert " ".join(flag.help.split()).startswith(described.help), (path, name)
+        said = shown_default(options, name)
+        if flag.default is None:  # a list, or an option whose default its value does not say
+            assert field.default is None or isinstance(field.default, tuple), (path, name)
+            assert said is None or f"(default {said})" in flag.help, (path, name)
+        else:
+            assert flag.default == field.default, (path, name)
+        callback = getattr(flag.callback, "__wrapped__", None)
+        assert callback is CHECK_CALLBACKS.get(described.check), (path, name)
+    before = FLAGS_BEFORE.get(" ".join(path), {})
+    for name, (flags, default) in before.items():
+        assert [*parameters[name].opts, *parameters[name].secondary_opts] == flags, (path, name)
+        assert parameters[name].default == default, (path, name)
+
+
+def test_a_command_s_flag_follows_its_field_when_the_field_changes(monkeypatch):
+    import dataclasses
+    import types
+
+    from oddnode.measure.node.numa import NumaOptions
+    from oddnode.measure.set.runner import SetBenchmarkOptions
+    from oddnode.measure.steps import OPTION_METADATA, OptionHelp, option_field
+
+    def redescribe(options, name, default, help):
+        field = option_field(options, name)
+        monkeypatch.setattr(field, "default", default)
+        described = dataclasses.replace(field.metadata[OPTION_METADATA], help=help)
+        monkeypatch.setattr(field, "metadata", types.MappingProxyType({OPTION_METADATA: described}))
+        assert isinstance(described, OptionHelp)
+
+    redescribe(NumaOptions, "ntimes", 12, "Iterations of the kernel")
+    redescribe(SetBenchmarkOptions, "command_timeout", 90.0, "Seconds a command may run")
+    app = build_app()
+    ntimes = command_parameters(app, ("numa",))["ntimes"]
+    assert (ntimes.default, ntimes.help) == (12, "Iterations of the kernel.")
+    for command in ("sets", "scale", "sweep"):
+        parameters = command_parameters(app, (command,))
+        if command == "sweep":
+            assert "command_timeout" not in parameters
+        else:
+            assert (parameters["command_timeout"].default, parameters["command_timeout"].help) == (
+                90.0, "Seconds a command may run.")
+
+
+def test_flags_given_reach_the_options_a_command_builds(monkeypatch):
+    """The values of the flags given, each parsed as its option's type, are
+    what the command builds its options with; a value the options refuse is
+    the command's one line, exit 2, as before."""
+    from oddnode.app.cli import numa, sets
+
+    app, runner, built = build_app(), CliRunner(), []
+
+    def recording(options):
+        def build(**values):
+            built.append(options(**values))
+            raise typer.Exit(7)  # before any node is reached
+        return build
+
+    monkeypatch.setattr(sets, "SetsOptions", recording(sets.SetsOptions))
+    monkeypatch.setattr(numa, "NumaOptions", recording(numa.NumaOptions))
+    result = runner.invoke(app, ["sets", "-k", "4", "--benchmarks", "sendrecv, alltoall", "--sizes", "0,64",
+                                 "--command", "x", "--parser", "npb", "--file", "a=b,c", "--file", "d=e"])
+    assert result.exit_code == 7, result.output
+    result = runner.invoke(app, ["numa", "--no-mpi", "--threads", "2", "--seconds-per-size", "0.1"])
+    assert result.exit_code == 7, result.output
+    options = built[0]
+    assert (options.size, options.benchmarks, options.sizes, options.command, options.files) == (
+        4, ("sendrecv", "alltoall"), (0, 64), "x", ("a=b,c", "d=e"))
+    assert options.seconds_per_size == 0.2 and options.command_timeout == 600.0  # the fields' defaults
+    assert (built[1].memory, built[1].mpi, built[1].threads, built[1].seconds_per_size) == (True, False, 2, 0.1)
+    monkeypatch.undo()
+    for arguments, message in ((["sets", "--command", "x"], "a command template needs a parser"),
+                               (["numa", "--no-memory", "--no-pingpong"], "nothing to run"),
+                               (["sync", "--kernel", "bogus"], "kernel is one of auto, mpi, tcp"),
+                               (["scale", "--counts", "2,x"], "node counts are whole numbers"),
+                               (["switchbench", "chain", "--lengths", "2,x"], "chain lengths are whole numbers")):
+        result = runner.invoke(app, arguments)
+        assert result.exit_code == 2 and message in " ".join(result.output.replace("│", " ").split()), arguments
