@@ -134,6 +134,7 @@ class CommandCount:
     cpu_seconds: float  # their user + system CPU time
     elapsed_seconds: float  # their wall-clock lifetimes added up (0 where /proc was sampled)
     bursts: int  # distinct 5-second periods of the clock in which one started: a burst counts once
+    parents: tuple[str, ...] = ()  # the commands that started them, most first ("?": not known)
 
 
 @dataclass(frozen=True)

@@ -33,13 +33,14 @@ from oddnode.readings.accounting import (
 from oddnode.findings.registry import Sensitivity, first_few, rule
 from oddnode.core.model import Dataset, Finding, Severity
 from oddnode.core.nodes import fold
+from oddnode.onnode.pacct import UNKNOWN_PARENT
 
 KIND = "process-asymmetry"
 SUBJECT = "processes"
 # How many of the fingerprint's commands a message spells out; the evidence keeps them all.
 SHOWN_COMMANDS = 6
 
-REMEDY = ("Find what spawns {commands} on {where} (the accounting's parent PIDs, ps -ef --forest, cron jobs and "
+REMEDY = ("Find what spawns {commands} on {where} (the parents the message names, ps -ef --forest, cron jobs and "
           "systemd timers, monitoring and management agents) and stop it or make it run as on the other nodes. "
           "Frequent short processes interrupt whatever runs beside them: serial benchmarks hardly notice, but "
           "parallel jobs that synchronise lose time in proportion to their concurrency.")
@@ -62,6 +63,9 @@ def _finding(table: AsymmetryTable, unit: str, rows: list[AsymmetryRow], alpha: 
     seconds = table.seconds
     message = (f"{where} runs commands far more often than {others} (executions per node over {seconds:.3g} s, "
                f"times theirs): {shown}")
+    parents = _known_parents(rows)
+    if parents:
+        message += f"; started by {first_few(parents, SHOWN_COMMANDS)}"
     commands = ", ".join(row.command for row in rows[:SHOWN_COMMANDS])
     return Finding(
         kind=KIND,
@@ -78,6 +82,14 @@ def _finding(table: AsymmetryTable, unit: str, rows: list[AsymmetryRow], alpha: 
         },
         remedy=REMEDY.format(commands=commands, where=folded),
     )
+
+
+def _known_parents(rows: list[AsymmetryRow]) -> list[str]:
+    """The parents of a fingerprint's commands that are not in it themselves
+    (sed started by sh started by cron: cron), known ones only."""
+    commands = {row.command for row in rows}
+    return list(dict.fromkeys(parent for row in rows for parent in row.parents
+                              if parent not in commands and parent != UNKNOWN_PARENT))
 
 
 def asymmetry_findings(table: AsymmetryTable, alpha: float) -> list[Finding]:

@@ -54,7 +54,7 @@ import sys
 import tempfile
 import time
 
-from oddnode.onnode.pacct import RECORD_SIZE, PacctFile, PacctFormatError, open_pacct, tally
+from oddnode.onnode.pacct import RECORD_SIZE, PacctFile, PacctFormatError, live_command, open_pacct, tally
 from oddnode.onnode.proc_sampler import PERIOD, sample_processes
 
 COLLECTOR_VERSION = 1
@@ -225,17 +225,13 @@ def site_interval(path, seconds, notes, given):
         _sleep(seconds)
         end = time.time()
         records = PacctFile(path, offset, handle=handle)
-        tallies = tally(records, skip=is_marker)
+        tallies = tally(records, skip=is_marker, live=live_command)
         rotated = os.path.exists(path) and os.stat(path).st_ino != inode
         if rotated:  # logrotate moved it and accounting went on in a new file of the same name
             fresh = PacctFile(path)
-            for name, entry in tally(fresh, skip=is_marker).items():
+            for name, entry in tally(fresh, skip=is_marker, live=live_command).items():
                 if name in tallies:
-                    kept = tallies[name]
-                    kept.executions += entry.executions
-                    kept.cpu += entry.cpu
-                    kept.elapsed += entry.elapsed
-                    kept.periods |= entry.periods
+                    tallies[name].merge(entry)
                 else:
                     tallies[name] = entry
             notes.append("%s was rotated during the interval: both files were read" % path)
@@ -323,7 +319,8 @@ def own_interval(seconds, notes):
             acct(None)  # this also writes a record of this very process, left out below
             end = time.time()
         me = os.getpid()
-        tallies = tally(PacctFile(path), skip=lambda record: is_marker(record) or record.pid == me)
+        tallies = tally(PacctFile(path), skip=lambda record: is_marker(record) or record.pid == me,
+                        live=live_command)
         return report(METHOD_ACCT, "acct(2)", start, end - start, tallies, notes,
                       records=sum(entry.executions for entry in tallies.values()))
     finally:

@@ -46,6 +46,7 @@ first one: their fields lie elsewhere.
 """
 
 import gzip
+import os
 import struct
 
 RECORD_SIZE = 64
@@ -238,38 +239,78 @@ def read_pacct(path, offset=0):
     return list(PacctFile(path, offset))
 
 
-class CommandTally(object):
-    """What one command's processes added up to."""
+# How many parent commands a command's tally names, the most frequent first.
+PARENTS_SHOWN = 3
+# A parent whose command is not known (it ended before the interval and left
+# no record, or /proc could not be read).
+UNKNOWN_PARENT = "?"
 
-    __slots__ = ("executions", "cpu", "elapsed", "periods")
+
+class CommandTally(object):
+    """What one command's processes added up to, and whose children they were."""
+
+    __slots__ = ("executions", "cpu", "elapsed", "periods", "parents")
 
     def __init__(self):
         self.executions = 0
         self.cpu = 0.0
         self.elapsed = 0.0
         self.periods = set()  # the BURST_SECONDS periods of the clock in which one started
+        self.parents = {}  # parent command -> processes of this one it started
 
-    def add(self, cpu, elapsed, started):
+    def add(self, cpu, elapsed, started, parent=None):
         self.executions += 1
         self.cpu += cpu
         self.elapsed += elapsed
         self.periods.add(int(started // BURST_SECONDS))
+        if parent is not None:
+            self.parents[parent] = self.parents.get(parent, 0) + 1
+
+    def merge(self, other):
+        """Add another tally of the same command (a rotated file's)."""
+        self.executions += other.executions
+        self.cpu += other.cpu
+        self.elapsed += other.elapsed
+        self.periods |= other.periods
+        for parent, count in other.parents.items():
+            self.parents[parent] = self.parents.get(parent, 0) + count
 
     def to_json(self):
-        """executions, CPU and elapsed seconds, and bursts: in how many
-        distinct BURST_SECONDS periods one of them started."""
+        """executions, CPU and elapsed seconds, bursts (in how many distinct
+        BURST_SECONDS periods one of them started) and parents (the commands
+        that started them, most first)."""
         return {"executions": self.executions, "cpu_seconds": round(self.cpu, 3),
-                "elapsed_seconds": round(self.elapsed, 3), "bursts": len(self.periods)}
+                "elapsed_seconds": round(self.elapsed, 3), "bursts": len(self.periods),
+                "parents": top_parents(self.parents)}
 
 
-def tally(records, skip=None):
-    """{command: CommandTally} of records, leaving out those ``skip(record)`` is true for."""
+def top_parents(parents):
+    """The PARENTS_SHOWN commands that started the most, most first (then by name)."""
+    ranked = sorted(parents.items(), key=lambda item: (-item[1], item[0]))
+    return [name for name, _ in ranked[:PARENTS_SHOWN]]
+
+
+def live_command(pid, proc="/proc"):
+    """The command of a running process (its comm), or None."""
+    try:
+        with open(os.path.join(proc, str(pid), "comm"), "rb") as handle:
+            return handle.read().decode("utf-8", "replace").strip() or None
+    except (OSError, IOError):
+        return None
+
+
+def tally(records, skip=None, live=None):
+    """{command: CommandTally} of records, leaving out those ``skip(record)``
+    is true for.  A record's parent is the command of the record of its
+    parent's PID (a parent that ended in the interval), else ``live(ppid)``
+    (a parent still running, read on the node), else UNKNOWN_PARENT."""
+    kept = [record for record in records if skip is None or not skip(record)]
+    commands = dict((record.pid, record.command) for record in kept)
     tallies = {}
-    for record in records:
-        if skip is not None and skip(record):
-            continue
+    for record in kept:
         entry = tallies.get(record.command)
         if entry is None:
             entry = tallies[record.command] = CommandTally()
-        entry.add(record.cpu, record.etime, record.btime)
+        parent = commands.get(record.ppid) or (live(record.ppid) if live is not None else None)
+        entry.add(record.cpu, record.etime, record.btime, parent or UNKNOWN_PARENT)
     return tallies

@@ -13,8 +13,8 @@ millisecond or two) are missed most; the result says so.
 import os
 import time
 
-from oddnode.onnode.pacct import BURST_SECONDS
 from oddnode.onnode.node_probe import parse_stat
+from oddnode.onnode.pacct import BURST_SECONDS, UNKNOWN_PARENT, top_parents
 
 # Seconds between two listings of /proc: 10 ms, about what a listing and
 # the stat of a few new processes cost on a busy node, so the sampler takes
@@ -61,9 +61,11 @@ def ticks_per_second():
 class Seen(object):
     """One process the sampler saw."""
 
-    __slots__ = ("comm", "start", "first_ticks", "ticks", "first_seen", "new")
+    __slots__ = ("pid", "ppid", "comm", "start", "first_ticks", "ticks", "first_seen", "new")
 
-    def __init__(self, comm, start, ticks, first_seen, new):
+    def __init__(self, pid, ppid, comm, start, ticks, first_seen, new):
+        self.pid = pid
+        self.ppid = ppid
         self.comm = comm
         self.start = start  # start tick since boot
         self.first_ticks = ticks  # CPU ticks when first seen
@@ -109,8 +111,8 @@ class ProcSampler(object):
             yield pid, parsed
 
     def _track(self, pid, stat, new):
-        comm, _, _, ticks, start = stat
-        self.live[pid] = Seen(comm, start, ticks, self.clock(), new)
+        comm, ppid, _, ticks, start = stat
+        self.live[pid] = Seen(pid, ppid, comm, start, ticks, self.clock(), new)
 
     def sample(self):
         """One listing: new processes tracked, young ones re-read (an exec
@@ -150,23 +152,31 @@ def tally_seen(processes, boot, ticks):
     of the processes that started while sampling (bursts: the distinct
     BURST_SECONDS periods of the clock in which one started); CPU seconds
     count every process seen (those already running, from their first
-    sighting).  Elapsed time is unknown (when a process ended is not seen): 0."""
+    sighting).  Elapsed time is unknown (when a process ended is not seen): 0.
+    Parents: the commands that started those processes, as sampled."""
+    processes = list(processes)
+    commands = dict((seen.pid, seen.comm) for seen in processes)
     out = {}
     seconds = {}
+    parents = {}
     for seen in processes:
         entry = out.get(seen.comm)
         if entry is None:
             entry = out[seen.comm] = {"executions": 0, "cpu_seconds": 0.0, "elapsed_seconds": 0.0,
                                       "bursts": 0}
             seconds[seen.comm] = set()
+            parents[seen.comm] = {}
         used = seen.ticks - (0 if seen.new else seen.first_ticks)
         entry["cpu_seconds"] += float(max(0, used)) / ticks
         if seen.new:
             entry["executions"] += 1
             seconds[seen.comm].add(int(((boot or 0) + float(seen.start) / ticks) // BURST_SECONDS))
+            parent = commands.get(seen.ppid, UNKNOWN_PARENT)
+            parents[seen.comm][parent] = parents[seen.comm].get(parent, 0) + 1
     for comm, entry in out.items():
         entry["bursts"] = len(seconds[comm])
         entry["cpu_seconds"] = round(entry["cpu_seconds"], 3)
+        entry["parents"] = top_parents(parents[comm])
     return dict((comm, entry) for comm, entry in out.items() if entry["executions"] or entry["cpu_seconds"])
 
 

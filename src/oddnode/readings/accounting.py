@@ -79,6 +79,7 @@ class AsymmetryRow:
     rest_bursts: int
     p_value: float  # P(at least these bursts | the rest's rate)
     p_adjusted: float  # Bonferroni over every unit and command compared
+    parents: tuple[str, ...] = ()  # the commands that started them on the unit's nodes, in first-seen order
 
     def to_json(self) -> dict[str, object]:
         return {"unit": self.unit, "nodes": list(self.nodes), "command": self.command,
@@ -87,7 +88,7 @@ class AsymmetryRow:
                 "ratio": None if math.isinf(self.ratio) else round(self.ratio, 3),
                 "cpu_seconds": round(self.cpu_seconds, 3), "bursts": self.bursts,
                 "rest_bursts": self.rest_bursts, "p_value": self.p_value,
-                "p_adjusted": self.p_adjusted}
+                "p_adjusted": self.p_adjusted, "parents": list(self.parents)}
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,8 @@ def asymmetry_table(processes: Mapping[str, NodeProcesses], groups: Mapping[str,
                 rate=executions / unit_seconds,
                 rest_per_node=rest_executions / rest_seconds * unit_seconds / len(nodes),
                 ratio=rate_ratio(executions, unit_seconds, rest_executions, rest_seconds),
-                cpu_seconds=sum(c.cpu_seconds for c in mine), bursts=bursts, rest_bursts=all_bursts - bursts))
+                cpu_seconds=sum(c.cpu_seconds for c in mine), bursts=bursts, rest_bursts=all_bursts - bursts,
+                parents=tuple(dict.fromkeys(parent for c in mine for parent in c.parents))))
             tested.append((bursts, all_bursts, unit_seconds / total_seconds))
     p_values = poisson_excesses(np.array(tested, dtype=np.float64).reshape(-1, 3))
     rows = [AsymmetryRow(**fields, p_value=float(p), p_adjusted=min(1.0, float(p) * tests))

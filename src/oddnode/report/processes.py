@@ -32,9 +32,10 @@ _REST = "rest per node"
 _RATIO = "ratio"
 _CPU = "CPU s"
 _P = "p"
+_PARENTS = "started by"
 # A narrow terminal loses these first, least wanted first.
-LEFT_OUT_FIRST = (_CPU, _P, _PER_NODE)
-_LEFT = {"node", "group", _COMMAND}
+LEFT_OUT_FIRST = (_PARENTS, _CPU, _P, _PER_NODE)
+_LEFT = {"node", "group", _COMMAND, _PARENTS}
 
 METHODS = {
     "acct": "kernel accounting, oddnode's own (acct(2) on for the interval, then off)",
@@ -87,7 +88,8 @@ def ratio_cell(ratio: float) -> str:
 def _cells(row: AsymmetryRow, unit_column: str) -> dict[str, str]:
     return {unit_column: row.unit, _COMMAND: row.command, _EXECUTIONS: str(row.executions),
             _PER_NODE: _count(row.per_node), _REST: _count(row.rest_per_node), _RATIO: ratio_cell(row.ratio),
-            _CPU: f"{row.cpu_seconds:.2f}", _P: probability(row.p_adjusted)}
+            _CPU: f"{row.cpu_seconds:.2f}", _P: probability(row.p_adjusted),
+            _PARENTS: ", ".join(row.parents) or "-"}
 
 
 def shown_rows(table: AsymmetryTable, show_all: bool = False) -> list[AsymmetryRow]:
@@ -135,7 +137,7 @@ def asymmetry_view(table: AsymmetryTable, width: int | None = None, show_all: bo
     hidden = len(chosen) - top if top and len(chosen) > top else 0
     rows = [_cells(row, unit_column) for row in (chosen[:top] if hidden else chosen)]
     columns = [unit_column, _COMMAND, _EXECUTIONS, *([_PER_NODE] if table.per_group else []), _REST, _RATIO,
-               _CPU, _P]
+               _CPU, _P, _PARENTS]
     shown, widths, left_out = _fit(columns, rows, width)
     per = f"grouped by {table.grouped_by}, " if table.per_group else ""
     title = (f"Asymmetry ratios ({per}{len(table.units)} {unit_column}s, {table.seconds:.3g} s): "
@@ -170,7 +172,8 @@ def processes_json(reports: Mapping[str, NodeProcesses], reasons: Mapping[str, s
         "nodes": {node: {"method": r.method, "source": r.source, "start": r.start, "seconds": r.seconds,
                          "notes": list(r.notes), "missed_short_lived": r.method == "proc",
                          "commands": {c: {"executions": n.executions, "cpu_seconds": n.cpu_seconds,
-                                          "elapsed_seconds": n.elapsed_seconds, "bursts": n.bursts}
+                                          "elapsed_seconds": n.elapsed_seconds, "bursts": n.bursts,
+                                          "parents": list(n.parents)}
                                       for c, n in sorted(r.commands.items())}}
                   for node, r in sorted(reports.items(), key=lambda item: natural_key(item[0]))},
         "unanswered": dict(sorted(reasons.items(), key=lambda item: natural_key(item[0]))),

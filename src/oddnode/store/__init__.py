@@ -51,7 +51,7 @@ from oddnode.readings.history import NodeFinding, NodeHistory, SeriesHistory, Se
 if TYPE_CHECKING:
     from oddnode.readings.profile import Profile
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 DEFAULT_PATH = "oddnode.duckdb"
 # Seconds to wait for another process's lock on a store file: a check that
 # holds the store only while it writes releases it within a transaction.
@@ -258,6 +258,10 @@ _MIGRATIONS: list[str] = [
         max_time DOUBLE NOT NULL,
         bytes BIGINT NOT NULL
     );
+    """,
+    # 9: the commands that started each command's processes (JSON list, most first).
+    """
+    ALTER TABLE process_counts ADD COLUMN parents VARCHAR;
     """,
 ]
 
@@ -638,6 +642,7 @@ class Store:
                 "cpu_seconds": np.array([c.cpu_seconds for _, _, c in rows], dtype=np.float64),
                 "elapsed_seconds": np.array([c.elapsed_seconds for _, _, c in rows], dtype=np.float64),
                 "bursts": np.array([c.bursts for _, _, c in rows], dtype=np.int32),
+                "parents": np.array([json.dumps(list(c.parents)) for _, _, c in rows], dtype=object),
             })
 
     def start_check(self, check_id: int, target: dict[str, Any], plan: dict[str, Any]) -> None:
@@ -979,11 +984,11 @@ class Store:
             "SELECT node, method, start, seconds, source, notes FROM process_nodes WHERE run_id = ? ORDER BY node",
             [run_id]).fetchall()
         commands: dict[str, dict[str, CommandCount]] = {node: {} for node, *_ in nodes}
-        for node, command, executions, cpu, elapsed, active in self.con.execute("""
-                SELECT node, command, executions, cpu_seconds, elapsed_seconds, bursts
+        for node, command, executions, cpu, elapsed, active, parents in self.con.execute("""
+                SELECT node, command, executions, cpu_seconds, elapsed_seconds, bursts, parents
                 FROM process_counts WHERE run_id = ? ORDER BY node, command""", [run_id]).fetchall():
             commands.setdefault(node, {})[command] = CommandCount(int(executions), float(cpu), float(elapsed),
-                                                                  int(active))
+                                                                  int(active), _parents(parents))
         return {node: NodeProcesses(node=node, seconds=float(seconds), method=method, commands=commands[node],
                                     source=source or "", notes=tuple(json.loads(notes or "[]")), start=float(start))
                 for node, method, start, seconds, source, notes in nodes}
@@ -1450,6 +1455,16 @@ def _newest_per_label(unjudged: Sequence[int], restriction: str = "") -> str:
         SELECT r.* FROM results r JOIN (
             SELECT benchmark, metric, label, max(run_id) AS run_id FROM {judged} AS results {restriction} GROUP BY ALL
         ) USING (benchmark, metric, label, run_id))"""
+
+
+def _parents(text: str | None) -> tuple[str, ...]:
+    """A command's stored parents: none when not recorded (an older store)
+    or not a list of names (written by hand)."""
+    try:
+        parents = json.loads(text) if text else []
+    except ValueError:
+        return ()
+    return tuple(parents) if isinstance(parents, list) and all(isinstance(p, str) for p in parents) else ()
 
 
 def _json_default(value: Any) -> Any:

@@ -306,3 +306,23 @@ def test_names_that_look_like_markup_are_printed_as_they_are():
     processes = {n: e.counts(n, 60) for n, e in events.items()}
     assert "[bold]x" in render(asymmetry_view(asymmetry_table(processes), 120), 120)
     assert "[old]" in render(asymmetry_view(asymmetry_table(processes, groups, "bios_version"), 120), 120)
+
+
+def test_the_fingerprint_names_what_started_it_and_the_table_shows_it():
+    names = FOREIGN["rack"]
+    bad = names[2]
+    processes = cluster(names, seed=3, daemon=[bad])
+    # On the bad node the daemon's commands were started by a shell that
+    # monitoring-agent ran; the parents of the others are not known.
+    report = processes[bad]
+    commands = {name: (count if name not in DAEMON else CommandCount(
+        count.executions, count.cpu_seconds, count.elapsed_seconds, count.bursts, ("sh", "?")))
+        for name, count in report.commands.items()}
+    commands["sh"] = CommandCount(1, 0.01, 0.0, 1, ("vendor-agent",))
+    processes[bad] = NodeProcesses(bad, report.seconds, report.method, commands)
+    (finding,) = warnings(processes)
+    assert finding.message.endswith("; started by sh")
+    assert all(entry["parents"] == ["sh", "?"] for entry in finding.evidence["fingerprint"]
+               if entry["command"] in DAEMON)
+    table = asymmetry_view(asymmetry_table(processes), width=None)
+    assert "started by" in render(table, 200) and "sh, ?" in render(table, 200)

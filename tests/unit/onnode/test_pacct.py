@@ -171,7 +171,20 @@ def test_tally_sums_per_command_and_counts_a_burst_once():
     tallies = tally(records_of(data), skip=lambda r: r.comm.startswith("oddmark-"))
     assert sorted(tallies) == ["sed", "sh*"]
     assert tallies["sed"].to_json() == {"executions": 3, "cpu_seconds": 0.05, "elapsed_seconds": 0.3,
-                                        "bursts": 2}
+                                        "bursts": 2, "parents": ["?"]}
+
+
+def test_a_parent_is_named_from_its_own_record_else_as_it_runs_else_unknown():
+    data = b"".join([pack(comm=b"cron", pid=500, ppid=1, btime=100),
+                     pack(comm=b"sh", pid=501, ppid=500, btime=100), pack(comm=b"sh", pid=502, ppid=500, btime=100),
+                     pack(comm=b"sed", pid=503, ppid=501, btime=100), pack(comm=b"sed", pid=504, ppid=777, btime=100),
+                     pack(comm=b"sed", pid=505, ppid=888, btime=100)])
+    running = {777: "collectd"}
+    tallies = tally(records_of(data), live=running.get)
+    assert tallies["sh"].to_json()["parents"] == ["cron"]
+    # Most first, then by name; a parent neither recorded nor running is "?".
+    assert tallies["sed"].to_json()["parents"] == ["?", "collectd", "sh"]
+    assert tally(records_of(data))["sed"].to_json()["parents"] == ["?", "sh"]
 
 
 def test_a_file_the_kernel_wrote():

@@ -88,10 +88,11 @@ def test_a_schema_7_store_gets_the_profile_tables(tmp_path):
     for table in ("profiles", "profile_ranks", "profile_calls"):
         con.execute(f"DROP TABLE {table}")
     con.execute("DROP SEQUENCE profile_ids")
+    con.execute("ALTER TABLE process_counts DROP COLUMN parents")  # schema 9's
     con.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
     con.close()
     with open_store(path, read_only=True) as store:
-        assert store.con.execute("SELECT value FROM meta").fetchall()[0][0] == str(SCHEMA_VERSION) == "8"
+        assert store.con.execute("SELECT value FROM meta").fetchall()[0][0] == str(SCHEMA_VERSION)
         assert store.profiles() == []
     with open_store(path) as store:
         profile_id = store.add_profile(scripted_profile())

@@ -259,3 +259,21 @@ def test_an_import_of_one_node_replaces_that_node_in_a_whole_imported_series(sto
     (series,) = history.series
     assert [run.value for run in series.runs] == [60.0, 99.0] and series.median_now == 100.0
     assert series.relative(60.0) == pytest.approx(-40.0)
+
+
+def test_process_parents_are_stored_and_an_older_store_gains_their_column(tmp_path):
+    from oddnode.core.model import CommandCount, NodeProcesses
+
+    counted = NodeProcesses("cn-01", 20.0, "acct", {"sed": CommandCount(40, 0.2, 0.4, 4, ("sh", "cron"))})
+    path = tmp_path / "p.duckdb"
+    with open_store(path) as store, store.transaction():
+        store.add_process_counts(store.new_run("oddnode processes"), [counted])
+    with open_store(path) as store:
+        assert store.load_processes()["cn-01"].commands["sed"].parents == ("sh", "cron")
+    con = duckdb.connect(str(path))  # as schema 8 left it: no parents
+    con.execute("ALTER TABLE process_counts DROP COLUMN parents")
+    con.execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
+    con.close()
+    with open_store(path) as store:
+        assert store.load_processes()["cn-01"].commands["sed"].parents == ()
+        assert store.con.execute("SELECT value FROM meta").fetchone() == (str(SCHEMA_VERSION),)

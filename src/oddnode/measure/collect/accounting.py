@@ -114,9 +114,12 @@ def parse_collector_output(node: str, stdout: str) -> NodeProcesses:
             raise AccountingOutputError(node, f"command {name!r}: not an object")
         values = {key: _number(node, entry.get(key), f"{key} of {name!r}")
                   for key in ("executions", "cpu_seconds", "elapsed_seconds", "bursts")}
+        parents = entry.get("parents", [])
+        if not isinstance(parents, list) or not all(isinstance(parent, str) for parent in parents):
+            raise AccountingOutputError(node, f"command {name!r}: its parents are not a list of names")
         counts[name] = CommandCount(executions=int(values["executions"]), cpu_seconds=values["cpu_seconds"],
                                     elapsed_seconds=values["elapsed_seconds"],
-                                    bursts=int(values["bursts"]))
+                                    bursts=int(values["bursts"]), parents=tuple(parents))
     notes = data.get("notes", [])
     if not isinstance(notes, list) or not all(isinstance(note, str) for note in notes):
         raise AccountingOutputError(node, "the collector's 'notes' is not a list of strings")

@@ -83,7 +83,7 @@ def test_a_whole_file_is_read_over_the_span_of_its_records(tmp_path):
     out = whole_file(str(path), [])
     assert out["method"] == "pacct" and out["start"] == 1000 and out["seconds"] == 35.0
     assert out["commands"]["sed"] == {"executions": 2, "cpu_seconds": 0.0, "elapsed_seconds": 1.0,
-                                      "bursts": 2}
+                                      "bursts": 2, "parents": ["?"]}
     assert any("partial record (10 bytes)" in note for note in out["notes"])
 
 
@@ -140,9 +140,11 @@ def test_the_sampler_counts_processes_started_while_it_watched(tmp_path):
     proc.now = 0.03
     sampler.sample()
     counts = tally_seen(sampler.finish(), 1_700_000_000, 100)
-    assert counts["sed"] == {"executions": 1, "cpu_seconds": 0.02, "elapsed_seconds": 0.0, "bursts": 1}
+    assert counts["sed"] == {"executions": 1, "cpu_seconds": 0.02, "elapsed_seconds": 0.0, "bursts": 1,
+                             "parents": ["init"]}
     assert counts["sh"]["executions"] == 2 and counts["sh"]["bursts"] == 2  # starts 50.5 s and 70 s
-    assert counts["sshd"] == {"executions": 0, "cpu_seconds": 0.3, "elapsed_seconds": 0.0, "bursts": 0}
+    assert counts["sshd"] == {"executions": 0, "cpu_seconds": 0.3, "elapsed_seconds": 0.0, "bursts": 0,
+                              "parents": []}
     assert "init" not in counts and "kworker/0:1" not in counts and "python3" not in counts
 
 

@@ -300,7 +300,7 @@ def an_analysis(findings=None, problems=None) -> dict:
     findings = [a_finding()] if findings is None else findings
     problem = {"nodes": "gpu[003-004]", "severity": "warning", "summary": "gpu[003-004]: slow memory",
                "cause": findings, "symptoms": []}
-    return {"schema_version": 8, "oddnode": "0.1.0", "ready": False,
+    return {"schema_version": 9, "oddnode": "0.1.0", "ready": False,
             "sensitivity": {"alpha": 0.001, "min_effect": 0.05},
             "statistics": [{"benchmark": "stream", "metric": "triad", "unit": "MB/s", "direction": "higher",
                             "label_kind": "node", "n": 0, "low": None, "high": None, "variability_pct": None,
