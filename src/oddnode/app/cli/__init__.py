@@ -35,23 +35,23 @@ from oddnode.app.cli import profile as profile_cli
 from oddnode.app.cli import model as model_cli
 from oddnode.app.cli import schema as schema_cli
 from oddnode.app.cli import health as health_cli
-from oddnode.app.cli.common import ExitStatus, Verbosity, configure_commands, console, err_console, fail, output
+from oddnode.app.cli.common import (
+    ExitStatus,
+    QuietOption,
+    VerboseOption,
+    configure_commands,
+    console,
+    err_console,
+    set_verbosity,
+)
 from oddnode.reach.base import Terminated, interrupt_status
-
-QuietOption = Annotated[bool, typer.Option(
-    "-q", "--quiet", help="Only the verdict, the problems and errors: no progress, run notes or statistics tables.")]
-VerboseOption = Annotated[bool, typer.Option(
-    "-v", "--verbose", help="Every run note and step detail too, and where the results are stored.")]
-
 
 def _root(version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
           quiet: QuietOption = False, verbose: VerboseOption = False) -> None:
     if version:
         console.print(f"oddnode {__version__}")
         raise typer.Exit()
-    if quiet and verbose:
-        raise fail("-q and -v ask for opposite things: give one")
-    output.verbosity = Verbosity.QUIET if quiet else Verbosity.VERBOSE if verbose else Verbosity.NORMAL
+    set_verbosity(quiet, verbose)
 
 
 def build_app(command_groups: Iterable[Callable[[typer.Typer], None]] = ()) -> typer.Typer:
@@ -64,6 +64,7 @@ def build_app(command_groups: Iterable[Callable[[typer.Typer], None]] = ()) -> t
         help="Is the cluster ready for production? If not, which node, link or setting is the odd one out.",
         no_args_is_help=True,
         pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
     )
     # In this order the help lists the check and the analysis first, then each panel.
     app.add_typer(imports.import_app, name="import", rich_help_panel=analysis.RESULTS_PANEL)

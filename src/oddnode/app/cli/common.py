@@ -65,6 +65,44 @@ def quiet() -> bool:
     return output.verbosity is Verbosity.QUIET
 
 
+QuietOption = Annotated[bool, typer.Option(
+    "-q", "--quiet", help="Only the verdict, the problems and errors: no progress, run notes or statistics tables.")]
+VerboseOption = Annotated[bool, typer.Option(
+    "-v", "--verbose", help="Every run note and step detail too, and where the results are stored.")]
+
+
+def set_verbosity(quiet: bool, verbose: bool) -> None:
+    """-q or -v, given before the command or after it (both: an error)."""
+    if quiet and verbose:
+        raise fail("-q and -v ask for opposite things: give one")
+    output.verbosity = Verbosity.QUIET if quiet else Verbosity.VERBOSE if verbose else Verbosity.NORMAL
+
+
+def with_verbosity(command: Callable) -> Callable:
+    """``command`` taking -q/-v after its name too (a script or clush line
+    puts them there), as the command line takes them before it."""
+    if getattr(command, "oddnode_verbosity", False):
+        return command
+    signature = inspect.signature(command, eval_str=True)
+    hints = typing.get_type_hints(command, include_extras=True)
+    added = {"oddnode_quiet": QuietOption, "oddnode_verbose": VerboseOption}
+
+    @functools.wraps(command)
+    def verbosity_given(*args, oddnode_quiet: bool = False, oddnode_verbose: bool = False, **options):
+        if oddnode_quiet or oddnode_verbose:
+            set_verbosity(oddnode_quiet or output.verbosity is Verbosity.QUIET,
+                          oddnode_verbose or output.verbosity is Verbosity.VERBOSE)
+        return command(*args, **options)
+
+    verbosity_given.__signature__ = signature.replace(parameters=[
+        *signature.parameters.values(),
+        *(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=False)
+          for name, annotation in added.items())])
+    verbosity_given.__annotations__ = {**hints, **added}
+    verbosity_given.oddnode_verbosity = True
+    return verbosity_given
+
+
 def verbose() -> bool:
     return output.verbosity is Verbosity.VERBOSE
 
@@ -468,11 +506,15 @@ def with_configuration(command: Callable) -> Callable:
 
 def configure_commands(app: typer.Typer, wrapped: dict | None = None) -> None:
     """Give every command of ``app`` and its sub-apps its configuration defaults
-    (with_configuration); a function registered under two names (an alias) keeps one wrapper."""
+    (with_configuration) and -q/-v (with_verbosity); a function registered
+    under two names (an alias) keeps one wrapper."""
     wrapped = {} if wrapped is None else wrapped
     for info in app.registered_commands:
         if info.callback not in wrapped:
-            wrapped[info.callback] = with_configuration(info.callback)
+            configured = with_configuration(info.callback)
+            # A command that hands unknown options on (profile's application) keeps -q/-v for it.
+            passes_options_on = (info.context_settings or {}).get("ignore_unknown_options")
+            wrapped[info.callback] = configured if passes_options_on else with_verbosity(configured)
         info.callback = wrapped[info.callback]
     for group in app.registered_groups:
         configure_commands(group.typer_instance, wrapped)

@@ -51,6 +51,38 @@ def test_quiet_and_verbose_together_is_an_error(skewed_db):
     assert result.exit_code == 2 and "give one" in result.text
 
 
+def test_quiet_and_verbose_after_the_command_are_as_before_it(skewed_db):
+    before, after = invoke("-q", "analyze", "--db", skewed_db), invoke("analyze", "--db", skewed_db, "-q")
+    assert before.exit_code == after.exit_code == 1 and before.output == after.output
+    assert "findings recorded" in invoke("analyze", "--db", skewed_db, "--verbose").text
+    for args in (("-q", "analyze", "--db", skewed_db, "-v"), ("analyze", "-q", "--db", skewed_db, "-v")):
+        result = invoke(*args)
+        assert result.exit_code == 2 and "give one" in result.text
+
+
+def test_h_is_help_for_the_command_line_its_commands_and_groups():
+    for args in (("-h",), ("stats", "-h"), ("import", "-h"), ("import", "stab", "-h"), ("testbed", "up", "-h")):
+        result = invoke(*args)
+        assert result.exit_code == 0 and "Usage: oddnode" in result.output, args
+
+
+def test_every_command_takes_q_and_v_but_profile_which_hands_them_to_its_application():
+    import typer
+
+    from oddnode.main import app
+
+    def commands(group, path=()):
+        for name, command in group.commands.items():
+            if hasattr(command, "commands"):
+                yield from commands(command, (*path, name))
+            else:
+                yield (*path, name), {p.name for p in command.params}
+
+    taking = {" ".join(path): "oddnode_quiet" in names and "oddnode_verbose" in names
+              for path, names in commands(typer.main.get_command(app))}
+    assert not taking.pop("profile") and all(taking.values()), [c for c, t in taking.items() if not t]
+
+
 def run_pairs(level, tmp_path, down=()):
     from support.clusters.pairs import PairCluster, TWELVE
 
