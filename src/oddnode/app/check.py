@@ -16,10 +16,9 @@ ends: an interrupted check loses only the repetition under way, and
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from oddnode.core.connection import Connection
 from oddnode.core.model import Dataset, Finding, LabelKind, Severity
 from oddnode.core.inputs import InputError, plain_path, read_text
 from oddnode.core.subset import series_subset
-from oddnode.core.nodes import NodeNameError, expand, expand_command_line
+from oddnode.core.nodes import NodeNameError, expand, expand_command_line, node_sets
 from oddnode.measure.plan import PROBE_TIMEOUT, CheckPlan
 from oddnode.measure.runner import RunSummary
 from oddnode.measure.steps import StepContext, StepObserver
@@ -66,12 +65,15 @@ def read_hostfile(path: Path) -> list[str]:
     return names
 
 
-def select_nodes(nodes: str | None = None, exclude: str | None = None, hostfile: Path | None = None) -> list[str]:
+def select_nodes(nodes: str | Sequence[str] | None = None, exclude: str | Sequence[str] | None = None,
+                 hostfile: Path | None = None) -> list[str]:
     """The node list from ``-w``, ``--hostfile`` and ``-x``, in ClusterShell
     syntax, in the order given (``-w`` first, then the host file's lines):
     the pair patterns follow it.  A node named twice keeps its first place.
     ``-w`` and ``-x`` may name the site's groups (``@rack1``), the host file
-    not.  Nodes named that leave none is an error, not the local machine."""
+    not, and may be given several times.  Nodes named that leave none is an
+    error, not the local machine."""
+    nodes, exclude = node_sets(nodes), node_sets(exclude)
     chosen: list[str] = []
     if nodes:
         chosen.extend(expand_command_line(nodes))

@@ -13,7 +13,7 @@ as numbers (node9 before node10, r2n3 before r10n1), as ClusterShell does.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
 
@@ -209,6 +209,14 @@ def label_kind(label: str, known_nodes: set[str] | None = None) -> LabelKind:
     if split_pair(label, known_nodes) is not None:
         return LabelKind.PAIR
     return LabelKind.NODE
+
+
+def node_sets(given: str | Sequence[str] | None) -> str | None:
+    """Node sets given several times (``-w a -w b``) as one: they add up, as
+    clush's do; None when none was given."""
+    if given is None or isinstance(given, str):
+        return given
+    return ",".join(given) or None
 
 
 def label_members(label: str, kind: LabelKind) -> tuple[str, ...]:

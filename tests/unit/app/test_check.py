@@ -14,6 +14,17 @@ def test_nodes_from_options_hostfile_and_exclusions(tmp_path):
     assert select_nodes("node[001-004]", "node002", hosts) == ["node001", "node003", "node004", "node005",
                                                                "node006", "node009"]
     assert select_nodes() == []
+    # -w and -x given several times add up, as clush's do.
+    assert select_nodes(["node[001-003]", "node009"], ["node002", "node003"]) == ["node001", "node009"]
+
+
+def test_repeated_node_options_add_up_on_the_command_line(tmp_path):
+    from support.cli import invoke
+
+    shown = invoke("check", "-w", "cn-[01-04]", "-w", "cn-09", "-x", "cn-02", "-x", "cn-03", "--show-plan")
+    assert shown.exit_code == 0, shown.output
+    empty = invoke("check", "-w", "cn-[01-02]", "-x", "cn-01", "-x", "cn-02", "--show-plan")
+    assert empty.exit_code == 2 and "no node left" in empty.output
 
 
 def test_bad_node_names_are_refused_with_their_place(tmp_path):

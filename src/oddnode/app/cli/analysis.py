@@ -36,6 +36,7 @@ from oddnode.app.cli.common import (
 )
 from oddnode.core.model import Severity
 from oddnode.report.text import literal
+from oddnode.core.nodes import node_sets
 from oddnode.app.synth import CASE_STUDY_NODES, DEFAULT_SEED
 
 RESULTS_PANEL = "Results and statistics"
@@ -44,10 +45,11 @@ FINDC_ROWS = 40
 
 
 # -w/-x of the commands that judge the store: a part of what it holds.
-JudgedNodesOption = Annotated[Optional[str], typer.Option(
-    "-w", "--nodes", help="Judge only these nodes (ClusterShell syntax, @groups too); a pair or set only when "
-                          "all its members are among them.")]
-JudgedExcludeOption = Annotated[Optional[str], typer.Option("-x", "--exclude", help="Judge without these nodes.")]
+JudgedNodesOption = Annotated[Optional[list[str]], typer.Option(
+    "-w", "--nodes", metavar="NODES", help="Judge only these nodes (ClusterShell syntax, @groups too; repeated, "
+                                           "they add up); a pair or set only when all its members are among them.")]
+JudgedExcludeOption = Annotated[Optional[list[str]], typer.Option(
+    "-x", "--exclude", metavar="NODES", help="Judge without these nodes; repeated, they add up.")]
 # --run/--since: an earlier view of the store, or its recent runs alone.
 RunOption = Annotated[Optional[int], typer.Option(
     "--run", min=1, help="Judge the store as it was after this run (its id: oddnode history, export runs).")]
@@ -57,9 +59,10 @@ SinceOption = Annotated[Optional[datetime], typer.Option(
     help="Judge only the runs started at this UTC date or time or later.")]
 
 
-def judged_part(dataset, nodes: str | None, exclude: str | None):
+def judged_part(dataset, nodes: str | list[str] | None, exclude: str | list[str] | None):
     """The part of ``dataset`` about ``-w`` minus ``-x`` (all of it when
     neither is given); an error when it holds nothing about them."""
+    nodes, exclude = node_sets(nodes), node_sets(exclude)
     if not nodes and not exclude:
         return dataset
     from oddnode.app.check import select_nodes
@@ -377,9 +380,10 @@ def history_command(
         console.print(table)
 
 
-def analysis_command(nodes: str | None, exclude: str | None, run: int | None = None,
+def analysis_command(nodes: str | list[str] | None, exclude: str | list[str] | None, run: int | None = None,
                      since: datetime | None = None) -> str:
     """How a recorded analysis names itself: with the part and the view it judged."""
+    nodes, exclude = node_sets(nodes), node_sets(exclude)
     given = (("-w", nodes), ("-x", exclude), ("--run", run), ("--since", since and since.isoformat(sep=" ")))
     return " ".join(["oddnode analyze", *(f"{option} {value}" for option, value in given if value)])
 

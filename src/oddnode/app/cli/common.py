@@ -335,8 +335,10 @@ def open_db(db: Path, read_only: bool = True, hold: bool = True):
 
 # -- the nodes ---------------------------------------------------------------
 
-NodesOption = Annotated[Optional[str], typer.Option("-w", "--nodes", help="Nodes, ClusterShell syntax: node[001-484].")]
-ExcludeOption = Annotated[Optional[str], typer.Option("-x", "--exclude", help="Nodes to leave out.")]
+NodesOption = Annotated[Optional[list[str]], typer.Option(
+    "-w", "--nodes", metavar="NODES", help="Nodes, ClusterShell syntax: node[001-484]; repeated, they add up.")]
+ExcludeOption = Annotated[Optional[list[str]], typer.Option(
+    "-x", "--exclude", metavar="NODES", help="Nodes to leave out; repeated, they add up.")]
 HostfileOption = Annotated[Optional[Path], typer.Option("--hostfile", help="File of node names, one a line.")]
 TransportOption = Annotated[Optional[str], typer.Option(
     "--transport", help="local, ssh or slurm (default: slurm inside an allocation for its nodes, else local "

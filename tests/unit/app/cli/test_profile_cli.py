@@ -104,7 +104,7 @@ def test_nodes_build_on_the_target(profiler, tmp_path, monkeypatch):
     result = invoke("profile", "--db", tmp_path / "p.duckdb", "-w", "cn-a[17-18]", "--transport", "ssh",
                     "--work-dir", tmp_path, "--", "srun", "./app")
     assert result.exit_code == 0, result.output
-    assert seen[0][:3] == ("cn-a[17-18]", None, None) and seen[0][3].transport == "ssh"
+    assert seen[0][:3] == (["cn-a[17-18]"], None, None) and seen[0][3].transport == "ssh"
     assert profiler.runs[0]["target"] == "TARGET" and profiler.runs[0]["work_dir"] == tmp_path
 
 
