@@ -80,10 +80,11 @@ def test_the_sweep_tables_are_added_to_an_older_store(tmp_path):
     con = duckdb.connect(str(path))
     con.execute("DROP TABLE sweeps")
     con.execute("DROP TABLE sweep_runs")
+    con.execute("ALTER TABLE process_counts DROP COLUMN parents")  # schema 9's
     con.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
     con.close()
     with open_store(path) as store:
-        assert store.con.execute("SELECT value FROM meta").fetchall()[0][0] == str(SCHEMA_VERSION) == "8"
+        assert store.con.execute("SELECT value FROM meta").fetchall()[0][0] == str(SCHEMA_VERSION) == "9"
         with pytest.raises(StoreError, match="no sweep in .*: run oddnode sweep first"):
             store.load_sweep()
         with store.transaction():
