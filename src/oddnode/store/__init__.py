@@ -918,8 +918,12 @@ class Store:
         if not latest:
             return []
         self.check_names()
+        # Only a label with a failed row somewhere can have failed in its newest
+        # run: those labels' newest runs are sought, not a million others'.
+        failed = ("JOIN (SELECT DISTINCT benchmark, metric, label FROM results WHERE NOT valid) "
+                  "USING (benchmark, metric, label)")
         rows = self.con.execute(f"""
-            WITH {_newest_per_label(self._unjudged_runs())}
+            WITH {_newest_per_label(self._unjudged_runs(), failed)}
             SELECT r.benchmark, r.label, r.label_kind, r.repetition
             FROM newest r WHERE NOT r.valid ORDER BY 1, 2, 4
         """).fetchall()
