@@ -1017,8 +1017,9 @@ class Store:
         series -> label -> one dict per repetition, in repetition order."""
         if not names:
             return {}
+        named = "WHERE benchmark IN (SELECT unnest(?)) AND metric = ? AND label_kind = 'node'"
         rows = self.con.execute(f"""
-            WITH {_newest_per_label(self._unjudged_runs(), "WHERE benchmark IN (SELECT unnest(?)) AND metric = ? AND label_kind = 'node'")}
+            WITH {_newest_per_label(self._unjudged_runs(), named)}
             SELECT r.benchmark, r.label, r.parameters FROM newest r
             WHERE r.valid AND r.parameters IS NOT NULL ORDER BY 1, 2, r.repetition
         """, [list(names), DEFAULT_METRIC]).fetchall()
