@@ -1,6 +1,8 @@
 """JUnit XML of a check or an analysis, which CI systems (Jenkins, GitLab,
-GitHub Actions) read: a testcase per check stage or per finding rule, a
-failure per finding of warning severity or above, written atomically."""
+GitHub Actions) read: a testcase per check stage or per finding rule, and
+a failing testcase per kind and node set of the findings of warning
+severity or above (one failure each: CI tools show one a testcase),
+written atomically."""
 
 from __future__ import annotations
 
@@ -74,20 +76,34 @@ def _serious(finding: Finding) -> bool:
 
 def _testcase(suite: ET.Element, classname: str, name: str, findings: Iterable[Finding],
               seconds: float | None = None) -> ET.Element:
-    """A testcase: a failure per serious finding, the others as output lines."""
+    """A testcase for a stage or a rule, its notes (findings below warning)
+    as output lines; then a failing testcase per kind and node set of its
+    serious findings (_failing_cases).  Returns the first."""
+    findings = list(findings)
     case = ET.SubElement(suite, "testcase", classname=xml_text(classname), name=xml_text(name))
     if seconds is not None:
         case.set("time", f"{seconds:.3f}")
-    notes = []
-    for finding in findings:
-        if _serious(finding):
-            failure = ET.SubElement(case, "failure", message=finding_summary(finding), type=xml_text(finding.kind))
-            failure.text = finding_text(finding)
-        else:
-            notes.append(finding_summary(finding))
+    notes = [finding_summary(finding) for finding in findings if not _serious(finding)]
     if notes:
         ET.SubElement(case, "system-out").text = "\n".join(notes)
+    _failing_cases(suite, classname, [finding for finding in findings if _serious(finding)])
     return case
+
+
+def _failing_cases(suite: ET.Element, classname: str, findings: list[Finding]) -> None:
+    """A testcase per kind and node set of ``findings``, named ``KIND NODES``,
+    with one failure: CI tools (Jenkins, GitLab, Azure) show one failure a
+    testcase.  Its message is the first finding's summary, with how many
+    more there are; its text every one of them in full."""
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for finding in findings:
+        groups.setdefault((finding.kind, finding.nodes), []).append(finding)
+    for (kind, nodes), found in groups.items():
+        case = ET.SubElement(suite, "testcase", classname=xml_text(classname),
+                             name=xml_text(f"{kind} {nodes}" if nodes else kind))
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        failure = ET.SubElement(case, "failure", message=finding_summary(found[0]) + more, type=xml_text(kind))
+        failure.text = "\n\n".join(finding_text(finding) for finding in found)
 
 
 def _suite(name: str, timestamp: datetime | None, hostname: str | None, properties: dict[str, object]) -> ET.Element:
@@ -190,10 +206,11 @@ def check_suite(result: CheckResult, *, timestamp: datetime | None = None, hostn
 
 def analysis_suite(analysis: Analysis, rules: Sequence[str] | None = None, *,
                    timestamp: datetime | None = None, hostname: str | None = None) -> ET.Element:
-    """The analysis as one testsuite: a testcase per finding rule that ran
-    (all registered ones by default), passing when it found nothing; a
-    finding of a kind no rule names gets a testcase of its kind.  With
-    nothing to judge, the no-data finding fails and every rule is skipped."""
+    """The analysis as one testsuite: per finding rule that ran (all
+    registered ones by default) a passing testcase when it found nothing,
+    else a failing one per kind and node set it found; a finding of a kind
+    no rule names is judged as a rule of its kind.  With nothing to judge,
+    the no-data finding fails and every rule is skipped."""
     from oddnode.findings.registry import RULE_KINDS, RULES
 
     names = list(rules) if rules is not None else RULES.names()
@@ -208,7 +225,16 @@ def analysis_suite(analysis: Analysis, rules: Sequence[str] | None = None, *,
                    {"oddnode": __version__, "ready": str(analysis.ready).lower(), "verdict": analysis.verdict,
                     "alpha": analysis.sensitivity.alpha, "min_effect": analysis.sensitivity.min_effect})
     for name, findings in by_case.items():
-        case = _testcase(suite, f"oddnode.analyze.{name}", name, findings)
+        classname = f"oddnode.analyze.{name}"
+        notes = [finding_summary(finding) for finding in findings if not _serious(finding)]
+        serious = [finding for finding in findings if _serious(finding)]
+        if serious:  # the rule's failing testcases, its notes with the first
+            first = len(suite.findall("testcase"))
+            _failing_cases(suite, classname, serious)
+            if notes:
+                ET.SubElement(suite.findall("testcase")[first], "system-out").text = "\n".join(notes)
+            continue
+        case = _testcase(suite, classname, name, findings)
         if not analysis.judged and not findings:  # a rule with nothing to read did not pass
             ET.SubElement(case, "skipped", message="nothing to judge: the store holds no result")
     return _count(suite, None)

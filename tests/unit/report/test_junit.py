@@ -45,7 +45,7 @@ def a_check(stages, not_run=(), stopped_after=None, inventory=None, extra=()) ->
                        inventory=inventory, stages=list(stages), stopped_after=stopped_after, not_run=not_run)
 
 
-def test_a_check_has_a_testcase_per_stage_and_a_failure_per_serious_finding():
+def test_a_check_has_a_testcase_per_stage_and_one_per_kind_and_node_set_of_its_serious_findings():
     slow = finding("outlier", "error", "cn-a17", evidence_value=51.5)
     spread = finding("noisy-benchmark", "warning", "gpu[003-010]", subject="memory:triad")
     note = finding("few-nodes", "info", "gpu[003-004]", message="only 2 nodes")
@@ -56,17 +56,20 @@ def test_a_check_has_a_testcase_per_stage_and_a_failure_per_serious_finding():
                                timestamp=MOMENT, hostname="admin-01"))
     assert suite.get("name") == "oddnode check" and suite.get("id") == "42"
     assert suite.get("hostname") == "admin-01" and suite.get("timestamp") == "2026-03-04T05:06:07"
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("4", "2", "0", "2")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("6", "2", "0", "2")
     assert float(suite.get("time")) == pytest.approx(13.75)
     found = cases(suite)
-    assert list(found) == ["diagnostics", "memory", "noise", "disk"]
+    assert list(found) == ["diagnostics", "memory", "outlier cn-a17", "noisy-benchmark gpu[003-010]", "noise", "disk"]
     memory = found["memory"]
     assert memory.get("classname") == "oddnode.app.check.memory" and float(memory.get("time")) == 12.5
-    failures = memory.findall("failure")
-    assert [(f.get("type"), f.get("message").split(":")[0]) for f in failures] == [
-        ("outlier", "cn-a17"), ("noisy-benchmark", "gpu[003-010]")]
-    assert "evidence_value: 51.5" in failures[0].text and "→ look at cn-a17" in failures[0].text
-    assert "[memory:triad]" in failures[1].get("message")
+    assert memory.findall("failure") == []
+    # One failure a testcase, as CI tools show them.
+    assert all(len(case.findall("failure")) <= 1 for case in found.values())
+    slow, spread = found["outlier cn-a17"].find("failure"), found["noisy-benchmark gpu[003-010]"].find("failure")
+    assert found["outlier cn-a17"].get("classname") == "oddnode.app.check.memory"
+    assert (slow.get("type"), slow.get("message").split(":")[0]) == ("outlier", "cn-a17")
+    assert "evidence_value: 51.5" in slow.text and "→ look at cn-a17" in slow.text
+    assert "[memory:triad]" in spread.get("message")
     assert memory.find("system-out").text == "gpu[003-004]: info few-nodes [memory:copy] only 2 nodes"
     assert found["diagnostics"].findall("failure") == [] and found["diagnostics"].find("skipped") is None
     skipped = found["noise"].find("skipped")
@@ -124,17 +127,25 @@ def test_the_structural_check_fails_on_wrong_counts():
     assert "is not an integer" in structure_problems(to_xml(suite))[0]
 
 
-def test_an_analysis_has_a_testcase_per_rule_passing_when_it_found_nothing():
+def test_an_analysis_has_a_testcase_per_rule_and_one_per_kind_and_node_set_it_found():
     findings = [finding("outlier", "error", "cn-a17"), finding("outlier", "warning", "gpu[003-010]"),
+                finding("outlier", "warning", "cn-a17", subject="memory:triad"),
                 finding("bimodal", "info", "gpu[003-004]"), finding("expectation", "warning", "gpu005")]
     suite = parsed(analysis_suite(Analysis(Dataset(), [], findings), timestamp=MOMENT, hostname="admin-01"))
     found = cases(suite)
-    assert list(found)[: len(RULES.names())] == RULES.names() and list(found)[-1] == "expectation"
-    assert suite.get("tests") == str(len(RULES.names()) + 1) and suite.get("failures") == "3"
-    assert [f.get("message").split(":")[0] for f in found["outlier"].findall("failure")] == ["cn-a17", "gpu[003-010]"]
+    # A rule that found something has a failing testcase per node set instead of a passing one.
+    passing = [name for name in found if " " not in name]
+    assert passing == [name for name in RULES.names() if name != "outlier"]
+    failing = [name for name in found if " " in name]
+    assert failing == ["outlier cn-a17", "outlier gpu[003-010]", "expectation gpu005"]
+    assert suite.get("tests") == str(len(RULES.names()) - 1 + 3) and suite.get("failures") == "3"
+    assert all(len(case.findall("failure")) <= 1 for case in found.values())
+    twice = found["outlier cn-a17"].find("failure")
+    assert twice.get("message").startswith("cn-a17: error outlier") and twice.get("message").endswith("(and 1 more)")
+    assert "memory:triad" in twice.text and "memory:copy" in twice.text
+    assert found["outlier gpu[003-010]"].get("classname") == "oddnode.analyze.outlier"
     assert found["bimodal"].findall("failure") == [] and "gpu[003-004]" in found["bimodal"].find("system-out").text
     assert found["inconsistent-fact"].findall("*") == []
-    assert found["outlier"].get("classname") == "oddnode.analyze.outlier"
 
 
 # -- the commands ---------------------------------------------------------------------------
@@ -156,11 +167,12 @@ def test_check_writes_junit_from_the_command_line(tmp_path, monkeypatch):
     suite = ET.fromstring(path.read_bytes()).find("testsuite")
     assert structure_problems(path.read_bytes()) == []
     found = cases(suite)
-    assert list(found) == ["diagnostics", "memory", "noise"]
-    failures = found["memory"].findall("failure")
-    assert failures and all(f.get("message").startswith("cn-a17:") for f in failures)
+    assert [name for name in found if " " not in name] == ["diagnostics", "memory", "noise"]
+    failing = [case for name, case in found.items() if " " in name]
+    assert failing and all(case.get("name").endswith(" cn-a17") for case in failing)
+    assert all(len(case.findall("failure")) == 1 for case in failing) and found["memory"].findall("failure") == []
     assert found["noise"].find("skipped") is not None and float(found["memory"].get("time")) >= 0
-    assert suite.get("failures") == str(len(failures))
+    assert suite.get("failures") == str(len(failing))
 
 
 def test_junit_and_json_cannot_share_stdout(tmp_path):
