@@ -15,6 +15,8 @@ from oddnode.findings.registry import Sensitivity, rule
 from oddnode.core.model import Dataset, Finding, Severity
 from oddnode.readings.sync import NodeSync, SyncNodes, sync_nodes
 
+KIND = "sync-laggard"
+
 # A node's extra wait per iteration beyond its set-mates' (the median rank
 # of each of its set runs, what anyone costs by chance; see excess_wait)
 # must be at least this share of its set runs' time per iteration: a job on
@@ -63,7 +65,7 @@ def _finding(reading: SyncNodes, node: NodeSync, alpha: float, judged: int) -> F
     # A tail below the smallest double comes back as 0.
     tail = "< 1e-300" if node.p == 0 else f"= {node.p:.2g}"
     return Finding(
-        kind="sync-laggard",
+        kind=KIND,
         severity=Severity.WARNING,
         subject=reading.series,
         nodes=node.node,
@@ -93,7 +95,7 @@ def _finding(reading: SyncNodes, node: NodeSync, alpha: float, judged: int) -> F
     )
 
 
-@rule("sync-laggard")
+@rule(KIND)
 def sync_laggard(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
     """Nodes the other ranks wait for at every synchronisation, far more often than chance and long enough to matter."""
     findings = []

@@ -26,6 +26,7 @@ from oddnode.report import switchbench as _switchbench  # noqa: F401  (registers
 from oddnode.report import fit as _fit  # noqa: F401  (registers the latency and bandwidth fits)
 from oddnode.report.plots import figure_to_svg, heatmap_figure, histogram_figure, scatter_figure
 from oddnode.report.numa import numa_section
+from oddnode.report.sync import sync_section
 from oddnode.report.sets import sets_section
 from oddnode.report.terminal import number, probability
 from oddnode.readings.disk import DIRECTORY_TABLE_TITLE, PASSES, directory_table
@@ -323,6 +324,7 @@ def render_report(analysis: Analysis, check: CheckResult | None = None) -> str:
         interconnect=_interconnect(analysis),
         node_sets=sets_section(analysis),
         numa=numa_section(analysis),
+        sync=sync_section(analysis),
     )
 
 

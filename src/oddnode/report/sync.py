@@ -18,6 +18,9 @@ import numpy as np
 from rich.console import Console, RenderableType
 from rich.text import Text
 
+from oddnode.core.nodes import expand
+from oddnode.core.order import natural_key
+from oddnode.findings.sync import KIND as LAGGARD
 from oddnode.findings.sync import excess_floor_us
 from oddnode.core.model import Dataset, Finding
 from oddnode.report.sets import _plain
@@ -25,6 +28,7 @@ from oddnode.report.terminal import WIDE_NOTE, fit_columns, fixed_table, print_v
 from oddnode.readings.sync import NodeSync, SyncNodes, SyncScaling, sync_nodes, sync_scaling
 
 if TYPE_CHECKING:
+    from oddnode.judge.analysis import Analysis
     from oddnode.report import documents
 
 # Beyond this many nodes a node table shows the laggards and the nodes the
@@ -166,3 +170,33 @@ def sync_json(dataset: Dataset, extrapolate: int | None = None) -> documents.Syn
             entry["excess_floor_us"] = excess_floor_us(node)
         nodes.append(document)
     return _plain({"nodes": nodes, "scaling": [s.to_json(extrapolate) for s in sync_scaling(dataset)]})
+
+
+# --- the HTML report ------------------------------------------------------------------
+
+# How to read the section's tables.
+SYNC_READING = ("Bulk-synchronous iterations (work, then the collective): per node, how often it was the last "
+                "to arrive against chance, what it made the others wait per iteration, and its efficiency; a "
+                "node last far more often than chance (p below the sensitivity) is a sync laggard.")
+SYNC_COLUMNS = ("node", "iterations", "last %", "chance %", "ratio", "extra wait (us)", "time (us)",
+                "efficiency %", "p")
+
+
+def _sync_row(node: NodeSync) -> list[str]:
+    return [node.node, str(node.iterations), f"{node.share_pct:.3g}", f"{node.chance_pct:.3g}",
+            f"{node.ratio:.3g}", f"{node.extra_wait_us:.3g}", f"{node.time_us:.4g}",
+            f"{node.efficiency_pct:.3g}", probability(node.p)]
+
+
+def sync_section(analysis: Analysis) -> dict[str, Any] | None:
+    """The HTML report's sync section: how to read it, and per operation
+    and ordering every node's row, the laggards the findings name marked;
+    None when the store holds no sync runs."""
+    readings = sync_nodes(analysis.dataset)
+    if not readings:
+        return None
+    flagged = sorted({node for finding in analysis.findings if finding.kind == LAGGARD
+                      for node in expand(finding.nodes)}, key=natural_key)
+    return {"reading": SYNC_READING, "columns": list(SYNC_COLUMNS), "flagged": flagged,
+            "tables": [{"title": f"{reading.operation}, {reading.ordering} sets",
+                        "rows": [_sync_row(node) for node in reading.nodes]} for reading in readings]}
