@@ -162,7 +162,11 @@ def test_our_own_memory_facts_name_a_small_node_once():
         ("kernel", "5.14", "5.15"),
         ("BIOS version", "1.10", "1.1"),
         ("numa nodes", "8", "4"),
-        ("mem_kb", "1977204", "1977208"),  # identical on all other nodes: 4 kB is a difference
+        ("mem_kb", "1977204", "1977404"),  # 200 kB of 2 GB (100 ppm): beyond the close band
+        ("BIOS date", "20240312", "20240313"),  # a day apart: 0.05 ppm, but a date
+        ("build", "19041", "19042"),  # 52 ppm
+        ("driver packed", "535104", "535129"),  # 47 ppm
+        ("gpus", "8", "7"),
     ],
 )
 def test_numbers_that_must_match_are_named_even_beside_jitter(key, majority, odd):
