@@ -490,7 +490,7 @@ def snapshot(facts: Mapping[str, Mapping[str, str]], nodes: Iterable[str]) -> st
     """A YAML expectations text from the values held by a majority of ``nodes``.
 
     Keys unique by nature (addresses, serial numbers) and keys absent on
-    most nodes are left out; numbers that jitter or are rounded (see
+    most nodes are left out; numbers that jitter, are close integers or are rounded (see
     :mod:`oddnode.findings.facts`) become the band the analysis counts as
     one value, with a comment saying so.
     """

@@ -6,10 +6,19 @@ How values are compared.  Nothing depends on a key's name, its units or
 the nodes' names: a site's ``MemTotal``, ``physmem_kb`` or ``Mem Total (kB)``
 is judged as our ``memory_total_kb`` is.
 
-- Text is compared exactly; so are numbers unless one of the two cases
+- Text is compared exactly; so are numbers unless one of the three cases
   below applies.  ``64`` cores against ``62``, MTU ``9000`` against ``1500``,
-  BIOS ``20240112`` against ``20230905``, driver ``535.104`` against
+  BIOS ``20240112`` against ``20240113``, driver ``535.104`` against
   ``535.129``: every differing value is named, however small the difference.
+- **Close integers.**  Integers within CLOSE_RELATIVE (10 ppm) of one
+  another are one value, two or three or more of them, whichever holds the
+  majority: MemTotal 263856012 kB on half the nodes and 263856016 on the
+  others (a firmware reserving a page more) is one value, and a node with a
+  quarter less is named alone.  Counts, MTUs and build numbers below
+  100,000 are farther apart than that; an integer shaped as a date
+  (YYYYMMDD: a year 1970 to 2099, a real month and day) is an identifier and
+  never merged.  When several groups of close integers exist, the one with
+  the most nodes is the value.
 - **Jitter.**  When no value is held by more than half of the nodes and the numbers
   take at least MIN_JITTER_VALUES distinct values, they are one quantity
   that varies from node to node (MemTotal in kB, CPU MHz, bogomips).  The
@@ -26,9 +35,9 @@ is judged as our ``memory_total_kb`` is.
   of it (so 5.14 against 5.15, a version, stays a difference).
 
 So a value held by more than half of the nodes is what the others are
-compared with, exactly (up to rounding); a spread of many values is judged
-by its own spread.  Integers are never rounded: counts, build numbers and
-dates must match.  A fact that oddnode derives from another (DERIVED_FACTS)
+compared with, exactly up to close integers and rounding; a spread of many
+values is judged by its own spread.  Integers are never rounded: counts,
+build numbers and dates must match.  A fact that oddnode derives from another (DERIVED_FACTS)
 is judged once, on the fact it comes from.
 """
 
@@ -37,6 +46,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from datetime import date
 
 import numpy as np
 
@@ -66,6 +76,7 @@ __all__ = [
     "NOT_REPORTED",
     "OneValue",
     "inconsistent_facts",
+    "is_date_shaped",
     "one_value",
     "fact_series",
     "parse_number",
@@ -106,6 +117,17 @@ ROUNDING_STEPS = 2
 # ... and that step is below 0.1% of the value: 251.6 GiB (0.04%) rounds,
 # a version such as 5.14 (0.2%) or 2.10 does not.
 ROUNDING_RELATIVE = 0.001
+
+# Close integers: values within 10 ppm of one another are one value however
+# many nodes hold each (a firmware reserving a few pages more: 4 kB of 256 GiB
+# is 0.015 ppm; MemTotal read in MB, one step of 1 MB of 100 GiB, is 10 ppm).
+# An integer below 100,000 is farther than that from its neighbour (1 of
+# 99,999 is 10.0001 ppm), so counts, MTUs, ports, speeds and build numbers
+# of five digits stay exact; larger integers that are identifiers are dates
+# (YYYYMMDD, kept exact by their shape), or identifiers that differ by more:
+# a driver packed as 535104 against 535129 is 47 ppm apart.  Decimals are
+# left to the rounding rule: 535.104 against 535.129 may be versions.
+CLOSE_RELATIVE = 1e-5
 
 # Facts that oddnode's inventory derives from another one (collect.py's
 # derive_facts: memory_total_gib from memory_total_kb, for expectations such
@@ -174,7 +196,7 @@ class OneValue:
     centre: the value shown for them all (one that a node holds);
     members: the texts merged; low, high: their smallest and largest;
     band: the numbers [low, high] that count as this value;
-    reason: "jitter" or "rounding".
+    reason: "jitter", "close" or "rounding".
     """
 
     centre: str
@@ -198,7 +220,7 @@ def _numeric(counts: dict[str, int]) -> list[tuple[float, str, int]]:
 
 def one_value(counts: dict[str, int]) -> OneValue | None:
     """The values of ``counts`` (text -> nodes holding it) that are one value
-    by jitter or rounding (see the module's docstring), or None when every
+    by jitter, closeness or rounding (see the module's docstring), or None when every
     distinct value stands for itself."""
     numeric = _numeric(counts)
     if len(numeric) < 2:
@@ -208,7 +230,43 @@ def one_value(counts: dict[str, int]) -> OneValue | None:
     top = int(np.argmax(weights))
     if 2 * weights[top] <= weights.sum() and len(numeric) >= MIN_JITTER_VALUES:
         return _jitter(numeric, numbers, weights)
-    return _rounding(numeric, numbers, top)
+    return _close(numeric) or _rounding(numeric, numbers, top)
+
+
+def is_date_shaped(text: str) -> bool:
+    """Whether an integer reads as a date YYYYMMDD (a year 1970 to 2099, a
+    real month and day): a firmware or BIOS build date, an identifier."""
+    text = text.strip()
+    if len(text) != 8 or not text.isdigit() or not "1970" <= text[:4] <= "2099":
+        return False
+    try:
+        date(int(text[:4]), int(text[4:6]), int(text[6:]))
+    except ValueError:
+        return False
+    return True
+
+
+def _close(numeric: list[tuple[float, str, int]]) -> OneValue | None:
+    """The integers within CLOSE_RELATIVE of each other that hold the most
+    nodes, when there are two or more of them (see the module's docstring)."""
+    sizes = sorted((number, text, count) for number, text, count in numeric
+                   if written_decimals(text) == 0 and "e" not in text.lower() and not is_date_shaped(text))
+    groups: list[list[tuple[float, str, int]]] = []
+    for item in sizes:  # from the lowest: a group spans at most the band of its highest value
+        if groups and item[0] - groups[-1][0][0] <= CLOSE_RELATIVE * abs(item[0]):
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    groups = [group for group in groups if len(group) > 1]
+    if not groups:
+        return None
+    group = max(groups, key=lambda members: sum(count for _, _, count in members))  # the first of a tie
+    centre = min(group, key=lambda item: (-item[2], item[0]))  # its most common value, the lower of a tie
+    # The band: every number that would join the group (within the band of
+    # its highest value, and its lowest within the band of it).
+    low, high = group[0][0], group[-1][0]
+    band = (high - CLOSE_RELATIVE * abs(high), low + CLOSE_RELATIVE * abs(low))
+    return OneValue(centre[1], frozenset(text for _, text, _ in group), group[0][1], group[-1][1], band, "close")
 
 
 def _median_and_sigma(numbers: np.ndarray, weights: np.ndarray) -> tuple[float, float]:
@@ -298,7 +356,7 @@ def _process_values(key: str, facts: dict[str, dict[str, str]], process_nodes: s
 @rule("inconsistent-fact")
 def inconsistent_facts(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
     """One finding per fact key whose value is not the same on every node:
-    numbers that jitter or are rounded count as one value (see the module's
+    numbers that jitter, close integers and rounded ones count as one value (see the module's
     docstring); process.* keys read an absent key as "not running" on nodes
     that reported their processes, and their process_seen.* keys say
     whether a node runs the command steadily or saw it briefly."""

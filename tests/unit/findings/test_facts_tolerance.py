@@ -1,7 +1,8 @@
 """The inconsistent-fact rule judges numbers by their own spread, whatever a
-site calls its keys or its nodes: natural jitter (MemTotal, CPU MHz) is one
-value at 8 to 10,000 nodes, a node with a quarter less memory is named
-alone, and counts, codes and versions that differ are still named."""
+site calls its keys or its nodes: natural jitter (MemTotal, CPU MHz) and
+integers a few ppm apart are one value at 8 to 10,000 nodes, a node with a
+quarter less memory is named alone, and counts, dates, codes and versions
+that differ are still named."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import numpy as np
 import pytest
 
 from oddnode.findings import find_all
-from oddnode.findings.facts import NOT_REPORTED, one_value, parse_number
+from oddnode.findings.expectations import check_expectations, parse_expectations, snapshot
+from oddnode.findings.facts import CLOSE_RELATIVE, NOT_REPORTED, is_date_shaped, one_value, parse_number
 from oddnode.core.model import Dataset, Severity
 
 # Keys a site's scripts may use for MemTotal in kB: none of them is ours.
@@ -145,6 +147,155 @@ def test_our_own_memory_facts_name_a_small_node_once():
     assert {(key, f.nodes) for key, f in found.items()} == {("memory_total_kb", "cn-0006")}
 
 
+# ---------------------------------------------------------------- close integers with a majority
+
+CLOSE_KEYS = ("MemTotal", "physmem_kb", "Mem Total (kB)")
+NODE_SIZES_GIB = (16, 32, 64, 128, 256, 512, 1024, 2048)
+CLOSE_CLUSTERS = {8: 60, 100: 60, 484: 40, 10_000: 6}
+
+
+def close_memory(rng: np.random.Generator, names: list[str], kinds: int) -> dict[str, str]:
+    """MemTotal in kB of identical nodes that take ``kinds`` values 4 kB apart
+    (a firmware reserving a page more on some): one value on 60 to 90% of the
+    nodes, or the nodes split about evenly."""
+    gib = int(rng.choice(NODE_SIZES_GIB))
+    base = 4 * int(gib * 2**18 * rng.uniform(0.95, 0.99))  # in 4 kB pages, less the kernel's share
+    if rng.random() < 0.5:
+        first = rng.uniform(0.6, 0.9)
+        shares = np.array([first, *[(1 - first) / (kinds - 1)] * (kinds - 1)])
+    else:
+        shares = np.full(kinds, 1 / kinds)
+    offsets = 4 * rng.permutation(kinds)  # 0, 4 or 8 kB above the lowest, in any order of majority
+    values = base + offsets[rng.choice(kinds, size=len(names), p=shares)]
+    return dict(zip(names, map(str, values.tolist())))
+
+
+def close_facts(rng: np.random.Generator, names: list[str], kinds: int) -> dict[str, dict[str, str]]:
+    facts = {key: close_memory(rng, names, kinds) for key in CLOSE_KEYS}
+    for key, value in (("cores", "64"), ("GPUs", "8"), ("firmware date", "20240312"), ("build", "19041")):
+        facts[key] = dict.fromkeys(names, value)
+    return facts
+
+
+@pytest.mark.parametrize("kinds", (2, 3))
+@pytest.mark.parametrize("n", SIZES)
+def test_close_memory_is_one_value_and_a_quarter_less_is_named_alone(n, kinds):
+    """Two or three MemTotal values a few kB apart, whichever holds the
+    majority, name nothing; a node with three quarters of the memory in one
+    key is named alone there, the close values shown as one."""
+    for seed in range(CLOSE_CLUSTERS[n]):
+        rng = np.random.default_rng([n, kinds, seed])
+        names = node_names(SCHEMES[seed % 3], n)
+        facts = close_facts(rng, names, kinds)
+        assert fact_findings(facts) == {}, seed
+        key, small = CLOSE_KEYS[seed % 3], names[int(rng.integers(n))]
+        facts[key][small] = str(int(facts[key][small]) * 3 // 4)
+        found = fact_findings(facts)
+        assert set(found) == {key}, seed
+        finding = found[key]
+        assert finding.nodes == small and finding.evidence["minority"] == {facts[key][small]: small}
+        others = sorted({int(v) for node, v in facts[key].items() if node != small})
+        if len(others) > 1:  # three values and the small node's, none a majority: four values, jitter
+            reason = finding.evidence["one_value"]["reason"]
+            assert reason == "close" or (kinds == 3 and reason == "jitter")
+            assert finding.evidence["one_value"]["range"] == [str(others[0]), str(others[-1])]
+            assert f"({others[0]} to {others[-1]}: one value, {reason})" in finding.message
+
+
+def test_the_reported_cluster_analyzed_whole_names_nothing_but_the_small_node():
+    """484 identical nodes, half reporting MemTotal 4 kB above the others,
+    through every rule: no inconsistent fact; a quarter less names that node."""
+    names = node_names("cn", 484)
+    memory = {node: str(263856012 + 4 * (i % 2)) for i, node in enumerate(names)}
+    facts = {"MemTotal": memory, "cores": dict.fromkeys(names, "128")}
+    assert [f for f in find_all(Dataset(facts=facts)) if f.kind == "inconsistent-fact"] == []
+    memory["cn-0123"] = str(263856012 * 3 // 4)
+    found = [f for f in find_all(Dataset(facts=facts)) if f.kind == "inconsistent-fact"]
+    assert [(f.subject, f.nodes) for f in found] == [("MemTotal", "cn-0123")]
+    assert found[0].evidence["majority"] == "263856016"  # the halves' more common value, shown for both
+    assert "(263856012 to 263856016: one value, close)" in found[0].message
+
+
+IDENTIFIERS = [
+    ("cores", "64", "128"),
+    ("GPUs", "8", "7"),
+    ("DIMMs", "16", "15"),
+    ("firmware date", "20240312", "20240313"),
+    ("BIOS build date", "20231231", "20240101"),
+    ("build", "19041", "19042"),
+    ("driver packed", "535104", "535129"),
+    ("kernel version code", "331264", "331520"),
+]
+
+
+@pytest.mark.parametrize("key, usual, odd", IDENTIFIERS)
+def test_identifiers_beside_close_memory_are_still_named(key, usual, odd):
+    """Counts, dates and versions written as integers are named when they
+    differ on one node, on a tenth or on 40% of the nodes."""
+    for n, share in ((8, 1), (100, 10), (484, 194), (10_000, 1)):
+        rng = np.random.default_rng([n, share])
+        names = node_names("gpu", n)
+        facts = close_facts(rng, names, 2)
+        odd_nodes = set(rng.choice(names, size=share, replace=False).tolist())
+        facts[key] = {node: odd if node in odd_nodes else usual for node in names}
+        found = fact_findings(facts)
+        assert set(found) == {key}, (n, share)
+        assert found[key].evidence["counts"] == {usual: n - share, odd: share}
+        assert "one_value" not in found[key].evidence
+
+
+def test_identifiers_split_evenly_are_named_without_a_majority():
+    names = node_names("rack", 100)
+    for key, usual, odd in IDENTIFIERS:
+        found = fact_findings({key: {node: (usual, odd)[i % 2] for i, node in enumerate(names)}})
+        assert found[key].evidence["majority"] is None and "one_value" not in found[key].evidence, key
+
+
+def test_one_value_of_close_integers():
+    merged = one_value({"263856012": 300, "263856016": 150, "263856020": 34, "197892009": 1})
+    assert merged.reason == "close" and merged.centre == "263856012"
+    assert merged.members == {"263856012", "263856016", "263856020"}
+    assert (merged.low, merged.high) == ("263856012", "263856020")
+    low, high = merged.band  # as wide as the band lets a value join them
+    assert low == pytest.approx(263856020 * (1 - CLOSE_RELATIVE))
+    assert high == pytest.approx(263856012 * (1 + CLOSE_RELATIVE))
+    # The minority close: the centre is still the most common of them.
+    assert one_value({"263856012": 10, "263856016": 400}).centre == "263856016"
+    # Two groups of close values: the one with more nodes.
+    two = one_value({"263856012": 100, "263856016": 100, "527712024": 150, "527712028": 10})
+    assert two.members == {"263856012", "263856016"}
+    # Beyond the band, counts and dates: exact.
+    assert one_value({"263856012": 300, "263859012": 184}) is None  # 3 MB: 11 ppm
+    assert one_value({"128": 300, "127": 184}) is None
+    assert one_value({"99999": 300, "99998": 184}) is None  # just beyond the band
+    assert one_value({"20240312": 300, "20240313": 184}) is None
+    assert one_value({"1977204.0": 300, "1977208.0": 184}) is None  # decimals: the rounding rule's
+    assert one_value({"2.63856012e8": 300, "2.63856016e8": 184}) is None
+
+
+def test_date_shape():
+    for text in ("20240312", "19991231", "20240229", "19700101", " 20991231 "):
+        assert is_date_shaped(text), text
+    for text in ("20230229", "20241301", "20240132", "19691231", "21000101", "263856012", "2024031", "2024-03-12",
+                 "33554432"):
+        assert not is_date_shaped(text), text
+
+
+def test_a_snapshot_of_close_memory_allows_the_band_not_one_value():
+    """A baseline written from two close MemTotal values must pass a node
+    with either, or a page more, and fail a node with a quarter less."""
+    names = node_names("cn", 10)
+    facts = {"MemTotal": {node: str(263856012 + 4 * (i % 2)) for i, node in enumerate(names)}}
+    text = snapshot(facts, names)
+    assert "# MemTotal: 263856012 to 263856016 on the nodes, one value (close)" in text
+    expected = parse_expectations(text)
+    assert check_expectations(expected, facts, names).failures == []
+    facts["MemTotal"]["cn-0003"] = "263856020"
+    facts["MemTotal"]["cn-0004"] = str(263856012 * 3 // 4)
+    failures = check_expectations(expected, facts, names).failures
+    assert [(f.subject, f.nodes) for f in failures] == [("MemTotal", "cn-0004")]
+
+
 # ---------------------------------------------------------------- what still differs
 
 
@@ -162,7 +313,11 @@ def test_our_own_memory_facts_name_a_small_node_once():
         ("kernel", "5.14", "5.15"),
         ("BIOS version", "1.10", "1.1"),
         ("numa nodes", "8", "4"),
-        ("mem_kb", "1977204", "1977208"),  # identical on all other nodes: 4 kB is a difference
+        ("mem_kb", "1977204", "1977404"),  # 200 kB of 2 GB (100 ppm): beyond the close band
+        ("BIOS date", "20240312", "20240313"),  # a day apart: 0.05 ppm, but a date
+        ("build", "19041", "19042"),  # 52 ppm
+        ("driver packed", "535104", "535129"),  # 47 ppm
+        ("gpus", "8", "7"),
     ],
 )
 def test_numbers_that_must_match_are_named_even_beside_jitter(key, majority, odd):
