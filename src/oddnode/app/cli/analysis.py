@@ -271,13 +271,24 @@ def common_command(
     console.print(common_table(common_nodes(failures)))
 
 
-def judge(paths: list[Path] | None, location: Path, groups, sensitivity):
-    """Import ``paths`` and save the topology first when given, analyze, and
-    record the findings; returns the analysis and, when the store could not
-    take the findings, why."""
-    from oddnode.judge.analysis import analyze
+def judge(paths: list[Path] | None, location: Path, groups, sensitivity, expect: Path | None = None):
+    """Import ``paths`` and save the topology first when given, analyze
+    (against the benchmark targets of ``expect`` too), and record the
+    findings; returns the analysis and, when the store could not take the
+    findings, why."""
+    from oddnode.findings.registry import sort_findings
+    from oddnode.findings.targets import check_targets, load_targets
+    from oddnode.judge.analysis import analyze as analyze_dataset
     from oddnode.store.stab import import_stab
     from oddnode.store import StoreError, open_store
+
+    targets = load_targets(expect) if expect is not None else []  # a bad file refused before the work
+
+    def analyze(dataset, sensitivity, require_data):
+        result = analyze_dataset(dataset, sensitivity, require_data=require_data)
+        if targets:
+            result.findings = sort_findings(result.findings + check_targets(targets, dataset.series))
+        return result
 
     if paths or groups:  # an import or a topology is written first
         with open_store(location) as store:
@@ -326,6 +337,8 @@ def analyze_command(
     truth: Annotated[Optional[Path], typer.Option(
         help="Compare with a synthetic dataset's truth.json; exit 1 on a mismatch.")] = None,
     topology: StoredTopologyOption = None,
+    expect: Annotated[Optional[Path], typer.Option(
+        "--expect", help="Expectations file whose benchmarks: targets every node must reach.")] = None,
     wide: WideOption = False,
 ) -> None:
     """Judge the results: statistics, findings with evidence and remedies, correlations.
@@ -351,7 +364,7 @@ def analyze_command(
         location = db or (Path(":memory:") if paths else DEFAULT_DB)
         if not paths and not location.exists():
             raise StoreError(f"no results store at {location}: import results first or give result directories")
-        result, not_recorded = judge(paths, location, read_topology(topology), sensitivity)
+        result, not_recorded = judge(paths, location, read_topology(topology), sensitivity, expect)
     out = err_console if json_out or junit == STDOUT else console
     if not_recorded:
         err_console.print(f"[yellow]{literal(not_recorded)}[/]", highlight=False)
