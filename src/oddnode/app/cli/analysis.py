@@ -286,7 +286,7 @@ def judge(paths: list[Path] | None, location: Path, groups, sensitivity, expect:
 
     def analyze(dataset, sensitivity, require_data):
         result = analyze_dataset(dataset, sensitivity, require_data=require_data)
-        if targets:
+        if targets and dataset.series:  # no results at all is the no-data finding's, not a bad file
             result.findings = sort_findings(result.findings + check_targets(targets, dataset.series))
         return result
 

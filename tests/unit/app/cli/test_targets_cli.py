@@ -93,3 +93,14 @@ def test_analyze_refuses_an_unknown_series_in_one_line(tmp_path):
     fine = write(tmp_path / "fine.yaml", "benchmarks:\n  spp.sort.lat.0: {max: 1 s}\n  c.ppc64: {min: 1 MB/s}\n")
     result = invoke("analyze", tmp_path / "cluster", "--expect", fine, "--json")
     assert not [f for f in json.loads(result.stdout)["findings"] if f["kind"].endswith("-target")]
+
+
+def test_an_empty_store_is_no_data_not_a_target_error(tmp_path):
+    from oddnode.store import open_store
+
+    db = tmp_path / "empty.duckdb"
+    with open_store(db):
+        pass
+    targets = write(tmp_path / "site.yaml", "benchmarks:\n  memory.triad:bandwidth: {min: 5}\n")
+    result = invoke("analyze", "--expect", targets, "--json", "--db", db)
+    assert result.exit_code == 1 and json.loads(result.stdout)["verdict"] == "no data"
