@@ -30,7 +30,7 @@ from oddnode.judge.analysis import Analysis, analyze
 from oddnode.measure import catalog
 from oddnode.findings import Sensitivity, sort_findings
 from oddnode.measure.collect.inventory import InventoryResult, collect
-from oddnode.findings.expectations import ExpectationReport, check_expectations, load_expectations
+from oddnode.findings.expectations import ExpectationError, ExpectationReport, check_expectations, load_expectations
 from oddnode.findings.targets import Target as BenchmarkTarget, check_targets, load_targets
 from oddnode.core.connection import Connection
 from oddnode.core.model import Dataset, Finding, LabelKind, Severity
@@ -154,7 +154,8 @@ class CheckResult:
     stopped_after: str | None = None  # the stage whose findings stopped the check
     not_run: tuple[str, ...] = ()  # the stages it did not reach
     # Targets of the expectations file whose stage ran yet stored no series
-    # of their name (a misspelt metric), one line each.
+    # of their name (a misspelt metric), or whose unit the series' cannot
+    # take (known only once measured), one line each.
     unmeasured_targets: list[str] = field(default_factory=list)
 
 
@@ -305,8 +306,12 @@ def run_check(
     if expectations is not None or targets:
         # A target of a series the check did not measure (a stage not run,
         # not planned) misses nothing: its names were checked beforehand.
-        missed = check_targets(targets, analysis.dataset.series, may_be_absent=lambda name: True)
-        unmeasured = _unmeasured_targets(targets, analysis.dataset, stages)
+        missed, unmeasured = [], _unmeasured_targets(targets, analysis.dataset, stages)
+        for target in targets:
+            try:
+                missed += check_targets([target], analysis.dataset.series, may_be_absent=lambda name: True)
+            except ExpectationError as err:  # a unit of another dimension shows only now: say so, keep the check
+                unmeasured.append(str(err))
         failures = expectations.failures if expectations is not None else []
         analysis.findings = sort_findings(analysis.findings + failures + missed)
     not_run = tuple(stage for stage in plan.stages if stage not in judged)

@@ -79,6 +79,14 @@ def test_a_misspelt_metric_of_a_stage_that_ran_is_noted(tmp_path, checked):
         result.output.split())
 
 
+def test_a_unit_the_measured_series_cannot_take_is_said_and_the_check_kept(tmp_path, checked):
+    wrong = write(tmp_path / "site.yaml", "benchmarks:\n  memory.triad:bandwidth: {min: 5 us}\n")
+    result = checked("--expect", wrong)
+    assert result.exit_code == 0, result.output
+    assert "site.yaml:2: benchmarks: memory.triad:bandwidth: min '5 us': us cannot be converted" in " ".join(
+        result.output.split())
+
+
 def test_analyze_refuses_an_unknown_series_in_one_line(tmp_path):
     from oddnode.app.synth import generate
 
