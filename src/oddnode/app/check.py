@@ -29,7 +29,8 @@ from oddnode.judge.analysis import Analysis, analyze
 from oddnode.measure import catalog
 from oddnode.findings import Sensitivity, sort_findings
 from oddnode.measure.collect.inventory import InventoryResult, collect
-from oddnode.findings.expectations import ExpectationReport, check_expectations, load_expectations
+from oddnode.findings.expectations import ExpectationError, ExpectationReport, check_expectations, load_expectations
+from oddnode.findings.targets import Target as BenchmarkTarget, check_targets, load_targets
 from oddnode.core.connection import Connection
 from oddnode.core.model import Dataset, Finding, LabelKind, Severity
 from oddnode.core.inputs import InputError, plain_path, read_text
@@ -155,6 +156,10 @@ class CheckResult:
     stages: list[StageResult]
     stopped_after: str | None = None  # the stage whose findings stopped the check
     not_run: tuple[str, ...] = ()  # the stages it did not reach
+    # Targets of the expectations file whose stage ran yet stored no series
+    # of their name (a misspelt metric), or whose unit the series' cannot
+    # take (known only once measured), one line each.
+    unmeasured_targets: list[str] = field(default_factory=list)
 
 
 class CheckObserver(StepObserver):
@@ -259,6 +264,7 @@ def run_check(
     on with (its steps already done are not run again)."""
     plan = plan or CheckPlan(stages=())
     observer = observer or CheckObserver()
+    targets = _targets(plan)
     if resume is None:
         with store.transaction():
             check_id = store.new_run(command, source=CHECK_SOURCE, nodes=target.nodes)
@@ -298,13 +304,53 @@ def run_check(
                 break
 
     analysis = _judge(store, target.nodes, judged, sensitivity, correlations=len(judged) > 2)
-    if expectations is not None:
-        analysis.findings = sort_findings(analysis.findings + expectations.failures)
+    unmeasured: list[str] = []
+    if expectations is not None or targets:
+        # A target of a series the check did not measure (a stage not run,
+        # not planned) misses nothing: its names were checked beforehand.
+        missed, unmeasured = [], _unmeasured_targets(targets, analysis.dataset, stages)
+        for target in targets:
+            try:
+                missed += check_targets([target], analysis.dataset.series, may_be_absent=lambda name: True)
+            except ExpectationError as err:  # a unit of another dimension shows only now: say so, keep the check
+                unmeasured.append(str(err))
+        failures = expectations.failures if expectations is not None else []
+        analysis.findings = sort_findings(analysis.findings + failures + missed)
     not_run = tuple(stage for stage in plan.stages if stage not in judged)
     with store.transaction():
         store.add_findings(store.new_run(command, source=FINDINGS_SOURCE), analysis.findings)
         store.set_check_status(check_id, "stopped" if not_run else "finished")
-    return CheckResult(check_id, analysis, expectations, inventory, stages, stopped_after, not_run)
+    return CheckResult(check_id, analysis, expectations, inventory, stages, stopped_after, not_run, unmeasured)
+
+
+def _targets(plan: CheckPlan) -> list[BenchmarkTarget]:
+    """The plan's expectations file's benchmark targets, each naming a series
+    a step writes: a name no step writes is refused before the nodes run."""
+    if plan.expectations is None:
+        return []
+    targets = load_targets(Path(plan.expectations))
+    for target in targets:
+        if catalog.series_stage(target.series.partition(":")[0]) is None:
+            raise target.error(f"no check step writes a series named {target.series!r} (the series as "
+                               "`oddnode stats` names them, such as memory.triad)")
+    return targets
+
+
+def _unmeasured_targets(targets: list[BenchmarkTarget], dataset: Dataset, stages: list[StageResult]) -> list[str]:
+    """A line for each target whose family's stage ran and stored series,
+    none of its name (a misspelt metric: memory.tirad), with those it stored."""
+    names = {one.name for one in dataset.series}
+    lines = []
+    for target in targets:
+        if target.series in names:
+            continue
+        for stage in stages:
+            stored = sorted(name for name in names if stage.owns(name.partition(":")[0]))
+            if stage.owns(target.series.partition(":")[0]) and stored:
+                lines.append(f"{target.error('no series of that name was measured').args[0]} "
+                             f"(the {stage.name} stage stored {', '.join(stored[:8])}"
+                             f"{' ...' if len(stored) > 8 else ''})")
+    return lines
 
 
 def _diagnostics(store: Store, target: Target, plan: CheckPlan,

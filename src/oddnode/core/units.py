@@ -63,3 +63,37 @@ def canonical_unit(unit: str) -> str:
 def usual_direction(unit: str) -> Direction:
     """Times improve downwards, rates and sizes upwards."""
     return _UNITS[canonical_unit(unit)][1]
+
+
+# canonical name -> (what it measures, its size in that dimension's base unit):
+# the conversions between units of one dimension.  A unit not listed here is
+# a dimension of its own, equal only to itself.
+_SCALES: dict[str, tuple[str, float]] = {
+    "kB/s": ("bandwidth", 1e3), "KiB/s": ("bandwidth", 2.0**10),
+    "MB/s": ("bandwidth", 1e6), "MiB/s": ("bandwidth", 2.0**20),
+    "GB/s": ("bandwidth", 1e9), "GiB/s": ("bandwidth", 2.0**30),
+    "Mbit/s": ("bandwidth", 1e6 / 8), "Gbit/s": ("bandwidth", 1e9 / 8),  # 8 bits a byte
+    "MFLOP/s": ("flops", 1e6), "GFLOP/s": ("flops", 1e9), "TFLOP/s": ("flops", 1e12),
+    "ns": ("time", 1e-9), "us": ("time", 1e-6), "ms": ("time", 1e-3), "s": ("time", 1.0),
+    "B": ("size", 1.0), "kB": ("size", 1e3), "KiB": ("size", 2.0**10), "MB": ("size", 1e6),
+    "MiB": ("size", 2.0**20), "GB": ("size", 1e9), "GiB": ("size", 2.0**30),
+}
+
+
+class UnitMismatchError(ValueError):
+    """Two units of different dimensions (a time where a bandwidth is meant)."""
+
+
+def convert(value: float, unit: str, to_unit: str) -> float:
+    """``value`` in ``unit`` expressed in ``to_unit`` (both known units of one
+    dimension); raises UnknownUnitError or UnitMismatchError otherwise."""
+    source, target = canonical_unit(unit), canonical_unit(to_unit)
+    if source == target:
+        return value
+    (dimension, scale), (to_dimension, to_scale) = (_SCALES.get(source, (source, 1.0)),
+                                                    _SCALES.get(target, (target, 1.0)))
+    if dimension != to_dimension:
+        raise UnitMismatchError(f"{source} cannot be converted to {target}, the series' unit")
+    # Rounded at 12 significant digits: 2.5 us is 2500 ns, not the
+    # 2499.9999999999995 that binary fractions of 1e-6 / 1e-9 make.
+    return float(f"{value * scale / to_scale:.12g}")

@@ -62,6 +62,7 @@ __all__ = [
 
 OPTIONS = ("min", "max", "equals", "match", "regex", "in", "tolerance")
 SCOPES_KEY = "nodes"  # the section of expectations scoped by node set
+TARGETS_KEY = "benchmarks"  # the benchmark targets' section (findings/targets.py), at the top and in a scope
 GLOB_CHARACTERS = frozenset("*?[")
 # Keys that differ on every node by nature (addresses, serial numbers, the
 # CPU time a command used while the probe sampled, sensor readings): a snapshot never expects
@@ -225,7 +226,25 @@ def load_expectations(path: str | Path) -> dict[str, Expectation]:
 
 
 def parse_expectations(text: str, source: str = "<expectations>") -> dict[str, Expectation]:
-    """Expectations from YAML text; ``source`` names it in errors."""
+    """Expectations from YAML text; ``source`` names it in errors.  The
+    benchmark targets (the ``benchmarks`` sections) are left to
+    :mod:`oddnode.findings.targets`."""
+    root, data = read_document(text, source)
+    if data is None:
+        return {}
+    lines = key_lines(root, source)
+    data.pop(TARGETS_KEY, None)
+    scopes = data.pop(SCOPES_KEY, None)
+    expectations = _section(data, lines, source)
+    if scopes is not None:
+        scope_node = next(value for key, value in root.value if key.value == SCOPES_KEY)
+        expectations.update(_scoped_sections(scopes, scope_node, source, lines[SCOPES_KEY]))
+    return expectations
+
+
+def read_document(text: str, source: str) -> tuple[yaml.MappingNode | None, dict | None]:
+    """An expectations file's YAML: its root node (for the keys' lines) and
+    its mapping, None for an empty file; anything but a mapping is refused."""
     loader = _Loader(text)
     try:
         root = loader.get_single_node()
@@ -242,19 +261,13 @@ def parse_expectations(text: str, source: str = "<expectations>") -> dict[str, E
     finally:
         loader.dispose()
     if data is None:
-        return {}
+        return None, None
     if not isinstance(root, yaml.MappingNode) or not isinstance(data, dict):
         raise ExpectationError(source, "expected a mapping of fact keys to expectations", line=root.start_mark.line + 1)
-    lines = _key_lines(root, source)
-    scopes = data.pop(SCOPES_KEY, None)
-    expectations = _section(data, lines, source)
-    if scopes is not None:
-        scope_node = next(value for key, value in root.value if key.value == SCOPES_KEY)
-        expectations.update(_scoped_sections(scopes, scope_node, source, lines[SCOPES_KEY]))
-    return expectations
+    return root, data
 
 
-def _key_lines(node: yaml.MappingNode, source: str) -> dict[str, int]:
+def key_lines(node: yaml.MappingNode, source: str) -> dict[str, int]:
     """Each key's line; a key given twice is an error."""
     lines: dict[str, int] = {}
     for key_node, _ in node.value:
@@ -280,7 +293,7 @@ def _scoped_sections(scopes: Any, node: yaml.Node, source: str, line: int) -> di
     """The ``nodes`` sections, in the file's order, each expectation labelled with its node set."""
     if not isinstance(scopes, dict) or not isinstance(node, yaml.MappingNode):
         raise ExpectationError(source, "expected a mapping of node sets to expectations", key=SCOPES_KEY, line=line)
-    scope_lines = _key_lines(node, source)
+    scope_lines = key_lines(node, source)
     expectations: dict[str, Expectation] = {}
     for order, ((nodeset, section), (_, section_node)) in enumerate(zip(scopes.items(), node.value), start=1):
         where = scope_lines.get(str(nodeset))
@@ -293,7 +306,8 @@ def _scoped_sections(scopes: Any, node: yaml.Node, source: str, line: int) -> di
         if not isinstance(section, dict) or not isinstance(section_node, yaml.MappingNode):
             raise ExpectationError(source, "expected a mapping of fact keys to expectations", key=str(nodeset),
                                    line=where)
-        for key, expectation in _section(section, _key_lines(section_node, source), source).items():
+        section = {key: value for key, value in section.items() if key != TARGETS_KEY}
+        for key, expectation in _section(section, key_lines(section_node, source), source).items():
             scoped = dataclasses.replace(expectation, scope=str(nodeset), scope_nodes=members, scope_order=order)
             expectations[scoped.label] = scoped
     return expectations

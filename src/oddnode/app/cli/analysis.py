@@ -389,13 +389,25 @@ def analysis_command(nodes: str | list[str] | None, exclude: str | list[str] | N
 
 
 def judge(paths: list[Path] | None, location: Path, groups, sensitivity, nodes: str | None = None,
-          exclude: str | None = None, run: int | None = None, since: datetime | None = None):
+          exclude: str | None = None, run: int | None = None, since: datetime | None = None,
+          expect: Path | None = None):
     """Import ``paths`` and save the topology first when given, analyze
-    (the part about ``-w`` minus ``-x``), and record the findings; returns
-    the analysis and, when the store could not take the findings, why."""
-    from oddnode.judge.analysis import analyze
+    (the part about ``-w`` minus ``-x``, against the benchmark targets of
+    ``expect`` too), and record the findings; returns the analysis and,
+    when the store could not take the findings, why."""
+    from oddnode.findings.registry import sort_findings
+    from oddnode.findings.targets import check_targets, load_targets
+    from oddnode.judge.analysis import analyze as analyze_dataset
     from oddnode.store.stab import import_stab
     from oddnode.store import StoreError, open_store
+
+    targets = load_targets(expect) if expect is not None else []  # a bad file refused before the work
+
+    def analyze(dataset, sensitivity, require_data):
+        result = analyze_dataset(dataset, sensitivity, require_data=require_data)
+        if targets and dataset.series:  # no results at all is the no-data finding's, not a bad file
+            result.findings = sort_findings(result.findings + check_targets(targets, dataset.series))
+        return result
 
     if paths or groups:  # an import or a topology is written first
         with open_store(location) as store:
@@ -446,6 +458,8 @@ def analyze_command(
     truth: Annotated[Optional[Path], typer.Option(
         help="Compare with a synthetic dataset's truth.json; exit 1 on a mismatch.")] = None,
     topology: StoredTopologyOption = None,
+    expect: Annotated[Optional[Path], typer.Option(
+        "--expect", help="Expectations file whose benchmarks: targets every node must reach.")] = None,
     wide: WideOption = False,
     nodes: JudgedNodesOption = None,
     exclude: JudgedExcludeOption = None,
@@ -476,7 +490,7 @@ def analyze_command(
         if not paths and not location.exists():
             raise StoreError(f"no results store at {location}: import results first or give result directories")
         result, not_recorded = judge(paths, location, read_topology(topology), sensitivity, nodes, exclude, run,
-                                     since)
+                                     since, expect)
     out = err_console if json_out or junit == STDOUT else console
     if not_recorded:
         err_console.print(f"[yellow]{literal(not_recorded)}[/]", highlight=False)

@@ -169,6 +169,8 @@ def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide
         if result.expectations is not None:
             inform(expectation_table(result.expectations))
         print_analysis(console, result.analysis, wide, brief=quiet())
+    for line in result.unmeasured_targets:
+        err_console.print(f"[yellow]{literal(line)}[/]", highlight=False)
     if result.stopped_after:
         out.print(summaries.stopped_line(result.stopped_after, result.not_run, db))
     unwritten = None
@@ -202,7 +204,8 @@ def check_command(
         callback=positive_seconds,
         help=f"Seconds the inventory probe may take on a node (default {CheckPlan.probe_timeout:g}).")] = None,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
-    expect: Annotated[Optional[Path], typer.Option("--expect", help="Expectations file (YAML).")] = None,
+    expect: Annotated[Optional[Path], typer.Option(
+        "--expect", help="Expectations file (YAML): the facts, and the benchmarks: targets every node must reach.")] = None,
     plan_file: Annotated[Optional[Path], typer.Option(
         "--plan", help="Plan file (YAML): stages, repetitions, skip, add, steps: {STEP: {OPTION: VALUE}}; "
                        "flags and --set override it. --show-plan writes one.")] = None,

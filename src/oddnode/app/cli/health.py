@@ -247,6 +247,10 @@ def baseline_command(
     tolerance: Annotated[float, typer.Option(
         help="The drop below the cluster's median triad bandwidth a node may show before `oddnode health` "
              "calls it a problem (a fraction; never less than 5 robust sigmas of the cluster's spread).")] = 0.20,
+    targets: Annotated[Optional[Path], typer.Option(
+        "--targets", metavar="FILE",
+        help="Also write an expectations file of benchmark targets from the check's results (its benchmarks: "
+             "section) for `analyze --expect` and `check --expect`.")] = None,
 ) -> None:
     """Write the health baseline from the last full check in the store.
 
@@ -254,7 +258,7 @@ def baseline_command(
     and go with jobs), the memory kernel's array size and threads, and the
     least triad bandwidth a healthy node shows, as YAML for `oddnode health
     --baseline FILE`."""
-    from oddnode.app.health.baseline import BaselineError, baseline_from_store
+    from oddnode.app.health.baseline import BaselineError, baseline_from_store, baseline_targets
     from oddnode.core.atomic import write_atomically
 
     if not 0 < tolerance < 1:
@@ -264,6 +268,11 @@ def baseline_command(
             baseline, text = baseline_from_store(store, str(db), tolerance)
         except BaselineError as err:
             raise fail(str(err)) from None
+        targets_written = baseline_targets(store) if targets is not None else None
+    if targets is not None and targets_written is not None:
+        with user_errors():
+            write_atomically(targets, targets_written.encode())
+        inform(f"benchmark targets written to {literal(targets)}", highlight=False)
     if str(output_file) == "-":
         typer.echo(text, nl=False)
         return

@@ -37,7 +37,7 @@ import yaml
 from oddnode.core.inputs import InputError, parse_yaml, plain_path, quote, read_text
 from oddnode.findings.expectations import Expectation, ExpectationError, parse_expectations, snapshot
 from oddnode.core.model import LabelKind
-from oddnode.core.nodes import expand, fold, validate_node_name
+from oddnode.core.nodes import NodeNameError, expand, fold, label_members, validate_node_name
 
 MEMORY_SERIES = "memory.triad"
 # The drop below the cluster's median a healthy node never shows in a
@@ -138,6 +138,32 @@ def baseline_from_store(store, path_label: str, tolerance: float = DEFAULT_TOLER
     baseline = Baseline(expect=parse_expectations(expect_text, source=path_label), memory=memory, source=source,
                         expect_text=expect_text)
     return baseline, baseline_text(baseline)
+
+
+def baseline_targets(store) -> str:
+    """The benchmark targets (an expectations file's ``benchmarks`` section)
+    of the newest check's results, restricted to its nodes."""
+    from oddnode.findings.targets import targets_text
+
+    latest = store.latest_check()
+    if latest is None:
+        raise BaselineError("the store holds no check: run `oddnode check` first")
+    nodes = set(expand_target_nodes(latest[2]))
+
+    def checked(label: str, series) -> bool:
+        try:
+            return not nodes or set(label_members(label, series.label_kind)) <= nodes
+        except NodeNameError:
+            return False
+
+    series = []
+    for one in store.load_series():
+        kept = np.array([checked(str(label), one) for label in one.labels], dtype=bool)
+        if kept.any():
+            series.append(dataclasses.replace(one, labels=one.labels[kept], values=one.values[kept],
+                                              repetitions=one.repetitions[kept],
+                                              spread=one.spread[kept] if one.spread is not None else None))
+    return targets_text(series)
 
 
 def health_expectations(facts: dict[str, dict[str, str]], nodes: list[str]) -> str:
