@@ -7,7 +7,7 @@ pairs told apart by their retest (a bad link or contention)."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy import stats
@@ -412,14 +412,41 @@ def weak_group(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
     return [_weak_group_finding(weak) for weak in find_weak_groups(dataset, sensitivity)]
 
 
+def with_matrix_retests(series: Series, dataset: Dataset) -> Series:
+    """A matrix series with each retested pair at the best of its matrix
+    value and its retests; any other series as it is.
+
+    A matrix measures each pair once, in one round: a node held up for a few
+    rounds (a burst of OS work) is in as many slow pairs as a weak card.  The
+    matrix retests its slow pairs at once; a pair that is fine again was
+    neither node's fault, as a pattern pair's best of three is not.  A weak
+    card, cable or port stays slow in its retests.
+    """
+    if series.benchmark != MATRIX_BENCHMARK:
+        return series
+    retest = _series_of(dataset, MATRIX_RETEST_BENCHMARK, series.metric)
+    if retest is None:
+        return series
+    retested = dict(zip(retest.labels.tolist(), zip(retest.values.tolist(), retest.repetitions.tolist())))
+    best = max if series.higher_is_better else min
+    values, repetitions = series.values.copy(), series.repetitions.copy()
+    for index, label in enumerate(series.labels.tolist()):
+        if label in retested and np.isfinite(retested[label][0]):
+            value, count = retested[label]
+            values[index] = best(values[index], value) if np.isfinite(values[index]) else value
+            repetitions[index] += count
+    return replace(series, values=values, repetitions=repetitions)
+
+
 def low_pairs(dataset: Dataset, sensitivity: Sensitivity) -> tuple[dict[str, list[LowPair]], Counter[str]]:
-    """Every poor pair of every pair series, listed under both of its nodes;
-    and per node how many pairs it is in over the series where it has poor ones."""
+    """Every poor pair of every pair series (a matrix pair at its best
+    retest), listed under both of its nodes; and per node how many pairs it
+    is in over the series where it has poor ones."""
     by_node: dict[str, list[LowPair]] = defaultdict(list)
     pairs_of: Counter[str] = Counter()
     known: set[str] | None = None
     computed_known = False
-    for series in pair_series(dataset):
+    for series in (with_matrix_retests(s, dataset) for s in pair_series(dataset)):
         bad = analyse(series, sensitivity).bad_labels()
         if len(bad) == 0:
             continue

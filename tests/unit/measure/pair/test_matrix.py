@@ -23,6 +23,7 @@ from oddnode.findings.pairs import (
 from oddnode.measure.pair.matrix import halving_levels, retest_rounds, run_matrix
 from oddnode.measure.pair.pairs import PingPongOptions
 from oddnode.readings.patterns import is_disjoint
+from oddnode.store import open_store
 from oddnode.reach.base import Target
 from support.clusters.pairs import NODES, OPTIONS
 from support.clusters.matrix import MatrixCluster
@@ -81,6 +82,23 @@ def test_a_weak_node_makes_every_link_of_it_bad_and_is_named(store):
     (slow,) = [f for f in findings if f.kind == "slow-link"]
     assert "all of them through node04" in slow.message and slow.nodes == "node04"
     assert [f.nodes for f in findings if f.kind == "weak-pair-member"] == ["node04"]
+
+
+def test_a_node_held_up_in_the_matrix_and_fine_in_its_retests_is_not_named(store, tmp_path):
+    # node04 five times slower in every round of the matrix (14 rounds) on
+    # every message size, latency included, then fine: its pairs retested
+    # are back above the limit, so no card, cable or port of it is to blame.
+    cluster = MatrixCluster(held_up={"node04": 14})
+    summary = run_matrix(store, Target(NODES, cluster), options=OPTIONS)
+    assert sorted(summary.with_verdict(CONTENTION)) == sorted(
+        label for other in NODES if other != "node04" for label in (f"node04-{other}", f"{other}-node04"))
+    findings = analyze(store.load_dataset()).findings
+    assert [f for f in findings if f.severity.value != "info"] == []
+    # Without its retests the same matrix names node04, in latency too.
+    with open_store(tmp_path / "unretested.duckdb") as unretested:
+        run_matrix(unretested, Target(NODES, MatrixCluster(held_up={"node04": 14})), options=OPTIONS, retest=False)
+        (weak,) = [f for f in analyze(unretested.load_dataset()).findings if f.kind == "weak-pair-member"]
+    assert weak.nodes == "node04" and any("latency.0" in series for series in weak.evidence["series"])
 
 
 def test_without_retest_the_slow_pairs_are_said_untested(store):
