@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import typer
+
 
 # The repository's root, and the genuine tool outputs the tests read.
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -39,3 +41,22 @@ def invoke(*args):
     result = CliRunner().invoke(app, [str(a) for a in args])
     result.text = " ".join(result.output.split())
     return result
+
+
+def cli_commands() -> list[tuple[str, ...]]:
+    """Every command and sub-command path the command line has, but the
+    ``import TOOL`` commands, which are one per parser."""
+    found: list[tuple[str, ...]] = []
+
+    def walk(command, path: tuple[str, ...]) -> None:
+        for name, child in getattr(command, "commands", {}).items():
+            if child.hidden or (path == ("import",) and name in parsers()):
+                continue
+            found.append((*path, name))
+            walk(child, (*path, name))
+
+    from oddnode.main import app
+    from oddnode.parsers import parsers
+
+    walk(typer.main.get_command(app), ())
+    return found

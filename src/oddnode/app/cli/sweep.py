@@ -80,14 +80,14 @@ def _print_list(db: Path, json_out: bool) -> None:
 
 def sweep_command(
     step: Annotated[Optional[str], typer.Argument(
-        help="The step to sweep: pairs, memory, sets, … (oddnode check --show-plan lists them); with --command, "
+        help="The step to sweep: pairs, memory, sets, ... (oddnode check --show-plan lists them); with --command, "
              "sets (the default) or scale.")] = None,
     env: Annotated[Optional[list[str]], typer.Option(
-        "--env", help="NAME=V1,V2,…: an environment variable's values, given to every process of the benchmark "
+        "--env", help="NAME=V1,V2,...: an environment variable's values, given to every process of the benchmark "
                       "(MPI ranks too); repeatable. Separate the values with | instead when one holds a comma.")]
     = None,
     settings: Annotated[Optional[list[str]], typer.Option(
-        "--set", help="STEP.OPTION=V1|V2|…: a step option's values, separated by | (a list value keeps its "
+        "--set", help="STEP.OPTION=V1|V2|...: a step option's values, separated by | (a list value keeps its "
                       "commas: pairs.sizes=0,1024|0,65536); one value fixes the option; repeatable.")] = None,
     default: Annotated[Optional[list[str]], typer.Option(
         "--default", help="NAME=VALUE: the default of a parameter, against which the others are tested "

@@ -66,7 +66,7 @@ def sync_command(
     connection: Connection = FROM_OPTIONS,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Bulk-synchronous iterations on 2, 4, …, N nodes: the node the others wait for, the slowdown with the ranks.
+    """Bulk-synchronous iterations on 2, 4, ..., N nodes: the node the others wait for, the slowdown with the ranks.
 
     Every iteration each rank computes the same work quantum, then an
     allreduce or a barrier; each rank times its compute and its wait.  Each

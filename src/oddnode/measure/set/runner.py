@@ -250,7 +250,7 @@ class SetBenchmarkOptions:
                                             "set's first node: {hosts} (members, comma-separated), {ranks}, {first}, "
                                             "{hostfile} (a hostfile of the members); e.g. 'mpirun -np {ranks} --host "
                                             "{hosts} bt.B.x'. Needs --parser")
-    parser: str | None = option(None, help="With --command: the parser of its output (npb, hpcc, imb, osu, …; see "
+    parser: str | None = option(None, help="With --command: the parser of its output (npb, hpcc, imb, osu, ...; see "
                                            "oddnode import)")
     name: str | None = None  # what a command's failed runs are stored under (default: the parser's name)
     command_timeout: float = option(DEFAULT_COMMAND_TIMEOUT, help="With --command: seconds one run may take",
@@ -328,7 +328,7 @@ class ScaleOptions(SetBenchmarkOptions):
     """The node counts of the curve (None: 2, 4, 8, … and all the nodes)."""
 
     counts: tuple[int, ...] | None = option(None, help="Node counts, comma-separated", check="counts",
-                                            shown_default="2, 4, 8, … and all the nodes")
+                                            shown_default="2, 4, 8, ... and all the nodes")
 
 
 def check_set_size_for(nodes: int, size: int) -> tuple[int, str | None]:
@@ -406,7 +406,7 @@ class ScaleStep(Step):
     series = (SCALE,)
     default = False
     min_nodes = 3  # two counts at least
-    summary = "SCAB's scaling curve: one set per node count 2, 4, 8, …, N, sorted and shuffled"
+    summary = "SCAB's scaling curve: one set per node count 2, 4, 8, ..., N, sorted and shuffled"
 
     def check(self, options: ScaleOptions) -> None:
         options.check_job()

@@ -68,7 +68,7 @@ class SyncOptions:
     iterations: int = option(mpi_sync.DEFAULT_ITERATIONS, help="Timed iterations of every set run")
     counts: tuple[int, ...] | None = option(None, help="Node counts, comma-separated", flag="sizes",
                                             aliases=("counts",), check="counts",
-                                            shown_default="2, 4, 8, … and all the nodes")
+                                            shown_default="2, 4, 8, ... and all the nodes")
     orderings: tuple[str, ...] = (SHUFFLED,)
     seed: int = 0
     kernel: str = option("auto", help="auto (MPI where every node has mpicc and mpirun, else TCP), mpi or tcp")

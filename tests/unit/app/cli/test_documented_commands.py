@@ -5,33 +5,15 @@ the other way round: every command and sub-command, every tool that
 import re
 
 import pytest
-import typer
 
-from oddnode.main import app
 from oddnode.parsers import parsers
-from support.cli import REPOSITORY
+from support.cli import REPOSITORY, cli_commands
 
 DOCS = REPOSITORY / "docs"
 README = REPOSITORY / "README.md"
 COMMANDS = (DOCS / "commands.md").read_text(encoding="utf-8")
 # A command's name, or one of a README cell's alternatives (`testbed up\|down`).
 _WORD = re.compile(r"^[a-z][a-z0-9-]*(\\\|[a-z][a-z0-9-]*)*$")
-
-
-def cli_commands() -> list[tuple[str, ...]]:
-    """Every command and sub-command path the command line has, but the
-    ``import TOOL`` commands, which are one per parser."""
-    found: list[tuple[str, ...]] = []
-
-    def walk(command, path: tuple[str, ...]) -> None:
-        for name, child in getattr(command, "commands", {}).items():
-            if child.hidden or (path == ("import",) and name in parsers()):
-                continue
-            found.append((*path, name))
-            walk(child, (*path, name))
-
-    walk(typer.main.get_command(app), ())
-    return found
 
 
 def section(command: str) -> str:
