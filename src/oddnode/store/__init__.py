@@ -57,6 +57,8 @@ DEFAULT_PATH = "oddnode.duckdb"
 # holds the store only while it writes releases it within a transaction.
 LOCK_WAIT = 30.0
 LOCK_POLL = 0.1  # seconds between tries
+# How DuckDB names the process holding a store file's lock, in its error.
+LOCK_HOLDER = re.compile(r"held in (?P<program>.+?) \(PID (?P<pid>\d+)\)")
 FINDINGS_SOURCE = "findings"  # runs.source of an analysis run, even one that found nothing
 CHECK_SOURCE = "check"  # runs.source of a staged check's own run
 SWEEP_SOURCE = "sweep"  # runs.source of a parameter sweep's own run
@@ -393,12 +395,13 @@ class Store:
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path: str, *, read_only: bool = False,
-                 hold: bool = True, lock_wait: float = LOCK_WAIT):
+                 hold: bool = True, lock_wait: float = LOCK_WAIT, on_wait: Callable[[str], None] | None = None):
         self._con: duckdb.DuckDBPyConnection | None = con
         self.path = path
         self.read_only = read_only
         self.hold = hold
         self.lock_wait = lock_wait
+        self.on_wait = on_wait
         self._transactions = 0
         self._names_checked = False
         # Runs the loads leave out for an earlier or a recent view (as_of).
@@ -407,7 +410,7 @@ class Store:
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            self._con = _connection(self.path, self.read_only, self.lock_wait)
+            self._con = _connection(self.path, self.read_only, self.lock_wait, self.on_wait)
         return self._con
 
     # -- lifecycle -------------------------------------------------------
@@ -1267,10 +1270,11 @@ class Store:
 
 
 def open_store(path: str | os.PathLike[str] = DEFAULT_PATH, *, read_only: bool = False, hold: bool = True,
-               lock_wait: float = LOCK_WAIT) -> Store:
+               lock_wait: float = LOCK_WAIT, on_wait: Callable[[str], None] | None = None) -> Store:
     """Open (or create) a store, upgrading an older schema in place first.
     ``hold=False``: keep the file locked only while writing (see Store);
-    ``lock_wait``: seconds to wait for another process's lock.
+    ``lock_wait``: seconds to wait for another process's lock; ``on_wait``
+    is told, in a sentence naming that process, each time a wait begins.
 
     A path that is not a DuckDB file, or one that was cut short, is a
     StoreError naming it before DuckDB reads it; a store that cannot be
@@ -1280,7 +1284,7 @@ def open_store(path: str | os.PathLike[str] = DEFAULT_PATH, *, read_only: bool =
         raise StoreError(f"no results store at {path}: import results first (oddnode import ...)")
     if path != ":memory:":
         check_store_file(path)
-    store = _connect(path, read_only, lock_wait)
+    store = _connect(path, read_only, lock_wait, on_wait)
     try:
         _check_blocks(store)
         version = _schema_version(store)
@@ -1299,8 +1303,8 @@ def open_store(path: str | os.PathLike[str] = DEFAULT_PATH, *, read_only: bool =
         if version < SCHEMA_VERSION:
             if read_only:  # upgrade through a writable connection, then read
                 store.close()
-                _upgrade(_connect(path, False, lock_wait), version).close()
-                store = _connect(path, True, lock_wait)
+                _upgrade(_connect(path, False, lock_wait, on_wait), version).close()
+                store = _connect(path, True, lock_wait, on_wait)
             else:
                 _upgrade(store, version)
     except duckdb.Error as err:
@@ -1379,14 +1383,27 @@ def _damaged(path: str, err: duckdb.Error) -> StoreError:
     return StoreUnavailable(f"cannot open results store {path}: {quote(first)}")
 
 
-def _connect(path: str, read_only: bool, lock_wait: float) -> Store:
-    return Store(_connection(path, read_only, lock_wait), path, read_only=read_only, lock_wait=lock_wait)
+def _connect(path: str, read_only: bool, lock_wait: float, on_wait: Callable[[str], None] | None) -> Store:
+    return Store(_connection(path, read_only, lock_wait, on_wait), path, read_only=read_only, lock_wait=lock_wait,
+                 on_wait=on_wait)
 
 
-def _connection(path: str, read_only: bool, lock_wait: float) -> duckdb.DuckDBPyConnection:
+def lock_holder(error: str) -> str:
+    """The process a DuckDB lock error names ("python3.11, PID 1234"), or
+    "another process" when it names none."""
+    held = LOCK_HOLDER.search(error)
+    if held is None:
+        return "another process"
+    return f"{os.path.basename(held['program'])}, PID {held['pid']}"
+
+
+def _connection(path: str, read_only: bool, lock_wait: float,
+                on_wait: Callable[[str], None] | None = None) -> duckdb.DuckDBPyConnection:
     """A connection to the store file, waiting up to ``lock_wait`` seconds
-    while another process holds its lock; never loading an extension."""
+    while another process holds its lock (``on_wait`` told once, as the wait
+    begins); never loading an extension."""
     deadline = time.monotonic() + lock_wait
+    told = False
     while True:
         try:
             return duckdb.connect(path, read_only=read_only, config=DUCKDB_CONFIG)
@@ -1395,6 +1412,10 @@ def _connection(path: str, read_only: bool, lock_wait: float) -> duckdb.DuckDBPy
             locked = re.search(r"\block\b", text) is not None  # a lock, not a "block" that is corrupt
             if not locked:
                 raise _damaged(path, err) from None
+            if not told and on_wait is not None and lock_wait > 0:
+                on_wait(f"results store {path} is in use by {lock_holder(str(err))}: waiting up to "
+                        f"{lock_wait:g} s for it")
+                told = True
             if time.monotonic() >= deadline:
                 raise StoreUnavailable(f"cannot open results store {path}: another process has it open ({err}); "
                                        "a check lets others in between its writes, other commands hold it until "

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from oddnode.store import StoreError, open_store
+from oddnode.store import StoreError, lock_holder, open_store
 
 READ = ("import sys; from oddnode.store import open_store; "
         "store = open_store(sys.argv[1], read_only=True, lock_wait=float(sys.argv[2])); "
@@ -71,3 +71,29 @@ def test_a_store_in_memory_is_always_held():
         with store.transaction():
             store.new_run("oddnode analyze")
         assert store.con.execute("SELECT count(*) FROM runs").fetchall()[0][0] == 1
+
+
+def test_a_wait_for_the_lock_is_said_at_once_naming_the_process_that_holds_it(tmp_path):
+    path = tmp_path / "busy.duckdb"
+    with open_store(path) as store:
+        with store.transaction():
+            store.new_run("oddnode import stab")
+    holder = subprocess.Popen([sys.executable, "-c", READ, str(path), "5", "1.5"], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "1"  # the holder has the file now
+    told = []
+    with open_store(path, lock_wait=10, on_wait=told.append) as store:
+        assert store.con.execute("SELECT count(*) FROM runs").fetchall()[0][0] == 1
+    holder.wait()
+    (message,) = told
+    assert f"{path} is in use by python" in message and f"PID {holder.pid}" in message, message
+    assert "waiting up to 10 s" in message
+    # Free, the store is opened without a word.
+    with open_store(path, on_wait=told.append):
+        assert len(told) == 1
+
+
+def test_lock_holder_reads_duckdbs_error_or_says_another_process():
+    error = ('IO Error: Could not set lock on file "/data/x.duckdb": Conflicting lock is held in '
+             '/usr/bin/python3.11 (PID 16722). See also https://duckdb.org/docs/current/connect/concurrency')
+    assert lock_holder(error) == "python3.11, PID 16722"
+    assert lock_holder("IO Error: Could not set lock on file: Resource temporarily unavailable") == "another process"

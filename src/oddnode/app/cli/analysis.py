@@ -30,6 +30,7 @@ from oddnode.app.cli.common import (
     print_json,
     open_db,
     quiet,
+    say_waiting,
     read_topology,
     save_topology,
     user_errors,
@@ -410,7 +411,7 @@ def judge(paths: list[Path] | None, location: Path, groups, sensitivity, nodes: 
         return result
 
     if paths or groups:  # an import or a topology is written first
-        with open_store(location) as store:
+        with open_store(location, on_wait=say_waiting) as store:
             if paths:
                 import_stab(store, paths, command="oddnode analyze")
             save_topology(store, groups)
@@ -420,11 +421,11 @@ def judge(paths: list[Path] | None, location: Path, groups, sensitivity, nodes: 
         return result, None
     # Read-only while judging: a store one may read but not write is
     # judged all the same, and only the findings' record is lost.
-    with open_store(location, read_only=True) as store:
+    with open_store(location, read_only=True, on_wait=say_waiting) as store:
         result = analyze(judged_part(load_as_of(store, run, since), nodes, exclude), sensitivity,
                          require_data=True)
     try:
-        with open_store(location) as store:
+        with open_store(location, on_wait=say_waiting) as store:
             store.record_findings(analysis_command(nodes, exclude, run, since), result.findings)
     except StoreError as err:
         return result, f"findings not recorded in the store: {err}"

@@ -325,12 +325,20 @@ def command_line() -> str:
     return " ".join(["oddnode", *sys.argv[1:]])
 
 
+def say_waiting(message: str) -> None:
+    """Say on stderr, as it begins, that the command waits for the store's
+    lock and which process holds it (not with -q)."""
+    if not quiet():
+        err_console.print(f"waiting: {message}", markup=False, highlight=False)
+
+
 def open_db(db: Path, read_only: bool = True, hold: bool = True):
     """The results store; ``hold=False`` (the commands that run on nodes
-    for minutes) locks it only while writing, so others can read it."""
+    for minutes) locks it only while writing, so others can read it.  A
+    wait for another process's lock is said at once."""
     from oddnode.store import open_store
 
-    return open_store(db, read_only=read_only, hold=hold)
+    return open_store(db, read_only=read_only, hold=hold, on_wait=say_waiting)
 
 
 # -- the nodes ---------------------------------------------------------------
