@@ -32,6 +32,7 @@ from oddnode.app.cli.common import (
     console,
     detail,
     err_console,
+    heartbeat,
     fail,
     inform,
     open_db,
@@ -68,7 +69,8 @@ from oddnode.reach.base import interrupt_status
 
 class _CheckProgress:
     """A progress bar per benchmark, one line per judged stage (neither with
-    -q; with -v, each benchmark run of the stage too)."""
+    -q; with -v, each benchmark run of the stage too); where stderr is no
+    terminal, a progress line on it every 30 s."""
 
     def __init__(self, out: Console):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -82,22 +84,28 @@ class _CheckProgress:
 
     def __enter__(self):
         self.progress.start()
+        self._heartbeat = heartbeat()
+        self.beat = self._heartbeat.__enter__()
         return self
 
     def __exit__(self, *exc):
+        self._heartbeat.__exit__(*exc)
         self.progress.stop()
 
     def stage_started(self, stage: str) -> None:
         self.under_way = f"the {stage} stage"
+        self.beat.update(f"the {stage} stage")
         if stage == "diagnostics":
             inform("[bold]diagnostics[/]: inventory of every node", out=self.progress.console)
 
     def benchmark_started(self, benchmark: str, done: int, total: int) -> None:
         self.tasks[benchmark] = self.progress.add_task(literal(benchmark), total=total, completed=done)
         self.under_way = f"{benchmark} repetition {done + 1} of {total}"
+        self.beat.update(f"{literal(benchmark)} repetitions", done, total)
 
     def repetition_done(self, benchmark: str, done: int, total: int) -> None:
         self.progress.update(self.tasks[benchmark], completed=done)
+        self.beat.update(done=done, total=total)
         self.under_way = f"{benchmark} repetition {done + 1} of {total}" if done < total else f"the {benchmark} step"
 
     def stage_judged(self, result) -> None:

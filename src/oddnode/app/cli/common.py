@@ -120,12 +120,33 @@ def detail(*objects: Any, out: Console | None = None, **options: Any) -> None:
 
 
 def progress_run(label: str, run: Callable[[Callable[[int, int], None]], Any]) -> Any:
-    """Run ``run(on_progress)`` under a transient progress bar named ``label`` (none with -q)."""
+    """Run ``run(on_progress)`` under a transient progress bar named
+    ``label``, and, where stderr is no terminal, with a progress line on it
+    every 30 s (neither with -q)."""
     from rich.progress import Progress
 
-    with Progress(console=console, transient=True, disable=quiet()) as progress:
+    with Progress(console=console, transient=True, disable=quiet()) as progress, heartbeat() as beat:
         task = progress.add_task(label, total=None)
-        return run(lambda done, total: progress.update(task, completed=done, total=total))
+        beat.update(label)
+
+        def on_progress(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+            beat.update(done=done, total=total)
+
+        return run(on_progress)
+
+
+@contextmanager
+def heartbeat():
+    """A progress line on stderr every 30 s while the block runs, where
+    stderr is a file or a pipe and not -q; else a heartbeat that says nothing."""
+    from oddnode.app.cli.progress import Heartbeat
+
+    if quiet() or err_console.is_terminal:
+        yield Heartbeat(err_console)  # not started: its updates go nowhere
+        return
+    with Heartbeat(err_console) as beat:
+        yield beat
 
 
 def analysis_document(analysis) -> documents.Analysis:

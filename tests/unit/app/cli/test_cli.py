@@ -192,10 +192,10 @@ def test_analyze_judges_a_store_it_may_not_write_and_says_the_findings_were_not_
     oddnode("import", "stab", tmp_path / "plot.triad", "--db", db, cwd=tmp_path)
     opened = store_module.open_store
 
-    def read_only_store(path, *, read_only=False):
+    def read_only_store(path, *, read_only=False, **options):
         if not read_only:  # as for a file of another user's, mode 0644
             raise store_module.StoreError(f"cannot open results store {path}: IO Error: Permission denied")
-        return opened(path, read_only=True)
+        return opened(path, read_only=True, **options)
 
     monkeypatch.setattr(store_module, "open_store", read_only_store)
     result = CliRunner().invoke(app, ["analyze", "--db", str(db)])
