@@ -4,15 +4,20 @@ statistics commands (``stats``, ``dist``, ``findn``, ``correlate``,
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal, get_type_hints
 
 from pydantic import Field
 from typing_extensions import NotRequired, TypeAliasType, TypedDict
 
 from oddnode.report.documents.interconnect import PairPattern
+from oddnode.report.documents.nodes import Numa
 from oddnode.report.documents.sets import SyncResult
 from oddnode.report.documents.shared import (Direction, Findings, LabelKind, NumberOrNull, Problem, SeriesReference,
-                                             SlurmAction, StatisticsRow, StoredRun)
+                                             SetTables, SlurmAction, StatisticsRow, StoredRun)
+
+# The analysis' numa section is numa --json's numa, declared once with that
+# document: its type is read from there, so the two cannot drift apart.
+NumaSection = get_type_hints(Numa, include_extras=True)["numa"]
 
 
 class Sensitivity(TypedDict):
@@ -57,9 +62,9 @@ class Analysis(TypedDict):
     correlations: list[CorrelationRow]
     pairs: NotRequired[Annotated[list[PairPattern], Field(
         description="every pair pattern's table, when the store holds pair results")]]
-    sets: NotRequired[Annotated[dict[str, Any], Field(description="the node-set tables, when the store holds set runs")]]
+    sets: NotRequired[Annotated[SetTables, Field(description="the node-set tables, when the store holds set runs")]]
     sync: NotRequired[Annotated[SyncResult, Field(description="the sync readings, when the store holds sync runs")]]
-    numa: NotRequired[Annotated[dict[str, Any], Field(
+    numa: NotRequired[Annotated[NumaSection, Field(
         description="every NUMA measure's matrices, when the store holds NUMA results (numa --json's numa)")]]
     drain: NotRequired[Annotated[list[SlurmAction], Field(description="what was done to the nodes in Slurm")]]
 
@@ -208,23 +213,85 @@ class Common(TypedDict):
     runs: Annotated[list[FailedRun], Field(description="every failed run")]
 
 
+class SizedTime(TypedDict):
+    """One message size's one-way time: one label's, or the median over the labels."""
+
+    size: Annotated[int, Field(ge=0, description="bytes")]
+    time_us: float
+    labels: Annotated[int, Field(ge=1, description="the labels behind the time")]
+
+
+class FittedRow(TypedDict):
+    """One measured point beside the line."""
+
+    size: Annotated[int, Field(ge=0, description="bytes")]
+    observed_us: float
+    fitted_us: float
+    relative_error: Annotated[float, Field(description="(fitted − observed) / observed")]
+    fitted: Annotated[bool, Field(description="false: outside the fitted size range, shown for comparison")]
+
+
+class Line(TypedDict):
+    """The line t = a + b·L over a size range, and how well it fits."""
+
+    latency_us: Annotated[float, Field(description="a")]
+    bandwidth_mb_s: Annotated[float | None, Field(
+        description="1/b, MB = 10^6 bytes; null when the time does not grow with the size")]
+    slope_us_per_byte: Annotated[float, Field(description="b")]
+    r_squared: Annotated[float | None, Field(description="of the fit weighted by 1/t²; null when every time is the same")]
+    size_range: Annotated[list[int], Field(min_length=2, max_length=2, description="the smallest and largest size fitted")]
+    points: Annotated[int, Field(ge=0, description="points fitted, every repetition of a size counted")]
+    max_relative_error: Annotated[float, Field(description="over the fitted range")]
+    max_allowed_error: float
+    failing_sizes: Annotated[list[int], Field(description="the fitted sizes further than max_allowed_error off the line")]
+    poor: bool
+    reason: Annotated[str | None, Field(description="why the fit is poor, and what to do")]
+    rows: Annotated[list[FittedRow], Field(description="every point given, by size")]
+
+
+class SideLine(Line):
+    """One side's line of a switch point: never split again."""
+
+    switch: None
+
+
+class SwitchPoint(TypedDict):
+    """A split of the size range where one line each side fits far better than one line."""
+
+    last_below: Annotated[int, Field(description="the largest size of the lower line")]
+    first_above: Annotated[int, Field(description="the smallest size of the upper line")]
+    residual_share: Annotated[float, Field(
+        description="the two lines' squared relative residuals over the one line's")]
+    below: SideLine
+    above: SideLine
+
+
+class FittedLine(Line):
+    """A fitted line and, when it is poor, the switch point where two lines fit far better."""
+
+    switch: SwitchPoint | None
+
+
 class LabelFit(TypedDict):
     """The line fitted to one label's results (--each)."""
 
     label: str
+    fit: Annotated[FittedLine | None, Field(description="null when the label has no line")]
+    error: Annotated[str | None, Field(description="why the label has no line (too few sizes in the range)")]
 
 
 class Fit(TypedDict):
     """A latency/bandwidth line fitted to message sizes"""
 
     benchmark: str
-    quantity: str
-    label: str | None
+    quantity: Annotated[Literal["latency", "t_avg", "bandwidth"], Field(
+        description="the metric stem the times come from (<quantity>.<bytes>)")]
+    label: Annotated[str | None, Field(description="the one label asked for; null: the median over the labels")]
     labels: list[str]
     label_kind: LabelKind
     notes: list[str]
-    points: list[dict[str, Any]]
-    fit: dict[str, Any]
+    points: list[SizedTime]
+    fit: FittedLine
     each: NotRequired[list[LabelFit]]
 
 
@@ -237,20 +304,88 @@ class SideCompared(TypedDict):
     runs: NotRequired[list[StoredRun]]
 
 
-class OverallVerdict(TypedDict):
-    """A series' verdict over every label."""
+Verdict = Literal["regressed", "improved", "unchanged", "too-few"]
 
-    verdict: Literal["regressed", "improved", "unchanged", "too-few"]
+
+class Judgement(TypedDict):
+    """One test, before against after: of a subject, of a series as a whole or of a group."""
+
+    subject: str
+    before: Annotated[NumberOrNull, Field(description="the median (of the subjects' medians, for a whole series)")]
+    after: NumberOrNull
+    change: Annotated[NumberOrNull, Field(description="(after − before) / |before|")]
+    n_before: Annotated[int, Field(ge=0, description="repetitions (subjects, for a whole series; units, for a group)")]
+    n_after: Annotated[int, Field(ge=0)]
+    p: NumberOrNull
+    p_holm: NumberOrNull
+    test: Annotated[str | None, Field(description="the test's name; null when none was run")]
+    verdict: Verdict
+    reason: str | None
+    spread_before: Annotated[NumberOrNull, Field(description="IQR / median")]
+    spread_after: NumberOrNull
+    failed_before: Annotated[int, Field(ge=0)]
+    failed_after: Annotated[int, Field(ge=0)]
+    separated: Annotated[bool, Field(description="every value of one side beyond every value of the other")]
+
+
+class SpreadCompared(TypedDict):
+    """The spread of the repetitions (median over subjects of IQR / median), before against after."""
+
+    before: NumberOrNull
+    after: NumberOrNull
+    p: NumberOrNull
+    p_holm: NumberOrNull
+    test: str | None
+    verdict: Literal["more consistent", "less consistent", "alike", "not tested"]
 
 
 class SeriesCompared(TypedDict):
-    """One series compared."""
+    """One series compared: as a whole, and subject by subject."""
 
     benchmark: str
     metric: str
+    name: str
     unit: str
     direction: Direction
-    overall: OverallVerdict
+    label_kind: LabelKind
+    against: Annotated[str, Field(description="the other side's name: the other run, or a group")]
+    baseline_run: int | None
+    other_run: int | None
+    pooled: Annotated[bool, Field(description="labels drawn anew every repetition: compared as one population")]
+    overall: Judgement
+    spread: SpreadCompared | None
+    subjects: Annotated[list[Judgement], Field(description="none: the overall is its one subject")]
+    only_before: list[str]
+    only_after: list[str]
+
+
+class ComparedGroups(TypedDict):
+    """The groups of nodes compared: where they come from, the baseline and each group's nodes."""
+
+    source: Annotated[str, Field(description="fact <key>, topology or --group")]
+    baseline: str
+    members: Annotated[dict[str, str], Field(description="group -> its nodes, folded")]
+    ungrouped: Annotated[str, Field(description="the nodes with results but no group, folded")]
+
+
+class RunSelection(TypedDict):
+    """The runs holding results that a selector named, oldest first."""
+
+    selector: str
+    runs: list[StoredRun]
+
+
+VerdictCounts = TypedDict("VerdictCounts", {"regressed": int, "improved": int, "unchanged": int, "too-few": int})
+VerdictCounts.__doc__ = "How many ended with each verdict."
+
+
+class CompareSummary(TypedDict):
+    """Verdict counts, of the series as wholes and of their subjects, and the tests."""
+
+    series: VerdictCounts
+    subjects: VerdictCounts
+    tests: Annotated[int, Field(ge=0, description="the tests Holm's correction took together")]
+    too_few_to_test: Annotated[int, Field(ge=0, description="tests left out: they could not reach alpha")]
 
 
 class Compare(TypedDict):
@@ -259,14 +394,15 @@ class Compare(TypedDict):
     format: Literal["oddnode-compare"]
     version: int
     store_schema: int
-    mode: NotRequired[str]
+    mode: NotRequired[Literal["runs", "groups"]]
     alpha: NotRequired[float]
     min_effect: NotRequired[float]
     baseline: SideCompared
     other: SideCompared
-    groups: NotRequired[Annotated[dict[str, Any], Field(description="the groups of nodes compared (--groups)")]]
-    within: NotRequired[dict[str, Any] | None]
-    summary: dict[str, Any]
+    groups: NotRequired[Annotated[ComparedGroups, Field(description="the groups of nodes compared (--groups)")]]
+    within: NotRequired[Annotated[RunSelection | None, Field(
+        description="the runs a group comparison read; null: each series' newest")]]
+    summary: CompareSummary
     series: list[SeriesCompared]
     only_in_baseline: NotRequired[list[str]]
     only_in_other: NotRequired[list[str]]

@@ -30,7 +30,9 @@ class Finding(TypedDict):
     subject: Annotated[str, Field(description="what it is about (a series, a fact, ...)")]
     nodes: Annotated[str, Field(description="the nodes it concerns, folded (cn-a[17-20])")]
     message: str
-    evidence: Annotated[dict[str, Any], Field(description="free-form: the numbers behind the finding")]
+    evidence: Annotated[dict[str, Any], Field(
+        description="the numbers behind the finding, open by design: each rule keeps its own keys "
+                    "(docs/findings.md)")]
     remedy: Annotated[str, Field(description="what to do about it")]
 
 
@@ -102,15 +104,124 @@ class StoredRun(TypedDict):
     check_id: NotRequired[int | None]
 
 
+SetFamily = Literal["sets", "scale"]
+SetOrdering = Literal["sorted", "shuffled", "packed", "striped"]
+
+
+class SetOrderingRow(TypedDict):
+    """One set benchmark metric: the description of every repetition of
+    every set of each ordering (null where the ordering was not measured;
+    packed and striped only where measured)."""
+
+    family: SetFamily
+    benchmark: str
+    metric: str
+    unit: str
+    direction: Direction
+    sorted: Description | None
+    shuffled: Description | None
+    packed: NotRequired[Description]
+    striped: NotRequired[Description]
+    variability_ratio: Annotated[float | None, Field(
+        description="shuffled's %variability over sorted's; null without both or with a sorted one of 0")]
+    striped_variability_ratio: NotRequired[Annotated[float | None, Field(
+        description="striped's %variability over packed's, where either was measured")]]
+
+
+class FailedSetMembers(TypedDict):
+    """The nodes of one benchmark's failed set runs, by how many of them each node is in."""
+
+    family: SetFamily
+    benchmark: str
+    runs: Annotated[int, Field(ge=0, description="failed set runs, each counted once whatever its metrics")]
+    counts: Annotated[dict[str, int], Field(description="node -> the failed set runs it was in, most first")]
+
+
+class MemberCorrelation(TypedDict):
+    """A set series correlated with the worst of each set's members in a node series."""
+
+    set_series: str
+    node_series: str
+    x: Annotated[str, Field(description="the node series, as the worst member's value")]
+    y: Annotated[str, Field(description="the set series")]
+    n: Annotated[int, Field(ge=0, description="the sets both have")]
+    pearson_r: NumberOrNull
+    pearson_p: NumberOrNull
+    spearman_r: NumberOrNull
+    spearman_p: NumberOrNull
+    slope: NumberOrNull
+    intercept: NumberOrNull
+
+
+class SetCurvePoint(TypedDict):
+    """The repetitions of a scale curve at one node count."""
+
+    nodes: Annotated[int, Field(ge=1)]
+    median: float
+    min: float
+    max: float
+    n: Annotated[int, Field(ge=1)]
+
+
+class SetScalingCurve(TypedDict):
+    """One scale benchmark metric in one ordering: its repetitions per node count."""
+
+    benchmark: str
+    metric: str
+    unit: str
+    direction: Direction
+    ordering: SetOrdering
+    points: list[SetCurvePoint]
+
+
+class SetScalingPoint(TypedDict):
+    """One node count: the sorted and the shuffled median and how fast shuffled runs against sorted."""
+
+    nodes: Annotated[int, Field(ge=1)]
+    sorted: Annotated[float | None, Field(description="null where not measured")]
+    shuffled: Annotated[float | None, Field(description="null where not measured")]
+    ratio: Annotated[float | None, Field(
+        description="shuffled's speed over sorted's (for a time, sorted over shuffled); null without both")]
+
+
+class SetScalingTable(TypedDict):
+    """One scale benchmark's judged metric: sorted against shuffled per node count."""
+
+    benchmark: str
+    metric: str
+    unit: str
+    direction: Direction
+    loss_ratio: Annotated[float, Field(description="the scaling-loss rule's bound on the ratio")]
+    points: list[SetScalingPoint]
+
+
+class PlacedSet(TypedDict):
+    """One packed or striped set, the topology groups its members hang from, and its runs of one metric."""
+
+    benchmark: str
+    metric: str
+    unit: str
+    direction: Direction
+    ordering: Literal["packed", "striped"]
+    set: Annotated[str, Field(description="the node set, folded")]
+    groups: Annotated[list[str], Field(
+        description="in the order of their first member; (ungrouped) for nodes not in the topology; "
+                    "none without a stored topology")]
+    runs: Annotated[int, Field(ge=1)]
+    median: float
+    min: float
+    max: float
+
+
 class SetTables(TypedDict):
     """The tables of the node-set results (docs/formats.md)."""
 
-    ordering_table: list[Any]
-    failed_members: list[Any]
-    member_correlations: list[Any]
-    scaling_curves: list[Any]
-    scaling: list[Any]
-    placed_sets: list[Any]
+    ordering_table: list[SetOrderingRow]
+    failed_members: list[FailedSetMembers]
+    member_correlations: Annotated[list[MemberCorrelation], Field(description="strongest |Spearman rho| first")]
+    scaling_curves: list[SetScalingCurve]
+    scaling: list[SetScalingTable]
+    placed_sets: list[PlacedSet]
 
 
 class SeriesReference(TypedDict):
