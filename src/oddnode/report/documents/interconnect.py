@@ -73,7 +73,7 @@ class MatrixResult(TypedDict):
 class Matrix(InterconnectDocument):
     """Every ordered pair's bandwidth and latency"""
 
-    matrix: MatrixResult
+    matrix: Annotated[MatrixResult | None, Field(description="null when no pair gave a bandwidth")]
 
 
 class ChainLength(TypedDict):
