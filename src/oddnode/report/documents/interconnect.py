@@ -3,21 +3,69 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Literal
 
 from pydantic import Field
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from oddnode.report.documents.shared import InterconnectDocument, NumberOrNull
+
+# The unit of every bandwidth the interconnect tables print (10^6 bytes per second).
+MegabytesPerSecond = Literal["MB/s"]
+# The pair patterns a run is planned by (oddnode.readings.patterns: PATTERNS and FILE_PATTERN).
+PatternName = Literal["sort", "cut", "fold", "shuffle", "random", "file"]
+# A slow matrix pair's verdict (oddnode.readings.interconnect_series: BAD_LINK, CONTENTION, NOT_RETESTED).
+LinkVerdict = Literal["bad-link", "contention", "not-retested"]
+
+
+class PatternSpread(TypedDict):
+    """A quantity over a pattern's pairs at one message size."""
+
+    min: NumberOrNull
+    median: NumberOrNull
+    mean: NumberOrNull
+    max: NumberOrNull
+
+
+class PatternSize(TypedDict):
+    """One message size of a pattern: bandwidth and latency over its pairs."""
+
+    size: Annotated[int, Field(ge=0, description="bytes")]
+    n: Annotated[int, Field(ge=0, description="the pairs measured at this size")]
+    bandwidth: Annotated[PatternSpread | None, Field(description="null where no pair has a bandwidth")]
+    latency: Annotated[PatternSpread | None, Field(description="null where no pair has a latency")]
+
+
+class PatternSlowPair(TypedDict):
+    """One of a pattern's slowest pairs on its judged metric."""
+
+    pair: str
+    value: NumberOrNull
+    percent_of_median: NumberOrNull
+
+
+class PatternPairValues(TypedDict):
+    """One pair's best latency and bandwidth by message size."""
+
+    pair: str
+    latency: Annotated[dict[str, NumberOrNull], Field(description="by message size in bytes (\"0\", \"65536\")")]
+    bandwidth: Annotated[dict[str, NumberOrNull], Field(description="by message size in bytes (\"0\", \"65536\")")]
 
 
 class PairPattern(TypedDict):
     """One pattern's pairs: each pair's latency and bandwidth per message size."""
 
-    benchmark: Any
-    pattern: Any
-    sizes: Any
-    pairs: Any
+    benchmark: Annotated[str, Field(description="pingpong.<pattern>, mpi.<pattern> or a site's own pair series")]
+    pattern: Annotated[str, Field(description="the pattern (sort, cut, ...); a site's own series' name whole")]
+    latency_unit: str
+    bandwidth_unit: str
+    sizes: list[PatternSize]
+    fit_latency_median: Annotated[NumberOrNull, Field(description="the pairs' median fitted latency; null unfitted")]
+    fit_bandwidth_median: Annotated[NumberOrNull, Field(
+        description="the pairs' median fitted bandwidth; null unfitted")]
+    slowest_metric: Annotated[str | None, Field(description="the metric the slowest pairs are judged by")]
+    slowest: list[PatternSlowPair]
+    pairs: list[PatternPairValues]
 
 
 class Pairs(InterconnectDocument):
@@ -37,14 +85,14 @@ class CutPair(TypedDict):
 class BisectionResult(TypedDict):
     """The bandwidth demonstrated across the cut against the full bisection."""
 
-    nodes: NotRequired[Annotated[str, Field(description="folded")]]
-    message_size: NotRequired[int]
+    nodes: Annotated[str, Field(description="folded")]
+    message_size: int
     demonstrated: NumberOrNull
     full: NumberOrNull
     single_pair: NumberOrNull
     fraction: NumberOrNull
     pairs: int
-    unit: str
+    unit: MegabytesPerSecond
     sums: list[NumberOrNull]
     cut_pairs: list[CutPair]
 
@@ -60,36 +108,38 @@ class MatrixResult(TypedDict):
 
     nodes: list[str]
     bandwidth: list[list[NumberOrNull]]
-    latency: list[list[NumberOrNull]]
-    bandwidth_metric: NotRequired[str]
-    bandwidth_unit: NotRequired[str]
-    latency_metric: NotRequired[str]
-    latency_unit: NotRequired[str]
-    limit: NotRequired[NumberOrNull]
-    verdicts: dict[str, Any]
-    retested: NotRequired[dict[str, Any]]
+    latency: Annotated[list[list[NumberOrNull]] | None, Field(description="null when no latency was measured")]
+    bandwidth_metric: str
+    bandwidth_unit: str
+    latency_metric: str | None
+    latency_unit: Annotated[str, Field(description="empty when no latency was measured")]
+    limit: Annotated[NumberOrNull, Field(description="below it a pair is slow")]
+    verdicts: Annotated[dict[str, LinkVerdict], Field(description="each slow pair's verdict")]
+    retested: Annotated[dict[str, NumberOrNull], Field(description="each retested pair's best bandwidth retested")]
 
 
 class Matrix(InterconnectDocument):
     """Every ordered pair's bandwidth and latency"""
 
-    matrix: MatrixResult
+    matrix: Annotated[MatrixResult | None, Field(description="null when no pair gave a bandwidth")]
 
 
 class ChainLength(TypedDict):
     """One chain length: its nodes, bandwidth summed over the hops and end to end."""
 
     length: int
+    joined: Annotated[str, Field(description="the node this length added")]
     nodes: list[str]
     aggregate: NumberOrNull
     end_to_end: NumberOrNull
-    gain_hops: NotRequired[NumberOrNull]
+    gain_hops: Annotated[NumberOrNull, Field(description="the aggregate's gain over the previous length, in hops")]
+    problem: Annotated[str | None, Field(description="why no repetition streamed; null when one did")]
 
 
 class ChainResult(TypedDict):
     """The chains of growing length and where the switch saturates."""
 
-    unit: Any
+    unit: MegabytesPerSecond
     hop_rate: NumberOrNull
     saturation: int | None
     lengths: list[ChainLength]
@@ -101,13 +151,24 @@ class SwitchbenchChain(InterconnectDocument):
     chain: ChainResult
 
 
+class StreamPair(TypedDict):
+    """One pair's best repetition each way and both together; nulls and its problem when it failed."""
+
+    pair: str
+    client_to_server: NumberOrNull
+    server_to_client: NumberOrNull
+    total: NumberOrNull
+    percent_of_median: NumberOrNull
+    problem: str | None
+
+
 class StreamPattern(TypedDict):
     """One pattern's streaming pairs."""
 
-    pattern: Any
-    unit: Any
-    median_total: NotRequired[NumberOrNull]
-    pairs: Any
+    pattern: PatternName
+    unit: MegabytesPerSecond
+    median_total: Annotated[NumberOrNull, Field(description="the pairs' median total; null without one")]
+    pairs: Annotated[list[StreamPair], Field(description="slowest first, failed first of all")]
 
 
 class SwitchbenchStream(InterconnectDocument):
@@ -116,19 +177,36 @@ class SwitchbenchStream(InterconnectDocument):
     streams: list[StreamPattern]
 
 
+class AlltoallPhase(TypedDict):
+    """One phase of the fastest complete repetition: the lowest and the median receive bandwidth."""
+
+    phase: int
+    min_bandwidth: NumberOrNull
+    median_bandwidth: NumberOrNull
+    slowest_receiver: Annotated[str, Field(description="the node that received at the lowest bandwidth")]
+    slowest_sender: Annotated[str, Field(description="the node it received from")]
+
+
+class AlltoallPhaseMinimum(TypedDict):
+    """One phase's best minimum bandwidth over the valid repetitions."""
+
+    phase: int
+    min_bandwidth: NumberOrNull
+
+
 class AlltoallResult(TypedDict):
     """The all-to-all: its phases, total time and aggregate bandwidth."""
 
     nodes: list[str]
     message_size: int
-    unit: Any
-    best_repetition: NotRequired[int | None]
+    unit: MegabytesPerSecond
+    best_repetition: Annotated[int | None, Field(description="the fastest complete repetition; null without one")]
     total_seconds: NumberOrNull
     aggregate_bandwidth: NumberOrNull
-    phases: list[dict[str, Any]]
-    phase_min_bandwidth: NotRequired[list[dict[str, Any]]]
+    phases: list[AlltoallPhase]
+    phase_min_bandwidth: list[AlltoallPhaseMinimum]
     charged_nodes: list[str]
-    problems: NotRequired[list[str]]
+    problems: list[str]
 
 
 class SwitchbenchAlltoall(InterconnectDocument):

@@ -157,6 +157,18 @@ def test_matrix_json_has_the_matrix_in_node_order_the_verdicts_and_the_slow_link
     assert slow["nodes"] == "cn-a[12,15]" and slow["severity"] == "warning"
 
 
+def test_matrix_json_says_null_when_no_pair_gave_a_bandwidth(scripted, tmp_path):
+    from support.clusters.matrix import MatrixCluster
+
+    scripted(MatrixCluster(down=set(CN)), CN)
+    result = invoke("matrix", *SIZE_OPTION, "--json", "--db", tmp_path / "m.duckdb")
+    document = json.loads(result.stdout)  # the schema check every test makes holds it to the matrix document
+    assert document["matrix"] is None
+    run = document["runs"]["matrix"]
+    assert run["values"] == {} and run["limit"] is None
+    assert run["per_pair"] and all(counts["failed"] == 1 for counts in run["per_pair"].values())
+
+
 def test_chain_json_has_every_length_and_where_the_switch_stops_scaling(scripted, tmp_path):
     from support.clusters.switchbench import PORT, SwitchCluster
 
