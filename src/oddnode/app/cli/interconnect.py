@@ -255,6 +255,9 @@ def matrix_command(
         out = human_console(json_out)
         for line in summaries.dim_lines(dict.fromkeys(summary.notes)):
             inform(line, highlight=False, out=out)
+        trouble = summaries.troubled_pairs_line(summary.per_pair)
+        if trouble:
+            out.print(trouble)
         out.print(summaries.matrix_line(summary, target.nodeset), highlight=False)
         for line in summaries.matrix_verdict_lines(summary):
             detail(line, highlight=False, out=out)
@@ -266,7 +269,10 @@ def matrix_command(
         from oddnode.report.interconnect_json import matrix_json
 
         print_document("matrix", {"matrix": run_json(summary, 1)}, {"matrix": matrix_json(dataset, summary)}, findings)
-    exit_for_findings(findings)
+    if not summary.values and not trouble:
+        raise could_not_run("no matrix: no pair gave a result (see above)")
+    # A pair that failed is a problem found, as in bisection: its nodes or link may be down.
+    exit_for_findings(findings, problems=bool(trouble))
 
 
 def switchbench_chain_command(

@@ -167,6 +167,7 @@ def test_matrix_json_says_null_when_no_pair_gave_a_bandwidth(scripted, tmp_path)
     run = document["runs"]["matrix"]
     assert run["values"] == {} and run["limit"] is None
     assert run["per_pair"] and all(counts["failed"] == 1 for counts in run["per_pair"].values())
+    assert result.exit_code == 1  # failed pairs are a problem found, as in bisection
 
 
 def test_chain_json_has_every_length_and_where_the_switch_stops_scaling(scripted, tmp_path):
