@@ -227,7 +227,9 @@ def profile_documents(tmp_path, **_):
 def builder_documents(tmp_path, **_):
     """Documents of the commands that measure on nodes with their own
     probes, from the functions those commands print."""
-    from oddnode.measure.node.numa import NumaRun
+    from oddnode.measure.node.numa import Cell, NumaLayout, NumaRun
+    from oddnode.measure.runner import OUTCOMES, RunSummary
+    from oddnode.readings.numa_series import TRIAD
     from oddnode.report.affinity import affinity_json
     from oddnode.report.numa import numa_json
     from oddnode.report.placement import model_document
@@ -238,12 +240,39 @@ def builder_documents(tmp_path, **_):
     data = reports({node: report(bound_ranks([0, 0, 5])) for node in expand("cn-a[01-04]")})
     yield "affinity", strict(json.dumps(affinity_json(data, {"cn-b01": "unreachable"}, [])))
     dataset = load(store_cluster(tmp_path / "numa.duckdb", expand("cn-a[01-06]")))
-    run = NumaRun(run_id=1, layouts={}, unanswered={"cn-b01": "unreachable"}, repetitions=3)
+    layout = NumaLayout(numa=True, cpus={0: (0, 1, 2, 3), 1: (4, 5, 6, 7)}, memory_kb={0: 1 << 20, 1: 1 << 20})
+    summary = RunSummary(1, 3, {"cn-a01": dict.fromkeys(OUTCOMES, 0) | {"ok": 2, "timeout": 1}})
+    run = NumaRun(run_id=1, layouts={"cn-a01": layout}, unanswered={"cn-b01": "unreachable"},
+                  cells=[(Cell(TRIAD, 0, 1, ("cn-a01",)), summary)], repetitions=3,
+                  mpi_skipped={"cn-a01": "no mpicc on the node's PATH"})
     yield "numa", strict(json.dumps({"run": run.to_json(), "numa": numa_json(dataset), "findings": []},
                                     default=_numpy))
     selection, model = a_model_run()
     yield "model", strict(json.dumps({**model_document(selection, model, ["a note"], 1), "findings": []},
                                      default=_numpy))
+    yield "health", strict(json.dumps(health_document(), default=_numpy))
+
+
+def health_document() -> dict:
+    """A health document whose checks saw something: the facts checked, the
+    memory measured (fast, slow, wrong) and the address (loopback, elsewhere)."""
+    from oddnode.app.health import checks
+    from oddnode.app.health.baseline import MemoryBaseline
+    from oddnode.findings.expectations import parse_expectations
+
+    baseline = MemoryBaseline(1000.0, 10.0, 8, "MB/s", 800.0, {"elements": 1000})
+
+    def measured(value):
+        return lambda _: {"values": {"memory.triad": value}, "valid": True, "elements": 1000}
+
+    outcomes = [checks.check_facts("cn-a17", {"cpu_cores": "32"}, [("site.yaml", parse_expectations("cpu_cores: 64"))]),
+                checks.check_memory(baseline, measured(950.0)), checks.check_memory(baseline, measured(420.0)),
+                checks.check_memory(baseline, lambda _: {"values": {}, "valid": False, "problems": ["a[3]"]}),
+                checks.check_memory(None, measured(1.0)), checks.check_address("cn-a17", "127.0.0.1"),
+                checks.check_address("cn-a17", "192.0.2.17")]
+    return {"node": "cn-a17", "healthy": False, "seconds": 1.0, "slurm_state": None, "slurm_reason": None,
+            "checks": [outcome.to_json() for outcome in outcomes],
+            "problems": [p.to_json() for outcome in outcomes for p in outcome.problems], "actions": []}
 
 
 def _numpy(value):
