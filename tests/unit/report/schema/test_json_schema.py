@@ -550,3 +550,40 @@ def test_the_formats_doc_names_every_document_and_the_schema_version():
     section = text.split("## JSON schema\n", 1)[1].split("\n## ", 1)[0]
     assert f"`x-schema-version` ({load_schema()['x-schema-version']})" in section
     assert [name for name in DOCUMENTS if f"`{name}`" not in section] == []
+
+
+def open_parts(node, where: str = "") -> list[str]:
+    """Where the schema takes any value: an empty schema, or an object with
+    no keys of its own and no rule for its values."""
+    found = []
+    if isinstance(node, dict):
+        bare_object = node.get("type") == "object" and not {"properties", "additionalProperties", "allOf",
+                                                             "$ref"} & set(node)
+        if node == {} or bare_object:
+            found.append(where)
+        for key, value in node.items():
+            if key in ("properties", "$defs"):
+                for name, part in value.items():
+                    found += open_parts(part, f"{where}/{name}")
+            elif isinstance(value, (dict, list)):
+                found += open_parts(value, f"{where}/{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += open_parts(value, f"{where}[{index}]")
+    return found
+
+
+def test_every_part_of_every_document_is_typed_but_a_findings_evidence():
+    # A finding's evidence is each rule's own (docs/findings.md); everything
+    # else a script reads has its keys and types in the schema.
+    assert open_parts(load_schema()) == ["/finding/evidence"]
+    assert open_parts({"$defs": {"x": {"type": "object"}, "y": {"properties": {"z": {}}}}}) == ["/x", "/y/z"]
+
+
+def test_the_model_documents_kernels_are_the_kernels_calls_stand_for():
+    from typing import get_args
+
+    from oddnode.readings.placement import CALL_KERNELS
+    from oddnode.report.documents.nodes import SetKernel
+
+    assert set(get_args(SetKernel)) == set(CALL_KERNELS.values())
