@@ -40,26 +40,23 @@ demo: install
 	@echo "         $(abspath $(DEMO_DIR)/report.html) (analysis of the synthetic cluster)"
 
 # The testbed tier runs one test at a time, as the one testbed a machine can
-# hold needs, and the unit tier then the kernel tier's untimed tests beside
-# it at nice 19: the testbed's nodes are held to half the machine by their CPU
-# quotas and wait on their shaped links most of the time, so those tests take
-# the CPU time the testbed leaves and its nodes and oddnode's own processes
-# keep theirs.  The kernel tests marked timing (they compare a measured time
-# or rate) run alone afterwards.  The serial runs list their slowest tests.
-# Every part runs even when one before it fails, and a part that runs no
-# test (pytest's exit status 5) fails the target.
+# hold needs, and the unit tier beside it at nice 19: the testbed's nodes are
+# held to half the machine by their CPU quotas and wait on their shaped links
+# most of the time, so the unit tests take the CPU time the testbed leaves
+# and its nodes and oddnode's own processes keep theirs.  The kernel tier then
+# runs two tests at a time, except those marked timing (they compare a
+# measured time or rate), which run alone afterwards.  The serial runs list
+# their slowest tests.  Every part runs even when one before it fails, and a
+# part that runs no test (pytest's exit status 5) fails the target.
 test: install
-	@mkdir -p $(STAMPS); rm -f $(STAMPS)/unit.rc $(STAMPS)/kernels.rc
-	(nice -n 19 $(BIN)/python -m pytest -q -n 2 tests/unit > $(STAMPS)/unit.log 2>&1; echo $$? > $(STAMPS)/unit.rc; \
-	 nice -n 19 $(BIN)/python -m pytest -q -n 2 -m "not timing" tests/kernels > $(STAMPS)/kernels.log 2>&1; \
-	 echo $$? > $(STAMPS)/kernels.rc) & beside=$$!; \
+	@mkdir -p $(STAMPS)
+	nice -n 19 $(BIN)/python -m pytest -q -n 2 tests/unit > $(STAMPS)/unit.log 2>&1 & unit_pid=$$!; \
 	$(BIN)/python -m pytest -q --durations=20 tests/testbed; testbed=$$?; \
-	wait $$beside; unit=$$(cat $(STAMPS)/unit.rc); kernels=$$(cat $(STAMPS)/kernels.rc); \
-	echo "== tests/unit (beside the testbed tier)"; cat $(STAMPS)/unit.log; \
-	echo "== tests/kernels, untimed (beside the testbed tier)"; cat $(STAMPS)/kernels.log; \
+	wait $$unit_pid; unit=$$?; echo "== tests/unit (beside the testbed tier)"; cat $(STAMPS)/unit.log; \
+	$(BIN)/python -m pytest -q -n 2 -m "not timing" tests/kernels; kernels=$$?; \
 	$(BIN)/python -m pytest -q --durations=20 -m timing tests/kernels; timing=$$?; \
 	echo "exit statuses: unit $$unit, testbed $$testbed, kernels $$kernels, timing $$timing"; \
-	[ "$$unit" = 0 ] && [ "$$kernels" = 0 ] && [ $$timing -eq 0 ] && [ $$testbed -eq 0 ]
+	[ $$unit -eq 0 ] && [ $$kernels -eq 0 ] && [ $$timing -eq 0 ] && [ $$testbed -eq 0 ]
 
 # The unit tier only (tests/unit): under two minutes, for a quick loop.
 test-fast: install
