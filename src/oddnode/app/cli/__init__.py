@@ -35,7 +35,7 @@ from oddnode.app.cli import profile as profile_cli
 from oddnode.app.cli import model as model_cli
 from oddnode.app.cli import schema as schema_cli
 from oddnode.app.cli import health as health_cli
-from oddnode.app.cli.help_layout import fold_long_words
+from oddnode.app.cli.help_layout import readable_help
 from oddnode.app.cli.common import (
     ExitStatus,
     QuietOption,
@@ -92,7 +92,7 @@ def build_app(command_groups: Iterable[Callable[[typer.Typer], None]] = ()) -> t
     # Every command's unset options from the configuration files; -l and --connect-timeout where ssh reaches nodes.
     configure_commands(app)
     app.callback(invoke_without_command=True)(_root)
-    fold_long_words()
+    readable_help()
     return app
 
 

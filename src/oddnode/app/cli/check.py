@@ -3,6 +3,7 @@ a progress bar per benchmark and the verdict at the end."""
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -83,14 +84,14 @@ class _CheckProgress:
         self.under_way = "the diagnostics stage"  # what an interrupt stops, in words
 
     def __enter__(self):
+        self._running = ExitStack()
+        self._running.callback(self.progress.stop)
         self.progress.start()
-        self._heartbeat = heartbeat()
-        self.beat = self._heartbeat.__enter__()
+        self.beat = self._running.enter_context(heartbeat())
         return self
 
     def __exit__(self, *exc):
-        self._heartbeat.__exit__(*exc)
-        self.progress.stop()
+        self._running.close()
 
     def stage_started(self, stage: str) -> None:
         self.under_way = f"the {stage} stage"

@@ -16,7 +16,7 @@ INTEGER``, ``--fail-on never|warning|error``) and flags by nothing.
 
 from __future__ import annotations
 
-_FOLDS = "_oddnode_folds_long_words"
+_INSTALLED = "_oddnode_readable_help"  # marks what is already wrapped
 # Typer's names of value types, as the placeholders click and most tools show.
 _PLACEHOLDERS = {"int": "INTEGER", "int range": "INTEGER", "float": "FLOAT", "float range": "FLOAT", "str": "TEXT",
                  "path": "PATH", "bool": "BOOLEAN"}
@@ -64,7 +64,7 @@ def _fold_in_layout() -> None:
     from typer import rich_utils
 
     lay_out = getattr(rich_utils, "_get_parameter_help", None)
-    if lay_out is None or getattr(lay_out, _FOLDS, False):
+    if lay_out is None or getattr(lay_out, _INSTALLED, False):
         return
 
     def folding(*args, **kwargs):
@@ -74,25 +74,25 @@ def _fold_in_layout() -> None:
                 item.overflow = "fold"
         return columns
 
-    setattr(folding, _FOLDS, True)
+    setattr(folding, _INSTALLED, True)
     rich_utils._get_parameter_help = folding
 
 
-def fold_long_words() -> None:
+def readable_help() -> None:
     """From the first help a command prints on, fold long words in option
-    help and name values plainly.  Where typer lays help out another way this does nothing, and the
-    help test sees the cut words."""
+    help and name values plainly.  Where typer lays help out another way
+    this does nothing, and the help tests see it."""
     from typer import core
 
     for command_class in (core.TyperCommand, core.TyperGroup):
         format_help = command_class.format_help
-        if getattr(format_help, _FOLDS, False):
+        if getattr(format_help, _INSTALLED, False):
             continue
 
-        def folding_help(self, ctx, formatter, _format_help=format_help):
+        def readable_format_help(self, ctx, formatter, _format_help=format_help):
             _fold_in_layout()
             _plain_metavars(self, ctx)
             return _format_help(self, ctx, formatter)
 
-        setattr(folding_help, _FOLDS, True)
-        command_class.format_help = folding_help
+        setattr(readable_format_help, _INSTALLED, True)
+        command_class.format_help = readable_format_help
