@@ -50,11 +50,16 @@ def tier_of(path: Path) -> str:
 
 
 def pytest_collection_modifyitems(items):
-    """Mark every test with its tier."""
+    """Mark every test with its tier, and keep each testbed module on one
+    pytest-xdist worker (``--dist loadgroup``): its testbed is brought up
+    once, on that worker's own testbed number (support.testbed), and its
+    tests run one after the other as they were written to."""
     for item in items:
         tier = tier_of(Path(item.fspath))
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
+        if tier == "testbed" and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(Path(item.fspath).stem))
 
 
 # -- every --json document a unit test makes follows the schema ---------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -22,9 +23,27 @@ needs_root = pytest.mark.skipif(
 )
 
 
-def _other_testbed() -> str | None:
-    """The state directory of a testbed already up on this machine, if any."""
-    bridge = Path("/sys/class/net") / config.BRIDGE
+# The modules whose testbeds run Slurm share one pytest-xdist worker: every
+# testbed's slurmd names its cgroups after its node (node01...), which
+# testbeds side by side would share.
+slurm_testbed = pytest.mark.xdist_group("slurm")
+
+
+def session_instance() -> int:
+    """The testbed number of this test session: pytest-xdist's worker number
+    (gw0 is 0, gw1 is 1...), so that workers each bring up their own
+    testbeds side by side; 0 without workers."""
+    worker = re.fullmatch(r"gw(\d+)", os.environ.get("PYTEST_XDIST_WORKER", ""))
+    number = int(worker.group(1)) if worker else 0
+    if number >= config.MAX_INSTANCES:
+        pytest.fail(f"a machine holds {config.MAX_INSTANCES} testbeds: run the testbed tier with fewer workers")
+    return number
+
+
+def _other_testbed(names: config.Names) -> str | None:
+    """The state directory of a testbed of the same number already up on
+    this machine, if any."""
+    bridge = Path("/sys/class/net") / names.bridge
     if not bridge.exists():
         return None
     return (bridge / "ifalias").read_text().strip() or "unknown state directory"
@@ -32,13 +51,14 @@ def _other_testbed() -> str | None:
 
 def running_testbed(tmp_path_factory, nodes: int, **options):
     """A fixture body: a testbed of `nodes` nodes (`options`: leaves,
-    link_rate), torn down whatever happens."""
-    other = _other_testbed()
+    link_rate, slurm) numbered for this session, torn down whatever happens."""
+    instance = session_instance()
+    other = _other_testbed(config.Names(instance))
     if other:
         pytest.skip(f"another testbed is up on this machine ({other}): `oddnode testbed down` it first")
     state_dir = tmp_path_factory.mktemp("testbed")
     try:
-        yield tb.up(nodes, state_dir, **options)
+        yield tb.up(nodes, state_dir, instance=instance, **options)
     finally:
         tb.down(state_dir)
 

@@ -13,6 +13,11 @@ most 200). Each node is
   PID 1 is ``oddnode-init`` (node_init.py), which reaps orphans, and which
   starts Debian's ``sshd -D`` on the node's address with the testbed's keys.
 
+That is testbed 0; ``up(..., instance=N)`` builds testbed N (1 to 9) beside
+it, its objects named ``oddN-...`` and its addresses in 10.77.N.0/24 (see
+oddnode.testbed.config.Names), so that several test sessions can each have
+one on the same machine.
+
 The state directory (default /run/oddnode/testbed) holds ``ssh_config``
 (``ssh -F STATE/ssh_config node01 hostname`` prints node01; host keys are
 checked against ``known_hosts``, which names each node by name and address),
@@ -51,16 +56,13 @@ root: ...") otherwise.
 
 from oddnode.testbed._system import TestbedError
 from oddnode.testbed.config import (
-    BRIDGE,
-    HOST_ADDRESS,
     MAX_FAULT_SECONDS,
+    MAX_INSTANCES,
     MAX_NODES,
-    OBJECT_PREFIX,
-    SUBNET,
+    Names,
     daemon_argv,
     hog_argv,
     meminfo_with_total,
-    node_address,
     node_names,
     real_memory_total_kib,
 )
@@ -81,13 +83,11 @@ from oddnode.testbed.lifecycle import DEFAULT_STATE_DIR, NodeState, Testbed, Tes
 from oddnode.testbed.network import format_rate, parse_rate
 
 __all__ = [
-    "BRIDGE",
     "DEFAULT_STATE_DIR",
-    "HOST_ADDRESS",
     "MAX_FAULT_SECONDS",
+    "MAX_INSTANCES",
     "MAX_NODES",
-    "OBJECT_PREFIX",
-    "SUBNET",
+    "Names",
     "NodeState",
     "Testbed",
     "TestbedError",
@@ -106,7 +106,6 @@ __all__ = [
     "format_rate",
     "hog_argv",
     "meminfo_with_total",
-    "node_address",
     "node_names",
     "parse_rate",
     "real_memory_total_kib",

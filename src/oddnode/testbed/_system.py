@@ -248,7 +248,7 @@ def netns_exists(name: str) -> bool:
 
 
 def disable_ipv6(interface: str) -> None:
-    """No IPv6 on a testbed link: its only traffic is on 10.77.0.0/24 (no link-local
+    """No IPv6 on a testbed link: its only traffic is on its testbed's subnet (no link-local
     addresses, router solicitations or multicast reports)."""
     try:
         Path(f"/proc/sys/net/ipv6/conf/{interface}/disable_ipv6").write_text("1\n")

@@ -17,7 +17,7 @@ import typer
 from oddnode.app.cli.common import VirtualCluster, console, could_not_run, fail, inform, positive_number
 from oddnode.report import summaries
 from oddnode.report.text import literal
-from oddnode.testbed import DEFAULT_STATE_DIR, Testbed, TestbedError, cgroups
+from oddnode.testbed import DEFAULT_STATE_DIR, MAX_INSTANCES, Testbed, TestbedError, cgroups
 from oddnode.testbed.lifecycle import DEFAULT_NODES
 
 testbed_app = typer.Typer(help="A virtual cluster on this machine (root): network namespaces with sshd.",
@@ -80,13 +80,19 @@ def testbed_up(nodes: Annotated[int, typer.Option("--nodes", help="Number of nod
                slurm: Annotated[bool, typer.Option(
                    "--slurm", help="A real Slurm: slurmctld and munged on this machine, a slurmd in every node "
                                    "(Debian: slurm-wlm, munge).")] = False,
+               instance: Annotated[int, typer.Option(
+                   "--instance", min=0, max=MAX_INSTANCES - 1,
+                   help=f"This testbed's number on the machine, 0 to {MAX_INSTANCES - 1}: testbed N is named "
+                        "oddN-... with addresses in 10.77.N.0/24, so several can be up at once, each with its "
+                        "own --state-dir.")] = 0,
                state_dir: StateDirOption = None) -> None:
     """Bring up N nodes, each with its own address, hostname, mounts, processes and sshd (and slurmd)."""
     from oddnode.testbed import format_rate, up
 
     rate = parse_rate(link_rate, "--link-rate")
     with testbed_errors():
-        bed = up(nodes=nodes, state_dir=testbed_state_dir(state_dir), leaves=leaves, link_rate=rate, slurm=slurm)
+        bed = up(nodes=nodes, state_dir=testbed_state_dir(state_dir), leaves=leaves, link_rate=rate, slurm=slurm,
+                 instance=instance)
     inform(summaries.testbed_up_line(bed))
     leaves_line = summaries.testbed_leaves_line(bed)
     if leaves_line:

@@ -1,8 +1,11 @@
 """Names, addresses and configuration files of a testbed: pure functions.
 
-Every object the testbed creates carries the ``odd-`` prefix (namespace
-``odd-node01``, bridge ``odd-br0``, veth ``odd-v01h``/``odd-v01n``), and every
-address is in 10.77.0.0/24: the bridge has 10.77.0.1, nodes 10.77.0.11 up.
+A machine holds up to MAX_INSTANCES testbeds side by side, numbered from 0;
+each one's names and addresses are its `Names`.  Testbed 0's objects carry
+the ``odd-`` prefix (namespace ``odd-node01``, bridge ``odd-br0``, veth
+``odd-v01h``/``odd-v01n``) and its addresses are in 10.77.0.0/24: the bridge
+has 10.77.0.1, nodes 10.77.0.11 up.  Testbed N (1 to 9) uses ``oddN-`` and
+10.77.N.0/24, so its nodes are called the same but reach only each other.
 """
 
 from __future__ import annotations
@@ -10,19 +13,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-OBJECT_PREFIX = "odd-"
-BRIDGE = "odd-br0"
-SUBNET = "10.77.0.0/24"
-SUBNET_BASE = "10.77.0."
 PREFIXLEN = 24
-HOST_ADDRESS = "10.77.0.1"
-FIRST_NODE_HOST = 11  # node01 is 10.77.0.11
-MAX_NODES = 200  # 10.77.0.11 .. 10.77.0.210
+FIRST_NODE_HOST = 11  # node01 is .11 of its testbed's subnet
+MAX_NODES = 200  # .11 .. .210
+MAX_INSTANCES = 10  # testbeds 0..9: 10.77.0.0/24 .. 10.77.9.0/24
 SSH_PORT = 22
 NODE_INTERFACE = "eth0"  # a node's end of its veth, as the node sees it
-MAX_LEAVES = 99  # odd-leaf99, odd-u99c: within the 15 characters of an interface name
+MAX_LEAVES = 99  # odd9-leaf99, odd9-u99c: within the 15 characters of an interface name
 
 # The synthetic DMI table given to nodes when the host has none: identical on
 # every node, as on a cluster of one model with one BIOS.
@@ -74,21 +74,81 @@ def node_names(count: int, prefix: str = "node") -> list[str]:
     return [f"{check_prefix(prefix)}{index:0{width}d}" for index in range(1, count + 1)]
 
 
-def node_address(index: int) -> str:
-    """Address of the node numbered `index` (1-based)."""
-    if not 1 <= index <= MAX_NODES:
-        raise ValueError(f"node index {index} outside 1..{MAX_NODES}")
-    return f"{SUBNET_BASE}{FIRST_NODE_HOST + index - 1}"
+@dataclass(frozen=True)
+class Names:
+    """The names and addresses of testbed `number` of this machine: every
+    interface, namespace and address it creates is derived here, so that
+    testbeds with different numbers never share one."""
+
+    number: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.number < MAX_INSTANCES:
+            raise ValueError(f"a testbed number is 0 to {MAX_INSTANCES - 1}, not {self.number}")
+
+    @property
+    def prefix(self) -> str:
+        """What every object's name starts with: ``odd-``, ``odd1-``... (at
+        most 5 characters, so that the longest name, ``odd9-v200h``, keeps
+        well within an interface name's 15)."""
+        return "odd-" if self.number == 0 else f"odd{self.number}-"
+
+    @property
+    def bridge(self) -> str:
+        """The core switch."""
+        return f"{self.prefix}br0"
+
+    @property
+    def subnet(self) -> str:
+        return f"10.77.{self.number}.0/{PREFIXLEN}"
+
+    @property
+    def host_address(self) -> str:
+        """This machine's address on the core switch."""
+        return f"10.77.{self.number}.1"
+
+    def node_address(self, index: int) -> str:
+        """Address of the node numbered `index` (1-based)."""
+        if not 1 <= index <= MAX_NODES:
+            raise ValueError(f"node index {index} outside 1..{MAX_NODES}")
+        return f"10.77.{self.number}.{FIRST_NODE_HOST + index - 1}"
+
+    def in_subnet(self, address: str) -> bool:
+        return address.startswith(f"10.77.{self.number}.")
+
+    def netns_name(self, node: str) -> str:
+        return f"{self.prefix}{node}"
+
+    def veth_names(self, index: int, count: int) -> tuple[str, str]:
+        """Host end and node end of a node's veth pair (at most 10 of the 15 characters allowed)."""
+        number = f"{index:0{digits(count)}d}"
+        return f"{self.prefix}v{number}h", f"{self.prefix}v{number}n"
+
+    def leaf_bridge(self, index: int) -> str:
+        _check_leaf(index)
+        return f"{self.prefix}leaf{index}"
+
+    def uplink_names(self, index: int) -> tuple[str, str]:
+        """Core end and leaf end of leaf `index`'s uplink veth pair."""
+        _check_leaf(index)
+        return f"{self.prefix}u{index}c", f"{self.prefix}u{index}l"
+
+    def linecard_name(self, index: int) -> str:
+        """The ifb device that carries everything leaf `index`'s nodes send when
+        the leaf acts as a line card with one fabric link."""
+        _check_leaf(index)
+        return f"{self.prefix}lc{index}"
+
+    def probe_name(self) -> str:
+        """A short-lived interface made to see whether the kernel offers netem."""
+        return f"{self.prefix}netem"
 
 
-def netns_name(node: str) -> str:
-    return f"{OBJECT_PREFIX}{node}"
-
-
-def veth_names(index: int, count: int) -> tuple[str, str]:
-    """Host end and node end of a node's veth pair (at most 9 of the 15 characters allowed)."""
-    number = f"{index:0{digits(count)}d}"
-    return f"{OBJECT_PREFIX}v{number}h", f"{OBJECT_PREFIX}v{number}n"
+def names_of(state: Mapping[str, object]) -> Names:
+    """The names of the testbed a state records (states written before
+    testbeds were numbered are testbed 0's)."""
+    number = state.get("instance", 0)
+    return Names(number if isinstance(number, int) else 0)
 
 
 def leaf_name(index: int) -> str:
@@ -96,29 +156,9 @@ def leaf_name(index: int) -> str:
     return f"leaf{index}"
 
 
-def leaf_bridge(index: int) -> str:
+def _check_leaf(index: int) -> None:
     if not 1 <= index <= MAX_LEAVES:
         raise ValueError(f"leaf index {index} outside 1..{MAX_LEAVES}")
-    return f"{OBJECT_PREFIX}leaf{index}"
-
-
-def uplink_names(index: int) -> tuple[str, str]:
-    """Core end and leaf end of leaf `index`'s uplink veth pair."""
-    if not 1 <= index <= MAX_LEAVES:
-        raise ValueError(f"leaf index {index} outside 1..{MAX_LEAVES}")
-    return f"{OBJECT_PREFIX}u{index}c", f"{OBJECT_PREFIX}u{index}l"
-
-
-def linecard_name(index: int) -> str:
-    """The ifb device that carries everything leaf `index`'s nodes send when
-    the leaf acts as a line card with one fabric link."""
-    if not 1 <= index <= MAX_LEAVES:
-        raise ValueError(f"leaf index {index} outside 1..{MAX_LEAVES}")
-    return f"{OBJECT_PREFIX}lc{index}"
-
-
-def in_subnet(address: str) -> bool:
-    return address.startswith(SUBNET_BASE)
 
 
 def sshd_config_text(*, address: str, host_key: Path, authorized_keys: Path, pid_file: Path,
@@ -152,7 +192,7 @@ def sshd_config_text(*, address: str, host_key: Path, authorized_keys: Path, pid
     ]
     if per_source_penalties:
         # OpenSSH >= 9.8 penalises a source address that opens many connections;
-        # every connection to a node comes from 10.77.0.1.
+        # every connection to a node comes from the host's address on the core switch.
         lines.append("PerSourcePenalties no")
     return "\n".join(lines) + "\n"
 

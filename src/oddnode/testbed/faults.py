@@ -283,7 +283,7 @@ def fault_linecard(state_dir: Path, leaf: str, rate: int | None = None, *, divis
         ends = _linecard_ends(state, entry)
         if entry.get("linecard"):
             network.remove_linecard(entry, ends)
-        entry["linecard"] = config.linecard_name(entry["index"])
+        entry["linecard"] = config.names_of(state).linecard_name(entry["index"])
         write_state(state_dir, state)  # recorded before it exists: `down` removes it whatever happens next
         try:
             network.create_linecard(entry, ends, rate, str(state_dir))
@@ -304,13 +304,13 @@ def fault_delay(state_dir: Path, node: str, milliseconds: float) -> None:
     require_root()
     if not 0 < milliseconds <= network.MAX_DELAY_MS:
         raise TestbedError(f"a delay is 0 to {network.MAX_DELAY_MS:g} ms, not {milliseconds:g}")
-    why_not = network.netem_available()
-    if why_not is not None:
-        raise TestbedError(f"this kernel cannot delay packets: tc's netem qdisc (module sch_netem) is "
-                           f"missing ({why_not}); `modprobe sch_netem` where the module exists")
     state_dir = Path(state_dir).absolute()
     with locked(state_dir):
         state = require_state(state_dir)
+        why_not = network.netem_available(config.names_of(state))
+        if why_not is not None:
+            raise TestbedError(f"this kernel cannot delay packets: tc's netem qdisc (module sch_netem) is "
+                               f"missing ({why_not}); `modprobe sch_netem` where the module exists")
         require_running(state, node)
         network.set_qdisc(network.node_link_ends(node_entry(state, node)),
                           network.netem_qdisc(milliseconds, state.get("link_rate")))

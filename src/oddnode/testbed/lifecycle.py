@@ -82,6 +82,7 @@ class Testbed:
     topology: Path | None = None
     link_rate: int | None = None  # bits per second of every node's link, None: unshaped
     slurm_conf: Path | None = None  # the slurm.conf of its Slurm, None: no Slurm (see oddnode.testbed.slurm)
+    names: config.Names = config.Names()  # its number's names and addresses (see oddnode.testbed.config)
 
     @property
     def nodeset(self) -> str:
@@ -107,6 +108,7 @@ class Testbed:
             topology=state_dir / TOPOLOGY_FILE if state.get("leaves") else None,
             link_rate=state.get("link_rate"),
             slurm_conf=testbed_slurm.conf_path(state_dir) if state.get("slurm") else None,
+            names=config.names_of(state),
         )
 
     def ssh_argv(self, node: str, *command: str) -> list[str]:
@@ -152,6 +154,7 @@ class TestbedStatus:
     state_dir: Path
     up: bool  # a testbed is recorded there
     complete: bool = False  # its `up` finished
+    names: config.Names = config.Names()  # its number's names and addresses
     bridge: bool = False
     nodes: tuple[NodeState, ...] = field(default_factory=tuple)
     cpu_sharing: str | None = None  # see Testbed.cpu_sharing
@@ -172,7 +175,7 @@ class TestbedStatus:
             return f"no testbed is up in {self.state_dir}"
         names = [node.name for node in self.nodes]
         lines = [f"testbed in {self.state_dir}: {len(names)} nodes {fold(names)}, "
-                 f"switch {config.BRIDGE} {config.HOST_ADDRESS}/{config.PREFIXLEN}"
+                 f"switch {self.names.bridge} {self.names.host_address}/{config.PREFIXLEN}"
                  f"{'' if self.bridge else ' (missing)'}"]
         if self.leaves:
             lines.append("  leaf switches under it: " + ", ".join(f"{leaf} {members}" for leaf, members in self.leaves)
@@ -218,14 +221,16 @@ def _is_blank(state_dir: Path) -> bool:
 # -- up ------------------------------------------------------------------------
 
 def up(nodes: int = DEFAULT_NODES, state_dir: Path = DEFAULT_STATE_DIR, prefix: str = "node", *,
-       leaves: int = 1, link_rate: int | None = None, slurm: bool = False,
+       leaves: int = 1, link_rate: int | None = None, slurm: bool = False, instance: int = 0,
        on_created: OnCreated | None = None) -> Testbed:
     """Bring up `nodes` virtual nodes (``node01``...) on this machine, each in its
     own network, UTS, mount and PID namespaces with its own sshd; with
     `leaves` > 1 they hang from that many leaf switches under the core one
     (see oddnode.testbed.network); `link_rate` (bits/s) shapes every node's link;
     `slurm` adds a Slurm controller on this machine and a slurmd in every
-    node (see oddnode.testbed.slurm).
+    node (see oddnode.testbed.slurm).  `instance` numbers the testbed among
+    those of this machine (its interface names and subnet, see
+    oddnode.testbed.config.Names).
 
     Every object is recorded in ``state_dir/state.json`` before or as it is
     created; `on_created(kind, name)` is called after each (progress, tests).
@@ -240,6 +245,7 @@ def up(nodes: int = DEFAULT_NODES, state_dir: Path = DEFAULT_STATE_DIR, prefix: 
         names = config.node_names(nodes, prefix)
         if leaves > config.MAX_LEAVES:
             raise ValueError(f"at most {config.MAX_LEAVES} leaves, not {leaves}")
+        naming = config.Names(instance)
         groups = network.leaf_groups(names, leaves)
         if leaves == 1:  # every node on the core switch
             groups = {}
@@ -256,12 +262,12 @@ def up(nodes: int = DEFAULT_NODES, state_dir: Path = DEFAULT_STATE_DIR, prefix: 
         raise TestbedError(f"a testbed is already up in {state_dir}: {_down_command(state_dir)} first")
     if state_dir.exists() and not _is_blank(state_dir):
         raise TestbedError(f"{state_dir} is not empty: the testbed needs a directory of its own")
-    _check_machine_free(names, len(groups))
+    _check_machine_free(naming, names, len(groups))
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     with locked(state_dir):
         if read_state(state_dir) is not None:
             raise TestbedError(f"a testbed is already up in {state_dir}: {_down_command(state_dir)} first")
-        state = _initial_state(state_dir, names, prefix, groups, link_rate)
+        state = _initial_state(state_dir, naming, names, prefix, groups, link_rate)
         state["slurm"] = {} if slurm else None
         write_state(state_dir, state)
         try:
@@ -278,27 +284,28 @@ def up(nodes: int = DEFAULT_NODES, state_dir: Path = DEFAULT_STATE_DIR, prefix: 
     return Testbed.load(state_dir)
 
 
-def _check_machine_free(names: list[str], leaves: int) -> None:
-    """Refuse to start over another testbed, leftovers or a network using 10.77.0.0/24."""
-    if link_exists(config.BRIDGE):
+def _check_machine_free(naming: config.Names, names: list[str], leaves: int) -> None:
+    """Refuse to start over another testbed of the same number, leftovers or
+    a network using its subnet."""
+    if link_exists(naming.bridge):
         try:
-            owner = (SYS_NET / config.BRIDGE / "ifalias").read_text().strip()
+            owner = (SYS_NET / naming.bridge / "ifalias").read_text().strip()
         except OSError:
             owner = ""
         where = f"state directory {owner}" if owner else "state directory unknown"
-        remedy = _down_command(Path(owner)) if owner else f"`ip link delete {config.BRIDGE}`"
-        raise TestbedError(f"another testbed is up on this machine (bridge {config.BRIDGE}, {where}): "
-                           f"{remedy} first")
+        remedy = _down_command(Path(owner)) if owner else f"`ip link delete {naming.bridge}`"
+        raise TestbedError(f"another testbed is up on this machine (bridge {naming.bridge}, {where}): "
+                           f"{remedy} first, or give this one another number (--instance)")
     leftovers = []
     for index, node in enumerate(names, start=1):
-        namespace = config.netns_name(node)
+        namespace = naming.netns_name(node)
         if netns_exists(namespace):
             leftovers.append(f"ip netns delete {namespace}")
-        host_end, _ = config.veth_names(index, len(names))
+        host_end, _ = naming.veth_names(index, len(names))
         if link_exists(host_end):
             leftovers.append(f"ip link delete {host_end}")
     for index in range(1, leaves + 1):
-        for link in (config.leaf_bridge(index), config.uplink_names(index)[0]):
+        for link in (naming.leaf_bridge(index), naming.uplink_names(index)[0]):
             if link_exists(link):
                 leftovers.append(f"ip link delete {link}")
     if leftovers:
@@ -306,22 +313,22 @@ def _check_machine_free(names: list[str], leaves: int) -> None:
                            "remove them with: " + "; ".join(leftovers))
     used = [line.split()[1] + " " + line.split()[3]
             for line in run(["ip", "-o", "-4", "addr", "show"]).stdout.splitlines()
-            if len(line.split()) > 3 and config.in_subnet(line.split()[3])]
-    routes = run(["ip", "-4", "route", "show", "root", config.SUBNET]).stdout.strip()
+            if len(line.split()) > 3 and naming.in_subnet(line.split()[3])]
+    routes = run(["ip", "-4", "route", "show", "root", naming.subnet]).stdout.strip()
     if used or routes:
         detail = "; ".join(used) or routes.splitlines()[0]
-        raise TestbedError(f"{config.SUBNET} is already in use on this machine ({detail}): "
+        raise TestbedError(f"{naming.subnet} is already in use on this machine ({detail}): "
                            "the testbed needs it for itself")
 
 
-def _initial_state(state_dir: Path, names: list[str], prefix: str, groups: dict[str, list[str]],
-                   link_rate: int | None) -> State:
+def _initial_state(state_dir: Path, naming: config.Names, names: list[str], prefix: str,
+                   groups: dict[str, list[str]], link_rate: int | None) -> State:
     nodes: dict[str, dict[str, Any]] = {}
     for index, node in enumerate(names, start=1):
         node_dir = state_dir / "nodes" / node
         nodes[node] = {
             "index": index,
-            "address": config.node_address(index),
+            "address": naming.node_address(index),
             "dir": str(node_dir),
             "netns": None,  # names are filled in just before each object is created
             "veth": None,
@@ -336,6 +343,7 @@ def _initial_state(state_dir: Path, names: list[str], prefix: str, groups: dict[
         "schema": 1,
         "state_dir": str(state_dir),
         "prefix": prefix,
+        "instance": naming.number,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "complete": False,
         "bridge": None,
@@ -357,7 +365,7 @@ def _build(state_dir: Path, state: State, on_created: OnCreated) -> None:
     nodes: dict[str, dict[str, Any]] = state["nodes"]
     per_node_slurm = testbed_slurm.prepare(state_dir, state) if state.get("slurm") is not None else {}
     write_state(state_dir, state)
-    _write_files(state_dir, nodes, per_node_slurm)
+    _write_files(state_dir, config.names_of(state), nodes, per_node_slurm)
     if state["leaves"]:
         groups = {node: leaf["name"] for leaf in state["leaves"] for node in leaf["nodes"]}
         (state_dir / TOPOLOGY_FILE).write_text(format_topology(groups))
@@ -374,7 +382,7 @@ def _build(state_dir: Path, state: State, on_created: OnCreated) -> None:
     write_state(state_dir, state)
 
 
-def _write_files(state_dir: Path, nodes: dict[str, dict[str, Any]],
+def _write_files(state_dir: Path, naming: config.Names, nodes: dict[str, dict[str, Any]],
                  per_node_slurm: dict[str, dict[str, Any]]) -> None:
     """Keys, ssh client and server configurations, and each node's init
     configuration (with its slurmd's, on a testbed with Slurm)."""
@@ -434,7 +442,7 @@ def _write_files(state_dir: Path, nodes: dict[str, dict[str, Any]],
         if synthetic_dmi:
             (node_dir / "sys-class").mkdir()
             sys_class = {"staging": str(node_dir / "sys-class"), "dmi": config.DMI_VALUES}
-        _, node_end = config.veth_names(entry["index"], len(nodes))
+        _, node_end = naming.veth_names(entry["index"], len(nodes))
         init_config = {
             "name": node,
             "address": entry["address"],
@@ -450,25 +458,27 @@ def _write_files(state_dir: Path, nodes: dict[str, dict[str, Any]],
 
 
 def _create_network(state_dir: Path, state: State, on_created: OnCreated) -> None:
-    """The core bridge with 10.77.0.1/24, the leaves under it, then per node a
-    namespace and a veth pair into its switch, shaped to the link rate."""
-    state["bridge"] = config.BRIDGE
+    """The core bridge with the host's address (10.77.N.1/24), the leaves
+    under it, then per node a namespace and a veth pair into its switch,
+    shaped to the link rate."""
+    naming = config.names_of(state)
+    state["bridge"] = naming.bridge
     write_state(state_dir, state)
-    run(["ip", "link", "add", config.BRIDGE, "type", "bridge"])
-    disable_ipv6(config.BRIDGE)
-    run(["ip", "addr", "add", f"{config.HOST_ADDRESS}/{config.PREFIXLEN}", "dev", config.BRIDGE])
+    run(["ip", "link", "add", naming.bridge, "type", "bridge"])
+    disable_ipv6(naming.bridge)
+    run(["ip", "addr", "add", f"{naming.host_address}/{config.PREFIXLEN}", "dev", naming.bridge])
     # The alias names the owner, for the message of an `up` from another state directory.
-    run(["ip", "link", "set", config.BRIDGE, "alias", str(state_dir), "up"])
-    on_created("bridge", config.BRIDGE)
+    run(["ip", "link", "set", naming.bridge, "alias", str(state_dir), "up"])
+    on_created("bridge", naming.bridge)
     network.create_leaves(state, lambda: write_state(state_dir, state), on_created)
     count = len(state["nodes"])
     for node, entry in state["nodes"].items():
-        namespace = config.netns_name(node)
+        namespace = naming.netns_name(node)
         entry["netns"] = namespace
         write_state(state_dir, state)
         run(["ip", "netns", "add", namespace])
         on_created("netns", namespace)
-        host_end, node_end = config.veth_names(entry["index"], count)
+        host_end, node_end = naming.veth_names(entry["index"], count)
         entry["veth"] = [host_end, node_end]
         write_state(state_dir, state)
         run(["ip", "link", "add", host_end, "type", "veth", "peer", "name", node_end, "netns", namespace])
@@ -588,7 +598,8 @@ def status(state_dir: Path = DEFAULT_STATE_DIR) -> TestbedStatus:
         state_dir=state_dir,
         up=True,
         complete=state["complete"],
-        bridge=link_exists(config.BRIDGE),
+        names=config.names_of(state),
+        bridge=link_exists(config.names_of(state).bridge),
         cpu_sharing=state.get("cpu_sharing"),
         leaves=tuple((leaf["name"], fold(leaf["nodes"])) for leaf in state.get("leaves") or []),
         link_rate=state.get("link_rate"),

@@ -113,9 +113,10 @@ def set_qdisc(ends: Sequence[tuple[str | None, str]], qdisc: Sequence[str] | Non
 
 
 @functools.cache
-def netem_available() -> str | None:
-    """None when this kernel can delay packets (sch_netem), else why not."""
-    probe = config.OBJECT_PREFIX + "netem"
+def netem_available(names: config.Names) -> str | None:
+    """None when this kernel can delay packets (sch_netem), else why not
+    (found with a probe link named after the testbed `names`)."""
+    probe = names.probe_name()
     try:
         run(["ip", "link", "add", probe, "type", "veth", "peer", "name", probe + "p"])
     except TestbedError as err:
@@ -180,18 +181,19 @@ def uplink_rate(state: Mapping[str, Any], leaf: Mapping[str, Any]) -> int | None
 def create_leaves(state: dict[str, Any], save, on_created) -> None:
     """Leaf bridges and their uplinks to the core bridge, each recorded (by
     `save()`) before it is made."""
+    names = config.names_of(state)
     for leaf in state["leaves"]:
-        leaf["bridge"] = config.leaf_bridge(leaf["index"])
+        leaf["bridge"] = names.leaf_bridge(leaf["index"])
         save()
         run(["ip", "link", "add", leaf["bridge"], "type", "bridge"])
         disable_ipv6(leaf["bridge"])
         run(["ip", "link", "set", leaf["bridge"], "alias", state["state_dir"], "up"])
         on_created("bridge", leaf["bridge"])
-        core_end, leaf_end = config.uplink_names(leaf["index"])
+        core_end, leaf_end = names.uplink_names(leaf["index"])
         leaf["uplink"] = [core_end, leaf_end]
         save()
         run(["ip", "link", "add", core_end, "type", "veth", "peer", "name", leaf_end])
-        for end, bridge in ((core_end, config.BRIDGE), (leaf_end, leaf["bridge"])):
+        for end, bridge in ((core_end, names.bridge), (leaf_end, leaf["bridge"])):
             disable_ipv6(end)
             run(["ip", "link", "set", end, "master", bridge, "up"])
         on_created("veth", core_end)
@@ -202,4 +204,4 @@ def switch_of(state: Mapping[str, Any], node: str) -> str:
     for leaf in state.get("leaves") or []:
         if node in leaf["nodes"]:
             return leaf["bridge"]
-    return config.BRIDGE
+    return config.names_of(state).bridge

@@ -48,7 +48,7 @@ def mount(source: str, target: str, fstype: str | None = None, flags: int = 0, d
 
 
 def configure_network(node: dict) -> None:
-    """eth0 with the node's address, lo up; no IPv6 on eth0 (traffic stays on 10.77.0.0/24)."""
+    """eth0 with the node's address, lo up; no IPv6 on eth0 (traffic stays on its testbed's subnet)."""
     veth = node["veth"]
     try:
         with open(f"/proc/sys/net/ipv6/conf/{veth}/disable_ipv6", "w") as knob:

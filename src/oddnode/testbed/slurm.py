@@ -6,7 +6,7 @@ machine and a slurmd in every node, so that ``--transport slurm``, ``srun``,
   (``STATE/slurm/munge/``).  Slurm's daemons and commands find it through
   ``AuthInfo=socket=...``: a Unix socket is a file, and the nodes see this
   machine's files.
-- slurmctld runs on this machine as ``SlurmctldHost=<its hostname>(10.77.0.1)``,
+- slurmctld runs on this machine as ``SlurmctldHost=<its hostname>(10.77.N.1)``,
   its address on the core bridge, on ports of its own (CONTROLLER_PORT,
   NODE_PORT), so that a Slurm this machine already runs is left alone.
 - In every node its init starts ``slurmd -D -N NODE`` after sshd: the
@@ -46,8 +46,9 @@ from oddnode.testbed._system import NODE_ENV, TestbedError, alive, kill, record_
 
 SLURM_DIR = "slurm"
 CONF_FILE = "slurm.conf"
-# Ports of the testbed's controller and nodes: not Slurm's defaults (6817,
-# 6818), which a Slurm of this machine's own may hold.
+# Ports of testbed 0's controller and nodes: not Slurm's defaults (6817,
+# 6818), which a Slurm of this machine's own may hold.  Testbed N's are
+# these plus 2N (see ports), so that testbeds side by side each have a Slurm.
 CONTROLLER_PORT = 26817
 NODE_PORT = 26818
 CLUSTER_NAME = "oddnode-testbed"
@@ -99,18 +100,24 @@ def cgroup_version(mountinfo: Path = Path("/proc/self/mountinfo")) -> int:
     return 1
 
 
+def ports(names: config.Names) -> tuple[int, int]:
+    """The controller's and the nodes' ports of testbed `names`."""
+    return CONTROLLER_PORT + 2 * names.number, NODE_PORT + 2 * names.number
+
+
 def slurm_conf_text(*, controller: str, nodes: Mapping[str, str], cpus: int, directory: Path,
-                    munge_socket: Path) -> str:
-    """slurm.conf of the testbed: one controller on this machine, one
-    partition of every node, plugins that work inside namespaces."""
+                    munge_socket: Path, names: config.Names = config.Names()) -> str:
+    """slurm.conf of the testbed `names`: one controller on this machine,
+    one partition of every node, plugins that work inside namespaces."""
+    controller_port, node_port = ports(names)
     node_lines = "\n".join(f"NodeName={node} NodeAddr={address} CPUs={cpus} RealMemory={NODE_MEMORY_MB} "
                            "State=UNKNOWN" for node, address in nodes.items())
     return f"""\
 # The oddnode testbed's Slurm, written by `oddnode testbed up --slurm`; removed by `down`.
 ClusterName={CLUSTER_NAME}
-SlurmctldHost={controller}({config.HOST_ADDRESS})
-SlurmctldPort={CONTROLLER_PORT}
-SlurmdPort={NODE_PORT}
+SlurmctldHost={controller}({names.host_address})
+SlurmctldPort={controller_port}
+SlurmdPort={node_port}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -183,7 +190,7 @@ def prepare(state_dir: Path, state: dict[str, Any]) -> dict[str, dict[str, Any]]
     controller = socket.gethostname().split(".")[0]
     conf_path(state_dir).write_text(slurm_conf_text(
         controller=controller, nodes={node: entry["address"] for node, entry in nodes.items()},
-        cpus=os.cpu_count() or 1, directory=directory, munge_socket=socket_path))
+        cpus=os.cpu_count() or 1, directory=directory, munge_socket=socket_path, names=config.names_of(state)))
     (directory / "cgroup.conf").write_text(cgroup_conf_text(cgroup_version()))
     state["slurm"] = {"dir": str(directory), "controller": controller, "munge_socket": str(socket_path),
                       "cgroup_bind": None, "munged": None, "slurmctld": None}

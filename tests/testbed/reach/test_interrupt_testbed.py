@@ -19,9 +19,9 @@ import pytest
 import oddnode as oddnode_package
 from oddnode.store import open_store
 from oddnode.testbed import _state, _system, slurm
-from support.testbed import needs_root, running_testbed
+from support.testbed import needs_root, running_testbed, slurm_testbed
 
-pytestmark = needs_root
+pytestmark = [needs_root, slurm_testbed]  # its second testbed runs Slurm
 
 NODES = 4
 # A memory repetition of about 25 s on the testbed's shared CPUs: caught a

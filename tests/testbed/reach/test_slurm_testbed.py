@@ -34,9 +34,9 @@ from oddnode.testbed._system import alive
 from oddnode.testbed._state import read_state
 from oddnode.store import open_store
 from support.cli import oddnode
-from support.testbed import clean, needs_root, running_testbed  # noqa: F401 (clean: a fixture)
+from support.testbed import clean, needs_root, running_testbed, session_instance, slurm_testbed  # noqa: F401 (clean: a fixture)
 
-pytestmark = [needs_root, pytest.mark.skipif(
+pytestmark = [needs_root, slurm_testbed, pytest.mark.skipif(
     any(shutil.which(tool) is None for tool in slurm.TOOLS), reason="no Slurm (Debian: slurm-wlm, munge)")]
 
 
@@ -73,9 +73,9 @@ def slurm_command(bed, *argv: str, timeout: float = 60) -> subprocess.CompletedP
 
 
 def test_down_ends_the_controller_and_unbinds_the_cgroups(tmp_path):
-    # First in the module: before its testbed is up (one testbed a machine).
+    # First in the module: before its testbed is up (on this worker's testbed number).
     state_dir = tmp_path / "bed"
-    tb.up(2, state_dir, slurm=True)
+    tb.up(2, state_dir, slurm=True, instance=session_instance())
     recorded = read_state(state_dir)["slurm"]
     try:
         assert alive(recorded["slurmctld"]) and alive(recorded["munged"])
@@ -90,7 +90,7 @@ def test_every_node_registers_under_its_own_name_and_address(bed):
     assert bed.slurm_conf == slurm.conf_path(bed.state_dir)
     assert slurm.node_states(bed.state_dir) == {node: "idle" for node in bed.nodes}
     shown = slurm_command(bed, "scontrol", "show", "node", "node03", "-o").stdout
-    assert "NodeAddr=10.77.0.13" in shown and "State=IDLE" in shown
+    assert f"NodeAddr={bed.addresses['node03']} " in shown and "State=IDLE" in shown
 
 
 def test_srun_runs_a_task_inside_each_node(bed):

@@ -39,15 +39,16 @@ MEMINFO = textwrap.dedent("""\
 def test_node_names_addresses_and_link_names():
     assert config.node_names(8) == [f"node0{i}" for i in range(1, 9)]
     assert config.node_names(100)[0] == "node001" and config.node_names(100)[-1] == "node100"
-    assert config.node_address(1) == "10.77.0.11"
-    assert config.node_address(config.MAX_NODES) == "10.77.0.210"
+    assert config.Names().node_address(1) == "10.77.0.11"
+    assert config.Names().node_address(config.MAX_NODES) == "10.77.0.210"
     with pytest.raises(ValueError):
         config.node_names(config.MAX_NODES + 1)
     with pytest.raises(ValueError):
         config.node_names(4, prefix="Bad Prefix")
-    host_end, node_end = config.veth_names(200, 200)
+    host_end, node_end = config.Names().veth_names(200, 200)
     assert (host_end, node_end) == ("odd-v200h", "odd-v200n")
-    assert max(len(host_end), len(node_end), len(config.BRIDGE)) <= 15  # IFNAMSIZ - 1
+    last = config.Names(config.MAX_INSTANCES - 1)
+    assert max(map(len, (*last.veth_names(200, 200), last.bridge, last.probe_name() + "p"))) <= 15  # IFNAMSIZ - 1
 
 
 def test_meminfo_with_total_scales_free_and_available_and_keeps_the_layout():
@@ -176,7 +177,8 @@ def test_each_node_has_its_own_capped_cpu_share(bed):
 @needs_root
 def test_every_node_answers_ssh_with_its_own_hostname(bed):
     assert bed.nodeset == "node[01-08]"
-    assert bed.addresses["node01"] == "10.77.0.11" and bed.addresses["node08"] == "10.77.0.18"
+    subnet = bed.names.host_address.rsplit(".", 1)[0]
+    assert bed.addresses["node01"] == f"{subnet}.11" and bed.addresses["node08"] == f"{subnet}.18"
     results = on_all(bed, "hostname")
     assert {node: (r.returncode, r.stdout.strip()) for node, r in results.items()} == {
         node: (0, node) for node in bed.nodes}
@@ -300,17 +302,18 @@ def test_status_and_a_second_up_refused(bed, tmp_path):
     assert found.ok and found.addresses == bed.addresses
     assert "ready: node[01-08]" in found.summary()
     with pytest.raises(tb.TestbedError, match="oddnode testbed down"):
-        tb.up(2, bed.state_dir)
-    with pytest.raises(tb.TestbedError, match="another testbed is up"):
-        tb.up(2, tmp_path / "other")
+        tb.up(2, bed.state_dir, instance=bed.names.number)
+    with pytest.raises(tb.TestbedError, match="another testbed is up.*another number"):
+        tb.up(2, tmp_path / "other", instance=bed.names.number)
     assert not (tmp_path / "other").exists()
 
 
-def _leftovers() -> list[str]:
+def _leftovers(names: config.Names) -> list[str]:
+    """Namespaces and links of this machine named like testbed `names`' objects."""
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
-    return [line.split()[0] for line in netns.splitlines() if line.startswith(config.OBJECT_PREFIX)] + [
-        line.split()[1] for line in links.splitlines() if line.split()[1].startswith(config.OBJECT_PREFIX)]
+    return [line.split()[0] for line in netns.splitlines() if line.startswith(names.prefix)] + [
+        line.split()[1] for line in links.splitlines() if line.split()[1].startswith(names.prefix)]
 
 
 @needs_root
@@ -318,7 +321,7 @@ def test_down_leaves_nothing(bed):
     records = [entry[key] for entry in _state(bed)["nodes"].values() for key in ("unshare", "init", "sshd")]
     group = _state(bed)["cgroup"]
     tb.down(bed.state_dir)
-    assert _leftovers() == []
+    assert _leftovers(bed.names) == []
     assert group is None or not Path(group).exists()
     for rec in records:  # not even a zombie: `down` reaped what this process started
         proc = read_proc(rec["pid"])
@@ -338,27 +341,27 @@ def on_created(created, name):
     seen.append(created)
     if seen.count(kind) == after:
         os.kill(os.getpid(), signal.SIGKILL)
-testbed.up(4, Path(sys.argv[1]), on_created=on_created)
+testbed.up(4, Path(sys.argv[1]), instance=int(sys.argv[4]), on_created=on_created)
 """
 
 
 @needs_root
 @pytest.mark.parametrize("kind", ["netns", "process"])
 def test_down_cleans_a_half_finished_up(bed, tmp_path, kind):
-    tb.down(bed.state_dir)  # one testbed at a time on a machine
+    tb.down(bed.state_dir)  # its testbed number is free for the half-finished up
     state_dir = tmp_path / "half"
-    crashed = subprocess.run([sys.executable, "-c", _CRASHING_UP, str(state_dir), kind, "2"],
+    crashed = subprocess.run([sys.executable, "-c", _CRASHING_UP, str(state_dir), kind, "2", str(bed.names.number)],
                              capture_output=True, text=True, timeout=60)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
     state = json.loads((state_dir / "state.json").read_text())
     assert not state["complete"]
-    assert {"odd-node01", "odd-node02"} <= set(_leftovers())
+    assert {bed.names.netns_name("node01"), bed.names.netns_name("node02")} <= set(_leftovers(bed.names))
     started = [entry["unshare"] for entry in state["nodes"].values() if entry["unshare"]]
     assert len(started) == (2 if kind == "process" else 0)
     with pytest.raises(tb.TestbedError, match="did not finish coming up"):
         tb.Testbed.load(state_dir)
     tb.down(state_dir)
-    assert _leftovers() == []
+    assert _leftovers(bed.names) == []
     assert not any(alive(rec) for rec in started)
     assert not state_dir.exists()
 

@@ -32,10 +32,12 @@ def test_leaves_are_contiguous_groups_whose_sizes_differ_by_one_at_most():
 
 
 def test_leaf_and_uplink_names_fit_an_interface_name():
-    assert config.leaf_bridge(99) == "odd-leaf99" and config.uplink_names(99) == ("odd-u99c", "odd-u99l")
-    assert all(len(name) <= 15 for name in (config.leaf_bridge(99), *config.uplink_names(99)))
+    names = config.Names()
+    assert names.leaf_bridge(99) == "odd-leaf99" and names.uplink_names(99) == ("odd-u99c", "odd-u99l")
+    last = config.Names(config.MAX_INSTANCES - 1)
+    assert all(len(name) <= 15 for name in (last.leaf_bridge(99), *last.uplink_names(99), last.linecard_name(99)))
     with pytest.raises(ValueError):
-        config.leaf_bridge(100)
+        names.leaf_bridge(100)
 
 
 @pytest.mark.parametrize("text, bits", [("100mbit", 10**8), ("1gbit", 10**9), ("1.5Gbit", 15 * 10**8),
@@ -108,18 +110,20 @@ def bandwidths(bed, tmp_path) -> dict[str, float]:
 
 @needs_root
 def test_nodes_hang_from_their_leaf_and_the_topology_file_says_so(bed):
+    prefix = bed.names.prefix  # this testbed's object names (odd-, odd1-...)
     assert bed.leaves == {"leaf1": ["node01", "node02", "node03"], "leaf2": ["node04", "node05", "node06"]}
     assert read_topology(bed.topology) == {node: leaf for leaf, nodes in bed.leaves.items() for node in nodes}
-    assert _master("odd-v01h") == "odd-leaf1" and _master("odd-v06h") == "odd-leaf2"
-    assert _master("odd-u1c") == config.BRIDGE and _master("odd-u1l") == "odd-leaf1"
+    assert _master(f"{prefix}v01h") == f"{prefix}leaf1" and _master(f"{prefix}v06h") == f"{prefix}leaf2"
+    assert _master(f"{prefix}u1c") == bed.names.bridge and _master(f"{prefix}u1l") == f"{prefix}leaf1"
     assert "leaf1 node[01-03], leaf2 node[04-06]" in tb.status(bed.state_dir).summary()
     # Every link is shaped at both ends; the uplinks are not.
-    assert "rate 100Mbit" in _qdisc(None, "odd-v01h") and "rate 100Mbit" in _qdisc("odd-node01", "eth0")
-    assert "tbf" not in _qdisc(None, "odd-u1c")
+    assert "rate 100Mbit" in _qdisc(None, f"{prefix}v01h") and "rate 100Mbit" in _qdisc(f"{prefix}node01", "eth0")
+    assert "tbf" not in _qdisc(None, f"{prefix}u1c")
 
 
 @needs_root
 def test_a_node_link_a_tenth_as_fast_slows_its_pair_only_until_cleared(clean, tmp_path):
+    prefix = clean.names.prefix  # this testbed's object names (odd-, odd1-...)
     healthy = bandwidths(clean, tmp_path / "before")
     assert all(6 < rate < 20 for rate in healthy.values()), healthy  # 12.5 MB/s and the burst
     assert tb.fault_link(clean.state_dir, "node02", divisor=10) == LINK_RATE // 10
@@ -127,27 +131,29 @@ def test_a_node_link_a_tenth_as_fast_slows_its_pair_only_until_cleared(clean, tm
     slowed = bandwidths(clean, tmp_path / "fault")
     assert slowed["node01-node02"] < 0.25 * min(slowed["node03-node04"], slowed["node05-node06"]), slowed
     tb.clear_faults(clean.state_dir)
-    assert "rate 100Mbit" in _qdisc("odd-node02", "eth0")
+    assert "rate 100Mbit" in _qdisc(f"{prefix}node02", "eth0")
     assert all(6 < rate < 20 for rate in bandwidths(clean, tmp_path / "after").values())
 
 
 @needs_root
 def test_a_slow_uplink_slows_the_pair_across_leaves_only(clean, tmp_path):
+    prefix = clean.names.prefix  # this testbed's object names (odd-, odd1-...)
     tb.fault_uplink(clean.state_dir, "leaf2", 10 * 10**6)
-    assert "rate 10Mbit" in _qdisc(None, "odd-u2c") and "rate 10Mbit" in _qdisc(None, "odd-u2l")
+    assert "rate 10Mbit" in _qdisc(None, f"{prefix}u2c") and "rate 10Mbit" in _qdisc(None, f"{prefix}u2l")
     assert "leaf2's uplink shaped to 10mbit" in tb.status(clean.state_dir).summary()
     rates = bandwidths(clean, tmp_path)
     assert rates["node03-node04"] < 0.25 * min(rates["node01-node02"], rates["node05-node06"]), rates
     with pytest.raises(tb.TestbedError, match="no leaf 'leaf9'.*leaf1, leaf2"):
         tb.fault_uplink(clean.state_dir, "leaf9", divisor=10)
     tb.clear_faults(clean.state_dir)
-    assert "tbf" not in _qdisc(None, "odd-u2c")
+    assert "tbf" not in _qdisc(None, f"{prefix}u2c")
 
 
 @needs_root
 def test_a_line_card_slows_its_nodes_traffic_between_themselves_too_until_cleared(clean, tmp_path):
+    prefix = clean.names.prefix  # this testbed's object names (odd-, odd1-...)
     tb.fault_linecard(clean.state_dir, "leaf1", 10 * 10**6)
-    assert "rate 10Mbit" in _qdisc(None, "odd-lc1") and "tbf" not in _qdisc(None, "odd-u1c")
+    assert "rate 10Mbit" in _qdisc(None, f"{prefix}lc1") and "tbf" not in _qdisc(None, f"{prefix}u1c")
     assert "leaf1's line card: its nodes share one fabric link of 10mbit" in tb.status(clean.state_dir).summary()
     rates = bandwidths(clean, tmp_path)
     # node01-node02 never leave leaf1, node03-node04 cross from it: both
@@ -158,15 +164,16 @@ def test_a_line_card_slows_its_nodes_traffic_between_themselves_too_until_cleare
     assert "line card" not in tb.status(clean.state_dir).summary()
     # --slower divides the leaf's non-blocking rate, its 3 links' 300 Mbit/s.
     tb.fault_linecard(clean.state_dir, "leaf2", divisor=10)
-    assert "rate 30Mbit" in _qdisc(None, "odd-lc2")
+    assert "rate 30Mbit" in _qdisc(None, f"{prefix}lc2")
 
 
 @needs_root
 def test_a_delay_needs_netem_and_says_so_where_the_kernel_lacks_it(clean, tmp_path):
-    missing = network.netem_available()
+    prefix = clean.names.prefix  # this testbed's object names (odd-, odd1-...)
+    missing = network.netem_available(clean.names)
     if missing is None:
         tb.fault_delay(clean.state_dir, "node03", 20)
-        assert "delay 20ms" in _qdisc("odd-node03", "eth0")
+        assert "delay 20ms" in _qdisc(f"{prefix}node03", "eth0")
         target = make_target(clean.nodes, "ssh", clean.ssh_config)
         with open_store(tmp_path / "pairs.duckdb") as store:
             run_pairs(store, target, "sort", 1, options=OPTIONS)
@@ -176,4 +183,4 @@ def test_a_delay_needs_netem_and_says_so_where_the_kernel_lacks_it(clean, tmp_pa
     else:
         with pytest.raises(tb.TestbedError, match="cannot delay packets: tc's netem qdisc .*sch_netem"):
             tb.fault_delay(clean.state_dir, "node03", 20)
-        assert "netem" not in _qdisc("odd-node03", "eth0")
+        assert "netem" not in _qdisc(f"{prefix}node03", "eth0")

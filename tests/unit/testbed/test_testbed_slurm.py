@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from oddnode.testbed.config import MAX_INSTANCES, Names
 from oddnode.testbed.slurm import CONTROLLER_PORT, NODE_PORT, cgroup_conf_text, cgroup_version, slurm_conf_text
+from oddnode.testbed.slurm import ports as slurm_ports
 
 
 def conf(**overrides) -> dict[str, str]:
@@ -30,6 +32,14 @@ def test_the_controller_is_this_machine_on_the_core_bridge_on_ports_of_its_own()
     assert (settings["SlurmctldPort"], settings["SlurmdPort"]) == (str(CONTROLLER_PORT), str(NODE_PORT))
     assert {CONTROLLER_PORT, NODE_PORT}.isdisjoint({6817, 6818})  # a Slurm of this machine's own keeps its ports
     assert settings["AuthInfo"] == "socket=/run/bed/slurm/munge/munge.socket"
+
+
+def test_a_second_testbed_has_its_controller_on_its_own_bridge_address_and_ports():
+    first, third = conf(), conf(names=Names(2))
+    assert third["SlurmctldHost"] == "build-host-7(10.77.2.1)"
+    ports = {int(first["SlurmctldPort"]), int(first["SlurmdPort"]), int(third["SlurmctldPort"]),
+             int(third["SlurmdPort"]), *(port for number in range(MAX_INSTANCES) for port in slurm_ports(Names(number)))}
+    assert len(ports) == 2 * MAX_INSTANCES  # no two testbeds share a port
 
 
 def test_every_node_is_named_with_its_address_and_the_partition_holds_them_all():

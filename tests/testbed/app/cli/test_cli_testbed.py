@@ -3,7 +3,7 @@
 import json
 
 from support.cli import oddnode
-from support.testbed import needs_root
+from support.testbed import needs_root, session_instance
 
 
 @needs_root
@@ -12,7 +12,8 @@ def test_testbed_commands_and_check_over_ssh(tmp_path):
     state = tmp_path / "bed"
     env = {"ODDNODE_TESTBED_DIR": str(state)}
     try:
-        assert "node[01-04]" in oddnode("testbed", "up", "--nodes", 4, cwd=tmp_path, env=env).stdout
+        assert "node[01-04]" in oddnode("testbed", "up", "--nodes", 4, "--instance", session_instance(),
+                                            cwd=tmp_path, env=env).stdout
         oddnode("testbed", "fault", "bios-date", "node02", "09/02/2004", cwd=tmp_path, env=env)
         oddnode("testbed", "fault", "memory", "node04", "--percent", 70, cwd=tmp_path, env=env)
         assert "node02" in oddnode("testbed", "status", cwd=tmp_path, env=env).stdout

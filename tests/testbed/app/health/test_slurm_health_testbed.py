@@ -36,9 +36,9 @@ from oddnode import testbed as tb
 from oddnode.app.health.slurm import REASON_PREFIX, parse_node_state
 from oddnode.testbed import slurm
 from support.cli import oddnode as run_oddnode
-from support.testbed import needs_root, running_testbed
+from support.testbed import needs_root, running_testbed, slurm_testbed
 
-pytestmark = [needs_root, pytest.mark.skipif(
+pytestmark = [needs_root, slurm_testbed, pytest.mark.skipif(
     any(shutil.which(tool) is None for tool in slurm.TOOLS), reason="no Slurm (Debian: slurm-wlm, munge)")]
 
 NODES = 8
