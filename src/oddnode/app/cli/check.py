@@ -39,6 +39,7 @@ from oddnode.app.cli.common import (
     open_db,
     positive_seconds,
     print_json,
+    progress_bars,
     quiet,
     read_topology,
     registered_testbed,
@@ -69,17 +70,16 @@ from oddnode.reach.base import interrupt_status
 
 
 class _CheckProgress:
-    """A progress bar per benchmark, one line per judged stage (neither with
-    -q; with -v, each benchmark run of the stage too); where stderr is no
-    terminal, a progress line on it every 30 s."""
+    """One line per judged stage on ``out`` (not with -q; with -v, each
+    benchmark run of the stage too); a progress bar per benchmark on stderr
+    where it is a terminal, else a progress line on it every 30 s."""
 
     def __init__(self, out: Console):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
         self.out = out
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("repetitions"), TimeElapsedColumn(), console=out, transient=False,
-                                 disable=quiet())
+        self.progress = progress_bars(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                      TextColumn("repetitions"), TimeElapsedColumn(), transient=False)
         self.tasks: dict[str, int] = {}
         self.under_way = "the diagnostics stage"  # what an interrupt stops, in words
 
@@ -97,7 +97,7 @@ class _CheckProgress:
         self.under_way = f"the {stage} stage"
         self.beat.update(f"the {stage} stage")
         if stage == "diagnostics":
-            inform("[bold]diagnostics[/]: inventory of every node", out=self.progress.console)
+            inform("[bold]diagnostics[/]: inventory of every node", out=self.out)
 
     def benchmark_started(self, benchmark: str, done: int, total: int) -> None:
         self.tasks[benchmark] = self.progress.add_task(literal(benchmark), total=total, completed=done)
@@ -110,11 +110,11 @@ class _CheckProgress:
         self.under_way = f"{benchmark} repetition {done + 1} of {total}" if done < total else f"the {benchmark} step"
 
     def stage_judged(self, result) -> None:
-        inform(summaries.stage_line(result), out=self.progress.console)
+        inform(summaries.stage_line(result), out=self.out)
         for line in summaries.dim_lines(result.notes, indent="  "):
-            inform(line, out=self.progress.console, highlight=False)
+            inform(line, out=self.out, highlight=False)
         for line in summaries.step_lines(result.runs):
-            detail(line, out=self.progress.console, highlight=False)
+            detail(line, out=self.out, highlight=False)
 
 
 def _refuse_orderings_without_topology(plan: CheckPlan, store) -> None:

@@ -119,13 +119,24 @@ def detail(*objects: Any, out: Console | None = None, **options: Any) -> None:
         (out or console).print(*objects, **options)
 
 
-def progress_run(label: str, run: Callable[[Callable[[int, int], None]], Any]) -> Any:
-    """Run ``run(on_progress)`` under a transient progress bar named
-    ``label``, and, where stderr is no terminal, with a progress line on it
-    every 30 s (neither with -q)."""
+def progress_bars(*columns: Any, transient: bool = True):
+    """Progress bars on stderr, where it is a terminal and not -q (elsewhere
+    the heartbeat says how far a command is), so that stdout keeps the
+    results and a --json document alone.  What is printed on stdout while
+    the bars show goes above them when stdout is a terminal too; printed to
+    a file or a pipe it goes there untouched."""
     from rich.progress import Progress
 
-    with Progress(console=console, transient=True, disable=quiet()) as progress, heartbeat() as beat:
+    return Progress(*columns, console=err_console, transient=transient,
+                    disable=quiet() or not err_console.is_terminal,
+                    redirect_stdout=console.is_terminal, redirect_stderr=True)
+
+
+def progress_run(label: str, run: Callable[[Callable[[int, int], None]], Any]) -> Any:
+    """Run ``run(on_progress)`` under a transient progress bar named
+    ``label`` where stderr is a terminal, else with a progress line on
+    stderr every 30 s (neither with -q)."""
+    with progress_bars() as progress, heartbeat() as beat:
         task = progress.add_task(label, total=None)
         beat.update(label)
 

@@ -75,3 +75,41 @@ def test_the_line_estimates_what_is_left_from_the_pace_of_the_step():
                                                 (3600 + 180, "1 h 03 min")])
 def test_duration(seconds, said):
     assert duration(seconds) == said
+
+
+def terminal(is_terminal: bool) -> Console:
+    """A console written to memory that is, or is not, a terminal."""
+    import io
+
+    return Console(file=io.StringIO(), force_terminal=is_terminal, width=100)
+
+
+@pytest.mark.parametrize("stdout_is_terminal", [True, False])
+def test_bars_go_to_stderr_on_a_terminal_and_stdout_keeps_the_results(monkeypatch, stdout_is_terminal):
+    out, err = terminal(stdout_is_terminal), terminal(True)
+    monkeypatch.setattr(common, "console", out)
+    monkeypatch.setattr(common, "err_console", err)
+
+    def run(on_progress):
+        on_progress(1, 2)
+        time.sleep(0.4)  # several refreshes of the bar
+        common.inform("the result line")
+        return "ran"
+
+    assert common.progress_run("pairs sort on cn-[0001-0008]", run) == "ran"
+    shown, results = err.file.getvalue(), out.file.getvalue()
+    assert "pairs sort on cn-[0001-0008]" in shown and "pairs sort" not in results
+    assert "the result line" in results and "the result line" not in shown
+    assert progress_lines(shown) == []  # a terminal gets the bar, not the 30 s lines
+
+
+def test_no_bar_where_stderr_is_no_terminal_and_the_check_says_its_stages_on_its_output(monkeypatch):
+    out, err = terminal(False), terminal(False)
+    monkeypatch.setattr(common, "console", out)
+    monkeypatch.setattr(common, "err_console", err)
+    with check_cli._CheckProgress(out) as observer:
+        observer.stage_started("diagnostics")
+        observer.benchmark_started("stream", 0, 3)
+        observer.repetition_done("stream", 3, 3)
+    assert "diagnostics: inventory of every node" in out.file.getvalue()
+    assert "stream" not in out.file.getvalue() + err.file.getvalue()  # no bar, and no 30 s line yet
