@@ -60,6 +60,11 @@ def canonical_unit(unit: str) -> str:
         raise UnknownUnitError(f"unknown unit {unit!r} (known: {known})") from None
 
 
+def canonical_units() -> list[str]:
+    """Every unit oddnode knows, by its canonical name ("" for none)."""
+    return list(_UNITS)
+
+
 def usual_direction(unit: str) -> Direction:
     """Times improve downwards, rates and sizes upwards."""
     return _UNITS[canonical_unit(unit)][1]
@@ -77,7 +82,19 @@ _SCALES: dict[str, tuple[str, float]] = {
     "ns": ("time", 1e-9), "us": ("time", 1e-6), "ms": ("time", 1e-3), "s": ("time", 1.0),
     "B": ("size", 1.0), "kB": ("size", 1e3), "KiB": ("size", 2.0**10), "MB": ("size", 1e6),
     "MiB": ("size", 2.0**20), "GB": ("size", 1e9), "GiB": ("size", 2.0**30),
+    # Dimensions of one unit each, for their size in the base unit alone.
+    "Mop/s": ("operations", 1e6), "GUP/s": ("updates", 1e9), "IOPS": ("io", 1.0),
+    "msg/s": ("messages", 1.0), "1/s": ("events", 1.0), "%": ("fraction", 1e-2),
 }
+
+def in_base_unit(value: float, unit: str) -> tuple[str, float]:
+    """(the dimension of ``unit``, ``value`` in that dimension's base unit):
+    ("bandwidth", 5e9) for 5 GB/s, ("time", 2.5e-6) for 2.5 us; a unit of
+    no listed dimension is its own ("count", 3.0).  UnknownUnitError for a
+    unit oddnode does not know."""
+    name = canonical_unit(unit)
+    dimension, scale = _SCALES.get(name, (name, 1.0))
+    return dimension, float(f"{value * scale:.12g}")  # rounded as convert() does
 
 
 class UnitMismatchError(ValueError):

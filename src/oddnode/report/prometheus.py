@@ -1,11 +1,11 @@
 """The verdict per node for Prometheus, in node_exporter's
-textfile-collector format: the findings of an analysis of the store (and
-those it last recorded), the newest result of every series, when a check
-last ran on each node, when the analysis was made."""
+textfile-collector format, written by prometheus_client: the findings of
+an analysis of the store (and those it last recorded), the newest result
+of every series in its dimension's base unit, when a check last ran on
+each node, when the analysis was made."""
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
@@ -20,6 +20,7 @@ from oddnode.store.exports import ExportError
 from oddnode.core.model import Finding, LabelKind, Series, Severity
 from oddnode.core.nodes import NodeNameError, expand, split_pair
 from oddnode.core.order import natural_key
+from oddnode.core.units import UnknownUnitError, in_base_unit
 from oddnode.store import CHECK_SOURCE, Store
 
 if TYPE_CHECKING:  # types only: the analysis is made by the caller
@@ -27,41 +28,51 @@ if TYPE_CHECKING:  # types only: the analysis is made by the caller
 
 PREFIX = "oddnode_"
 
+# A result's dimension -> the base unit its metric's name ends in, as
+# Prometheus' naming conventions want (seconds, bytes, ratios 0-1); a
+# dimension not listed (a count, no unit) gives a metric without a unit.
+UNIT_SUFFIXES = {
+    "bandwidth": "bytes_per_second",
+    "time": "seconds",
+    "size": "bytes",
+    "flops": "flops_per_second",
+    "operations": "operations_per_second",
+    "updates": "updates_per_second",
+    "io": "io_operations_per_second",
+    "messages": "messages_per_second",
+    "events": "events_per_second",
+    "fraction": "ratio",
+}
+
 
 @dataclass
 class Family:
-    """One metric family: its name (without the prefix), help, type and samples."""
+    """One metric family (a gauge): its name without the prefix, its help,
+    its label names and its samples (label values in that order, value)."""
 
     name: str
     help: str
-    samples: list[tuple[dict[str, str], float]]
-    type: str = "gauge"
-
-
-def escape_label_value(value: str) -> str:
-    """A label value as the exposition format quotes it: \\ " and newline escaped."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _format_value(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value)) if value != int(value) or abs(value) >= 1e15 else str(int(value))
+    labels: tuple[str, ...]
+    samples: list[tuple[tuple[str, ...], float]]
 
 
 def render(families: Iterable[Family]) -> str:
-    """The families as exposition text, each with its # HELP and # TYPE lines."""
-    lines = []
-    for family in families:
-        name = PREFIX + family.name
-        lines.append(f"# HELP {name} {family.help.replace(chr(92), chr(92) * 2).replace(chr(10), ' ')}")
-        lines.append(f"# TYPE {name} {family.type}")
-        for labels, value in family.samples:
-            inside = ",".join(f'{key}="{escape_label_value(text)}"' for key, text in labels.items())
-            lines.append(f"{name}{{{inside}}} {_format_value(value)}" if inside else f"{name} {_format_value(value)}")
-    return "\n".join(lines) + "\n"
+    """The families as exposition text (prometheus_client's: # HELP and
+    # TYPE lines, label values escaped)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import GaugeMetricFamily
+
+    class Verdict:
+        def collect(self):
+            for family in families:
+                gauge = GaugeMetricFamily(PREFIX + family.name, family.help, labels=family.labels)
+                for values, value in family.samples:
+                    gauge.add_metric(values, value)
+                yield gauge
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Verdict())
+    return generate_latest(registry).decode("utf-8")
 
 
 def finding_nodes(finding: Finding) -> list[str]:
@@ -87,6 +98,49 @@ def label_nodes(label: str, kind: LabelKind, known: set[str]) -> tuple[str, ...]
         return ()
 
 
+# Each population's label names, before benchmark and metric: a node's
+# results name it, a pair's both its ends (its stored label too, for a pair
+# that cannot be split), a set's its node set; each result is one sample,
+# so that summing over nodes counts a pair or a set once.
+_POPULATION_LABELS = {LabelKind.NODE: ("node",), LabelKind.PAIR: ("pair", "node_a", "node_b"),
+                      LabelKind.SET: ("nodes",)}
+
+
+def result_families(series: Sequence[Series], known: set[str]) -> tuple[list[Family], set[str]]:
+    """One family per population and dimension (``node_result_bytes_per_second``,
+    ``pair_result_seconds``, ``set_result_seconds``...) holding the best value
+    of the newest run of each series in that dimension's base unit; and the
+    nodes the results judged.  A result in a unit oddnode does not know is
+    left out: it has no base unit to be given in."""
+    samples: dict[tuple[LabelKind, str], list[tuple[tuple[str, ...], float]]] = {}
+    judged: set[str] = set()
+    for s in series:
+        try:
+            dimension, scale = in_base_unit(1.0, s.unit)
+        except UnknownUnitError:
+            continue
+        suffix = UNIT_SUFFIXES.get(dimension, "")
+        for label, value in zip(s.labels, s.values):
+            label = str(label)
+            members = label_nodes(label, s.label_kind, known)
+            judged.update(members)
+            if s.label_kind is LabelKind.PAIR:
+                where: tuple[str, ...] = (label, *(members or ("", "")))
+            else:
+                where = (label,)
+            samples.setdefault((s.label_kind, suffix), []).append(
+                ((*where, s.benchmark, s.metric), float(f"{float(value) * scale:.12g}")))
+    families = []
+    for kind, suffix in sorted(samples, key=lambda key: (list(LabelKind).index(key[0]), key[1])):
+        name = f"{kind.value}_result" + (f"_{suffix}" if suffix else "")
+        unit = suffix.replace("_", " ") if suffix else "its unit (a count, or none)"
+        families.append(Family(
+            name, f"Best value of the newest run of each {kind.value} benchmark series, in {unit}.",
+            (*_POPULATION_LABELS[kind], "benchmark", "metric"),
+            sorted(samples[(kind, suffix)], key=lambda sample: (natural_key(sample[0][0]), sample[0][1:]))))
+    return families, judged
+
+
 def verdict_families(series: Sequence[Series], findings: Sequence[Finding], checked: dict[str, datetime],
                      nodes: Iterable[str], written: float, analysed: float, judged: bool = True) -> list[Family]:
     """The metric families of a verdict, a pure function of what the store
@@ -108,12 +162,8 @@ def verdict_families(series: Sequence[Series], findings: Sequence[Finding], chec
             per_node[node] += 1
             worst[node] = max(worst.get(node, -1), finding.severity.rank)
     known |= {node for node, _, _ in counts}
-    results = []
-    for s in series:
-        for label, value in zip(s.labels, s.values):
-            for node in label_nodes(str(label), s.label_kind, known):
-                results.append((node, s.benchmark, s.metric, s.unit, str(label), s.label_kind.value, float(value)))
-    seen = {row[0] for row in results} | set(checked)
+    results, with_results = result_families(series, known)
+    seen = with_results | set(checked)
     known |= seen
     judged_nodes = seen if judged else set()
     everyone = sorted(known, key=natural_key)
@@ -122,24 +172,22 @@ def verdict_families(series: Sequence[Series], findings: Sequence[Finding], chec
     return [
         Family("findings", "Current findings that name the node, by kind and severity (an analysis made "
                            "when this file was written, and the latest recorded analysis or check).",
-               [({"node": n, "kind": k, "severity": sev}, float(counts[(n, k, sev)]))
-                for n in everyone for k, sev in pairs]),
-        Family("node_findings", "Current findings of any kind and severity that name the node.",
-               [({"node": n}, float(per_node[n])) for n in everyone]),
+               ("node", "kind", "severity"),
+               [((n, k, sev), float(counts[(n, k, sev)])) for n in everyone for k, sev in pairs]),
+        Family("node_findings", "Current findings of any kind and severity that name the node.", ("node",),
+               [((n,), float(per_node[n])) for n in everyone]),
         Family("node_ok", "1 when a result or a check judged the node and no current finding at warning "
-                          "or above names it, else 0.",
-               [({"node": n}, 1.0 if n in judged_nodes and worst.get(n, -1) < Severity.WARNING.rank else 0.0)
+                          "or above names it, else 0.", ("node",),
+               [((n,), 1.0 if n in judged_nodes and worst.get(n, -1) < Severity.WARNING.rank else 0.0)
                 for n in everyone]),
-        Family("result", "Best value of the newest run of each benchmark series, in its stored unit; "
-                         "label is the stored label (the node, a pair or a node set), population its kind.",
-               [({"node": n, "benchmark": b, "metric": m, "unit": u, "label": lab, "population": kind}, v)
-                for n, b, m, u, lab, kind, v in sorted(results, key=lambda r: (natural_key(r[0]), r[1:5]))]),
+        *results,
         Family("last_check_timestamp_seconds", "Unix time when the latest check that ran on the node started.",
-               [({"node": n}, checked[n].replace(tzinfo=timezone.utc).timestamp())
-                for n in everyone if n in checked]),
+               ("node",), [((n,), checked[n].replace(tzinfo=timezone.utc).timestamp())
+                           for n in everyone if n in checked]),
         Family("analysis_timestamp_seconds", "Unix time of the analysis whose findings this file carries.",
-               [({}, analysed)]),
-        Family("textfile_written_timestamp_seconds", "Unix time when oddnode wrote this file.", [({}, written)]),
+               (), [((), analysed)]),
+        Family("textfile_written_timestamp_seconds", "Unix time when oddnode wrote this file.", (),
+               [((), written)]),
     ]
 
 

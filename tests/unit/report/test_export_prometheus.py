@@ -4,15 +4,17 @@ textfile format, parsed back with prometheus_client."""
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime, timezone
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from support.cli import invoke
+from oddnode.core.units import canonical_units
 from oddnode.judge.analysis import analyze
 from oddnode.core.atomic import OutputUnwritable
-from oddnode.report.prometheus import escape_label_value, prometheus_text, write_textfile
+from oddnode.report.prometheus import UNIT_SUFFIXES, prometheus_text, write_textfile
 from oddnode.core.model import Direction, Finding, LabelKind, Severity
 from oddnode.store import CHECK_SOURCE, ResultBatch, open_store
 
@@ -94,22 +96,109 @@ def test_findings_per_node_kind_and_severity(db):
     assert {s.labels["node"] for s in found["oddnode_node_ok"]} == set(NODES)
 
 
-def test_newest_result_and_members_of_pairs_and_sets(db):
+def test_newest_result_in_base_units_and_each_pair_and_set_once(db):
     with open_store(db, read_only=True) as store:
         found = samples(verdict_text(store, written=1_700_000_000.0))
-    # The newest run wins over the older, higher one; its best repetition.
-    assert value(found, "oddnode_result", node="cn-a17", benchmark="stream", metric="triad") == 5100.0
-    assert value(found, "oddnode_result", node="gpu010", benchmark="stream", metric="triad") == 5109.0
-    assert value(found, "oddnode_result", node="r01-n07", benchmark="stream", metric="triad",
-                 unit="MB/s", label="r01-n07", population="node") == 5101.0
-    for node in ("gpu003", "gpu004"):
-        assert value(found, "oddnode_result", node=node, benchmark="pingpong.cut", label="gpu003-gpu004",
-                     population="pair", unit="us") == 2.5
-    assert {s.labels["node"] for s in found["oddnode_result"] if s.labels["population"] == "set"} == \
-        {"gpu003", "gpu004", "gpu005", "gpu006"}
-    assert value(found, "oddnode_result", node="gpu005", benchmark="sets.allreduce.sorted",
-                 label="gpu[003-006]") == 41.0
-    assert value(found, "oddnode_result", node="gpu007", benchmark="noise", metric=ODD_METRIC) == 0.5
+    # The newest run wins over the older, higher one; its best repetition, in bytes per second.
+    assert value(found, "oddnode_node_result_bytes_per_second", node="cn-a17", benchmark="stream",
+                 metric="triad") == 5100e6
+    assert value(found, "oddnode_node_result_bytes_per_second", node="gpu010", metric="triad") == 5109e6
+    assert value(found, "oddnode_node_result_ratio", node="gpu007", benchmark="noise", metric=ODD_METRIC) == 0.005
+    # A pair is one sample naming both ends, a set one sample naming its nodes: a sum counts each once.
+    assert [(s.labels, s.value) for s in found["oddnode_pair_result_seconds"]] == [
+        ({"pair": "gpu003-gpu004", "node_a": "gpu003", "node_b": "gpu004", "benchmark": "pingpong.cut",
+          "metric": "latency"}, 2.5e-6)]
+    assert [(s.labels, s.value) for s in found["oddnode_set_result_seconds"]] == [
+        ({"nodes": "gpu[003-006]", "benchmark": "sets.allreduce.sorted", "metric": "value"}, 41e-6)]
+    # One quantity per metric: no unit label, and no family mixes a bandwidth with a time.
+    assert all("unit" not in s.labels for family in found.values() for s in family)
+    assert not [name for name in found if name.startswith("oddnode_result")]
+
+
+def test_a_pair_or_set_gives_its_members_a_verdict(tmp_path):
+    """A store of pair results alone: each end of a pair is judged by it."""
+    nodes = ["sp-01", "sp-02", "sp-03", "sp-04"]
+    with open_store(tmp_path / "pairs.duckdb") as store:
+        batch = ResultBatch()
+        for pair, latency in (("sp-01-sp-02", 3.0), ("sp-03-sp-04", 3.1)):
+            batch.add("pingpong.cut", pair, latency, metric="latency", unit="us", direction=Direction.LOWER,
+                      label_kind=LabelKind.PAIR)
+        store.add_results(store.new_run("oddnode pairs", nodes=nodes), batch)
+        found = samples(verdict_text(store, written=1.0))
+    assert [value(found, "oddnode_node_ok", node=node) for node in nodes] == [1, 1, 1, 1]
+    assert value(found, "oddnode_pair_result_seconds", node_a="sp-01", node_b="sp-02") == 3e-6
+
+
+# Prometheus' naming rules as `promtool check metrics` lints them: base units
+# only, units spelled out, no suffix a histogram or summary owns, no type in
+# the name, snake case without colons (those are for recording rules).
+NOT_BASE_UNITS = ("milliseconds", "microseconds", "nanoseconds", "minutes", "hours", "days", "bits",
+                  "kilobytes", "megabytes", "gigabytes", "kibibytes", "mebibytes", "gibibytes", "percent",
+                  "celsius_millidegrees")
+ABBREVIATIONS = ("ms", "us", "ns", "sec", "secs", "min", "mins", "kb", "mb", "gb", "kib", "mib", "gib",
+                 "mbit", "gbit", "mops", "gups", "iops", "pct", "perc")
+
+
+def lint(text: str) -> list[str]:
+    problems = []
+    families = list(text_string_to_metric_families(text))
+    helped = {line.split()[2] for line in text.splitlines() if line.startswith("# HELP ")}
+    for family in families:
+        name, words = family.name, family.name.split("_")
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
+            problems.append(f"{name}: not snake case, or a colon")
+        if family.type == "counter" or name.endswith("_total"):
+            problems.append(f"{name}: a gauge named like a counter")
+        if words[-1] in ("count", "sum", "bucket"):
+            problems.append(f"{name}: a histogram's or summary's suffix")
+        if "gauge" in words or "metric" in words:
+            problems.append(f"{name}: its type in its name")
+        problems += [f"{name}: non-base unit {unit}" for unit in NOT_BASE_UNITS if unit in words]
+        problems += [f"{name}: abbreviated unit {unit}" for unit in ABBREVIATIONS if unit in words]
+        if name not in helped:
+            problems.append(f"{name}: no HELP")
+    return problems
+
+
+def test_every_metric_follows_prometheus_naming_for_every_unit_a_result_can_have(tmp_path):
+    units = [unit for unit in canonical_units() if unit]
+    with open_store(tmp_path / "units.duckdb") as store:
+        batch = ResultBatch()
+        for unit in units:
+            for node in ("n1", "n2"):
+                batch.add(f"bench {unit}", node, 2.0, unit=unit)
+            batch.add(f"pair {unit}", "n1-n2", 2.0, unit=unit, label_kind=LabelKind.PAIR)
+            batch.add(f"set {unit}", "n[1-2]", 2.0, unit=unit, label_kind=LabelKind.SET)
+        store.add_results(store.new_run("import", nodes=["n1", "n2"]), batch)
+        text = verdict_text(store, written=1.0)
+    assert lint(text) == []
+    found = samples(text)
+    for unit in units:  # every result is there, once per population
+        for population in ("node", "pair", "set"):
+            hits = [s for name, family in found.items() if name.startswith(f"oddnode_{population}_result")
+                    for s in family if s.labels["benchmark"] == f"{population if population != 'node' else 'bench'} {unit}"]
+            assert len(hits) == (2 if population == "node" else 1), (unit, population, hits)
+    assert set(found) >= {f"oddnode_node_result_{suffix}" for suffix in UNIT_SUFFIXES.values()}
+    assert value(found, "oddnode_node_result_seconds", node="n1", benchmark="bench ms") == 0.002
+    assert value(found, "oddnode_node_result_bytes_per_second", node="n1", benchmark="bench Gbit/s") == 2.5e8
+    assert value(found, "oddnode_node_result", node="n1", benchmark="bench count") == 2.0
+
+
+def test_the_lint_finds_what_promtool_would():
+    text = ("# HELP oddnode_result_milliseconds x\n# TYPE oddnode_result_milliseconds gauge\n"
+            "oddnode_result_milliseconds 1\n# HELP oddnode_latency_us x\n# TYPE oddnode_latency_us gauge\n"
+            "oddnode_latency_us 1\n# HELP oddnode_runs_count x\n# TYPE oddnode_runs_count gauge\noddnode_runs_count 1\n")
+    assert len(lint(text)) == 3
+
+
+def test_a_result_in_a_unit_oddnode_does_not_know_is_left_out(tmp_path):
+    with open_store(tmp_path / "s.duckdb") as store:
+        batch = ResultBatch()
+        batch.add("site bench", "n1", 2.0, unit="furlongs/fortnight")
+        batch.add("stream", "n1", 2.0, metric="triad", unit="GB/s")
+        store.add_results(store.new_run("import", nodes=["n1"]), batch)
+        found = samples(verdict_text(store, written=1.0))
+    assert [s.labels["benchmark"] for name, family in found.items() if "_result" in name for s in family] == ["stream"]
 
 
 def test_check_times_and_written_time(db):
@@ -122,10 +211,6 @@ def test_check_times_and_written_time(db):
     assert stamps["cn-a17"] == started["cn-a17"].replace(tzinfo=timezone.utc).timestamp()
     assert stamps["cn-a17"] >= stamps["gpu010"]  # checked again later
     assert abs(stamps["gpu010"] - datetime.now(timezone.utc).timestamp()) < 600
-
-
-def test_label_values_are_escaped():
-    assert escape_label_value('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
 
 
 def test_every_family_has_help_and_type(db):
