@@ -15,6 +15,12 @@ it started cannot be chance (exact Poisson rate test, Bonferroni over
 nodes x commands, at the sensitivity's alpha).  The finding names the node
 and its fingerprint: every command at STAND_OUT_RATIO or more that chance
 cannot explain, with its ratio.
+
+An interval too short for any command on any node to be significant (its
+least corrected p above alpha) cannot decide: where a command already runs
+at the warning's ratio and rate, an info finding (UNDECIDED_KIND) says so,
+with the least p the interval allows and the interval that would decide,
+instead of a silence that reads as health.
 """
 
 from __future__ import annotations
@@ -24,11 +30,15 @@ from collections.abc import Mapping
 
 from oddnode.readings.accounting import (
     ASYMMETRY_RATIO,
+    MIN_RATE,
+    MIN_TABLE_EXECUTIONS,
     STAND_OUT_RATIO,
     AsymmetryRow,
     AsymmetryTable,
     asymmetric_units,
     asymmetry_table,
+    least_p_adjusted,
+    seconds_to_decide,
 )
 from oddnode.findings.registry import Sensitivity, first_few, rule
 from oddnode.core.model import Dataset, Finding, Severity
@@ -36,6 +46,7 @@ from oddnode.core.nodes import fold
 from oddnode.onnode.pacct import UNKNOWN_PARENT
 
 KIND = "process-asymmetry"
+UNDECIDED_KIND = "process-asymmetry-undecided"
 SUBJECT = "processes"
 # How many of the fingerprint's commands a message spells out; the evidence keeps them all.
 SHOWN_COMMANDS = 6
@@ -92,8 +103,48 @@ def _known_parents(rows: list[AsymmetryRow]) -> list[str]:
                               if parent not in commands and parent != UNKNOWN_PARENT))
 
 
+def suggested_seconds(table: AsymmetryTable, alpha: float) -> int:
+    """The interval that would decide, rounded up to whole 10 s."""
+    return max(10, math.ceil(seconds_to_decide(table, alpha) / 10) * 10)
+
+
+def _undecided(table: AsymmetryTable, alpha: float) -> Finding | None:
+    """The info finding of a table whose interval cannot decide, where some
+    command already runs at the warning's ratio and rate; None otherwise."""
+    least = least_p_adjusted(table)
+    if least <= alpha:
+        return None
+    rows = [row for row in table.rows if row.ratio >= ASYMMETRY_RATIO and row.rate >= MIN_RATE
+            and row.executions >= MIN_TABLE_EXECUTIONS]
+    if not rows:
+        return None
+    units = list(dict.fromkeys(row.unit for row in rows))
+    nodes = fold([node for unit in units for node in table.units[unit]])
+    seconds, needed = table.seconds, suggested_seconds(table, alpha)
+    shown = first_few([f"{row.unit}: {ratio_text(row)}" for row in rows], SHOWN_COMMANDS)
+    return Finding(
+        kind=UNDECIDED_KIND,
+        severity=Severity.INFO,
+        subject=SUBJECT,
+        nodes=nodes,
+        message=(f"{seconds:.3g} s of accounting cannot tell a spawner from chance: {shown} run far more often "
+                 f"than on the other {'groups' if table.per_group else 'nodes'}, but the least p these "
+                 f"{seconds:.3g} s allow is {least:.2g} (Bonferroni over {table.tests} tests), above alpha "
+                 f"{alpha:g}; {needed} s or more can decide"),
+        evidence={"grouped_by": table.grouped_by, "units_compared": len(table.units), "seconds": round(seconds, 3),
+                  "tests": table.tests, "alpha": alpha, "least_p": least, "seconds_to_decide": needed,
+                  "rows": [row.to_json() for row in rows]},
+        remedy=f"Account for longer on the same nodes and judge again: oddnode processes --seconds {needed} "
+               "(or more).",
+    )
+
+
 def asymmetry_findings(table: AsymmetryTable, alpha: float) -> list[Finding]:
-    """A finding for every node or group with a fingerprint (see the module)."""
+    """A finding for every node or group with a fingerprint (see the module),
+    or the one that says the interval cannot decide."""
+    undecided = _undecided(table, alpha)
+    if undecided is not None:
+        return [undecided]
     return [_finding(table, unit, rows, alpha) for unit, rows in asymmetric_units(table, alpha).items()]
 
 
@@ -106,7 +157,7 @@ def process_asymmetry_findings(dataset: Dataset, sensitivity: Sensitivity,
     return asymmetry_findings(asymmetry_table(dataset.processes, groups, grouped_by), sensitivity.alpha)
 
 
-@rule(KIND)
+@rule(KIND, kinds=(KIND, UNDECIDED_KIND))
 def process_asymmetry(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
     """Nodes whose commands run far more often than on the others (per node)."""
     return process_asymmetry_findings(dataset, sensitivity)

@@ -108,8 +108,8 @@ class AsymmetryTable:
 
     def to_json(self) -> dict[str, object]:
         return {"grouped_by": self.grouped_by, "units": {u: list(n) for u, n in self.units.items()},
-                "tests": self.tests, "seconds": round(self.seconds, 3), "left_out": self.left_out,
-                "rows": [row.to_json() for row in self.rows]}
+                "tests": self.tests, "seconds": round(self.seconds, 3), "least_p_adjusted": least_p_adjusted(self),
+                "left_out": self.left_out, "rows": [row.to_json() for row in self.rows]}
 
 
 def rate_ratio(executions: float, seconds: float, rest_executions: float, rest_seconds: float) -> float:
@@ -221,6 +221,39 @@ def fingerprint(table: AsymmetryTable, unit: str, alpha: float) -> list[Asymmetr
 def asymmetric(row: AsymmetryRow, alpha: float) -> bool:
     """ASYMMETRY_RATIO times the rest's rate or more, at MIN_RATE or more, and not chance."""
     return row.ratio >= ASYMMETRY_RATIO and row.rate >= MIN_RATE and significant(row, alpha)
+
+
+def most_periods(seconds: float) -> int:
+    """The most BURST_SECONDS periods of the clock an interval of
+    ``seconds`` can touch (it need not start on a period's edge)."""
+    return math.ceil(seconds / BURST_SECONDS) + 1 if seconds > 0 else 0
+
+
+def least_p_adjusted(table: AsymmetryTable) -> float:
+    """The smallest corrected p the table's interval allows: that of a
+    command started in every period on one unit and never on the rest,
+    (the unit's share of the node-seconds) ** (its periods) times the
+    tests.  Above alpha, no row can be significant whatever ran: the
+    interval is too short to decide."""
+    if not table.tests:
+        return 1.0
+    compared = sum(len(nodes) for nodes in table.units.values())
+    periods = most_periods(table.seconds)
+    least = min((len(nodes) / compared) ** (len(nodes) * periods) for nodes in table.units.values())
+    return min(1.0, least * table.tests)
+
+
+def seconds_to_decide(table: AsymmetryTable, alpha: float) -> float:
+    """The shortest interval per node, in whole BURST_SECONDS periods, whose
+    least corrected p (least_p_adjusted) is at most ``alpha`` with the same
+    units and tests; 0 for a table without tests."""
+    if not table.tests:
+        return 0.0
+    compared = sum(len(nodes) for nodes in table.units.values())
+    # share ** (n * k) * tests <= alpha  <=>  k >= log(alpha / tests) / (n * log(share)), for share < 1
+    periods = min(math.log(alpha / table.tests) / (len(nodes) * math.log(len(nodes) / compared))
+                  for nodes in table.units.values())
+    return max(1, math.ceil(periods) - 1) * BURST_SECONDS
 
 
 def asymmetric_units(table: AsymmetryTable, alpha: float) -> dict[str, list[AsymmetryRow]]:

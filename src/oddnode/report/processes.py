@@ -7,12 +7,13 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
 
-from oddnode.readings.accounting import AsymmetryRow, AsymmetryTable, stands_out
+from oddnode.findings.process_asymmetry import suggested_seconds
+from oddnode.readings.accounting import AsymmetryRow, AsymmetryTable, least_p_adjusted, stands_out
 from oddnode.core.model import Finding, NodeProcesses
 from oddnode.core.nodes import fold
 from oddnode.core.order import natural_key
@@ -162,6 +163,16 @@ def nothing_stands_out(table: AsymmetryTable) -> str:
         return f"Fewer than two {what} to compare: no asymmetry ratios."
     where = "group" if table.per_group else "node"
     return f"No command runs markedly more often on one {where} than on the rest."
+
+
+def undecided_line(table: AsymmetryTable, alpha: float) -> str | None:
+    """What a table whose interval is too short to decide says, or None."""
+    least = least_p_adjusted(table)
+    if least <= alpha:
+        return None
+    return (f"These {table.seconds:.3g} s cannot decide: the least p they allow is {least:.2g} (Bonferroni over "
+            f"{table.tests} tests), above alpha {alpha:g}, so no command could be shown to run more often on one "
+            f"{'group' if table.per_group else 'node'}; --seconds {suggested_seconds(table, alpha)} or more can.")
 
 
 def processes_json(reports: Mapping[str, NodeProcesses], reasons: Mapping[str, str], tables: Sequence[AsymmetryTable],

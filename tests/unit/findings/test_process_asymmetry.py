@@ -15,12 +15,14 @@ import pytest
 from rich.console import Console
 
 from oddnode.onnode.pacct import BURST_SECONDS
-from oddnode.readings.accounting import ASYMMETRY_RATIO, asymmetry_table, groups_from_fact, poisson_excess, rate_ratio
+from oddnode.readings.accounting import (ASYMMETRY_RATIO, asymmetry_table, groups_from_fact, least_p_adjusted,
+                                        most_periods, poisson_excess, rate_ratio)
 from oddnode.judge.analysis import analyze
 from oddnode.findings import Sensitivity, find_all
-from oddnode.findings.process_asymmetry import KIND, asymmetry_findings, process_asymmetry_findings
-from oddnode.core.model import CommandCount, Dataset, NodeProcesses
-from oddnode.report.processes import asymmetry_view, nothing_stands_out, shown_rows
+from oddnode.findings.process_asymmetry import UNDECIDED_KIND, KIND, asymmetry_findings, process_asymmetry_findings
+from oddnode.core.model import CommandCount, Dataset, NodeProcesses, Severity
+from oddnode.report.processes import asymmetry_view, nothing_stands_out, shown_rows, undecided_line
+from oddnode.core.nodes import expand
 from support.series import memory
 
 ALPHA = Sensitivity().alpha
@@ -96,8 +98,14 @@ def cluster(names, seconds=60, seed=0, daemon=(), rate=50.0, method="acct"):
     return out
 
 
-def warnings(processes, groups=None, grouped_by=None):
+def findings(processes, groups=None, grouped_by=None):
     return asymmetry_findings(asymmetry_table(processes, groups, grouped_by), ALPHA)
+
+
+def warnings(processes, groups=None, grouped_by=None):
+    """The findings at warning severity or above (an interval too short to
+    decide is an info finding, not an alarm)."""
+    return [f for f in findings(processes, groups, grouped_by) if f.severity.rank >= Severity.WARNING.rank]
 
 
 FOREIGN = {
@@ -160,6 +168,50 @@ def test_a_short_interval_on_few_nodes_cannot_tell_and_says_nothing():
     # 3 seconds on 4 nodes: even a daemon every second cannot beat chance after Bonferroni.
     names = ["n1", "n2", "n3", "n4"]
     assert warnings(cluster(names, seconds=3, seed=2, daemon=["n2"], rate=1.0)) == []
+
+
+def test_an_interval_too_short_to_decide_says_so_and_what_would_decide():
+    """The daemon on one of 12 nodes spawns 50 times a second; 15 s allow
+    a least corrected p above alpha, so no verdict but an info finding that
+    says so and names the interval that decides, which then warns."""
+    names = [f"xn{i:02d}" for i in range(1, 13)]
+    short = findings(cluster(names, seconds=15, seed=3, daemon=["xn05"]))
+    assert [(f.kind, f.severity) for f in short] == [(UNDECIDED_KIND, Severity.INFO)]
+    undecided = short[0]
+    assert "xn05" in expand(undecided.nodes) and "xn05: basename (only here)" in undecided.message
+    assert undecided.evidence["least_p"] > ALPHA
+    needed = undecided.evidence["seconds_to_decide"]
+    assert 15 < needed <= 60 and f"--seconds {needed}" in undecided.remedy
+    table = asymmetry_table(cluster(names, seconds=needed, seed=3, daemon=["xn05"]))
+    assert least_p_adjusted(table) <= ALPHA
+    assert [(f.kind, f.nodes) for f in asymmetry_findings(table, ALPHA)] == [(KIND, "xn05")]
+
+
+def test_short_healthy_intervals_never_warn_and_say_when_they_cannot_decide():
+    """A health-check script's burst on one node looks, over 15 s, like a
+    spawner's start: no warning, an info finding that the interval cannot
+    tell them apart where one stands out, nothing where none does."""
+    names = [f"xn{i:02d}" for i in range(1, 13)]
+    said = 0
+    for seed in range(20):
+        processes = cluster(names, seconds=15, seed=seed)
+        table = asymmetry_table(processes)
+        assert least_p_adjusted(table) > ALPHA
+        assert "cannot decide" in undecided_line(table, ALPHA) and "--seconds 30 or more" in undecided_line(table, ALPHA)
+        found = findings(processes)
+        assert all((f.kind, f.severity) == (UNDECIDED_KIND, Severity.INFO) for f in found), found
+        said += len(found)
+    assert 0 < said < 20  # a burst stands out on some of them only
+
+
+def test_the_least_p_is_what_a_command_in_every_period_on_one_node_alone_would_give():
+    names = ["a1", "a2", "a3", "a4"]
+    table = asymmetry_table(cluster(names, seconds=60, seed=4))
+    periods = most_periods(60)  # 13: an interval need not start on a period's edge
+    assert periods == 13
+    assert least_p_adjusted(table) == pytest.approx(min(1.0, 0.25 ** periods * table.tests))
+    every_period = poisson_excess(periods, 60, 0, 180) * table.tests
+    assert least_p_adjusted(table) == pytest.approx(min(1.0, every_period))
 
 
 def test_old_against_new_nodes_by_an_inventory_fact():

@@ -115,6 +115,7 @@ def processes_command(
         method_lines,
         note_lines,
         nothing_stands_out,
+        undecided_line,
         processes_json,
         unanswered_lines,
     )
@@ -163,7 +164,9 @@ def processes_command(
         if findings:
             console.print(findings_by_nodes(findings))
         else:
-            console.print("No node or group runs commands far more often than the others.")
+            undecided = [line for table in tables if (line := undecided_line(table, sensitivity.alpha))]
+            console.print(escape(undecided[0]) if undecided
+                          else "No node or group runs commands far more often than the others.", highlight=False)
     detail(summaries.stored_line(db, run_id), highlight=False, out=out)
     if not result.reports:
         raise could_not_run(f"no node of {target.nodeset} was accounted (see above)")

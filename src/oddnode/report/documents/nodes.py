@@ -140,6 +140,8 @@ class ProcessTable(TypedDict):
     units: Annotated[dict[str, list[str]], Field(description="node or group -> its nodes")]
     tests: Annotated[int, Field(description="units x commands: the Bonferroni factor")]
     seconds: float
+    least_p_adjusted: Annotated[float, Field(
+        description="the smallest corrected p the interval allows; above alpha, the table cannot decide")]
     left_out: Annotated[dict[str, str], Field(description="node -> why it is not compared")]
     rows: Annotated[list[ProcessAsymmetryRow], Field(description="every command run on each unit, highest ratio first")]
 
