@@ -66,6 +66,16 @@ def smallest_p(n: int, m: int) -> float:
     return min(1.0, 2.0 / math.comb(n + m, n))
 
 
+def values_to_reach(alpha: float, limit: int = 1000) -> int | None:
+    """The least n with which n values before and n after can give a
+    Mann–Whitney p of ``alpha`` or less (smallest_p(n, n) <= alpha); None
+    past ``limit``."""
+    for n in range(1, limit + 1):
+        if smallest_p(n, n) <= alpha:
+            return n
+    return None
+
+
 def smallest_stratified_p(sizes: Sequence[tuple[int, int]], draws: int | None = None) -> float:
     """The smallest two-sided p of the stratified test over strata of
     (before, after) sizes: the extreme split in every stratum at once (and

@@ -485,6 +485,9 @@ def _verdict(j: Judgement, settings: Settings, tests: int, whole: bool) -> None:
         unit = "subjects" if whole else "values"
         j.reason = (f"too few {unit} ({j.n_before} before, {j.n_after} after): the smallest p possible, "
                     f"{j.smallest_p:.2g}, cannot reach alpha {settings.alpha:g} shared among {tests} tests")
+        needed = None if whole else sig.values_to_reach(settings.alpha / max(tests, 1))
+        if needed is not None:
+            j.reason += f"; {needed} a side could (runs of -r {needed} or more)"
         return
     big = j.change is None or abs(j.change) > settings.min_effect
     if j.p_holm > settings.alpha or not big or j.better is None:

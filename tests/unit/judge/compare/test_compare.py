@@ -162,6 +162,8 @@ def test_too_few_repetitions_to_judge_a_node_alone_are_said(db):
     # Three against three: Mann–Whitney's least p is 2 / C(6, 3) = 0.1 > 0.05.
     assert all(j.verdict is Verdict.TOO_FEW and j.p is None for j in series.subjects)
     assert "cannot reach alpha 0.05" in series.subjects[0].reason
+    # What would do: 2 / C(2n, n) <= 0.05 / 8 tests at n = 6 (C(12, 6) = 924), not at 5 (C(10, 5) = 252).
+    assert series.subjects[0].reason.endswith("; 6 a side could (runs of -r 6 or more)")
     # Judged together, eight nodes that all lost 10% are a regression.
     assert series.overall.verdict is Verdict.REGRESSED
     text = rendered(comparison, 200)

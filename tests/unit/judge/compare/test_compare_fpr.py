@@ -117,6 +117,8 @@ def test_the_normal_approximation_over_many_subjects_agrees_with_the_permutation
 def test_the_smallest_p_is_what_the_most_extreme_split_gives():
     assert sig.smallest_p(3, 3) == pytest.approx(0.1)
     assert sig.smallest_p(5, 5) == pytest.approx(2 / 252)
+    assert sig.values_to_reach(0.1) == 3 and sig.values_to_reach(0.05) == 4 and sig.values_to_reach(2 / 252) == 5
+    assert sig.values_to_reach(1e-300, limit=10) is None
     separated = sig.mann_whitney(np.arange(5.0), np.arange(5.0) + 10)
     assert separated.p == pytest.approx(sig.smallest_p(5, 5))
     # Three subjects, each 2 against 2, all after above before: 2 / 6^3.
