@@ -22,6 +22,7 @@ from oddnode.judge.analysis import Analysis
 from oddnode.core.model import Finding, LabelKind, Series, Severity
 from oddnode.core.nodes import NodeNameError, expand, fold, label_members
 from oddnode.report import interconnect
+from oddnode.report.summaries import findings_heading, strong_correlations
 from oddnode.report import switchbench as _switchbench  # noqa: F401  (registers the Switchbench figures)
 from oddnode.report import fit as _fit  # noqa: F401  (registers the latency and bandwidth fits)
 from oddnode.report.plots import figure_to_svg, heatmap_figure, histogram_figure, scatter_figure
@@ -44,10 +45,6 @@ DIAGNOSTICS = "diagnostics"  # the check's first stage: facts, no benchmark seri
 MAX_HISTOGRAMS = 40
 MAX_CORRELATIONS = 25
 MAX_SCATTERS = 4
-# A correlation is listed and drawn only over at least this many labels: a
-# line through a handful of points (the 4 cut pairs of a bisection, |r| =
-# 1.00) looks like a law and says nothing.
-MIN_CORRELATION_LABELS = 8
 _POPULATION = {LabelKind.NODE: "nodes", LabelKind.PAIR: "pairs", LabelKind.SET: "sets"}
 MATRIX_TITLE = "every ordered pair, N/2 pairs at once"
 
@@ -113,8 +110,7 @@ def _histograms(analysis: Analysis) -> tuple[list[dict[str, str]], str]:
 
 
 def _correlations(analysis: Analysis) -> tuple[list[dict[str, str]], list[str]]:
-    significant = [c for c in analysis.correlations
-                   if c.pearson_p < analysis.sensitivity.alpha and c.n >= MIN_CORRELATION_LABELS]
+    significant = strong_correlations(analysis)
     rows = [
         {"x": c.x, "y": c.y, "n": c.n, "r": f"{c.pearson_r:.2f}", "p": probability(c.pearson_p),
          "rho": f"{c.spearman_r:.2f}", "p_rho": probability(c.spearman_p)}
@@ -309,7 +305,9 @@ def render_report(analysis: Analysis, check: CheckResult | None = None) -> str:
         reasons=reasons,
         stages=_stages(analysis, check) if check is not None else [],
         findings=findings,
+        findings_heading=findings_heading([f for f in analysis.findings if _finding_key(f) not in staged]),
         staged_findings=len(analysis.findings) - len(findings),
+        correlations_count=len(strong_correlations(analysis)),
         problems=[{"nodes": p.nodes, "severity": p.severity.value, "summary": p.summary,
                    "cause": _finding_rows(list(p.cause)), "symptoms": _finding_rows(list(p.symptoms))}
                   for p in analysis.problems if p.symptoms],

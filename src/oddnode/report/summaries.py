@@ -17,6 +17,8 @@ from oddnode.core.nodes import fold
 from oddnode.report.text import literal
 
 if TYPE_CHECKING:
+    from oddnode.judge.analysis import Analysis
+    from oddnode.stats.correlation import Correlation
     from oddnode.measure.pair.bisection import BisectionSummary
     from oddnode.measure.pair.matrix import MatrixSummary
     from oddnode.measure.pair.switchbench import AllToAllRepetition, AllToAllRunSummary, ChainRunSummary
@@ -281,3 +283,26 @@ def testbed_leaves_line(bed: Any) -> str | None:
         return None
     return (f"leaves: {literal(', '.join(f'{leaf} {fold(nodes)}' for leaf, nodes in bed.leaves.items()))}; "
             f"topology file {literal(bed.topology)}")
+
+
+# A correlation is shown (counted in the terminal, listed and drawn in the
+# report) when it is significant at the analysis' alpha, strong, and over
+# at least MIN_CORRELATION_LABELS labels: a line through a handful of points
+# (the 4 cut pairs of a bisection, |r| = 1.00) looks like a law and says nothing.
+MIN_CORRELATION_LABELS = 8
+STRONG_R = 0.5
+
+
+def strong_correlations(analysis: Analysis) -> list[Correlation]:
+    """The correlations every view of an analysis shows, strongest first."""
+    shown = [c for c in analysis.correlations if c.pearson_p < analysis.sensitivity.alpha
+             and abs(c.pearson_r) >= STRONG_R and c.n >= MIN_CORRELATION_LABELS]
+    return sorted(shown, key=lambda c: -abs(c.pearson_r))
+
+
+def findings_heading(findings: Sequence[Finding]) -> str:
+    """'3 of warning severity or above, 2 notes': the counts every view of
+    an analysis gives its findings."""
+    serious = sum(1 for f in findings if f.severity.rank >= Severity.WARNING.rank)
+    notes = len(findings) - serious
+    return f"{serious} of warning severity or above" + (f", {notes} note{'s' if notes != 1 else ''}" if notes else "")

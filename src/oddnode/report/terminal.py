@@ -20,6 +20,7 @@ from oddnode.findings.problems import Problem
 from oddnode.findings.registry import leads
 from oddnode.core.model import DEFAULT_METRIC, Dataset, Finding, LabelKind, Series, Severity
 from oddnode.report import WIDE
+from oddnode.report.summaries import MIN_CORRELATION_LABELS, STRONG_R, findings_heading, strong_correlations
 from oddnode.report.text import literal, literals
 from oddnode.stats.correlation import CORRELATION_CAVEAT, Correlation
 from oddnode.stats.describe import Description
@@ -296,7 +297,8 @@ def print_analysis(console: Console, analysis: Analysis, wide: bool = False, bri
     if serious:
         problems = analysis.problems
         grouped = sum(1 for p in problems if p.symptoms)
-        heading = f"Findings ({len(serious)}" + (f"; {len(problems)} problems)" if grouped else ")")
+        heading = f"Findings ({findings_heading(analysis.findings)}" + (
+            f"; {len(problems)} problems)" if grouped else ")")
         console.print(Text(heading, style="bold underline"))
         console.print(problems_by_nodes(problems))
     else:
@@ -316,10 +318,11 @@ def print_analysis(console: Console, analysis: Analysis, wide: bool = False, bri
     if has_set_results(analysis.dataset):
         console.print()
         print_sets(console, analysis.dataset, wide)
-    strong = [c for c in analysis.correlations if c.pearson_p < analysis.sensitivity.alpha and abs(c.pearson_r) >= 0.5]
+    strong = strong_correlations(analysis)
     if strong:
         console.print()
-        console.print(f"{len(strong)} strong significant correlations (|r| ≥ 0.5); see `oddnode findc`. {CORRELATION_CAVEAT}")
+        console.print(f"{len(strong)} strong and significant correlations (|r| ≥ {STRONG_R}, over "
+                      f"{MIN_CORRELATION_LABELS} or more labels); see `oddnode findc`. {CORRELATION_CAVEAT}")
     if analysis.statistics or strong:
         console.print()
         console.print(verdict(analysis))

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from oddnode.judge.analysis import analyze
-from oddnode.core.model import Dataset, LabelKind
-from oddnode.report.html import MIN_CORRELATION_LABELS, render_report
+from oddnode.core.model import Dataset, LabelKind, Severity
+from oddnode.report.html import render_report
+from oddnode.report.summaries import MIN_CORRELATION_LABELS
 from support.series import make_series, node_names
 
 
@@ -27,3 +28,36 @@ def test_a_correlation_over_a_handful_of_labels_is_neither_listed_nor_drawn():
     section = many.split('id="correlations"')[1].split('id="failures"')[0]
     assert "bisection.alone" in section and "<svg" in section
 
+
+
+def test_the_terminal_and_the_report_give_the_same_counts():
+    """Findings by severity and strong correlations, counted alike: a
+    report that says 12 findings or no correlation where the terminal says
+    11 and lists some is read as a different verdict."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    from oddnode.report.summaries import strong_correlations
+    from oddnode.report.terminal import print_analysis
+
+    rng = np.random.default_rng(7)
+    nodes = [f"gpu{i:03d}" for i in range(1, 61)]
+    base = rng.normal(9000.0, 30.0, len(nodes))
+    base[5] = 4000.0  # an outlier: a warning
+    skewed = rng.lognormal(0.0, 1.0, len(nodes)) + 100.0  # a long tail: a note
+    analysis = analyze(Dataset(series=[make_series("stream.triad", nodes, base),
+                                       make_series("stream.copy", nodes, 0.9 * base + rng.normal(0, 5, len(nodes))),
+                                       make_series("disk.read", nodes, skewed)]))
+    serious = sum(1 for f in analysis.findings if f.severity.rank >= Severity.WARNING.rank)
+    assert serious and len(analysis.findings) > serious and strong_correlations(analysis)
+    out = io.StringIO()
+    print_analysis(Console(file=out, width=200), analysis)
+    terminal = out.getvalue()
+    html = render_report(analysis)
+    heading = re.search(r"Findings \(([^;)]*)", terminal).group(1)
+    assert heading.startswith(f"{serious} of warning severity or above, ") and f"Findings ({heading}" in html
+    count = len(strong_correlations(analysis))
+    assert f"{count} strong and significant correlations" in terminal
+    assert f"Correlations ({count} strong and significant" in html
