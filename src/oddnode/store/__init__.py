@@ -45,6 +45,7 @@ from oddnode.core.model import (
 )
 from oddnode.core.inputs import parse_json, quote
 from oddnode.core.nodes import NODE_NAME_PATTERN, NodeNameError, expand, label_members
+from oddnode.core.order import natural_key
 from oddnode.readings.sweep_grid import Grid
 from oddnode.readings.history import NodeFinding, NodeHistory, SeriesHistory, SeriesRun, fact_changes
 
@@ -904,7 +905,8 @@ class Store:
                 spread=spread[start:stop] if kept[start:stop].any() else None,
             ))
             previous, start = start, stop
-        return series
+        # In natural order, as every table shows them: message sizes 128 before 1024.
+        return sorted(series, key=lambda one: (natural_key(one.benchmark), natural_key(one.metric)))
 
     def _latest_runs(self) -> list[tuple[str, str, int]]:
         """(benchmark, metric, newest run) of every series with results, in order."""

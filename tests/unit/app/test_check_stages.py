@@ -47,7 +47,7 @@ def test_a_slow_node_is_the_memory_stages_only_finding(store):
     # names are folded away; one Interconnect in the navigation at most.
     for finding in memory.blocking:
         assert html.count(finding.message) == 1, finding.message
-    assert f"Findings (0 besides the {len(result.analysis.findings)} in the stages above)" in html
+    assert f"Findings (0 of warning severity or above, besides the {len(result.analysis.findings)} in the stages above)" in html
     assert "Every finding is in its stage's section above." in html
     flagged = sum(1 for f in memory.blocking)
     memory_section = html.split('id="stage-memory"')[1].split("</section>")[0]

@@ -73,7 +73,7 @@ def test_the_terminal_shows_the_problem_with_its_cause_and_symptoms_and_the_caus
     out = io.StringIO()
     print_analysis(Console(file=out, width=200, color_system=None), analyze(hog_cluster(), correlations=False))
     text = out.getvalue()
-    assert "Findings (5; 2 problems)" in text
+    assert "Findings (5 of warning severity or above; 2 problems)" in text
     assert "warning problem a competing process (stress-ng, timeout) slows memory (2 benchmarks)" in text
     assert text.count("    cause    warning inconsistent-fact [process.") == 2
     assert text.count("    symptom  warning outlier [memory.") == 2

@@ -277,3 +277,15 @@ def test_process_parents_are_stored_and_an_older_store_gains_their_column(tmp_pa
     with open_store(path) as store:
         assert store.load_processes()["cn-01"].commands["sed"].parents == ()
         assert store.con.execute("SELECT value FROM meta").fetchone() == (str(SCHEMA_VERSION),)
+
+
+def test_series_come_in_natural_order_message_sizes_as_numbers(store):
+    batch = ResultBatch()
+    for size in (1, 1024, 1048576, 128, 0):
+        for node in ("cn-a17", "cn-a9"):
+            batch.add("osu_latency", node, 2.0, metric=f"latency.{size}", unit="us", direction=Direction.LOWER)
+    batch.add("hpl10", "cn-a9", 1.0, unit="GFLOP/s")
+    batch.add("hpl9", "cn-a9", 1.0, unit="GFLOP/s")
+    store.add_results(store.new_run("import", nodes=["cn-a17", "cn-a9"]), batch)
+    assert [s.name for s in store.load_series()] == [
+        "hpl9", "hpl10", *(f"osu_latency:latency.{size}" for size in (0, 1, 128, 1024, 1048576))]

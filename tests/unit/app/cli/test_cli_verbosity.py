@@ -114,10 +114,12 @@ def test_quiet_pairs_still_names_the_pairs_that_failed(scripted, tmp_path):
 
 
 def check_progress(verbosity, monkeypatch):
-    """The check's observer at a verbosity, printing into a string."""
+    """The check's observer at a verbosity, printing into a string, its
+    bars on a stderr that is a terminal."""
     from oddnode.app.cli.check import _CheckProgress
 
     monkeypatch.setattr(common.output, "verbosity", verbosity)
+    monkeypatch.setattr(common, "err_console", Console(file=io.StringIO(), force_terminal=True))
     out = io.StringIO()
     return _CheckProgress(Console(file=out, width=200, color_system=None)), out
 
