@@ -90,6 +90,14 @@ def _testcase(suite: ET.Element, classname: str, name: str, findings: Iterable[F
     return case
 
 
+def _outcome(case: ET.Element, tag: str, **attributes: str) -> ET.Element:
+    """A testcase's failure, error or skipped, before its output: CI tools
+    read the outcome first."""
+    element = ET.Element(tag, **attributes)
+    case.insert(0, element)
+    return element
+
+
 def _failing_cases(suite: ET.Element, classname: str, findings: list[Finding]) -> None:
     """A testcase per kind and node set of ``findings``, named ``KIND NODES``,
     with one failure: CI tools (Jenkins, GitLab, Azure) show one failure a
@@ -171,15 +179,15 @@ def check_suite(result: CheckResult, *, timestamp: datetime | None = None, hostn
     for stage in result.stages:
         case = _testcase(suite, f"oddnode.app.check.{stage.name}", stage.name, stage.findings, stage.seconds)
         if stage.name == "diagnostics" and result.inventory is not None and not result.inventory.reports:
-            ET.SubElement(case, "error", message="no node answered the inventory probe",
-                          type="unreachable").text = xml_text("\n".join(
+            _outcome(case, "error", message="no node answered the inventory probe",
+                     type="unreachable").text = xml_text("\n".join(
                               f"{node}: {reason}" for node, reason in sorted(result.inventory.reasons.items())))
         elif (why := _no_answer(stage)) is not None:
-            ET.SubElement(case, "error", message=_one_line(why), type="not-run").text = xml_text(
+            _outcome(case, "error", message=_one_line(why), type="not-run").text = xml_text(
                 "\n".join([why, *stage.notes]))
         elif _steps_not_run(stage):
             reason = "; ".join(stage.notes) if stage.notes else "every step of the stage was left out (--skip)"
-            ET.SubElement(case, "skipped", message=_one_line(reason))
+            _outcome(case, "skipped", message=_one_line(reason))
         elif stage.notes:
             out = case.find("system-out")
             if out is None:
@@ -236,7 +244,7 @@ def analysis_suite(analysis: Analysis, rules: Sequence[str] | None = None, *,
             continue
         case = _testcase(suite, classname, name, findings)
         if not analysis.judged and not findings:  # a rule with nothing to read did not pass
-            ET.SubElement(case, "skipped", message="nothing to judge: the store holds no result")
+            _outcome(case, "skipped", message="nothing to judge: the store holds no result")
     return _count(suite, None)
 
 

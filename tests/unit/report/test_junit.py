@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
+import xmlschema
+
+import support
 
 from support.cli import invoke
 from oddnode.judge.analysis import Analysis
@@ -19,6 +23,8 @@ from oddnode.report.junit import analysis_suite, check_suite, structure_problems
 from oddnode.measure.runner import RunSummary
 
 MOMENT = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
+# The JUnit XML CI tools read (tests/support/junit.xsd says what it holds).
+JUNIT_SCHEMA = xmlschema.XMLSchema(Path(support.__file__).parent / "junit.xsd")
 
 
 def finding(kind, severity, nodes, subject="memory:copy", message="slower than the others", **evidence):
@@ -30,6 +36,7 @@ def parsed(suite: ET.Element) -> ET.Element:
     """The written document read back, with its one testsuite."""
     document = to_xml(suite)
     assert structure_problems(document) == []
+    JUNIT_SCHEMA.validate(document.decode("utf-8"))
     root = ET.fromstring(document)
     assert root.tag == "testsuites" and len(root.findall("testsuite")) == 1
     return root.find("testsuite")
@@ -86,7 +93,7 @@ def test_a_healthy_check_has_no_failure():
 
 def test_stages_that_could_not_run_are_errors_and_those_left_out_skipped():
     failed = RunSummary(9, 3, {"gpu003": {"ok": 0, "unreachable": 3}, "cn-a17": {"unavailable": 3}})
-    stages = [StageResult("diagnostics", []),
+    stages = [StageResult("diagnostics", [finding("inconsistent-fact", "info", "gpu003", subject="kernel")]),
               StageResult("compute", [], series=("dgemm",), runs={"dgemm": failed},
                           notes=["hpl: not run, no node has its tool (hpcc: command not found)"]),
               StageResult("disk", [], series=()),
@@ -101,6 +108,8 @@ def test_stages_that_could_not_run_are_errors_and_those_left_out_skipped():
     assert found["sets"].find("skipped").get("message") == "sets: not run, it needs 4 nodes or more"
     assert found["diagnostics"].find("error").get("type") == "unreachable"
     assert "cn-a17: ssh: no route" in found["diagnostics"].find("error").text
+    # The outcome comes before the notes' output, as CI tools read it.
+    assert [child.tag for child in found["diagnostics"]] == ["error", "system-out"]
     assert int(suite.get("errors")) == len(suite.findall("testcase/error")) == 2
     assert suite.get("skipped") == "2"
 
@@ -190,3 +199,21 @@ def test_analyze_junit_on_stdout_is_one_document(tmp_path):
     assert structure_problems(result.stdout) == []
     suite = ET.fromstring(result.stdout.encode()).find("testsuite")
     assert suite.get("name") == "oddnode analyze" and int(suite.get("failures")) > 0
+
+
+def test_the_schema_refuses_what_ci_tools_misread():
+    """Two failures in one testcase (the tools show the first), an outcome
+    after the output, a count that is not a number: each refused."""
+    def document(case: str, failures: str = "1") -> str:
+        return (f'<testsuites><testsuite name="s" tests="1" failures="{failures}" errors="0" '
+                f'timestamp="2026-03-04T05:06:07" hostname="h">{case}</testsuite></testsuites>')
+
+    one = '<testcase classname="c" name="n"><failure message="m" type="t">x</failure></testcase>'
+    assert JUNIT_SCHEMA.is_valid(document(one))
+    for bad in (document('<testcase classname="c" name="n"><failure message="m" type="t"/>'
+                         '<failure message="m" type="t"/></testcase>'),
+                document('<testcase classname="c" name="n"><system-out>x</system-out>'
+                         '<failure message="m" type="t"/></testcase>'),
+                document('<testcase classname="c" name="n"><failure type="t"/></testcase>'),
+                document(one, failures="one")):
+        assert not JUNIT_SCHEMA.is_valid(bad), bad
