@@ -275,7 +275,24 @@ def _interconnect(analysis: Analysis) -> dict[str, Any] | None:
             "figures": figures}
 
 
-def render_report(analysis: Analysis, check: CheckResult | None = None) -> str:
+# A cluster name longer than this (nodes of many prefixes) is given as its node count.
+MAX_CLUSTER_NAME = 60
+
+
+def cluster_name(analysis: Analysis) -> str:
+    """The judged nodes folded (``node[001-484]``), or their count when
+    that is too long to be a title."""
+    dataset = analysis.dataset
+    nodes = set(dataset.declared_nodes) | {str(label) for s in dataset.series if s.label_kind is LabelKind.NODE
+                                           for label in s.labels}
+    folded = fold(sorted(nodes))
+    return folded if len(folded) <= MAX_CLUSTER_NAME else f"{len(nodes)} nodes"
+
+
+def render_report(analysis: Analysis, check: CheckResult | None = None, source: str | None = None) -> str:
+    """The report as one HTML document; ``source`` names where the data
+    came from (the store, or the directories imported), shown with the
+    cluster's nodes in the title."""
     # A check draws each histogram in its stage's section instead.
     histograms, note = ([], "") if check is not None else _histograms(analysis)
     correlations, scatters = _correlations(analysis)
@@ -295,6 +312,8 @@ def render_report(analysis: Analysis, check: CheckResult | None = None) -> str:
         for s, d in analysis.statistics
     ]
     return _environment.get_template("report.html.j2").render(
+        cluster=cluster_name(analysis),
+        source=source,
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         version=__version__,
         alpha=analysis.sensitivity.alpha,
@@ -326,11 +345,12 @@ def render_report(analysis: Analysis, check: CheckResult | None = None) -> str:
     )
 
 
-def write_report(analysis: Analysis, path: os.PathLike[str] | str, check: CheckResult | None = None) -> Path:
+def write_report(analysis: Analysis, path: os.PathLike[str] | str, check: CheckResult | None = None,
+                 source: str | None = None) -> Path:
     """The report of an analysis; of a staged check, with a section per
     stage; written as io.atomic writes every output (its directory never made)."""
     from oddnode.core.atomic import write_atomically
 
     path = Path(path)
-    write_atomically(path, render_report(analysis, check).encode("utf-8"))
+    write_atomically(path, render_report(analysis, check, source).encode("utf-8"))
     return path

@@ -61,3 +61,15 @@ def test_the_terminal_and_the_report_give_the_same_counts():
     count = len(strong_correlations(analysis))
     assert f"{count} strong and significant correlations" in terminal
     assert f"Correlations ({count} strong and significant" in html
+
+
+def test_the_title_names_the_cluster_and_where_the_data_came_from():
+    nodes = [f"cn-a{i:02d}" for i in range(1, 9)]
+    analysis = analyze(Dataset(series=[make_series("stream.triad", nodes, np.linspace(9000, 9010, 8))]))
+    html = render_report(analysis, source="/srv/results/<run 7>.duckdb")
+    assert "<title>oddnode report: cn-a[01-08]: READY for production</title>" in html
+    assert '<p id="source">Data: /srv/results/&lt;run 7&gt;.duckdb</p>' in html  # a path is text, not markup
+    scattered = [f"{prefix}{i}" for prefix in ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf")
+                 for i in (1, 3, 5)]
+    many = analyze(Dataset(series=[make_series("stream.triad", scattered, np.linspace(9000, 9010, 21))]))
+    assert "<h1>oddnode report: 21 nodes</h1>" in render_report(many)

@@ -508,7 +508,7 @@ def analyze_command(
         from oddnode.report.html import write_report
 
         with user_errors():
-            write_report(result, html)
+            write_report(result, html, source=", ".join(map(str, paths)) if paths else str(location))
         inform(f"report written to {literal(html)}", out=out)
     if not not_recorded and str(location) != ":memory:":
         detail(f"[dim]findings recorded in {literal(location)}[/]", out=out, highlight=False)

@@ -185,7 +185,7 @@ def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide
     unwritten = None
     if html:
         try:
-            write_report(result.analysis, html, result)
+            write_report(result.analysis, html, result, source=f"oddnode check {result.check_id} in {db}")
         except (OSError, OutputRefused) as err:
             reason = getattr(err, "strerror", None) or err
             unwritten = f"cannot write the HTML report {html}: {reason} (the results are in {db})"
