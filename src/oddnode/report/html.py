@@ -105,7 +105,8 @@ def _histograms(analysis: Analysis) -> tuple[list[dict[str, str]], str]:
         note = f"Only the {len(series)} benchmarks named by a finding are drawn, of {len(analysis.statistics)}."
     figures = []
     for s in series:
-        figures.append({"name": s.name, "svg": figure_to_svg(histogram_figure(s, highlight=_highlight(s, flagged)))})
+        figures.append({"name": s.name, "svg": figure_to_svg(histogram_figure(s, highlight=_highlight(s, flagged))),
+                        "flagged": s.name in flagged or s.benchmark in flagged})
     return figures, note
 
 

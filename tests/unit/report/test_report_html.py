@@ -73,3 +73,17 @@ def test_the_title_names_the_cluster_and_where_the_data_came_from():
                  for i in (1, 3, 5)]
     many = analyze(Dataset(series=[make_series("stream.triad", scattered, np.linspace(9000, 9010, 21))]))
     assert "<h1>oddnode report: 21 nodes</h1>" in render_report(many)
+
+
+def test_healthy_histograms_are_folded_away_below_those_a_finding_names():
+    nodes = [f"gpu{i:03d}" for i in range(1, 41)]
+    rng = np.random.default_rng(3)
+    slow = rng.normal(9000.0, 20.0, len(nodes))
+    slow[7] = 4000.0
+    analysis = analyze(Dataset(series=[make_series("stream.triad", nodes, slow),
+                                       make_series("dgemm", nodes, rng.normal(50.0, 0.1, len(nodes)))]))
+    assert {f.subject for f in analysis.findings if f.severity is Severity.WARNING} == {"stream.triad"}
+    section = render_report(analysis).split('id="distributions"')[1].split("</details>")[0]
+    named, folded = section.split("<details>")
+    assert named.count("<svg") == 1 and folded.count("<svg") == 1
+    assert "Histograms of the 1 benchmarks no finding names" in folded
