@@ -39,12 +39,13 @@ demo: install
 	@echo "Reports: $(abspath $(DEMO_DIR)/check-report.html) (the check of the testbed)"
 	@echo "         $(abspath $(DEMO_DIR)/report.html) (analysis of the synthetic cluster)"
 
-# The testbed tier runs on two workers, each with its own testbed (numbers 0
-# and 1, side by side) and each test module whole on one of them; the unit
-# tier runs beside it at nice 19.  A testbed's nodes are held to their CPU
-# quotas and wait on their shaped links most of the time (one testbed leaves
-# about three quarters of this 2-CPU machine idle), so a second testbed and
-# the unit tests take the CPU time the first leaves.  The kernel tier then
+# The testbed tier runs one test at a time, and the unit tier beside it at
+# nice 19: the testbed's nodes are held to half the machine by their CPU
+# quotas and wait on their shaped links most of the time, so the unit tests
+# take the CPU time the testbed leaves.  (Two workers, each with a testbed
+# of its own, `-n 2 --dist loadgroup`, take 20 minutes instead of 33, but
+# on 2 CPUs the two testbeds' busy moments coincide and a timing-based test
+# then misses its fault now and then: not in the suite that gates a change.)  The kernel tier then
 # runs two tests at a time, except those marked timing (they compare a
 # measured time or rate), which run alone afterwards.  The serial runs list
 # their slowest tests.  Every part runs even when one before it fails, and a
@@ -52,7 +53,7 @@ demo: install
 test: install
 	@mkdir -p $(STAMPS)
 	nice -n 19 $(BIN)/python -m pytest -q -n 2 tests/unit > $(STAMPS)/unit.log 2>&1 & unit_pid=$$!; \
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=20 tests/testbed; testbed=$$?; \
+	$(BIN)/python -m pytest -q --durations=20 tests/testbed; testbed=$$?; \
 	wait $$unit_pid; unit=$$?; echo "== tests/unit (beside the testbed tier)"; cat $(STAMPS)/unit.log; \
 	$(BIN)/python -m pytest -q -n 2 -m "not timing" tests/kernels; kernels=$$?; \
 	$(BIN)/python -m pytest -q --durations=20 -m timing tests/kernels; timing=$$?; \
