@@ -45,15 +45,6 @@ MIN_QUOTA_US = 1_000  # the kernel refuses a quota below 1 ms
 # scatter by 1-4% and none stands out.  (Below MIN_QUOTA_US per node, with
 # more than 5 nodes a CPU, the quotas stop binding.)
 NODES_SHARE = 0.5
-# The testbed's group weighs as much as eight busy host processes (cgroup
-# v1 cpu.shares, v2 cpu.weight; defaults 1024 and 100): otherwise every
-# runnable process of the host (an ssh client, oddnode's own, another
-# testbed's work) weighs as much as all the nodes together, and a busy host
-# slows whichever nodes run then, 3-4 times over with two testbeds side by
-# side.  Not the largest weight: where two testbeds' nodes are all busy at
-# once the machine is theirs, and the host must still get its turn (an ssh
-# client has 5 s to connect).  The quotas still cap the nodes.
-PRIORITY_WEIGHT = {1: 8 * 1024, 2: 8 * 100}
 
 
 @dataclass(frozen=True)
@@ -124,7 +115,6 @@ def create(state_dir: Path, nodes: list[str]) -> tuple[dict[str, str] | None, st
         if hierarchy.version == 2:
             _enable_cpu(hierarchy.mount)
         base.mkdir(exist_ok=True)
-        _prefer(hierarchy.version, base)
         if hierarchy.version == 2:
             _enable_cpu(base)
         quota = node_quota_us(available_cpus(), len(nodes))
@@ -144,16 +134,6 @@ def _enable_cpu(group: Path) -> None:
     control = group / "cgroup.subtree_control"
     if "cpu" not in control.read_text().split():
         control.write_text("+cpu")
-
-
-def _prefer(version: int, group: Path) -> None:
-    """Give `group` PRIORITY_WEIGHT among its siblings."""
-    (group / ("cpu.shares" if version == 1 else "cpu.weight")).write_text(str(PRIORITY_WEIGHT[version]))
-
-
-def weight(version: int, group: Path) -> int:
-    """A group's weight among its siblings (cpu.shares or cpu.weight)."""
-    return int((group / ("cpu.shares" if version == 1 else "cpu.weight")).read_text())
 
 
 def _cap(version: int, group: Path, quota_us: int) -> None:
