@@ -87,14 +87,20 @@ _SCALES: dict[str, tuple[str, float]] = {
     "msg/s": ("messages", 1.0), "1/s": ("events", 1.0), "%": ("fraction", 1e-2),
 }
 
-def in_base_unit(value: float, unit: str) -> tuple[str, float]:
-    """(the dimension of ``unit``, ``value`` in that dimension's base unit):
-    ("bandwidth", 5e9) for 5 GB/s, ("time", 2.5e-6) for 2.5 us; a unit of
-    no listed dimension is its own ("count", 3.0).  UnknownUnitError for a
-    unit oddnode does not know."""
+
+def base_scale(unit: str) -> tuple[str, float]:
+    """(the dimension of ``unit``, its size in that dimension's base unit):
+    ("bandwidth", 1e9) for GB/s, ("time", 1e-6) for us; a unit of no listed
+    dimension is its own, of size 1 ("count", 1.0).  UnknownUnitError for
+    a unit oddnode does not know."""
     name = canonical_unit(unit)
-    dimension, scale = _SCALES.get(name, (name, 1.0))
-    return dimension, float(f"{value * scale:.12g}")  # rounded as convert() does
+    return _SCALES.get(name, (name, 1.0))
+
+
+def rounded(value: float) -> float:
+    """A converted value rounded at 12 significant digits: 2.5 us is 2500
+    ns, not the 2499.9999999999995 that binary fractions of 1e-6 / 1e-9 make."""
+    return float(f"{value:.12g}")
 
 
 class UnitMismatchError(ValueError):
@@ -107,10 +113,7 @@ def convert(value: float, unit: str, to_unit: str) -> float:
     source, target = canonical_unit(unit), canonical_unit(to_unit)
     if source == target:
         return value
-    (dimension, scale), (to_dimension, to_scale) = (_SCALES.get(source, (source, 1.0)),
-                                                    _SCALES.get(target, (target, 1.0)))
+    (dimension, scale), (to_dimension, to_scale) = base_scale(source), base_scale(target)
     if dimension != to_dimension:
         raise UnitMismatchError(f"{source} cannot be converted to {target}, the series' unit")
-    # Rounded at 12 significant digits: 2.5 us is 2500 ns, not the
-    # 2499.9999999999995 that binary fractions of 1e-6 / 1e-9 make.
-    return float(f"{value * scale / to_scale:.12g}")
+    return rounded(value * scale / to_scale)

@@ -20,7 +20,7 @@ from oddnode.store.exports import ExportError
 from oddnode.core.model import Finding, LabelKind, Series, Severity
 from oddnode.core.nodes import NodeNameError, expand, split_pair
 from oddnode.core.order import natural_key
-from oddnode.core.units import UnknownUnitError, in_base_unit
+from oddnode.core.units import UnknownUnitError, base_scale, rounded
 from oddnode.store import CHECK_SOURCE, Store
 
 if TYPE_CHECKING:  # types only: the analysis is made by the caller
@@ -116,7 +116,7 @@ def result_families(series: Sequence[Series], known: set[str]) -> tuple[list[Fam
     judged: set[str] = set()
     for s in series:
         try:
-            dimension, scale = in_base_unit(1.0, s.unit)
+            dimension, scale = base_scale(s.unit)
         except UnknownUnitError:
             continue
         suffix = UNIT_SUFFIXES.get(dimension, "")
@@ -129,7 +129,7 @@ def result_families(series: Sequence[Series], known: set[str]) -> tuple[list[Fam
             else:
                 where = (label,)
             samples.setdefault((s.label_kind, suffix), []).append(
-                ((*where, s.benchmark, s.metric), float(f"{float(value) * scale:.12g}")))
+                ((*where, s.benchmark, s.metric), rounded(float(value) * scale)))
     families = []
     for kind, suffix in sorted(samples, key=lambda key: (list(LabelKind).index(key[0]), key[1])):
         name = f"{kind.value}_result" + (f"_{suffix}" if suffix else "")
