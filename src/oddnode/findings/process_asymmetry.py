@@ -30,13 +30,13 @@ from collections.abc import Mapping
 
 from oddnode.readings.accounting import (
     ASYMMETRY_RATIO,
-    MIN_RATE,
     MIN_TABLE_EXECUTIONS,
     STAND_OUT_RATIO,
     AsymmetryRow,
     AsymmetryTable,
     asymmetric_units,
     asymmetry_table,
+    far_more_often,
     least_p_adjusted,
     seconds_to_decide,
 )
@@ -114,8 +114,7 @@ def _undecided(table: AsymmetryTable, alpha: float) -> Finding | None:
     least = least_p_adjusted(table)
     if least <= alpha:
         return None
-    rows = [row for row in table.rows if row.ratio >= ASYMMETRY_RATIO and row.rate >= MIN_RATE
-            and row.executions >= MIN_TABLE_EXECUTIONS]
+    rows = [row for row in table.rows if far_more_often(row) and row.executions >= MIN_TABLE_EXECUTIONS]
     if not rows:
         return None
     units = list(dict.fromkeys(row.unit for row in rows))

@@ -218,9 +218,15 @@ def fingerprint(table: AsymmetryTable, unit: str, alpha: float) -> list[Asymmetr
         row.p_value <= alpha or (row.ratio >= ASYMMETRY_RATIO and row.rate >= MIN_RATE and persistent(row)))]
 
 
+def far_more_often(row: AsymmetryRow) -> bool:
+    """ASYMMETRY_RATIO times the rest's rate or more, at MIN_RATE or more: a
+    warning's size, whether or not chance can explain it."""
+    return row.ratio >= ASYMMETRY_RATIO and row.rate >= MIN_RATE
+
+
 def asymmetric(row: AsymmetryRow, alpha: float) -> bool:
-    """ASYMMETRY_RATIO times the rest's rate or more, at MIN_RATE or more, and not chance."""
-    return row.ratio >= ASYMMETRY_RATIO and row.rate >= MIN_RATE and significant(row, alpha)
+    """Far more often than the rest (far_more_often), and not chance."""
+    return far_more_often(row) and significant(row, alpha)
 
 
 def most_periods(seconds: float) -> int:
