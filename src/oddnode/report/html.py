@@ -33,7 +33,7 @@ from oddnode.report.terminal import number, probability
 from oddnode.readings.disk import DIRECTORY_TABLE_TITLE, PASSES, directory_table
 from oddnode.readings.sets_series import SCALE, split_set_series
 from oddnode.stats.common import common_nodes
-from oddnode.stats.correlation import CORRELATION_CAVEAT
+from oddnode.stats.correlation import CORRELATION_CAVEAT, Correlation
 
 if TYPE_CHECKING:
     from oddnode.app.check import CheckResult
@@ -110,8 +110,8 @@ def _histograms(analysis: Analysis) -> tuple[list[dict[str, str]], str]:
     return figures, note
 
 
-def _correlations(analysis: Analysis) -> tuple[list[dict[str, str]], list[str]]:
-    significant = strong_correlations(analysis)
+def _correlations(analysis: Analysis, significant: list[Correlation]) -> tuple[list[dict[str, str]], list[str]]:
+    """The table rows and scatter plots of the correlations shown (the strongest first)."""
     rows = [
         {"x": c.x, "y": c.y, "n": c.n, "r": f"{c.pearson_r:.2f}", "p": probability(c.pearson_p),
          "rho": f"{c.spearman_r:.2f}", "p_rho": probability(c.spearman_p)}
@@ -296,11 +296,13 @@ def render_report(analysis: Analysis, check: CheckResult | None = None, source: 
     cluster's nodes in the title."""
     # A check draws each histogram in its stage's section instead.
     histograms, note = ([], "") if check is not None else _histograms(analysis)
-    correlations, scatters = _correlations(analysis)
+    shown = strong_correlations(analysis)
+    correlations, scatters = _correlations(analysis, shown)
     # A check's findings are shown in their stages' sections; the Findings
     # section holds the others (a finding of the whole check), not them again.
     staged = {_finding_key(f) for stage in check.stages for f in stage.findings} if check is not None else set()
-    findings = _finding_rows([f for f in analysis.findings if _finding_key(f) not in staged])
+    unstaged = [f for f in analysis.findings if _finding_key(f) not in staged]
+    findings = _finding_rows(unstaged)
     # One reason per problem: a cause with the findings it explains is one.
     reasons = [f"{p.severity.value}: {p.nodes or '(no node)'}: {p.summary}" for p in analysis.problems]
     if check is not None and check.stopped_after:
@@ -325,9 +327,9 @@ def render_report(analysis: Analysis, check: CheckResult | None = None, source: 
         reasons=reasons,
         stages=_stages(analysis, check) if check is not None else [],
         findings=findings,
-        findings_heading=findings_heading([f for f in analysis.findings if _finding_key(f) not in staged]),
+        findings_heading=findings_heading(unstaged),
         staged_findings=len(analysis.findings) - len(findings),
-        correlations_count=len(strong_correlations(analysis)),
+        correlations_count=len(shown),
         problems=[{"nodes": p.nodes, "severity": p.severity.value, "summary": p.summary,
                    "cause": _finding_rows(list(p.cause)), "symptoms": _finding_rows(list(p.symptoms))}
                   for p in analysis.problems if p.symptoms],
