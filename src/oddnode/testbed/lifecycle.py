@@ -594,12 +594,13 @@ def status(state_dir: Path = DEFAULT_STATE_DIR) -> TestbedStatus:
     running = {node: entry for node, entry in nodes.items() if alive(entry.get("init"))}
     ports = ports_open({node: entry["address"] for node, entry in running.items()}, timeout=1.0)
     faults = fault_lines(state)
+    names = config.names_of(state)
     return TestbedStatus(
         state_dir=state_dir,
         up=True,
         complete=state["complete"],
-        names=config.names_of(state),
-        bridge=link_exists(config.names_of(state).bridge),
+        names=names,
+        bridge=link_exists(names.bridge),
         cpu_sharing=state.get("cpu_sharing"),
         leaves=tuple((leaf["name"], fold(leaf["nodes"])) for leaf in state.get("leaves") or []),
         link_rate=state.get("link_rate"),
