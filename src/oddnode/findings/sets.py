@@ -696,7 +696,9 @@ def slow_uplinks(sorted_runs: SetRuns, shuffled_runs: SetRuns, topology: dict[st
     its best crossing run (uplink_estimates) is below UPLINK_FRACTION of
     each other candidate's, whose uplinks thereby carried twice as much.
     Otherwise none is named: the runs crossed those uplinks together, or
-    every uplink is short (a fabric oversubscribed as a whole)."""
+    every uplink is short (a fabric oversubscribed as a whole).  Nor is a
+    group named when some other group's best crossing run is below
+    UPLINK_FRACTION of its own: that uplink carried less."""
     up = sorted_runs.higher_is_better
     by_count: dict[int, list[float]] = defaultdict(list)
     for label, value in zip(sorted_runs.labels.tolist(), sorted_runs.values.tolist()):
@@ -714,13 +716,19 @@ def slow_uplinks(sorted_runs: SetRuns, shuffled_runs: SetRuns, topology: dict[st
     estimates = uplink_estimates(shuffled_runs, topology)
     groups = sorted(set(topology.values()), key=natural_key)
     candidates = [g for g in groups if len(slow_crossed) >= LOSS_REPEATS and all(g in c for c in slow_crossed)]
-    if len(candidates) == 1:
-        slow = candidates
-    else:
-        slow = [g for g in candidates
-                if all(h in estimates and g in estimates
-                       and _goodness(estimates[g], up) < UPLINK_FRACTION * _goodness(estimates[h], up)
-                       for h in candidates if h != g)]
+
+    def carried_less(g: str, h: str) -> bool:
+        """Whether g's best crossing run is under UPLINK_FRACTION of h's."""
+        return (g in estimates and h in estimates
+                and _goodness(estimates[g], up) < UPLINK_FRACTION * _goodness(estimates[h], up))
+
+    # Each other candidate's uplink carried twice what the named one's did
+    # (one candidate needs no such run) ...
+    slow = [g for g in candidates if all(carried_less(g, h) for h in candidates if h != g)]
+    # ... and no group's uplink carried under half of it: that one would be
+    # the poorer, and the slow runs' crossing the named group chance (one
+    # run slowed by a busy moment where the poor uplink is not).
+    slow = [g for g in slow if not any(carried_less(h, g) for h in estimates if h != g)]
     return UplinkReading(slow_labels, judged, candidates, slow, estimates)
 
 

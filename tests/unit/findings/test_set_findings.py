@@ -378,6 +378,31 @@ def test_an_uplink_that_still_carries_most_of_a_link_is_a_loss_but_not_named():
         assert finding.evidence["uplink_candidates"] == ["leaf1", "leaf2", "leaf3"]
 
 
+def test_a_group_is_not_named_where_another_uplink_carried_under_half_of_its_best_run():
+    """leaf2's uplink is poor (its crossing runs at a third of a link), but
+    one leaf1-leaf3 pair was slowed by a busy moment, so every slow run
+    crosses leaf3 and not leaf2.  leaf3's uplink carried a full link in a
+    set of four: it is not the poor one, and no group is named rather than
+    the wrong one."""
+    from oddnode.readings.sets_series import SCALE, set_series
+
+    nodes = [f"cn{i:02d}" for i in range(1, 13)]
+    topology = {n: f"leaf{(i - 1) // 4 + 1}" for i, n in enumerate(nodes, 1)}
+    runs = {SORTED: [[(1, 2), 1000.0], [(1, 2, 3, 4), 1000.0], [range(1, 13), 330.0]],
+            SHUFFLED: [[(8, 9), 330.0], [(1, 4, 9, 11), 1000.0], [range(1, 13), 145.0],
+                       [(1, 12), 360.0], [(3, 8, 9, 12), 330.0], [range(1, 13), 140.0],
+                       [(6, 10), 330.0], [(1, 2, 10, 12), 1000.0], [range(1, 13), 145.0]]}
+    rows = []
+    for ordering, ordered in runs.items():
+        for index, (numbers, bandwidth) in enumerate(ordered * (3 if ordering == SORTED else 1)):
+            members = tuple(nodes[n - 1] for n in numbers)
+            rows.append(Row(set_series(SCALE, "sendrecv", ordering), fold(members), members, index // 3, ordering,
+                            bandwidth))
+    finding, = get_rule("scaling-loss")(direct_dataset(rows, topology), Sensitivity())
+    assert finding.evidence["uplink_candidates"] == ["leaf3"]
+    assert finding.evidence["slow_uplinks"] == [] and finding.nodes == "cn[01-12]"
+
+
 def test_without_a_topology_the_loss_names_the_nodes_of_the_runs():
     fabric = scale_fabric()
     rows = scale_rows(fabric, 5, seed=1)
