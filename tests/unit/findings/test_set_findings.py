@@ -378,29 +378,54 @@ def test_an_uplink_that_still_carries_most_of_a_link_is_a_loss_but_not_named():
         assert finding.evidence["uplink_candidates"] == ["leaf1", "leaf2", "leaf3"]
 
 
-def test_a_group_is_not_named_where_another_uplink_carried_under_half_of_its_best_run():
-    """leaf2's uplink is poor (its crossing runs at a third of a link), but
-    one leaf1-leaf3 pair was slowed by a busy moment, so every slow run
-    crosses leaf3 and not leaf2.  leaf3's uplink carried a full link in a
-    set of four: it is not the poor one, and no group is named rather than
-    the wrong one."""
+def three_leaf_scale(shuffled: list[tuple[tuple[int, ...], float]]):
+    """Scale runs on 12 nodes cn01... under 3 leaves of 4 (MB/s, a link
+    1000): the sorted ones healthy at 2, 4 and 12 nodes, 3 repetitions;
+    the shuffled ones as given (member numbers, bandwidth), 3 counts a
+    repetition."""
     from oddnode.readings.sets_series import SCALE, set_series
 
     nodes = [f"cn{i:02d}" for i in range(1, 13)]
     topology = {n: f"leaf{(i - 1) // 4 + 1}" for i, n in enumerate(nodes, 1)}
-    runs = {SORTED: [[(1, 2), 1000.0], [(1, 2, 3, 4), 1000.0], [range(1, 13), 330.0]],
-            SHUFFLED: [[(8, 9), 330.0], [(1, 4, 9, 11), 1000.0], [range(1, 13), 145.0],
-                       [(1, 12), 360.0], [(3, 8, 9, 12), 330.0], [range(1, 13), 140.0],
-                       [(6, 10), 330.0], [(1, 2, 10, 12), 1000.0], [range(1, 13), 145.0]]}
+    runs = {SORTED: [((1, 2), 1000.0), ((1, 2, 3, 4), 1000.0), (tuple(range(1, 13)), 330.0)] * 3,
+            SHUFFLED: shuffled}
     rows = []
     for ordering, ordered in runs.items():
-        for index, (numbers, bandwidth) in enumerate(ordered * (3 if ordering == SORTED else 1)):
+        for index, (numbers, bandwidth) in enumerate(ordered):
             members = tuple(nodes[n - 1] for n in numbers)
             rows.append(Row(set_series(SCALE, "sendrecv", ordering), fold(members), members, index // 3, ordering,
                             bandwidth))
-    finding, = get_rule("scaling-loss")(direct_dataset(rows, topology), Sensitivity())
+    return direct_dataset(rows, topology)
+
+
+# leaf2's uplink poor: the shuffled runs that cross it at a third of a link.
+EVERYONE = tuple(range(1, 13))
+POOR_LEAF2 = [((8, 9), 330.0), ((1, 4, 9, 11), 1000.0), (EVERYONE, 145.0),
+              ((1, 12), 1000.0), ((3, 8, 9, 12), 330.0), (EVERYONE, 140.0),
+              ((6, 10), 330.0), ((1, 2, 10, 12), 1000.0), (EVERYONE, 145.0)]
+
+
+def test_a_slow_run_that_crosses_no_uplink_does_not_hide_the_poor_one():
+    # A pair inside leaf1 slowed by a busy moment: no uplink explains it.
+    shuffled = [((1, 2), 400.0) if numbers == (1, 12) else (numbers, value) for numbers, value in POOR_LEAF2]
+    finding, = get_rule("scaling-loss")(three_leaf_scale(shuffled), Sensitivity())
+    assert finding.evidence["slow_uplinks"] == ["leaf2"] and finding.nodes == "cn[05-08]"
+
+
+def test_a_group_is_not_named_where_another_uplink_carried_under_half_of_its_best_run():
+    """A leaf1-leaf3 pair slowed by a busy moment: every slow run crosses
+    leaf3, one misses leaf2.  But leaf3's uplink carried a full link in a
+    set of four, against leaf2's third: no group is named rather than the
+    wrong one."""
+    shuffled = [((1, 12), 360.0) if numbers == (1, 12) else (numbers, value) for numbers, value in POOR_LEAF2]
+    finding, = get_rule("scaling-loss")(three_leaf_scale(shuffled), Sensitivity())
     assert finding.evidence["uplink_candidates"] == ["leaf3"]
     assert finding.evidence["slow_uplinks"] == [] and finding.nodes == "cn[01-12]"
+
+
+def test_the_poor_uplink_of_three_leaves_is_named():
+    finding, = get_rule("scaling-loss")(three_leaf_scale(POOR_LEAF2), Sensitivity())
+    assert finding.evidence["slow_uplinks"] == ["leaf2"] and finding.nodes == "cn[05-08]"
 
 
 def test_without_a_topology_the_loss_names_the_nodes_of_the_runs():
