@@ -438,12 +438,15 @@ def with_matrix_retests(series: Series, dataset: Dataset) -> Series:
     return replace(series, values=values, repetitions=repetitions)
 
 
-def low_pairs(dataset: Dataset, sensitivity: Sensitivity) -> tuple[dict[str, list[LowPair]], Counter[str]]:
+def low_pairs(
+    dataset: Dataset, sensitivity: Sensitivity
+) -> tuple[dict[str, list[LowPair]], Counter[str], dict[str, set[str]]]:
     """Every poor pair of every pair series (a matrix pair at its best
-    retest), listed under both of its nodes; and per node how many pairs it
-    is in over the series where it has poor ones."""
+    retest), listed under both of its nodes; per node how many pairs it is
+    in over the series where it has poor ones; and its partners there."""
     by_node: dict[str, list[LowPair]] = defaultdict(list)
     pairs_of: Counter[str] = Counter()
+    partners_of: dict[str, set[str]] = defaultdict(set)
     known: set[str] | None = None
     computed_known = False
     for series in (with_matrix_retests(s, dataset) for s in pair_series(dataset)):
@@ -455,6 +458,11 @@ def low_pairs(dataset: Dataset, sensitivity: Sensitivity) -> tuple[dict[str, lis
         labels = [str(label) for label in series.labels.tolist()]
         pairs = [split_pair(label, known) for label in labels]
         members = Counter(node for pair in pairs if pair is not None for node in pair)
+        partners = defaultdict(set)
+        for pair in pairs:
+            if pair is not None and pair[0] != pair[1]:
+                partners[pair[0]].add(pair[1])
+                partners[pair[1]].add(pair[0])
         median = float(np.median(series.values[np.isfinite(series.values)]))
         poor_nodes = set()
         for index in bad.tolist():
@@ -468,13 +476,32 @@ def low_pairs(dataset: Dataset, sensitivity: Sensitivity) -> tuple[dict[str, lis
             poor_nodes.update(pair)
         for node in poor_nodes:
             pairs_of[node] += members[node]
-    return by_node, pairs_of
+            partners_of[node] |= partners[node]
+    return by_node, pairs_of, partners_of
+
+
+def slow_together(node: str, by_node: dict[str, list[LowPair]], partners_of: dict[str, set[str]]) -> list[str]:
+    """The partners a node's pairs are fine with that are poor with most of
+    its own poor partners.
+
+    A weak card slows every pair of its node, and its node's partners are
+    each in few poor pairs.  Two nodes fine with each other and both slow
+    with the same others share what those pairs cross: a switch, an uplink,
+    a path with more hops.  Neither is the weak member; with a topology
+    the weak-group rule judges their group."""
+    poor = {p.partner for p in by_node[node]}
+    together = []
+    for other in sorted(partners_of[node] - poor):
+        shared = poor & {p.partner for p in by_node.get(other, ())}
+        if len(shared) >= MIN_WEAK_PARTNERS and len(shared) > MIN_WEAK_SHARE * len(poor):
+            together.append(other)
+    return together
 
 
 @rule("weak-pair-member")
 def weak_pair_member(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
     """The node common to poor pairs with different partners: a weak card, cable or port."""
-    by_node, pairs_of = low_pairs(dataset, sensitivity)
+    by_node, pairs_of, partners_of = low_pairs(dataset, sensitivity)
     if not by_node:
         return []
     count = {node: len(pairs) for node, pairs in by_node.items()}
@@ -489,7 +516,7 @@ def weak_pair_member(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding
         if len(partners) < MIN_WEAK_PARTNERS or node in explained or len(pairs) <= MIN_WEAK_SHARE * pairs_of[node]:
             continue
         partner_most = max(count[p] for p in partners)
-        if count[node] <= partner_most:
+        if count[node] <= partner_most or slow_together(node, by_node, partners_of):
             continue
         series_names = sorted({p.series for p in pairs})
         shown = first_few(partners, MESSAGE_ITEMS)

@@ -78,3 +78,45 @@ def test_healthy_pairs_with_noise_give_no_finding():
     for seed in range(200):
         dataset = Dataset(series=pattern_series(EIGHT, lambda a, b: 100.0, seed))
         assert kinds(dataset) == set(), seed
+
+
+# --- the all-pairs matrix: a node or a path ------------------------------------------
+
+SIX = ["r01n07", "r01n08", "r02n01", "r02n02", "r02n03", "r02n04"]
+
+
+def matrix_latencies(time, seed) -> Dataset:
+    """An all-pairs matrix over SIX (both directions, once each) at 128 KiB:
+    each pair's time(a, b) in us times 0.1% of noise."""
+    rng = np.random.default_rng(seed)
+    pairs = [(a, b) for a in SIX for b in SIX if a != b]
+    labels = np.array([f"{a}-{b}" for a, b in pairs], dtype=object)
+    values = np.array([time(a, b) * rng.normal(1.0, 0.001) for a, b in pairs])
+    return Dataset(series=[Series("pingpong.matrix", "latency.131072", "us", Direction.LOWER, LabelKind.PAIR,
+                                  labels, values, np.ones(len(labels), dtype=np.int64))])
+
+
+def crosses_racks(a: str, b: str) -> bool:
+    return a[:3] != b[:3]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_two_nodes_slow_with_the_same_others_and_fine_together_are_no_weak_members(seed):
+    # Pairs between the racks 1.6% slower (more hops), but for two of
+    # r01n07's: the slower pairs the smaller mode, the poor ones.  r01's two
+    # nodes have most of their pairs among them, each with the same four
+    # partners, and are fine with each other.
+    def time(a, b):
+        fast = ("r01n07-r02n01", "r01n07-r02n02")
+        return 7110.0 if crosses_racks(a, b) and f"{a}-{b}" not in fast else 7000.0
+
+    assert kinds(matrix_latencies(time, seed)) == set()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_weak_node_of_the_matrix_is_named_beside_slower_paths(seed):
+    def time(a, b):
+        base = 7100.0 if crosses_racks(a, b) else 7000.0
+        return base * 10 if "r02n03" in (a, b) else base
+
+    assert kinds(matrix_latencies(time, seed)) == {("weak-pair-member", "r02n03")}
