@@ -12,6 +12,7 @@ sorted and shuffled order, and SCAB's scaling curves.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -207,6 +208,34 @@ def round_tails(runs_per_round: np.ndarray, bad_per_round: np.ndarray, node_runs
     return tail, node_runs @ share
 
 
+@dataclass(frozen=True)
+class _RoundCounts:
+    """Per node and per round, the runs judged and the bad ones among them."""
+
+    runs: np.ndarray  # per node: its runs (n_i)
+    bad: np.ndarray  # per node: its bad runs (k_i)
+    node_runs: np.ndarray  # nodes × rounds: its runs in each round (c_ir)
+    runs_per_round: np.ndarray  # s_r
+    bad_per_round: np.ndarray  # b_r
+
+    @property
+    def present(self) -> np.ndarray:
+        return self.runs > 0
+
+    @classmethod
+    def of(cls, incidence: _Incidence, active: np.ndarray, bad: np.ndarray) -> _RoundCounts:
+        """The counts over the active runs."""
+        live = active[incidence.run]
+        node_count = len(incidence.names)
+        node_runs = np.zeros((node_count, incidence.rounds), dtype=np.int64)
+        np.add.at(node_runs, (incidence.node[live], incidence.round_of[incidence.run[live]]), 1)
+        return cls(np.bincount(incidence.node[live], minlength=node_count),
+                   np.bincount(incidence.node[live & bad[incidence.run]], minlength=node_count),
+                   node_runs,
+                   np.bincount(incidence.round_of[active], minlength=incidence.rounds),
+                   np.bincount(incidence.round_of[active & bad], minlength=incidence.rounds))
+
+
 def weak_set_members(runs: list[SetRun], alpha: float) -> list[WeakSetMember]:
     """The nodes in far more slow or failed runs than chance, explained away in turn.
 
@@ -227,20 +256,14 @@ def weak_set_members(runs: list[SetRun], alpha: float) -> list[WeakSetMember]:
     bad = np.array([r.bad for r in runs], dtype=bool)
     active = np.ones(len(runs), dtype=bool)
     named: list[WeakSetMember] = []
-    node_count = len(incidence.names)
     while True:
         live = active[incidence.run]
         total, total_bad = int(active.sum()), int((active & bad).sum())
         if total_bad == 0:
             break
-        n = np.bincount(incidence.node[live], minlength=node_count)
-        k = np.bincount(incidence.node[live & bad[incidence.run]], minlength=node_count)
-        present = n > 0
-        node_runs = np.zeros((node_count, incidence.rounds), dtype=np.int64)
-        np.add.at(node_runs, (incidence.node[live], incidence.round_of[incidence.run[live]]), 1)
-        runs_per_round = np.bincount(incidence.round_of[active], minlength=incidence.rounds)
-        bad_per_round = np.bincount(incidence.round_of[active & bad], minlength=incidence.rounds)
-        p, expected = round_tails(runs_per_round, bad_per_round, node_runs, k)
+        counts = _RoundCounts.of(incidence, active, bad)
+        n, k, present = counts.runs, counts.bad, counts.present
+        p, expected = round_tails(counts.runs_per_round, counts.bad_per_round, counts.node_runs, k)
         adjusted = np.minimum(1.0, p * int(present.sum()))
         candidate = present & (adjusted < alpha) & (k > MIN_WEAK_SET_SHARE * n)
         if not candidate.any():
@@ -263,6 +286,65 @@ def weak_set_members(runs: list[SetRun], alpha: float) -> list[WeakSetMember]:
     return named
 
 
+@dataclass(frozen=True)
+class UndecidedMember:
+    """A node in most of its runs' slow or failed sets, where even all of
+    them could not reach alpha: too few repetitions to decide."""
+
+    node: str
+    runs: int  # n_i
+    bad_runs: int  # k_i
+    least_p: float  # the least p its runs allow (in every bad run it could be in), times the nodes judged
+    repetitions: int  # the repetitions judged (distinct repetition numbers)
+    repetitions_to_decide: int  # repetitions whose least p is below alpha, at the same share of bad runs
+
+
+def undecided_members(runs: list[SetRun], alpha: float, named: set[str]) -> list[UndecidedMember]:
+    """The nodes, not named, with at least 2 bad runs, more than
+    MIN_WEAK_SET_SHARE of theirs, whose least p is not below alpha; taken
+    in turn as weak_set_members takes them (the node with the largest
+    share of bad runs first, its runs then set aside), so that set-mates
+    do not borrow its evidence.
+
+    A node's least p is its tail at the most bad runs it could be in (in
+    each round, its runs there or the round's bad runs, whichever is
+    fewer), times the nodes judged.  In a round of s_r runs, b_r of them
+    bad, a node in one run is in a bad one with chance q_r = b_r / s_r: the
+    least p is N · Π q_r, so each further round multiplies it by about
+    their geometric mean g, and N · g^R < alpha takes R = log(alpha / N) /
+    log(g) rounds: as many repetitions as that over the rounds a
+    repetition gives it (its orderings).  Where every run of its rounds
+    was bad no node stands out, and none is taken."""
+    incidence = _incidence(runs)
+    bad = np.array([r.bad for r in runs], dtype=bool)
+    repetitions_of: dict[int, set] = defaultdict(set)
+    for run, node in zip(incidence.run.tolist(), incidence.node.tolist()):
+        repetitions_of[node].add(runs[run].repetition)
+    active = np.ones(len(runs), dtype=bool)
+    out: list[UndecidedMember] = []
+    while True:
+        counts = _RoundCounts.of(incidence, active, bad)
+        judged = int(counts.present.sum())
+        share = np.divide(counts.bad_per_round, counts.runs_per_round, out=np.zeros(incidence.rounds),
+                          where=counts.runs_per_round > 0)
+        most = np.minimum(counts.node_runs, counts.bad_per_round).sum(axis=1)
+        least, _ = round_tails(counts.runs_per_round, counts.bad_per_round, counts.node_runs, most)
+        least = np.minimum(1.0, least * judged)
+        k, n = counts.bad, counts.runs
+        suspect = [i for i, node in enumerate(incidence.names)
+                   if node not in named and k[i] >= 2 and k[i] > MIN_WEAK_SET_SHARE * n[i] and least[i] >= alpha
+                   and np.any((share > 0) & (share < 1) & (counts.node_runs[i] > 0))]
+        if not suspect:
+            return out
+        i = min(suspect, key=lambda j: (-k[j] / n[j], -k[j], natural_key(incidence.names[j])))
+        chances = share[(counts.node_runs[i] > 0) & (share > 0)]
+        rounds_needed = math.log(alpha / judged) / float(np.mean(np.log(chances)))
+        per_repetition = len(chances) / len(repetitions_of[i])
+        out.append(UndecidedMember(incidence.names[i], int(n[i]), int(k[i]), float(least[i]),
+                                   len(repetitions_of[i]), math.ceil(rounds_needed / per_repetition)))
+        active &= ~np.isin(np.arange(len(runs)), incidence.run[incidence.node == i])
+
+
 def _units(dataset: Dataset) -> dict[tuple[str, str], dict[str | None, dict[str, SetRuns]]]:
     """(family, benchmark) -> metric -> ordering -> runs, for the sets family;
     a benchmark with failed runs only is judged on them under metric None."""
@@ -275,7 +357,10 @@ def _units(dataset: Dataset) -> dict[tuple[str, str], dict[str | None, dict[str,
     return units
 
 
-@rule("weak-set-member")
+UNDECIDED_KIND = "weak-set-member-undecided"
+
+
+@rule("weak-set-member", kinds=("weak-set-member", UNDECIDED_KIND))
 def weak_set_member(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
     """The node common to slow or failed sets across reshuffles: a weak node.
 
@@ -296,18 +381,55 @@ def weak_set_member(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]
     default alpha, 12 nodes in sets of 4 need 6 repetitions of each
     ordering, 24 nodes in sets of 4 need 4, in sets of 8 need 6, 100 nodes
     3 or 4.  Two weak nodes make two slow sets a repetition, and need more.
+    A node in most of its runs' slow sets where the runs are too few for
+    any node to reach alpha gets an info finding that says so, with the
+    repetitions that would decide (UNDECIDED_KIND).
     """
     failed = failed_set_runs(dataset)
     findings = []
     for (family, benchmark), metrics in sorted(_units(dataset).items()):
         found: dict[str, dict[str | None, WeakSetMember]] = defaultdict(dict)
+        judged_runs = {}
         for metric, orderings in metrics.items():
-            runs = _runs_of(family, benchmark, metric, orderings, failed.get((family, benchmark), []), sensitivity)
+            runs = judged_runs[metric] = _runs_of(family, benchmark, metric, orderings,
+                                                  failed.get((family, benchmark), []), sensitivity)
             for member in weak_set_members(runs, sensitivity.alpha):
                 found[member.node][metric] = member
         for node in sorted(found, key=natural_key):
             findings.append(_weak_set_finding(family, benchmark, node, found[node], metrics))
+        undecided: dict[str, tuple[str | None, UndecidedMember]] = {}
+        for metric, runs in judged_runs.items():
+            for member in undecided_members(runs, sensitivity.alpha, set(found)):
+                if member.node not in undecided or member.least_p < undecided[member.node][1].least_p:
+                    undecided[member.node] = (metric, member)
+        if undecided:
+            findings.append(_undecided_finding(family, benchmark, undecided, sensitivity.alpha))
     return findings
+
+
+def _undecided_finding(family: str, benchmark: str, undecided: dict[str, tuple[str | None, UndecidedMember]],
+                       alpha: float) -> Finding:
+    nodes = sorted(undecided, key=natural_key)
+    members = [undecided[node][1] for node in nodes]
+    least = min(m.least_p for m in members)
+    needed = max(m.repetitions_to_decide for m in members)
+    repetitions = max(m.repetitions for m in members)
+    shown = first_few([f"{m.node} in {m.bad_runs} of its {m.runs} runs" for m in members], MESSAGE_ITEMS)
+    return Finding(
+        kind=UNDECIDED_KIND,
+        severity=Severity.INFO,
+        subject=f"{family}.{benchmark}",
+        nodes=fold(nodes),
+        message=(f"{repetitions} repetitions cannot tell a weak set member from chance: {shown} slow or failed "
+                 f"sets, but the least p these runs allow (in every slow set it could be in) is {least:.2g} "
+                 f"over all nodes, above alpha {alpha:g}; {needed} repetitions or more can decide"),
+        evidence={"alpha": alpha, "least_p": least, "repetitions": repetitions, "repetitions_to_decide": needed,
+                  "nodes": {m.node: {"metric": undecided[m.node][0], "runs": m.runs, "slow_or_failed": m.bad_runs,
+                                     "least_p": m.least_p, "repetitions_to_decide": m.repetitions_to_decide}
+                            for m in members}},
+        remedy=f"Run the sets again with more repetitions and judge again: oddnode sets -r {needed} (or more; "
+               f"the check: -r {needed}).",
+    )
 
 
 def _weak_set_finding(family: str, benchmark: str, node: str, by_metric: dict[str | None, WeakSetMember],

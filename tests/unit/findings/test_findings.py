@@ -547,3 +547,21 @@ def test_without_a_node_list_missing_judges_against_the_nodes_seen():
     data = Dataset(series=[make_series("stream", nodes[:5], [1.0] * 5), make_series("hpl", nodes, [1.0] * 6)])
     (finding,) = kinds(find_all(data), "missing")
     assert (finding.severity, finding.nodes, finding.subject) == (Severity.WARNING, "node006", "stream")
+
+
+def test_every_rule_and_each_of_its_kinds_has_a_row_and_a_section_in_the_findings_reference():
+    import re
+
+    from oddnode.findings.registry import RULE_KINDS
+    from support.cli import REPOSITORY
+
+    text = (REPOSITORY / "docs" / "findings.md").read_text(encoding="utf-8")
+    rows = {match[0]: match[1] for match in re.findall(r"^\| `([a-z-]+)` \| (.*?) \|", text, re.M)}
+    # A section may head several kinds: ### `skewed` and `not-normal`.
+    sections = {kind for heading in re.findall(r"^### (.*)$", text, re.M)
+                for kind in re.findall(r"`([a-z-]+)`", heading)}
+    for rule_name, kinds in RULE_KINDS.items():
+        assert rule_name in rows, f"docs/findings.md has no row for the rule {rule_name}"
+        for kind in kinds:
+            assert f"`{kind}`" in rows[rule_name], f"the row of {rule_name} does not list its kind {kind}"
+            assert kind in sections, f"docs/findings.md has no section for {kind}"

@@ -78,14 +78,20 @@ def test_one_slow_node_is_named_and_nothing_else(tmp_path, n, size, repetitions)
     assert all(weak in expand(s["set"]) for s in evidence["slow_sets"])
 
 
-def test_too_few_repetitions_name_nobody_rather_than_guess(tmp_path):
+def test_too_few_repetitions_name_nobody_but_say_what_would_decide(tmp_path):
     # 12 nodes in sets of 4: 3 sets a repetition, so chance puts a node in the
     # slow set of a repetition one time in 3; 3 repetitions of each ordering
     # make 3**-6 * 12 nodes = 0.016, far from alpha.  6 repetitions suffice
     # (see test_one_slow_node_is_named_and_nothing_else).
+    # The slow node is named as undecided, with the repetitions that decide.
     nodes = node_names("unpadded", 12)
     dataset = stored(tmp_path, Fabric(nodes, slow={nodes[4]: 3.0}), 4, 3, seed=1)
-    assert judged(dataset, ["weak-set-member"]) == []
+    assert judged(dataset, ["weak-set-member"]) == [("weak-set-member-undecided", nodes[4])]
+    finding, = find_all(dataset, rules=["weak-set-member"])
+    assert finding.severity is Severity.INFO
+    assert finding.evidence["repetitions"] == 3 and finding.evidence["repetitions_to_decide"] == 6
+    assert finding.evidence["least_p"] == pytest.approx(12 * 3.0 ** -6)
+    assert "-r 6" in finding.remedy and "6 repetitions or more can decide" in finding.message
 
 
 def test_a_node_whose_sets_fail_is_named(tmp_path):

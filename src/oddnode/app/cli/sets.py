@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 SETS_PANEL = "Node sets"
 # The findings each command prints after its runs.
-SETS_FINDINGS = ("weak-set-member", "set-contention")
+SETS_FINDINGS = ("weak-set-member", "weak-set-member-undecided", "set-contention")
 SCALE_FINDINGS = ("scaling-loss",)
 
 # The options both commands share.
