@@ -29,7 +29,7 @@ from oddnode.report.plots import figure_to_svg, heatmap_figure, histogram_figure
 from oddnode.report.numa import numa_section
 from oddnode.report.sync import sync_section
 from oddnode.report.sets import sets_section
-from oddnode.report.terminal import number, probability
+from oddnode.report.terminal import probability, report_number
 from oddnode.readings.disk import DIRECTORY_TABLE_TITLE, PASSES, directory_table
 from oddnode.readings.sets_series import SCALE, split_set_series
 from oddnode.stats.common import common_nodes
@@ -156,7 +156,7 @@ def _best_table(series: list[Series], flagged: dict[str, dict[str, str]]) -> dic
         cells = []
         for s in series:
             where = np.flatnonzero(s.labels == node)
-            value = number(float(s.values[where[0]])) if where.size else "—"
+            value = report_number(float(s.values[where[0]])) if where.size else "—"
             marked = node in flagged.get(s.name, {}) or node in flagged.get(s.benchmark, {})
             cells.append({"value": value, "flagged": marked})
         rows.append({"node": node, "cells": cells})
@@ -216,16 +216,17 @@ def _directories(series: list[Series]) -> dict[str, Any] | None:
         return None
     return {"columns": list(PASSES), "rows": [
         {"directory": row.directory,
-         "cells": [f"{number(row.medians[step])} ({row.nodes[step]})" if row.medians[step] is not None
+         "cells": [f"{report_number(row.medians[step])} ({row.nodes[step]})" if row.medians[step] is not None
                    else f"— ({row.nodes[step]})" for step in PASSES]} for row in rows]}
 
 
 def _quad(values: tuple[float, float, float, float] | None) -> list[str]:
-    return [number(v) for v in values] if values is not None else ["—"] * 4
+    return [report_number(v) for v in values] if values is not None else ["—"] * 4
 
 
 def _slow_rows(pairs: list[interconnect.SlowPair]) -> list[dict[str, str]]:
-    return [{"pair": p.label, "value": number(p.value), "percent": f"{p.percent_of_median:.1f}"} for p in pairs]
+    return [{"pair": p.label, "value": report_number(p.value), "percent": f"{p.percent_of_median:.1f}"}
+            for p in pairs]
 
 
 def _interconnect(analysis: Analysis) -> dict[str, Any] | None:
@@ -237,20 +238,21 @@ def _interconnect(analysis: Analysis) -> dict[str, Any] | None:
         "benchmark": t.benchmark,
         "rows": [{"size": r.size, "n": r.n, "bandwidth": _quad(r.bandwidth), "latency": _quad(r.latency)}
                  for r in t.rows],
-        "fit": (f"fit over the larger sizes: median latency {number(t.fit_latency_median)} us, "
-                f"median bandwidth {number(t.fit_bandwidth_median)} MB/s"
+        "fit": (f"fit over the larger sizes: median latency {report_number(t.fit_latency_median)} us, "
+                f"median bandwidth {report_number(t.fit_bandwidth_median)} MB/s"
                 if t.fit_latency_median is not None or t.fit_bandwidth_median is not None else ""),
         "slowest_metric": t.slowest_metric, "slowest_unit": t.slowest_unit, "slowest": _slow_rows(t.slowest),
     } for t in interconnect.pattern_tables(dataset)]
     comparisons = [{**c, "ratio": f"{c['ratio']:.2f}", "p": probability(c["p"]),
-                    "sorted_median": number(c["sorted_median"]), "shuffled_median": number(c["shuffled_median"])}
+                    "sorted_median": report_number(c["sorted_median"]),
+                    "shuffled_median": report_number(c["shuffled_median"])}
                    for c in interconnect.comparison_rows(dataset, sensitivity)]
     cut = interconnect.bisection(dataset)
     bisection = None if cut is None else {
         "nodes": cut.nodes, "pairs": cut.pairs if cut.pairs is not None else "—",
-        "demonstrated": number(cut.demonstrated) if cut.demonstrated is not None else "—",
-        "single_pair": number(cut.single_pair) if cut.single_pair is not None else "—",
-        "full": number(cut.full) if cut.full is not None else "—",
+        "demonstrated": report_number(cut.demonstrated),
+        "single_pair": report_number(cut.single_pair),
+        "full": report_number(cut.full),
         "fraction": f"{cut.fraction * 100:.1f}%" if cut.fraction is not None else "—",
         "slowest": _slow_rows(cut.slowest),
     }
@@ -309,9 +311,10 @@ def render_report(analysis: Analysis, check: CheckResult | None = None, source: 
         reasons.append(f"the check stopped after {check.stopped_after}; not run: {', '.join(check.not_run)}")
     statistics = [
         {"name": s.name, "unit": s.unit or "-", "direction": s.direction.value, "n": d.n,
-         "population": _POPULATION[s.label_kind], "low": number(d.low), "high": number(d.high),
-         "variability": f"{d.variability_pct:.2f}", "mean": number(d.mean), "median": number(d.median),
-         "std": number(d.std)}
+         "population": _POPULATION[s.label_kind], "low": report_number(d.low), "high": report_number(d.high),
+         "variability": f"{d.variability_pct:.2f}", "mean": report_number(d.mean),
+         "median": report_number(d.median),
+         "std": report_number(d.std)}
         for s, d in analysis.statistics
     ]
     return _environment.get_template("report.html.j2").render(

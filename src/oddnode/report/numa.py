@@ -24,7 +24,7 @@ from oddnode.readings.numa_series import FAMILY_SHORT, LATENCY, MEASURES, TRIAD
 from oddnode.core.model import Dataset, Finding
 from oddnode.core.nodes import expand, fold
 from oddnode.core.order import natural_key
-from oddnode.report.terminal import WIDE_NOTE, fit_columns, fixed_table, print_views
+from oddnode.report.terminal import WIDE_NOTE, fit_columns, fixed_table, print_views, report_number
 
 if TYPE_CHECKING:
     from oddnode.judge.analysis import Analysis
@@ -92,7 +92,8 @@ def matrix_view(matrix: NodeMatrix, title: str, width: int | None = None, wide: 
     return table
 
 
-def _node_row(node: str, by_measure: Mapping[tuple[str, str], NodeMatrix]) -> dict[str, str]:
+def _node_row(node: str, by_measure: Mapping[tuple[str, str], NodeMatrix], report: bool = False) -> dict[str, str]:
+    """A node's NUMA columns, its values as the terminal shows them or (`report`) the HTML report."""
     row = {"node": node}
     counts = {len(m.rows) for m in by_measure.values()}
     row["NUMA"] = str(max(counts)) if counts else "-"
@@ -100,8 +101,8 @@ def _node_row(node: str, by_measure: Mapping[tuple[str, str], NodeMatrix]) -> di
         short = _SHORT[measure]
         matrix = by_measure.get(measure)
         latency = measure[1] == LATENCY
-        row[f"{short} local"] = _value(matrix.local if matrix else None, latency)
-        row[f"{short} remote"] = _value(matrix.remote if matrix else None, latency)
+        for part, value in (("local", matrix.local if matrix else None), ("remote", matrix.remote if matrix else None)):
+            row[f"{short} {part}"] = report_number(value, "-") if report else _value(value, latency)
         row[f"{short} ratio"] = _ratio(matrix.ratio if matrix else None)
     return row
 
@@ -293,7 +294,7 @@ def numa_section(analysis: Analysis) -> dict[str, Any] | None:
         for node in (nodes if len(nodes) == 1 else named):
             if node in per_node and len(heatmaps) < MAX_HEATMAPS:
                 heatmaps.append(heatmap_svg(per_node[node], f"{words} on {node}"))
-    rows = [_node_row(node, {m: per_node[node] for m, per_node in matrices.items() if node in per_node})
+    rows = [_node_row(node, {m: per_node[node] for m, per_node in matrices.items() if node in per_node}, report=True)
             for node in nodes]
     columns = ["node", "NUMA"] + [f"{_SHORT[m]} {part}" for m in MEASURES if m in matrices
                                   for part in ("local", "remote", "ratio")]

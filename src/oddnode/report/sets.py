@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from rich.text import Text
 from oddnode.findings.sets import LOSS_RATIO, judged_metric
 from oddnode.core.model import Dataset, Direction, Finding
 from oddnode.report.terminal import (WIDE_NOTE, fit_columns, fixed_table, natural_width, number, print_views, probability,
+                                      report_number,
                                      table_width)
 from oddnode.readings.sets import (
     FailedSetMembers,
@@ -159,10 +160,11 @@ def _pct(value: float) -> str:
     return "inf" if math.isinf(value) else f"{value:.2f}"
 
 
-def _ordering_cells(d: Description | None) -> dict[str, str]:
+def _ordering_cells(d: Description | None, shown: Callable[[float], str] = number) -> dict[str, str]:
+    """An ordering's columns, its values `shown` (the terminal's digits unless told)."""
     if d is None:
         return dict.fromkeys(_VALUES, "-")
-    return {"runs": str(d.n), "median": number(d.median), "low": number(d.low), "high": number(d.high),
+    return {"runs": str(d.n), "median": shown(d.median), "low": shown(d.low), "high": shown(d.high),
             "%var": _pct(d.variability_pct)}
 
 
@@ -544,7 +546,7 @@ def sets_json(dataset: Dataset) -> documents.SetTables:
 def _html_ordering_row(row: OrderingRow) -> dict[str, Any]:
     return {"benchmark": _family_name(row.family, row.benchmark), "metric": row.metric,
             "unit": row.unit or "-", "direction": row.direction.value,
-            SORTED: _ordering_cells(row.sorted), SHUFFLED: _ordering_cells(row.shuffled),
+            SORTED: _ordering_cells(row.sorted, report_number), SHUFFLED: _ordering_cells(row.shuffled, report_number),
             "ratio": _ratio_cell(row)}
 
 
@@ -592,8 +594,8 @@ def _slow_sets(findings: Sequence[Finding]) -> list[dict[str, Any]]:
             "also": [f.subject for f in named if f is not strongest],
             "runs": [{"set": r.get("set", ""), "ordering": str(r.get("series", "")).rpartition(".")[2],
                       "repetition": r.get("repetition") if r.get("repetition") is not None else "-",
-                      "value": "failed" if r.get("failed") else number(r.get("value")),
-                      "median": number(r.get("median"))} for r in runs[:MAX_SLOW_SETS]],
+                      "value": "failed" if r.get("failed") else report_number(r.get("value")),
+                      "median": report_number(r.get("median"))} for r in runs[:MAX_SLOW_SETS]],
             "more": max(0, len(runs) - MAX_SLOW_SETS),
         })
     return found
@@ -630,8 +632,7 @@ def sets_section(analysis: Analysis) -> dict[str, Any] | None:
         first = next(iter(curves.values()))
         name = _family_name(SCALE, benchmark)
         points = [{"nodes": p["nodes"],
-                   SORTED: number(p[SORTED]) if p[SORTED] is not None else "—",
-                   SHUFFLED: number(p[SHUFFLED]) if p[SHUFFLED] is not None else "—",
+                   SORTED: report_number(p[SORTED]), SHUFFLED: report_number(p[SHUFFLED]),
                    "ratio": f"{p['ratio']:.2f}" if p["ratio"] is not None else "—",
                    "loss": p["ratio"] is not None and p["ratio"] < LOSS_RATIO} for p in scaling_points(curves)]
         svg = figure_to_svg(scaling_figure(

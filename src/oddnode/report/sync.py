@@ -24,7 +24,7 @@ from oddnode.findings.sync import KIND as LAGGARD
 from oddnode.findings.sync import excess_floor_us
 from oddnode.core.model import Dataset, Finding
 from oddnode.report.sets import _plain
-from oddnode.report.terminal import WIDE_NOTE, fit_columns, fixed_table, print_views, probability
+from oddnode.report.terminal import WIDE_NOTE, fit_columns, fixed_table, print_views, probability, report_number
 from oddnode.readings.sync import NodeSync, SyncNodes, SyncScaling, sync_nodes, sync_scaling
 
 if TYPE_CHECKING:
@@ -183,9 +183,10 @@ SYNC_COLUMNS = ("node", "iterations", "last %", "chance %", "ratio", "extra wait
 
 
 def _sync_row(node: NodeSync) -> list[str]:
-    return [node.node, str(node.iterations), f"{node.share_pct:.3g}", f"{node.chance_pct:.3g}",
-            f"{node.ratio:.3g}", f"{node.extra_wait_us:.3g}", f"{node.time_us:.4g}",
-            f"{node.efficiency_pct:.3g}", probability(node.p)]
+    return [node.node, str(node.iterations),
+            *map(report_number, (node.share_pct, node.chance_pct, node.ratio, node.extra_wait_us, node.time_us,
+                                 node.efficiency_pct)),
+            probability(node.p)]
 
 
 def sync_section(analysis: Analysis) -> dict[str, Any] | None:

@@ -41,6 +41,25 @@ def number(value: float) -> str:
     return f"{value:.6g}"
 
 
+# The HTML report's numbers: three significant digits, what a comparison of
+# nodes whose results scatter by a per cent or more can use, written out
+# (18400, not 1.84e+04) from 1e-4 up to below 1e15.
+REPORT_DIGITS = 3
+_WRITTEN_OUT = (1e-4, 1e15)
+
+
+def report_number(value: float | None, missing: str = "—") -> str:
+    """A number as the HTML report shows it (REPORT_DIGITS significant digits)."""
+    if value is None or not math.isfinite(value):
+        return missing if value is None or math.isnan(value) else f"{value}"
+    rounded = float(f"{value:.{REPORT_DIGITS}g}")
+    low, high = _WRITTEN_OUT
+    if rounded == 0 or not low <= abs(rounded) < high:
+        return f"{rounded:.{REPORT_DIGITS}g}"
+    decimals = max(0, REPORT_DIGITS - 1 - math.floor(math.log10(abs(rounded))))
+    return f"{rounded:.{decimals}f}"
+
+
 def probability(p: float) -> str:
     if p is None or math.isnan(p):
         return "-"

@@ -87,3 +87,15 @@ def test_healthy_histograms_are_folded_away_below_those_a_finding_names():
     named, folded = section.split("<details>")
     assert named.count("<svg") == 1 and folded.count("<svg") == 1
     assert "Histograms of the 1 benchmarks no finding names" in folded
+
+
+def test_the_report_shows_three_significant_digits_where_the_terminal_shows_six():
+    from oddnode.report.terminal import number, report_number
+
+    nodes = [f"cn-a{i:02d}" for i in range(1, 9)]
+    analysis = analyze(Dataset(series=[make_series("stream.triad", nodes, np.linspace(18431.7, 18433.9, 8))]))
+    statistics = render_report(analysis).split('id="statistics"')[1].split("</table>")[0]
+    assert '<td class="num">18400</td>' in statistics and "18432.8" not in statistics
+    assert number(18432.8) == "18432.8"
+    assert [report_number(v) for v in (18432.8, 0.0012345, 1.5e-7, 2.0, None, float("nan"))] == [
+        "18400", "0.00123", "1.5e-07", "2.00", "—", "—"]
