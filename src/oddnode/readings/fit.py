@@ -349,6 +349,20 @@ class SizedTimes:
     counts: np.ndarray  # labels behind each size's time
     label_kind: str = "node"
     notes: tuple[str, ...] = field(default=())
+    # Over the labels at each size (the median's spread): the fastest and
+    # the slowest one-way time, and whose the slowest is.
+    fastest_us: np.ndarray | None = None
+    slowest_us: np.ndarray | None = None
+    slowest_labels: tuple[str, ...] = field(default=())
+
+    def slowest(self) -> tuple[str, int, float] | None:
+        """The label furthest behind the median at any size: (label, size,
+        its time over the median's); None for one label's times."""
+        if self.slowest_us is None or len(self.labels) < 2 or not len(self.sizes):
+            return None
+        behind = self.slowest_us / self.times_us
+        at = int(np.argmax(behind))
+        return self.slowest_labels[at], int(self.sizes[at]), float(behind[at])
 
     def describe(self) -> str:
         source = f"{self.quantity}.<bytes>" + (" as bytes / bandwidth" if self.quantity == "bandwidth" else "")
@@ -416,6 +430,7 @@ def sized_times(series: Iterable[Series], benchmark: str, quantity: str | None =
     if label is not None and label not in labels:
         raise KeyError(f"{benchmark} has no label {label!r} (its labels: {sizes_text(list(labels), 20)})")
     sizes, times, counts, notes = [], [], [], []
+    fastest, slowest, slowest_labels = [], [], []
     for size in sorted(by_size):
         s = by_size[size]
         keep = np.isfinite(s.values) & (s.values > 0)
@@ -429,13 +444,17 @@ def sized_times(series: Iterable[Series], benchmark: str, quantity: str | None =
         sizes.append(size)
         times.append(float(np.median(values)))
         counts.append(int(values.size))
+        fastest.append(float(values.min()))
+        slowest.append(float(values.max()))
+        slowest_labels.append(str(s.labels[keep][int(np.argmax(values))]))
     if label is None and counts and min(counts) < len(labels):
         short = [str(size) for size, count in zip(sizes, counts) if count < len(labels)]
         notes.append(f"{len(short)} sizes lack some labels (the median is over those present): "
                      f"{sizes_text(short)} bytes")
     kind = next(iter(by_size.values())).label_kind.value
     return SizedTimes(benchmark, quantity, label, labels, np.array(sizes, dtype=np.int64),
-                      np.array(times, dtype=float), np.array(counts, dtype=np.int64), kind, tuple(notes))
+                      np.array(times, dtype=float), np.array(counts, dtype=np.int64), kind, tuple(notes),
+                      np.array(fastest, dtype=float), np.array(slowest, dtype=float), tuple(slowest_labels))
 
 
 def fit_sized_times(points: SizedTimes, min_size: float | None = None, max_size: float | None = None) -> LinearFit:

@@ -132,6 +132,12 @@ def fit_caption(points: SizedTimes, fit: LinearFit) -> str:
             caption += (f"; one line up to {fit.switch.last_below} bytes and another from "
                         f"{fit.switch.first_above} bytes fit: a protocol switch (eager to rendezvous) between them")
         caption += "."
+    slowest = points.slowest()
+    if slowest is not None:
+        label, size, behind = slowest
+        caption += (f" Shaded: the fastest to the slowest of the {len(points.labels)} {points.label_kind}s at each "
+                    f"size; the slowest, {label}, takes {behind:.3g} times the median's time at {size} bytes "
+                    f"({1 / behind:.0%} of its bandwidth).")
     return caption
 
 
@@ -150,8 +156,9 @@ def fit_figures(dataset: Dataset) -> list[InterconnectFigure]:
             continue  # fewer than two sizes with a time: nothing to draw a line through
         if not (points.sizes > 0).any():
             continue
+        spread = (points.fastest_us, points.slowest_us) if len(points.labels) > 1 else None
         svg = figure_to_svg(fit_figure(points.sizes, points.times_us, fit.latency_us, fit.slope_us_per_byte,
-                                       fit.size_range, f"{benchmark}: time = a + b·L", fit.failing_sizes))
+                                       fit.size_range, f"{benchmark}: time = a + b·L", fit.failing_sizes, spread))
         figures.append(InterconnectFigure(f"Latency and bandwidth against message size: {benchmark}",
                                           fit_caption(points, fit), svg))
     return figures

@@ -418,19 +418,47 @@ def ordering_spread_figure(values: Mapping[str, np.ndarray], title: str, metric:
     return figure
 
 
+def log_scale(axis, base: float = 10) -> None:
+    """Put a log scale on `axis` (axes.xaxis or .yaxis) with plain tick
+    labels (1024, 1e+06): matplotlib's default writes them as mathtext,
+    which the figures do not parse (names are text), so they would show as
+    $\\mathdefault{10^{4}}$."""
+    if axis is axis.axes.xaxis:
+        axis.axes.set_xscale("log", base=base)
+    else:
+        axis.axes.set_yscale("log", base=base)
+    axis.set_major_formatter(ticker.FuncFormatter(lambda value, _: _power_text(value, base)))
+    axis.set_minor_formatter(ticker.NullFormatter())
+
+
+def _power_text(value: float, base: float) -> str:
+    """A log axis' tick: powers of two as sizes are written (4K, 2M),
+    others as %g (0.1, 1000, 1e+06)."""
+    if base == 2 and value >= 1024:
+        for exponent, suffix in ((30, "G"), (20, "M"), (10, "K")):
+            if value % 2 ** exponent == 0:
+                return f"{value / 2 ** exponent:g}{suffix}"
+    return f"{value:g}"
+
+
 def fit_figure(sizes: Sequence[int], times_us: Sequence[float], latency_us: float, slope_us_per_byte: float,
-               size_range: tuple[int, int], title: str, failing: Sequence[int] = ()) -> Figure:
+               size_range: tuple[int, int], title: str, failing: Sequence[int] = (),
+               spread: tuple[Sequence[float], Sequence[float]] | None = None) -> Figure:
     """The least-squares line t = a + b·L beside the observed one-way times:
     time and bandwidth (L / t) against the message size, both log-log; the
     line solid over the fitted range, dotted outside it; sizes more than the
-    fit's tolerance off the line (``failing``) in red.  Size 0 has no place
-    on a log axis and is left out."""
+    fit's tolerance off the line (``failing``) in red; with ``spread`` (the
+    fastest and the slowest label's time at each size, when the times are
+    medians over labels) the band between them shaded, so that a pair at
+    half the median's bandwidth shows.  Size 0 has no place on a log axis
+    and is left out."""
     s = np.asarray(sizes, dtype=float)
     t = np.asarray(times_us, dtype=float)
     shown = s > 0
     if shown.sum() < 1:
         raise ValueError("a fit figure needs a message size above 0 bytes")
     s, t = s[shown], t[shown]
+    band = None if spread is None else tuple(np.asarray(edge, dtype=float)[shown] for edge in spread)
     figure = Figure(figsize=(FIGURE_SIZE_INCHES[0] * 1.5, FIGURE_SIZE_INCHES[1]), dpi=FIGURE_DPI, layout="constrained")
     time_axes, bandwidth_axes = figure.subplots(1, 2)
     grid = np.geomspace(s.min(), s.max(), 200)
@@ -438,9 +466,13 @@ def fit_figure(sizes: Sequence[int], times_us: Sequence[float], latency_us: floa
     low, high = size_range
     positive = fitted > 0  # a negative latency leaves no time to draw at the smallest sizes
     bad = np.isin(s, np.asarray(failing, dtype=float))
-    for axes, observed, line, label in ((time_axes, t, fitted, "one-way time [us]"),
-                                        (bandwidth_axes, s / t, grid / np.where(positive, fitted, np.nan),
-                                         "bandwidth = bytes / time [MB/s]")):
+    for axes, observed, line, label, edges in (
+            (time_axes, t, fitted, "one-way time [us]", band),
+            (bandwidth_axes, s / t, grid / np.where(positive, fitted, np.nan), "bandwidth = bytes / time [MB/s]",
+             None if band is None else (s / band[1], s / band[0]))):
+        if edges is not None:
+            axes.fill_between(s, edges[0], edges[1], color="tab:gray", alpha=0.3, linewidth=0,
+                              label="fastest to slowest")
         inside = positive & (grid >= max(low, 1)) & (grid <= high)
         axes.plot(grid[inside], line[inside], color="tab:blue", linewidth=1.4, label="a + b·L")
         axes.plot(np.where(positive & ~inside, grid, np.nan), np.where(positive & ~inside, line, np.nan),
@@ -450,8 +482,8 @@ def fit_figure(sizes: Sequence[int], times_us: Sequence[float], latency_us: floa
         if bad.any():
             axes.plot(s[bad], observed[bad], linestyle="none", marker="o", markersize=5, color="tab:red",
                       label="off the line")
-        axes.set_xscale("log", base=2)
-        axes.set_yscale("log")
+        log_scale(axes.xaxis, 2)
+        log_scale(axes.yaxis)
         axes.set_xlabel("message size [bytes]")
         axes.set_ylabel(label)
     time_axes.legend(loc="upper left", fontsize=7, frameon=False)

@@ -251,7 +251,7 @@ def sweep_figure(analysis: SweepAnalysis, s: SeriesSweep):
     beats the default significantly; the default dashed."""
     from matplotlib.figure import Figure
 
-    from oddnode.report.plots import FIGURE_DPI, FIGURE_SIZE_INCHES
+    from oddnode.report.plots import FIGURE_DPI, FIGURE_SIZE_INCHES, log_scale
 
     labels = analysis.labels
     grid = analysis.data.grid
@@ -277,7 +277,7 @@ def sweep_figure(analysis: SweepAnalysis, s: SeriesSweep):
     if numeric is not None:
         name = grid.swept[0].name
         if np.all(x > 0) and x.max() / x.min() >= 100:
-            axes.set_xscale("log")
+            log_scale(axes.xaxis)
         if len(x) <= MAX_TICKS:  # the swept values themselves, as typed
             axes.set_xticks(x, grid.swept[0].values, fontsize=7)
             axes.minorticks_off()
@@ -287,7 +287,7 @@ def sweep_figure(analysis: SweepAnalysis, s: SeriesSweep):
         axes.set_xlabel(", ".join(p.name for p in grid.swept) or "setting")
     values = [m for row in s.rows for m in row.medians if m is not None and math.isfinite(m)]
     if positive and values and max(values) / min(values) >= 100:
-        axes.set_yscale("log")
+        log_scale(axes.yaxis)
     axes.set_ylabel(f"{s.family} [{s.unit}]" if s.unit else s.family)
     axes.set_title(f"{s.benchmark} {s.family}: median per setting; ringed: best, filled: significant; "
                    f"dashed: default", fontsize=8)

@@ -154,6 +154,12 @@ def test_pairs_series_median_over_pairs_and_one_pair(tmp_path):
 
     (figure,) = fit_figures(Dataset(series=series))
     assert figure.title.endswith("pingpong.sort") and "median over 3 pairs" in figure.caption
+    # The spread the median hides: gpu003-gpu010 at a ninth of the median's bandwidth.
+    assert list(points.slowest_us) == pytest.approx([50.0 + size / 100.0 for size in sizes])
+    assert list(points.fastest_us) == pytest.approx([5.0 + size / 1000.0 for size in sizes])
+    assert points.slowest() == ("gpu003-gpu010", 1048576, pytest.approx((50 + 10485.76) / (6 + 1048576 / 900)))
+    assert ("the slowest, gpu003-gpu010, takes 9 times the median's time at 1048576 bytes (11% of its "
+            "bandwidth)") in figure.caption
     assert figure.svg.startswith("<svg") or "<svg" in figure.svg
 
 

@@ -154,3 +154,20 @@ def test_heatmap_has_a_cell_per_pair_blank_diagonal_and_frames():
     many = [f"node{i:03d}" for i in range(100)]
     crowded = heatmap_figure(np.ones((100, 100)), many, "t", "us", higher_is_better=False).axes[0]
     assert len(crowded.get_xticklabels()) <= 32
+
+
+def test_log_axes_write_their_ticks_as_plain_text_and_sizes_as_sizes():
+    from oddnode.report.plots import fit_figure
+
+    sizes = [1, 1024, 4096, 65536, 1048576]
+    figure = fit_figure(sizes, [6 + s / 900 for s in sizes], 6.0, 1 / 900, (1, 1048576), "pingpong.sort",
+                        spread=([5 + s / 1000 for s in sizes], [50 + s / 100 for s in sizes]))
+    time_axes, bandwidth_axes = figure.axes
+    figure.canvas.draw()
+    sizes_shown = [t.get_text() for t in time_axes.get_xticklabels() if t.get_text()]
+    times_shown = [t.get_text() for t in time_axes.get_yticklabels() if t.get_text()]
+    assert {"1", "512", "4K", "256K"} <= set(sizes_shown), sizes_shown
+    assert {"10", "100", "1000"} <= set(times_shown), times_shown
+    assert not any("$" in text or "mathdefault" in text for text in sizes_shown + times_shown)
+    # The band from the fastest to the slowest label, on both axes.
+    assert len(time_axes.collections) == len(bandwidth_axes.collections) == 1
