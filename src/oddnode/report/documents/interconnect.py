@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, with_config
 from typing_extensions import TypedDict
 
-from oddnode.report.documents.shared import InterconnectDocument, NumberOrNull
+from oddnode.report.documents.shared import InterconnectDocument, NetworkRun, NumberOrNull, OutcomeCounts
 
 # The unit of every bandwidth the interconnect tables print (10^6 bytes per second).
 MegabytesPerSecond = Literal["MB/s"]
@@ -16,6 +16,145 @@ MegabytesPerSecond = Literal["MB/s"]
 PatternName = Literal["sort", "cut", "fold", "shuffle", "random", "file"]
 # A slow matrix pair's verdict (oddnode.readings.interconnect_series: BAD_LINK, CONTENTION, NOT_RETESTED).
 LinkVerdict = Literal["bad-link", "contention", "not-retested"]
+# A bandwidth keyed by pair label (or a chain length), null where none was measured.
+ValuesByLabel = dict[str, NumberOrNull]
+
+
+# --- each command's runs, as its runner summarised them -------------------------------
+
+
+class PairPlanEntry(TypedDict):
+    """One repetition's (or round's) pairs, who sat out, its seed and pairs file."""
+
+    repetition: int
+    pairs: list[str]
+    idle: list[str]
+    seed: int | None
+    source: Annotated[str | None, Field(description="the pairs file a file pattern read; null otherwise")]
+
+
+@with_config({"extra": "forbid"})
+class PatternRun(NetworkRun):
+    """A pattern run of ``pairs`` (or of the check's interconnect stage)."""
+
+    pattern: str
+    plans: list[PairPlanEntry]
+
+
+@with_config({"extra": "forbid"})
+class BisectionFiguresEntry(TypedDict):
+    pairs: int
+    demonstrated: NumberOrNull
+    single_pair: NumberOrNull
+    full: NumberOrNull
+    fraction: NumberOrNull
+
+
+@with_config({"extra": "forbid"})
+class BisectionRun(NetworkRun):
+    """The cut pairs at once and each alone."""
+
+    nodes: Annotated[str, Field(description="folded")]
+    message_size: int
+    seconds: float
+    both: bool
+    pairs: list[str]
+    figures: BisectionFiguresEntry
+    sums: Annotated[list[NumberOrNull], Field(description="the bandwidth demonstrated in each repetition")]
+    concurrent: Annotated[ValuesByLabel, Field(description="each cut pair's best bandwidth, all at once")]
+    alone: Annotated[ValuesByLabel, Field(description="each cut pair's best bandwidth alone")]
+
+
+@with_config({"extra": "forbid"})
+class MatrixRetestRound(TypedDict):
+    level: int
+    concurrency: int
+    pairs: list[str]
+
+
+@with_config({"extra": "forbid"})
+class MatrixRun(NetworkRun):
+    """Every ordered pair in rounds of disjoint pairs, the slow ones retested."""
+
+    rounds: int
+    metric: str
+    limit: Annotated[NumberOrNull, Field(description="below it a pair is slow")]
+    values: ValuesByLabel
+    retests: list[MatrixRetestRound]
+    retest_values: ValuesByLabel
+    verdicts: dict[str, LinkVerdict]
+
+
+@with_config({"extra": "forbid"})
+class ChainPointEntry(TypedDict):
+    length: int
+    repetition: int
+    nodes: list[str]
+    end_to_end: NumberOrNull
+    aggregate: NumberOrNull
+    valid: bool
+    problem: str | None
+
+
+@with_config({"extra": "forbid"})
+class ChainRun(NetworkRun):
+    """Switchbench's daisy chain at every length."""
+
+    saturation: Annotated[int | None, Field(description="the chain length where the aggregate stops growing")]
+    best_aggregate: Annotated[ValuesByLabel, Field(description="chain length -> best aggregate bandwidth")]
+    points: list[ChainPointEntry]
+    message_size: int
+
+
+@with_config({"extra": "forbid"})
+class StreamRateEntry(TypedDict):
+    pair: str
+    client: str
+    server: str
+    repetition: int
+    client_to_server: NumberOrNull
+    server_to_client: NumberOrNull
+    total: NumberOrNull
+    valid: bool
+    problem: str | None
+
+
+@with_config({"extra": "forbid"})
+class StreamRun(PatternRun):
+    """Switchbench's pairwise streaming over one pattern."""
+
+    rates: list[StreamRateEntry]
+    message_size: int
+
+
+@with_config({"extra": "forbid"})
+class AlltoallPhaseEntry(TypedDict):
+    phase: int
+    min_bandwidth: NumberOrNull
+    median_bandwidth: NumberOrNull
+    slowest_receiver: str | None
+    slowest_sender: str | None
+
+
+@with_config({"extra": "forbid"})
+class AlltoallRepetition(TypedDict):
+    repetition: int
+    total_seconds: NumberOrNull
+    aggregate_bandwidth: NumberOrNull
+    valid: bool
+    problems: list[str]
+    phases: list[AlltoallPhaseEntry]
+
+
+@with_config({"extra": "forbid"})
+class AlltoallRun(NetworkRun):
+    """Switchbench's all-to-all phases."""
+
+    nodes: list[str]
+    message_size: int
+    per_node: dict[str, OutcomeCounts]
+    per_repetition: list[AlltoallRepetition]
+    seed: int
 
 
 class PatternSpread(TypedDict):
@@ -71,6 +210,8 @@ class PairPattern(TypedDict):
 class Pairs(InterconnectDocument):
     """Pair patterns: latency and bandwidth of every pair"""
 
+    runs: dict[str, PatternRun]
+
     patterns: list[PairPattern]
 
 
@@ -100,6 +241,8 @@ class BisectionResult(TypedDict):
 class Bisection(InterconnectDocument):
     """Bisection bandwidth"""
 
+    runs: dict[str, BisectionRun]
+
     bisection: BisectionResult
 
 
@@ -120,6 +263,8 @@ class MatrixResult(TypedDict):
 
 class Matrix(InterconnectDocument):
     """Every ordered pair's bandwidth and latency"""
+
+    runs: dict[str, MatrixRun]
 
     matrix: Annotated[MatrixResult | None, Field(description="null when no pair gave a bandwidth")]
 
@@ -148,6 +293,7 @@ class ChainResult(TypedDict):
 class SwitchbenchChain(InterconnectDocument):
     """Daisy chains of growing length"""
 
+    runs: dict[str, ChainRun]
     chain: ChainResult
 
 
@@ -174,6 +320,7 @@ class StreamPattern(TypedDict):
 class SwitchbenchStream(InterconnectDocument):
     """Pairwise streaming per pattern"""
 
+    runs: dict[str, StreamRun]
     streams: list[StreamPattern]
 
 
@@ -211,5 +358,7 @@ class AlltoallResult(TypedDict):
 
 class SwitchbenchAlltoall(InterconnectDocument):
     """All-to-all phases"""
+
+    runs: dict[str, AlltoallRun]
 
     alltoall: AlltoallResult

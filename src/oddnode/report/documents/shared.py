@@ -255,10 +255,10 @@ class SetRun(RunReference):
 
 
 class InterconnectDocument(TypedDict):
-    """What every interconnect command's document holds: the command, its runs and the findings."""
+    """What every interconnect command's document holds besides its runs
+    (each command types its own): the command and the findings."""
 
     command: str
-    runs: dict[str, NetworkRun]
     findings: Findings
 
 

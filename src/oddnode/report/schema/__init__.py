@@ -23,7 +23,7 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 DEFINITION = "#/$defs/"
 # The order of a definition's keywords as printed: what it is, then its shape.
 KEYWORD_ORDER = ("title", "description", "x-commands", "type", "const", "enum", "required", "additionalProperties",
-                 "properties", "items", "allOf", "anyOf")
+                 "properties", "items", "allOf", "anyOf", "unevaluatedProperties")
 
 
 class DocumentInvalid(ValueError):
@@ -90,7 +90,10 @@ def _as_extension(definition: dict[str, Any], model: type, bases: dict[str, type
     added["properties"] = {key: definition["properties"][key] for key in own}
     outer = {key: value for key, value in definition.items()
              if key not in ("type", "required", "properties", "additionalProperties")}
-    return {**outer, "allOf": [{"$ref": DEFINITION + base.__name__}, added]}
+    closed = {"unevaluatedProperties": False} if definition.get("additionalProperties") is False else {}
+    # A closed extension: no key beyond the part's and its own (additionalProperties
+    # cannot say so across allOf; unevaluatedProperties sees both).
+    return {**outer, "allOf": [{"$ref": DEFINITION + base.__name__}, added], **closed}
 
 
 def _inline(node: Any, written_out: dict[str, Any]) -> Any:

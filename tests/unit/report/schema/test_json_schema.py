@@ -587,3 +587,18 @@ def test_the_model_documents_kernels_are_the_kernels_calls_stand_for():
     from oddnode.report.documents.nodes import SetKernel
 
     assert set(get_args(SetKernel)) == set(CALL_KERNELS.values())
+
+
+def test_a_run_of_an_interconnect_document_is_typed_key_by_key():
+    """Each command's runs have their own definition, closed: a key no
+    runner writes is refused, as is a run without the keys it must have."""
+    from oddnode.report.schema import errors
+
+    run = {"run_id": 7, "repetitions": 2, "pattern": "sort", "plans": [
+        {"repetition": 1, "pairs": ["cn-a11-cn-a12"], "idle": [], "seed": None, "source": None}]}
+    document = {"command": "pairs", "findings": [], "runs": {"sort": run}, "patterns": []}
+    assert errors(document, "pairs") == []
+    assert errors({**document, "runs": {"sort": {**run, "unknown": 1}}}, "pairs") == [
+        "pairs: at runs/sort: Unevaluated properties are not allowed ('unknown' was unexpected)"]
+    assert any("'plans' is a required property" in line for line in
+               errors({**document, "runs": {"sort": {k: v for k, v in run.items() if k != "plans"}}}, "pairs"))
