@@ -191,7 +191,10 @@ def pairs_command(
         else:
             print_patterns(dataset)
             console.print(summaries.slow_pairs_verdict(findings))
-    exit_for_findings(findings)
+    if not any(counts["ok"] for summary in runs.values() for counts in summary.per_pair.values()):
+        raise could_not_run("no pair gave a result (see above)")
+    # A pair that failed is a problem found, as in bisection and the matrix: its nodes or link may be down.
+    exit_for_findings(findings, problems=any(summaries.troubled_pairs(s.per_pair) for s in runs.values()))
 
 
 def bisection_command(

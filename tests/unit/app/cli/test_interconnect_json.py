@@ -255,3 +255,19 @@ def test_alltoall_json_without_a_valid_repetition_charges_the_node(scripted, tmp
     assert table["problems"] and any("unreachable" in p for p in table["problems"])
     (repetition,) = document["runs"]["alltoall"]["per_repetition"]
     assert repetition["valid"] is False and repetition["phases"] == []
+
+
+def test_pairs_with_a_failed_pair_exit_1_and_with_no_pair_at_all_3(scripted, tmp_path):
+    """As bisection and the matrix: a pair whose node never answered is a
+    problem found even when no finding names it; nothing measured at all is
+    a run that could not be made."""
+    from support.clusters.pairs import PairCluster
+
+    scripted(PairCluster(down={"gpu006"}), GPUS)
+    result = invoke("pairs", "--patterns", "sort", "-r", 1, *SIZE_OPTION, "--json", "--db", tmp_path / "p.duckdb")
+    document = parsed(result, status=1)
+    assert document["runs"]["sort"]["per_pair"]["gpu005-gpu006"] == {"ok": 0, "invalid": 0, "failed": 1}
+    assert document["runs"]["sort"]["per_pair"]["gpu003-gpu004"] == {"ok": 1, "invalid": 0, "failed": 0}
+    scripted(PairCluster(down=set(GPUS)), GPUS)
+    result = invoke("pairs", "--patterns", "sort", "-r", 1, *SIZE_OPTION, "--db", tmp_path / "q.duckdb")
+    assert result.exit_code == 3 and "no pair gave a result" in result.text, result.output
