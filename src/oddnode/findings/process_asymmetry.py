@@ -39,10 +39,11 @@ from oddnode.readings.accounting import (
     far_more_often,
     least_p_adjusted,
     seconds_to_decide,
+    stored_tables,
 )
 from oddnode.findings.registry import Sensitivity, first_few, rule
 from oddnode.core.model import Dataset, Finding, Severity
-from oddnode.core.nodes import fold
+from oddnode.core.nodes import expand, fold
 from oddnode.onnode.pacct import UNKNOWN_PARENT
 
 KIND = "process-asymmetry"
@@ -156,10 +157,34 @@ def process_asymmetry_findings(dataset: Dataset, sensitivity: Sensitivity,
     return asymmetry_findings(asymmetry_table(dataset.processes, groups, grouped_by), sensitivity.alpha)
 
 
+def _explained_by_nodes(group: Finding, node_findings: list[Finding]) -> bool:
+    """Whether a group's fingerprint is that of a node of the group already
+    named: one node's daemon lifts its group's rate too, and says it alone."""
+    if group.kind != KIND:
+        return False
+    commands = {row["command"] for row in group.evidence["fingerprint"]}
+    members = set(expand(group.nodes))
+    return any(f.kind == KIND and f.nodes in members
+               and commands <= {row["command"] for row in f.evidence["fingerprint"]} for f in node_findings)
+
+
 @rule(KIND, kinds=(KIND, UNDECIDED_KIND))
 def process_asymmetry(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
-    """Nodes whose commands run far more often than on the others (per node)."""
-    return process_asymmetry_findings(dataset, sensitivity)
+    """Nodes, and with a topology groups of nodes (a rack's or a switch's:
+    an agent that runs on all of them), whose commands run far more often
+    than on the others.  A group whose fingerprint is one named node's is
+    left to that node's finding."""
+    tables = stored_tables(dataset.processes, dataset.topology)
+    if not tables:
+        return []
+    by_node = asymmetry_findings(tables[0], sensitivity.alpha)
+    if len(tables) == 1:
+        return by_node
+    by_group = asymmetry_findings(tables[1], sensitivity.alpha)
+    # One "cannot decide" says it: the nodes' interval is the groups'.
+    undecided = any(f.kind == UNDECIDED_KIND for f in by_node)
+    return by_node + [f for f in by_group if not _explained_by_nodes(f, by_node)
+                      and not (undecided and f.kind == UNDECIDED_KIND)]
 
 
 def fingerprint_commands(finding: Finding) -> list[str]:

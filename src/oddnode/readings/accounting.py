@@ -268,6 +268,23 @@ def asymmetric_units(table: AsymmetryTable, alpha: float) -> dict[str, list[Asym
     return {unit: fingerprint(table, unit, alpha) for unit in sorted(warned, key=natural_key)}
 
 
+# What the groups of a store's topology are called in a group table and its findings.
+TOPOLOGY_GROUPS = "topology"
+
+
+def stored_tables(processes: Mapping[str, NodeProcesses], topology: Mapping[str, str] | None = None,
+                  ) -> list[AsymmetryTable]:
+    """The asymmetry tables of stored accounting: every node against the
+    others and, with a topology, every group against the others; none with
+    fewer than two nodes accounted."""
+    if len(processes) < 2:
+        return []
+    tables = [asymmetry_table(processes)]
+    if topology:
+        tables.append(asymmetry_table(processes, topology, TOPOLOGY_GROUPS))
+    return tables
+
+
 def groups_from_fact(facts: Mapping[str, Mapping[str, str]], key: str,
                      nodes: Iterable[str]) -> tuple[dict[str, str], list[str]]:
     """Node -> its value of an inventory fact (the groups), and the nodes

@@ -28,6 +28,7 @@ from oddnode.report import fit as _fit  # noqa: F401  (registers the latency and
 from oddnode.report.plots import figure_to_svg, heatmap_figure, histogram_figure, scatter_figure
 from oddnode.report.numa import numa_section
 from oddnode.report.sync import sync_section
+from oddnode.report.processes import processes_section
 from oddnode.report.sets import sets_section
 from oddnode.report.terminal import probability, report_number
 from oddnode.readings.disk import DIRECTORY_TABLE_TITLE, PASSES, directory_table
@@ -348,6 +349,7 @@ def render_report(analysis: Analysis, check: CheckResult | None = None, source: 
         node_sets=sets_section(analysis),
         numa=numa_section(analysis),
         sync=sync_section(analysis),
+        processes=processes_section(analysis),
     )
 
 

@@ -175,6 +175,34 @@ def undecided_line(table: AsymmetryTable, alpha: float) -> str | None:
             f"{'group' if table.per_group else 'node'}; --seconds {suggested_seconds(table, alpha)} or more can.")
 
 
+def processes_section(analysis) -> dict[str, object] | None:
+    """The HTML report's "Processes" section: how to read it and, per
+    asymmetry table of the stored accounting (every node, then every group
+    of the topology), the rows that stand out, highest ratio first, with
+    the units the findings name marked; None without accounting of two
+    nodes or more."""
+    from oddnode.findings.process_asymmetry import KIND
+    from oddnode.readings.accounting import stored_tables
+
+    tables = stored_tables(analysis.dataset.processes, analysis.dataset.topology)
+    if not tables:
+        return None
+    named = {f.evidence.get("unit") for f in analysis.findings if f.kind == KIND}
+    out = []
+    for table in tables:
+        unit_column = "group" if table.per_group else "node"
+        columns = [unit_column, _COMMAND, _EXECUTIONS, *([_PER_NODE] if table.per_group else []), _REST, _RATIO,
+                   _CPU, _P, _PARENTS]
+        rows = [_cells(row, unit_column) for row in shown_rows(table)[:TOP]]
+        per = f"grouped by {table.grouped_by}, " if table.per_group else ""
+        out.append({"title": f"Asymmetry ratios ({per}{len(table.units)} {unit_column}s, {table.seconds:.3g} s, "
+                             f"{table.tests} comparisons)",
+                    "columns": columns, "rows": [[row[c] for c in columns] for row in rows],
+                    "flagged": sorted(unit for unit in named if unit in table.units),
+                    "nothing": nothing_stands_out(table) if not rows else ""})
+    return {"reading": READING.format(tests="the table's"), "tables": out}
+
+
 def processes_json(reports: Mapping[str, NodeProcesses], reasons: Mapping[str, str], tables: Sequence[AsymmetryTable],
                    findings: Sequence[Finding], run_id: int | None = None) -> documents.Processes:
     """The run, its tables and findings as JSON data (formats.md#processes-json)."""

@@ -378,3 +378,65 @@ def test_the_fingerprint_names_what_started_it_and_the_table_shows_it():
                if entry["command"] in DAEMON)
     table = asymmetry_view(asymmetry_table(processes), width=None)
     assert "started by" in render(table, 200) and "sh, ?" in render(table, 200)
+
+
+def test_with_a_topology_the_analysis_names_a_group_whose_nodes_alone_do_not_stand_out():
+    """An agent on every node of one rack, as seaborg's old nodes: per node
+    half of the rest runs it too; the store's topology groups tell."""
+    names = [f"sp{i:03d}" for i in range(1, 13)]
+    topology = {n: ("rack1" if i < 6 else "rack2") for i, n in enumerate(names)}
+    processes = cluster(names, seed=8, daemon=names[:6], rate=5.0)
+    found = find_all(Dataset(processes=processes, topology=topology), rules=[KIND])
+    assert [(f.kind, f.nodes) for f in found] == [(KIND, "sp[001-006]")]
+    assert found[0].evidence["grouped_by"] == "topology" and found[0].evidence["unit"] == "rack1"
+    assert find_all(Dataset(processes=processes), rules=[KIND]) == []  # without the topology, nobody
+
+
+def test_a_daemon_on_one_node_is_named_once_not_again_as_its_group():
+    # Chassis of 3: one node's daemon lifts its chassis above the others too.
+    names = [f"sp{i:03d}" for i in range(1, 13)]
+    topology = {n: f"chassis{i // 3}" for i, n in enumerate(names)}
+    processes = cluster(names, seed=3, daemon=["sp004"])
+    grouped = findings(processes, topology, "topology")
+    assert [f.nodes for f in grouped] == ["sp[004-006]"]  # the group table alone names its chassis
+    found = find_all(Dataset(processes=processes, topology=topology), rules=[KIND])
+    assert [(f.kind, f.nodes) for f in found] == [(KIND, "sp004")]
+
+
+def test_healthy_clusters_with_a_topology_never_warn():
+    names = [f"sp{i:03d}" for i in range(1, 13)]
+    topology = {n: f"rack{i % 3}" for i, n in enumerate(names)}
+    for seed in range(20):
+        found = find_all(Dataset(processes=cluster(names, seed=seed), topology=topology), rules=[KIND])
+        assert [f for f in found if f.severity.rank >= Severity.WARNING.rank] == [], seed
+
+
+def test_analyze_carries_the_asymmetry_tables_in_its_json_and_its_report(tmp_path):
+    """A store holding accounting and a topology alone: analyze --json has
+    the node and the group tables (valid against the schema), the HTML
+    report a Processes section with the named group marked; no other kind
+    of result is called missing."""
+    import json
+
+    from oddnode.report.schema import validate
+    from oddnode.store import open_store
+    from support.cli import invoke
+
+    names = [f"sp{i:03d}" for i in range(1, 13)]
+    with open_store(tmp_path / "acct.duckdb") as store:
+        with store.transaction():
+            run_id = store.new_run("oddnode processes", nodes=names)
+            store.add_process_counts(run_id, cluster(names, seed=8, daemon=names[:6], rate=5.0).values())
+            store.set_topology(store.new_run("oddnode topology"),
+                               {n: ("rack1" if i < 6 else "rack2") for i, n in enumerate(names)})
+    result = invoke("analyze", "--db", tmp_path / "acct.duckdb", "--json", "--html", tmp_path / "r.html")
+    document = json.loads(result.stdout)
+    validate(document, "analysis")
+    node_table, group_table = document["processes"]["tables"]
+    assert node_table["grouped_by"] is None and group_table["grouped_by"] == "topology"
+    assert set(group_table["units"]) == {"rack1", "rack2"}
+    assert [(f["kind"], f["nodes"]) for f in document["findings"]] == [(KIND, "sp[001-006]")], result.output
+    html = (tmp_path / "r.html").read_text()
+    section = html.split('<section id="processes">')[1].split("</section>")[0]
+    assert "grouped by topology, 2 groups" in section and '<tr class="sev-warning"><td class="">rack1</td>' in section
+    assert "Bonferroni-corrected over the table&#39;s comparisons" in section  # text, escaped

@@ -163,12 +163,14 @@ def heartbeat():
 def analysis_document(analysis) -> documents.Analysis:
     """An analysis as JSON data: its own document, and a section for each
     kind of result the store holds beyond the node series: the pair
-    patterns, the set tables, the sync readings, the NUMA matrices."""
+    patterns, the set tables, the sync readings, the NUMA matrices, the
+    process accounting's asymmetry tables."""
     from oddnode.report.interconnect import pattern_tables
     from oddnode.report.interconnect_json import pattern_json
     from oddnode.report.numa import numa_json
     from oddnode.report.sets import has_set_results, sets_json
     from oddnode.report.sync import sync_json
+    from oddnode.readings.accounting import stored_tables
 
     dataset = analysis.dataset
     document = analysis.to_json()
@@ -182,6 +184,8 @@ def analysis_document(analysis) -> documents.Analysis:
     numa = numa_json(dataset)
     if numa["measures"]:
         document["numa"] = numa
+    if tables := stored_tables(dataset.processes, dataset.topology):
+        document["processes"] = {"tables": [table.to_json() for table in tables]}
     return document
 
 

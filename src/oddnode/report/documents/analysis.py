@@ -10,7 +10,7 @@ from pydantic import Field
 from typing_extensions import NotRequired, TypeAliasType, TypedDict
 
 from oddnode.report.documents.interconnect import PairPattern
-from oddnode.report.documents.nodes import Numa
+from oddnode.report.documents.nodes import Numa, Processes
 from oddnode.report.documents.sets import SyncResult
 from oddnode.report.documents.shared import (Direction, Findings, LabelKind, NumberOrNull, Problem, SeriesReference,
                                              SetTables, SlurmAction, StatisticsRow, StoredRun)
@@ -18,6 +18,15 @@ from oddnode.report.documents.shared import (Direction, Findings, LabelKind, Num
 # The analysis' numa section is numa --json's numa, declared once with that
 # document: its type is read from there, so the two cannot drift apart.
 NumaSection = get_type_hints(Numa, include_extras=True)["numa"]
+# Likewise the asymmetry tables of processes --json.
+ProcessTables = get_type_hints(Processes, include_extras=True)["tables"]
+
+
+class ProcessesSection(TypedDict):
+    """The stored accounting's asymmetry tables."""
+
+    tables: Annotated[ProcessTables, Field(
+        description="every node against the others, then (with a topology) every group against the others")]
 
 
 class Sensitivity(TypedDict):
@@ -64,6 +73,8 @@ class Analysis(TypedDict):
         description="every pair pattern's table, when the store holds pair results")]]
     sets: NotRequired[Annotated[SetTables, Field(description="the node-set tables, when the store holds set runs")]]
     sync: NotRequired[Annotated[SyncResult, Field(description="the sync readings, when the store holds sync runs")]]
+    processes: NotRequired[Annotated[ProcessesSection, Field(
+        description="the asymmetry tables, when the store holds process accounting of two nodes or more")]]
     numa: NotRequired[Annotated[NumaSection, Field(
         description="every NUMA measure's matrices, when the store holds NUMA results (numa --json's numa)")]]
     drain: NotRequired[Annotated[list[SlurmAction], Field(description="what was done to the nodes in Slurm")]]
