@@ -28,6 +28,7 @@ from oddnode.report import fit as _fit  # noqa: F401  (registers the latency and
 from oddnode.report.plots import figure_to_svg, heatmap_figure, histogram_figure, scatter_figure
 from oddnode.report.numa import numa_section
 from oddnode.report.sync import sync_section
+from oddnode.report.noise import noise_section
 from oddnode.report.processes import processes_section
 from oddnode.report.sets import sets_section
 from oddnode.report.terminal import probability, report_number
@@ -350,6 +351,7 @@ def render_report(analysis: Analysis, check: CheckResult | None = None, source: 
         numa=numa_section(analysis),
         sync=sync_section(analysis),
         processes=processes_section(analysis),
+        noise=noise_section(analysis),
     )
 
 

@@ -164,13 +164,14 @@ def analysis_document(analysis) -> documents.Analysis:
     """An analysis as JSON data: its own document, and a section for each
     kind of result the store holds beyond the node series: the pair
     patterns, the set tables, the sync readings, the NUMA matrices, the
-    process accounting's asymmetry tables."""
+    noise per node, the process accounting's asymmetry tables."""
     from oddnode.report.interconnect import pattern_tables
     from oddnode.report.interconnect_json import pattern_json
     from oddnode.report.numa import numa_json
     from oddnode.report.sets import has_set_results, sets_json
     from oddnode.report.sync import sync_json
     from oddnode.readings.accounting import stored_tables
+    from oddnode.report.noise import noise_json
 
     dataset = analysis.dataset
     document = analysis.to_json()
@@ -184,6 +185,9 @@ def analysis_document(analysis) -> documents.Analysis:
     numa = numa_json(dataset)
     if numa["measures"]:
         document["numa"] = numa
+    noise = noise_json(dataset)
+    if noise["nodes"]:
+        document["noise"] = noise
     if tables := stored_tables(dataset.processes, dataset.topology):
         document["processes"] = {"tables": [table.to_json() for table in tables]}
     return document

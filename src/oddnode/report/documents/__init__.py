@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oddnode.report.documents.analysis import (Analysis, Common, Compare, CompareList, Correlate, Dist, Findc,
+                                               NoiseNode, NoiseSection,
                                                Findn, Fit, History, Stats)
 from oddnode.report.documents.interconnect import (Bisection, Matrix, Pairs, SwitchbenchAlltoall, SwitchbenchChain,
                                                    SwitchbenchStream)

@@ -22,6 +22,32 @@ NumaSection = get_type_hints(Numa, include_extras=True)["numa"]
 ProcessTables = get_type_hints(Processes, include_extras=True)["tables"]
 
 
+class NoisePeriod(TypedDict):
+    period_ms: float
+    share: Annotated[float, Field(description="its share of the lost time's spectral power (median)")]
+
+
+class NoiseNode(TypedDict):
+    """One node's OS noise: its best repetition's values and what its repetitions' spectra found."""
+
+    lost_pct: Annotated[NumberOrNull, Field(description="% of the CPUs' time the OS took")]
+    detour_rate: Annotated[NumberOrNull, Field(description="detours a second on one CPU")]
+    detour_max_us: NumberOrNull
+    period_ms: Annotated[NumberOrNull, Field(
+        description="the dominant period of the lost time, found by half of the repetitions; null: none")]
+    period_share: NumberOrNull
+    periods: Annotated[list[NoisePeriod], Field(description="every recurring period, the strongest first")]
+    detour_us: Annotated[NumberOrNull, Field(description="half of the lost time is in detours at least this long")]
+    detour_median_us: NumberOrNull
+    repetitions: int
+
+
+class NoiseSection(TypedDict):
+    """The noise step's results per node."""
+
+    nodes: dict[str, NoiseNode]
+
+
 class ProcessesSection(TypedDict):
     """The stored accounting's asymmetry tables."""
 
@@ -73,6 +99,7 @@ class Analysis(TypedDict):
         description="every pair pattern's table, when the store holds pair results")]]
     sets: NotRequired[Annotated[SetTables, Field(description="the node-set tables, when the store holds set runs")]]
     sync: NotRequired[Annotated[SyncResult, Field(description="the sync readings, when the store holds sync runs")]]
+    noise: NotRequired[Annotated[NoiseSection, Field(description="per node, when the store holds noise results")]]
     processes: NotRequired[Annotated[ProcessesSection, Field(
         description="the asymmetry tables, when the store holds process accounting of two nodes or more")]]
     numa: NotRequired[Annotated[NumaSection, Field(

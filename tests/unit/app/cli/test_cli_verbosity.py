@@ -108,7 +108,7 @@ def test_quiet_pairs_still_names_the_pairs_that_failed(scripted, tmp_path):
     args, cluster, nodes = run_pairs(["-q"], tmp_path, down=["node04"])
     scripted(cluster, nodes)
     result = invoke(*args)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # a pair that failed is a problem found
     assert "sort: 1 pairs with failed or invalid runs: node03-node04" in result.text
     assert "6 pairs, 1 repetitions" not in result.text
 
