@@ -26,7 +26,6 @@ instead of a silence that reads as health.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 from oddnode.readings.accounting import (
     ASYMMETRY_RATIO,
@@ -35,7 +34,6 @@ from oddnode.readings.accounting import (
     AsymmetryRow,
     AsymmetryTable,
     asymmetric_units,
-    asymmetry_table,
     far_more_often,
     least_p_adjusted,
     seconds_to_decide,
@@ -148,15 +146,6 @@ def asymmetry_findings(table: AsymmetryTable, alpha: float) -> list[Finding]:
     return [_finding(table, unit, rows, alpha) for unit, rows in asymmetric_units(table, alpha).items()]
 
 
-def process_asymmetry_findings(dataset: Dataset, sensitivity: Sensitivity,
-                               groups: Mapping[str, str] | None = None,
-                               grouped_by: str | None = None) -> list[Finding]:
-    """The findings of the stored accounting, per node or per group."""
-    if len(dataset.processes) < 2:
-        return []
-    return asymmetry_findings(asymmetry_table(dataset.processes, groups, grouped_by), sensitivity.alpha)
-
-
 def _explained_by_nodes(group: Finding, node_findings: list[Finding]) -> bool:
     """Whether a group's fingerprint is that of a node of the group already
     named: one node's daemon lifts its group's rate too, and says it alone."""
@@ -168,12 +157,10 @@ def _explained_by_nodes(group: Finding, node_findings: list[Finding]) -> bool:
                and commands <= {row["command"] for row in f.evidence["fingerprint"]} for f in node_findings)
 
 
-@rule(KIND, kinds=(KIND, UNDECIDED_KIND))
-def process_asymmetry(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
-    """Nodes, and with a topology groups of nodes (a rack's or a switch's:
-    an agent that runs on all of them), whose commands run far more often
-    than on the others.  A group whose fingerprint is one named node's is
-    left to that node's finding."""
+def process_asymmetry_findings(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
+    """The findings of the stored accounting: per node and, with a topology,
+    per group, a group whose fingerprint is one named node's left to that
+    node's finding."""
     tables = stored_tables(dataset.processes, dataset.topology)
     if not tables:
         return []
@@ -185,6 +172,14 @@ def process_asymmetry(dataset: Dataset, sensitivity: Sensitivity) -> list[Findin
     undecided = any(f.kind == UNDECIDED_KIND for f in by_node)
     return by_node + [f for f in by_group if not _explained_by_nodes(f, by_node)
                       and not (undecided and f.kind == UNDECIDED_KIND)]
+
+
+@rule(KIND, kinds=(KIND, UNDECIDED_KIND))
+def process_asymmetry(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
+    """Nodes, and with a topology groups of nodes (a rack's or a switch's:
+    an agent that runs on all of them), whose commands run far more often
+    than on the others."""
+    return process_asymmetry_findings(dataset, sensitivity)
 
 
 def fingerprint_commands(finding: Finding) -> list[str]:
