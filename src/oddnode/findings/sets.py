@@ -342,7 +342,7 @@ def undecided_members(runs: list[SetRun], alpha: float, named: set[str]) -> list
         per_repetition = len(chances) / len(repetitions_of[i])
         out.append(UndecidedMember(incidence.names[i], int(n[i]), int(k[i]), float(least[i]),
                                    len(repetitions_of[i]), math.ceil(rounds_needed / per_repetition)))
-        active &= ~np.isin(np.arange(len(runs)), incidence.run[incidence.node == i])
+        active[incidence.run[incidence.node == i]] = False
 
 
 def _units(dataset: Dataset) -> dict[tuple[str, str], dict[str | None, dict[str, SetRuns]]]:
@@ -847,10 +847,11 @@ def slow_uplinks(sorted_runs: SetRuns, shuffled_runs: SetRuns, topology: dict[st
     groups = sorted(set(topology.values()), key=natural_key)
     # The candidates: the groups crossed by the most slow runs, at least
     # LOSS_REPEATS of them, and by all but UNEXPLAINED_SHARE of them.
-    missed = {g: sum(g not in crossed for crossed in slow_crossed) for g in groups
-              if len(slow_crossed) - sum(g not in crossed for crossed in slow_crossed) >= LOSS_REPEATS}
-    fewest = min((m for m in missed.values() if m <= UNEXPLAINED_SHARE * len(slow_crossed)), default=None)
-    candidates = [g for g, m in missed.items() if m == fewest]
+    missed = {g: sum(g not in crossed for crossed in slow_crossed) for g in groups}
+    eligible = {g: m for g, m in missed.items()
+                if len(slow_crossed) - m >= LOSS_REPEATS and m <= UNEXPLAINED_SHARE * len(slow_crossed)}
+    fewest = min(eligible.values(), default=None)
+    candidates = [g for g, m in eligible.items() if m == fewest]
 
     def carried_less(g: str, h: str) -> bool:
         """Whether g's best crossing run is under UPLINK_FRACTION of h's."""
