@@ -157,7 +157,8 @@ def _common_period(periods: list[float | None]) -> float | None:
     return float(np.median(near)) if len(near) * 2 > len(periods) else None
 
 
-def _node_series(dataset: Dataset, name: str) -> Series | None:
+def node_series(dataset: Dataset, name: str) -> Series | None:
+    """The node series of that name, if the dataset has it."""
     for series in dataset.series:
         if series.label_kind is LabelKind.NODE and series.name == name:
             return series
@@ -172,7 +173,7 @@ def noisy_nodes(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
     judged: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)  # node -> series -> how it stood out
     labels: set[str] = set()
     for name in JUDGED:
-        series = _node_series(dataset, name)
+        series = node_series(dataset, name)
         if series is None:
             continue
         labels.update(series.labels.tolist())

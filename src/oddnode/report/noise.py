@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from oddnode.core.model import Dataset, LabelKind
+from oddnode.core.model import Dataset
+from oddnode.core.nodes import expand
 from oddnode.core.order import natural_key
-from oddnode.findings.noise import KIND, duration, node_noise
+from oddnode.findings.noise import KIND, duration, node_noise, node_series
 from oddnode.readings.noise_series import DETOUR_MAX, DETOUR_RATE, LOST_FRACTION
 from oddnode.report import documents
 from oddnode.report.terminal import report_number
@@ -28,10 +29,8 @@ READING = (
 
 
 def _values(dataset: Dataset, name: str) -> dict[str, float]:
-    for series in dataset.series:
-        if series.label_kind is LabelKind.NODE and series.name == name:
-            return dict(zip(series.labels.tolist(), series.values.tolist()))
-    return {}
+    series = node_series(dataset, name)
+    return {} if series is None else dict(zip(series.labels.tolist(), series.values.tolist()))
 
 
 def noise_json(dataset: Dataset) -> documents.NoiseSection:
@@ -61,8 +60,6 @@ def noise_section(analysis) -> dict[str, Any] | None:
     nodes = noise_json(analysis.dataset)["nodes"]
     if not nodes:
         return None
-    from oddnode.core.nodes import expand
-
     flagged = {node for f in analysis.findings if f.kind == KIND for node in expand(f.nodes)}
     order = sorted(nodes, key=lambda n: (-(nodes[n]["lost_pct"] or 0.0), natural_key(n)))
     shown = [n for n in order[:MAX_ROWS]] + [n for n in order[MAX_ROWS:] if n in flagged]

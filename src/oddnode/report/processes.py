@@ -93,6 +93,13 @@ def _cells(row: AsymmetryRow, unit_column: str) -> dict[str, str]:
             _PARENTS: ", ".join(row.parents) or "-"}
 
 
+def _columns(table: AsymmetryTable) -> tuple[str, list[str]]:
+    """A table's unit column (node or group) and all its columns, in order."""
+    unit_column = "group" if table.per_group else "node"
+    return unit_column, [unit_column, _COMMAND, _EXECUTIONS, *([_PER_NODE] if table.per_group else []), _REST,
+                         _RATIO, _CPU, _P, _PARENTS]
+
+
 def shown_rows(table: AsymmetryTable, show_all: bool = False) -> list[AsymmetryRow]:
     """The rows the table shows: those that stand out (all with ``show_all``)."""
     return list(table.rows) if show_all else [row for row in table.rows if stands_out(row)]
@@ -133,12 +140,10 @@ def asymmetry_view(table: AsymmetryTable, width: int | None = None, show_all: bo
     nothing to compare."""
     if len(table.units) < 2:
         return None
-    unit_column = "group" if table.per_group else "node"
+    unit_column, columns = _columns(table)
     chosen = shown_rows(table, show_all)
     hidden = len(chosen) - top if top and len(chosen) > top else 0
     rows = [_cells(row, unit_column) for row in (chosen[:top] if hidden else chosen)]
-    columns = [unit_column, _COMMAND, _EXECUTIONS, *([_PER_NODE] if table.per_group else []), _REST, _RATIO,
-               _CPU, _P, _PARENTS]
     shown, widths, left_out = _fit(columns, rows, width)
     per = f"grouped by {table.grouped_by}, " if table.per_group else ""
     title = (f"Asymmetry ratios ({per}{len(table.units)} {unit_column}s, {table.seconds:.3g} s): "
@@ -190,9 +195,7 @@ def processes_section(analysis) -> dict[str, object] | None:
     named = {f.evidence.get("unit") for f in analysis.findings if f.kind == KIND}
     out = []
     for table in tables:
-        unit_column = "group" if table.per_group else "node"
-        columns = [unit_column, _COMMAND, _EXECUTIONS, *([_PER_NODE] if table.per_group else []), _REST, _RATIO,
-                   _CPU, _P, _PARENTS]
+        unit_column, columns = _columns(table)
         rows = [_cells(row, unit_column) for row in shown_rows(table)[:TOP]]
         per = f"grouped by {table.grouped_by}, " if table.per_group else ""
         out.append({"title": f"Asymmetry ratios ({per}{len(table.units)} {unit_column}s, {table.seconds:.3g} s, "
