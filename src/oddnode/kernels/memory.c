@@ -10,7 +10,7 @@
  * initialised by the same static schedule, so every page is first touched
  * (and therefore placed) by the thread that later streams through it.
  *
- * Usage: memory [-n ELEMENTS] [-t NTIMES] [-m MIN_LOOP_SECONDS] [-C CPU_NODE] [-M MEM_NODE]
+ * Usage: memory [-n ELEMENTS] [-t NTIMES] [-m MIN_LOOP_SECONDS] [-s MAX_SECONDS] [-C CPU_NODE] [-M MEM_NODE]
  *   The caller (oddnode.kernels) chooses ELEMENTS so that each array is at
  *   least four times the node's last-level cache; the default below is only a
  *   fallback for running the binary by hand.  With -m, each timed loop runs
@@ -19,6 +19,16 @@
  *   passes are idempotent (each writes what the same pass wrote before), so
  *   the values and their validation are those of one pass.  Long loops keep
  *   a rate clear of the timer and of a scheduler's time slices.
+ *
+ * Time budget: with -s, the timed iterations stop once MAX_SECONDS have
+ *   passed since the first began.  A loop running when the time is up ends
+ *   after the pass it is in (its time is scaled to the passes it was given,
+ *   the rate being per pass), the iteration's other loops run one pass each,
+ *   and no further iteration starts (the second always runs: it is the first
+ *   counted).  A node that a competing process slows down then still reports
+ *   its bandwidth in about MAX_SECONDS, however far from the first
+ *   iteration's pace the calibrated loops fall.  The header then says
+ *   "# iterations_run: K", fewer than NTIMES when the budget cut the run.
  *
  * NUMA binding (oddnode_numa.h, system calls only: no libnuma, no numactl):
  *   -C CPU_NODE  each thread is pinned to one CPU of that NUMA node (thread
@@ -35,7 +45,8 @@
  * Output (stdout): '#' header lines "# key: value", then one line per loop
  *   result <kernel> <best_MBps> <avg_s> <min_s> <max_s>
  * (MB = 10^6 bytes, best = shortest time, the first iteration not counted;
- * times are those of the whole timed loop, all its passes),
+ * times are those of the whole timed loop, all its passes, scaled to them
+ * for a loop the time budget cut short),
  * and finally "validation ok" or "validation failed <kernel> <max_rel_error>".
  * Exit status: 0 when the loops ran (even if validation or the binding check
  * failed: the parser decides what a failed run means), 2 for bad arguments,
@@ -114,6 +125,8 @@ static const int ARRAYS_MOVED[NKERNELS] = {2, 2, 3, 3};
 /* Most passes -m may ask of one timed loop: a bound on a mistaken -m with
  * tiny arrays, far above what seconds of streaming need. */
 #define MAX_PASSES 1000000LL
+/* Longest time budget -s accepts: a day. */
+#define MAX_BUDGET_SECONDS 86400.0
 /* Exit status when the NUMA binding asked for cannot be made. */
 #define EXIT_BINDING 4
 /* Pages sampled per array for the memory binding check: the first, the
@@ -124,10 +137,11 @@ static const int ARRAYS_MOVED[NKERNELS] = {2, 2, 3, 3};
 static void usage(const char *program)
 {
     fprintf(stderr,
-            "usage: %s [-n ELEMENTS] [-t NTIMES] [-m MIN_LOOP_SECONDS]\n"
+            "usage: %s [-n ELEMENTS] [-t NTIMES] [-m MIN_LOOP_SECONDS] [-s MAX_SECONDS]\n"
             "  -n ELEMENTS  doubles per array, >= 1 (default %ld)\n"
             "  -t NTIMES    iterations, >= 2; the first is not counted (default %d)\n"
             "  -m SECONDS   repeat each timed loop's pass until it lasts this long, 0-60 (default 0: one pass)\n"
+            "  -s SECONDS   stop the timed iterations after this long, 0-86400 (default 0: no bound)\n"
             "  -C NODE      pin the threads to the CPUs of this NUMA node\n"
             "  -M NODE      bind the arrays to the memory of this NUMA node\n",
             program, (long)ODDNODE_DEFAULT_ELEMENTS, ODDNODE_DEFAULT_NTIMES);
@@ -197,11 +211,12 @@ int main(int argc, char **argv)
     long long elements = ODDNODE_DEFAULT_ELEMENTS;
     long long ntimes = ODDNODE_DEFAULT_NTIMES;
     double min_loop_seconds = 0.0;
+    double max_seconds = 0.0; /* 0: no time budget */
     long long cpu_node = -1, mem_node = -1; /* -1: not bound */
     int option;
 
     opterr = 0;
-    while ((option = getopt(argc, argv, "n:t:m:C:M:")) != -1) {
+    while ((option = getopt(argc, argv, "n:t:m:s:C:M:")) != -1) {
         switch (option) {
         case 'n':
             elements = parse_count(optarg, 1, MAX_ELEMENTS);
@@ -223,6 +238,14 @@ int main(int argc, char **argv)
             min_loop_seconds = parse_seconds(optarg, 0.0, 60.0);
             if (min_loop_seconds < 0.0) {
                 fprintf(stderr, "error: -m wants seconds, 0-60, got '%s'\n", optarg);
+                usage(argv[0]);
+                return 2;
+            }
+            break;
+        case 's':
+            max_seconds = parse_seconds(optarg, 0.0, MAX_BUDGET_SECONDS);
+            if (max_seconds < 0.0) {
+                fprintf(stderr, "error: -s wants seconds, 0-%g, got '%s'\n", MAX_BUDGET_SECONDS, optarg);
                 usage(argv[0]);
                 return 2;
             }
@@ -400,6 +423,8 @@ int main(int argc, char **argv)
     printf("# cflags: %s\n", ODDNODE_CFLAGS);
     printf("# scalar: %.17g\n", SCALAR);
     printf("# min_loop_seconds: %g\n", min_loop_seconds);
+    if (max_seconds > 0.0)
+        printf("# max_seconds: %g\n", max_seconds);
 #ifdef __linux__
     if (cpu_node >= 0 || mem_node >= 0)
         printf("# numa_nodes: %s\n", online);
@@ -434,24 +459,25 @@ int main(int argc, char **argv)
     }
     /* Passes per timed loop: one in the first iteration, then enough for -m. */
     long long passes[NKERNELS] = {1, 1, 1, 1};
+    const double deadline = max_seconds > 0.0 ? now_seconds() + max_seconds : DBL_MAX;
+    long long iterations = ntimes; /* those run: fewer when the budget ran out */
     for (long long k = 0; k < ntimes; k++) {
-        double t0 = now_seconds();
-        for (long long p = 0; p < passes[0]; p++)
-            copy_kernel(n, a, c);
-        double t1 = now_seconds();
-        for (long long p = 0; p < passes[1]; p++)
-            scale_kernel(n, SCALAR, c, b);
-        double t2 = now_seconds();
-        for (long long p = 0; p < passes[2]; p++)
-            add_kernel(n, a, b, c);
-        double t3 = now_seconds();
-        for (long long p = 0; p < passes[3]; p++)
-            triad_kernel(n, SCALAR, b, c, a);
-        double t4 = now_seconds();
-        times[0 * ntimes + k] = t1 - t0;
-        times[1 * ntimes + k] = t2 - t1;
-        times[2 * ntimes + k] = t3 - t2;
-        times[3 * ntimes + k] = t4 - t3;
+        for (int i = 0; i < NKERNELS; i++) {
+            /* Once the budget is spent a loop stops after the pass it is in:
+             * its time, scaled to the passes it was given, keeps its rate. */
+            long long done = 0;
+            double t0 = now_seconds();
+            do {
+                switch (i) {
+                case 0: copy_kernel(n, a, c); break;
+                case 1: scale_kernel(n, SCALAR, c, b); break;
+                case 2: add_kernel(n, a, b, c); break;
+                default: triad_kernel(n, SCALAR, b, c, a); break;
+                }
+                done++;
+            } while (done < passes[i] && (max_seconds == 0.0 || now_seconds() < deadline));
+            times[i * ntimes + k] = (now_seconds() - t0) * (double)passes[i] / (double)done;
+        }
         if (k == 0 && min_loop_seconds > 0.0) {
             for (int i = 0; i < NKERNELS; i++) {
                 double first = times[i * ntimes];
@@ -465,27 +491,33 @@ int main(int argc, char **argv)
                 }
             }
         }
+        if (k >= 1 && k + 1 < ntimes && now_seconds() >= deadline) {
+            iterations = k + 1;
+            break;
+        }
     }
     printf("# passes: copy %lld scale %lld add %lld triad %lld\n", passes[0], passes[1], passes[2], passes[3]);
+    if (max_seconds > 0.0)
+        printf("# iterations_run: %lld\n", iterations);
 
 #ifdef ODDNODE_CORRUPT_ELEMENT
     a[(ODDNODE_CORRUPT_ELEMENT) % n] *= 1.0 + CORRUPTION;
 #endif
 
-    /* Statistics over iterations 1..NTIMES-1: the first one pays for page
+    /* Statistics over the iterations run but the first: the first one pays for page
      * faults, thread start-up and cold caches, so it is not counted. */
     double best[NKERNELS], avg[NKERNELS], worst[NKERNELS];
     for (int i = 0; i < NKERNELS; i++) {
         best[i] = DBL_MAX;
         worst[i] = 0.0;
         avg[i] = 0.0;
-        for (long long k = 1; k < ntimes; k++) {
+        for (long long k = 1; k < iterations; k++) {
             double t = times[i * ntimes + k];
             avg[i] += t;
             if (t < best[i]) best[i] = t;
             if (t > worst[i]) worst[i] = t;
         }
-        avg[i] /= (double)(ntimes - 1);
+        avg[i] /= (double)(iterations - 1);
         double ticks = best[i] * 1.0e9 / (double)granularity_ns;
         if (ticks < MIN_TICKS)
             printf("# warning: %s best time %.3e s is only %.0f timer ticks (< %d); "
@@ -557,10 +589,10 @@ int main(int argc, char **argv)
     }
 #endif
 
-    /* Replay the exact sequence of NTIMES iterations on scalars: every element
+    /* Replay the exact sequence of the iterations run on scalars: every element
      * of an array holds the same value, so one double per array suffices. */
     double ea = 1.0, eb = 2.0, ec = 0.0;
-    for (long long k = 0; k < ntimes; k++) {
+    for (long long k = 0; k < iterations; k++) {
         ec = ea;
         eb = SCALAR * ec;
         ec = ea + eb;
@@ -578,7 +610,7 @@ int main(int argc, char **argv)
      * doubled again for margin.  A lost or misplaced write, a race or a bad
      * memory cell gives an error of order 1, far above it.
      */
-    const double tolerance = 8.0 * (double)ntimes * DBL_EPSILON;
+    const double tolerance = 8.0 * (double)iterations * DBL_EPSILON;
     const double error_a = max_relative_error(n, a, ea);
     const double error_b = max_relative_error(n, b, eb);
     const double error_c = max_relative_error(n, c, ec);

@@ -45,6 +45,7 @@ CHECK_FLAGS: list[CheckFlag] = [
     check_flag("memory.elements"),
     check_flag("memory.ntimes"),
     check_flag("memory.min_loop_seconds"),
+    check_flag("memory.max_seconds"),
     check_flag("noise.seconds"),
     check_flag("memory.threads", "dgemm.threads", "hpl.threads", flag="threads", help="OpenMP threads of the kernels"),
     check_flag("dgemm.n"),

@@ -29,11 +29,12 @@ _INT_KEYS = {
     "mem_node",
     "mem_pages_checked",
     "mem_pages_on_node",
+    "iterations_run",
 }
 # The line a bound run reports its binding check with.
 _BINDING_OK = re.compile(r"^binding ok\s*$")
 _BINDING_FAILED = re.compile(r"^binding failed\s+(cpu|memory)\s+(.*)$")
-_FLOAT_KEYS = {"scalar", "tolerance", "min_loop_seconds"}
+_FLOAT_KEYS = {"scalar", "tolerance", "min_loop_seconds", "max_seconds"}
 
 
 
@@ -109,6 +110,9 @@ def parse_memory_output(text: str, source: str) -> ParsedOutput:
         "proc_bind": configuration.get("proc_bind", ""),
         **({"min_loop_seconds": configuration["min_loop_seconds"], "passes": configuration.get("passes", "")}
            if configuration.get("min_loop_seconds") else {}),
+        # A time budget (-s) says how many iterations it let run.
+        **({"max_seconds": configuration["max_seconds"], "iterations_run": configuration.get("iterations_run")}
+           if configuration.get("max_seconds") else {}),
         **bound,
         **({"bound_cpus": configuration["bound_cpus"]} if "bound_cpus" in configuration else {}),
     }

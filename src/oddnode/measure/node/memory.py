@@ -36,6 +36,7 @@ MIN_ELEMENTS = 10_000_000
 DEFAULT_TIMEOUT = 600.0
 # The longest a timed memory loop may be asked to last (memory.c's -m bound).
 MAX_MIN_LOOP_SECONDS = 60.0
+MAX_BUDGET_SECONDS = 86400.0  # the longest time budget memory.c's -s accepts
 # The highest NUMA node number the kernel takes (oddnode_numa.h's bound).
 MAX_NUMA_NODE = 1023
 
@@ -92,6 +93,7 @@ def memory_kernel_argv(
     defines: Sequence[str] = (),
     *,
     min_loop_seconds: float = 0.0,
+    max_seconds: float = 0.0,
     cpu_node: int | None = None,
     mem_node: int | None = None,
     timeout: float = DEFAULT_TIMEOUT,
@@ -103,7 +105,10 @@ def memory_kernel_argv(
     leaves the node's setting (the kernel reports what it got either way).
     ``min_loop_seconds`` > 0 repeats each timed loop's pass until the loop
     lasts about that long (see memory.c): a rate clear of the timer and of
-    the time slices of CPUs that nodes share.  ``cpu_node`` pins each thread
+    the time slices of CPUs that nodes share.  ``max_seconds`` > 0 ends the
+    timed iterations once that long has passed (at least one counted), so
+    that a node slowed by a competing process still reports its bandwidth
+    in about that time.  ``cpu_node`` pins each thread
     to one CPU of that NUMA node (one thread per CPU there unless
     ``threads`` says otherwise); ``mem_node`` binds the arrays to that
     node's memory (see memory.c).
@@ -116,6 +121,8 @@ def memory_kernel_argv(
         raise ValueError(f"threads must be >= 1, got {threads}")
     if not 0.0 <= min_loop_seconds <= MAX_MIN_LOOP_SECONDS:
         raise ValueError(f"min_loop_seconds must be 0 to {MAX_MIN_LOOP_SECONDS:g}, got {min_loop_seconds}")
+    if not 0.0 <= max_seconds <= MAX_BUDGET_SECONDS:
+        raise ValueError(f"max_seconds must be 0 to {MAX_BUDGET_SECONDS:g}, got {max_seconds}")
     for name, node in (("cpu_node", cpu_node), ("mem_node", mem_node)):
         if node is not None and not (isinstance(node, int) and 0 <= node <= MAX_NUMA_NODE):
             raise ValueError(f"{name} must be a NUMA node number, 0 to {MAX_NUMA_NODE}, got {node!r}")
@@ -129,7 +136,7 @@ def memory_kernel_argv(
     return runner_argv(
         "memory",
         ["-n", str(elements), "-t", str(ntimes)] + (["-m", f"{min_loop_seconds:g}"] if min_loop_seconds else [])
-        + binding,
+        + (["-s", f"{max_seconds:g}"] if max_seconds else []) + binding,
         cflags=cflags,
         defines=defines,
         env=env,
@@ -151,7 +158,8 @@ class MemoryOptions:
     (each array >= 4x the LLC, see default_elements); nodes with a larger
     cache need more, so on a mixed cluster pass the size for the largest LLC.
     ``threads`` None keeps each node's OMP_NUM_THREADS (all cores by default).
-    ``min_loop_seconds`` > 0 makes each timed loop last about that long.
+    ``min_loop_seconds`` > 0 makes each timed loop last about that long;
+    ``max_seconds`` > 0 bounds the timed iterations all together.
     ``cpu_node`` and ``mem_node`` bind the threads and the arrays to NUMA
     nodes (None: the node's own placement; ``oddnode numa`` runs every pair).
     """
@@ -163,6 +171,9 @@ class MemoryOptions:
     min_loop_seconds: float = option(
         0.0, help="Repeat each timed memory loop until it lasts about this long, 0: one pass",
         flag="min-seconds", check="seconds_or_zero")
+    max_seconds: float = option(
+        0.0, help="End the memory kernel's timed iterations after this many seconds (at least one counted), "
+                  "0: no bound", check="seconds_or_zero")
     cpu_node: int | None = None
     mem_node: int | None = None
 
@@ -186,7 +197,8 @@ class MemoryStep(NodeBenchmark):
             argv=memory_kernel_argv(elements, options.ntimes, options.threads,
                                     # Pinned threads keep their own CPU: no OpenMP binding on top.
                                     proc_bind=None if options.cpu_node is not None else "spread",
-                                    min_loop_seconds=options.min_loop_seconds, cpu_node=options.cpu_node,
+                                    min_loop_seconds=options.min_loop_seconds, max_seconds=options.max_seconds,
+                                    cpu_node=options.cpu_node,
                                     mem_node=options.mem_node),
             parse=_parse_memory_run,
             series=tuple((f"memory.{kernel}", "bandwidth", BANDWIDTH_UNIT, Direction.HIGHER)

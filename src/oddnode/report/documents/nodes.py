@@ -504,6 +504,8 @@ class MemoryCheckData(TypedDict):
     median: float
     unit: str
     elements: int | None
+    iterations: Annotated[int | None, Field(description="timed iterations run, fewer than asked when the time "
+                                                        "budget cut the run; null when the kernel did not say")]
 
 
 @with_config({"extra": "forbid"})

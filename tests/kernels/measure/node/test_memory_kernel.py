@@ -147,6 +147,26 @@ def test_a_minimum_loop_time_repeats_each_pass_and_keeps_the_values(kernel_env):
         assert m.parameters["min_time_s"] > 0.01
 
 
+def test_a_time_budget_cuts_the_loops_and_iterations_and_keeps_the_values(kernel_env):
+    # Unbounded, loops of 60 s would make this run last 8 minutes at least.
+    argv = with_interpreter(memory_kernel_argv(ELEMENTS, 10, threads=1, min_loop_seconds=60, max_seconds=0.5))
+    started = time.monotonic()
+    parsed = parse_memory_output(run_argv(argv, kernel_env).stdout, "localhost")
+    assert time.monotonic() - started < 120
+    assert parsed.valid  # the values of the iterations that ran, validated as such
+    assert parsed.configuration["max_seconds"] == 0.5 and parsed.configuration["iterations_run"] == 2
+    for m in parsed.measurements:
+        assert m.parameters["iterations_run"] == 2 and m.parameters["max_seconds"] == 0.5
+        # A cut loop's time is scaled to the passes it was given: the rate is per pass.
+        assert m.parameters["min_time_s"] > 10 and m.value > 0
+
+
+def test_a_time_budget_the_run_fits_in_cuts_nothing(kernel_env):
+    argv = with_interpreter(memory_kernel_argv(ELEMENTS, NTIMES, threads=1, max_seconds=3600))
+    parsed = parse_memory_output(run_argv(argv, kernel_env).stdout, "localhost")
+    assert parsed.valid and parsed.configuration["iterations_run"] == NTIMES
+
+
 def test_a_corrupted_element_fails_validation(kernel_env):
     argv = with_interpreter(memory_kernel_argv(ELEMENTS, NTIMES, defines=["ODDNODE_CORRUPT_ELEMENT=12345"]))
     report = run_argv(argv, kernel_env)
@@ -169,6 +189,8 @@ def test_a_corrupted_element_fails_validation(kernel_env):
         (["-t", "1"], "-t wants"),
         (["-m", "61"], "-m wants seconds, 0-60"),
         (["-m", "soon"], "-m wants seconds, 0-60"),
+        (["-s", "-1"], "-s wants seconds, 0-86400"),
+        (["-s", "later"], "-s wants seconds, 0-86400"),
         (["--bogus"], "unknown option"),
         (["-n", "1000", "extra"], "unexpected argument"),
     ],
@@ -189,6 +211,8 @@ def test_python_side_refuses_bad_arguments():
         memory_kernel_argv(ELEMENTS, threads=0)
     with pytest.raises(ValueError, match="min_loop_seconds"):
         memory_kernel_argv(ELEMENTS, min_loop_seconds=-1)
+    with pytest.raises(ValueError, match="max_seconds"):
+        memory_kernel_argv(ELEMENTS, max_seconds=-1)
 
 
 def test_a_compile_error_is_a_clean_runner_error(kernel_env):

@@ -44,6 +44,7 @@ pytestmark = [needs_root, slurm_testbed, pytest.mark.skipif(
 NODES = 8
 FAULTY = "node06"  # a quarter of its memory missing from /proc/meminfo
 BUSY = "node03"  # a competing process
+HOG_WORKERS = 4  # its processes: the kernel's thread gets a fifth of the node's CPU time
 MEMORY = ("--memory-elements", 8_000_000, "--memory-ntimes", 3, "--threads", 1, "--memory-min-seconds", 0.5)
 SOURCE = Path(oddnode.__file__).resolve().parents[1]  # the src directory this test imports
 
@@ -62,7 +63,12 @@ def baseline(bed, tmp_path_factory) -> Path:
     run_oddnode("--quiet", "check", "--testbed", "--stages", "memory", "-r", 2, *MEMORY, "--db", db,
                 "--html", where / "report.html", cwd=where, env=env)
     path = where / "baseline.yaml"
-    run_oddnode("baseline", "--db", db, "-o", path, cwd=where, env=env)
+    # Eight nodes on two shared CPUs, beside another test tier: a healthy
+    # node's triad falls to 55-80% of the median when the machine is busy
+    # (the CPUs' other hardware threads), the busy node's (four competing
+    # processes beside the kernel's one thread) to 10-15%.  Half the median
+    # keeps both clear of the line.
+    run_oddnode("baseline", "--db", db, "-o", path, "--tolerance", 0.5, cwd=where, env=env)
     return path
 
 
@@ -183,7 +189,7 @@ def test_slurmd_runs_it_from_slurm_conf_and_it_drains_the_faulty_node(undrained,
 
 def test_a_competing_process_drains_its_node_for_its_memory_bandwidth(undrained, baseline):
     bed = undrained
-    tb.fault_process(bed.state_dir, BUSY, tb.hog_argv(600), 600)
+    tb.fault_process(bed.state_dir, BUSY, tb.hog_argv(600, workers=HOG_WORKERS), 600)
     results = health_on_every_node(bed, baseline, "--drain", "--json")
     assert results[BUSY].returncode == 1, results[BUSY].stdout + results[BUSY].stderr
     memory = {check["name"]: check for check in json.loads(results[BUSY].stdout)["checks"]}["memory"]

@@ -24,14 +24,15 @@ def check_parameters(app: typer.Typer) -> dict:
 
 
 # Every flag ``oddnode check`` had before its step flags were made from the
-# options' fields, and its default, in the order its help listed them.
+# options' fields (and --memory-max-seconds, added since), and its default,
+# in the order its help listed them.
 CHECK_FLAGS_BEFORE = [
     ("--nodes", None), ("--exclude", None), ("--hostfile", None), ("--transport", None), ("--ssh-config", None),
     ("--fanout", None), ("--user", None), ("--connect-timeout", None), ("--timeout", None), ("--testbed", False),
     ("--db", Path("oddnode.duckdb")), ("--expect", None), ("--plan", None), ("--set", None), ("--show-plan", False),
     ("--stages", None), ("--skip", None), ("--with", None), ("--repetitions", None), ("--continue", False),
     ("--resume", False), ("--benchmark-timeout", None), ("--memory-elements", None), ("--memory-ntimes", None),
-    ("--memory-min-seconds", None), ("--noise-seconds", None), ("--threads", None), ("--dgemm-n", None),
+    ("--memory-min-seconds", None), ("--memory-max-seconds", None), ("--noise-seconds", None), ("--threads", None), ("--dgemm-n", None),
     ("--hpl-n", None), ("--command", None), ("--parser", None), ("--output-file", None),
     ("--command-timeout", None), ("--disk-dir", None), ("--disk-dirs", None), ("--disk-size", None), ("--disk-engine", None),
     ("--html", Path("oddnode-report.html")), ("--patterns", None), ("--sizes", None), ("--seconds-per-size", None),
@@ -43,6 +44,7 @@ CHECK_FLAGS_BEFORE = [
 HELP_DEFAULTS = {
     "--memory-elements": "memory.elements, default 4x this machine's last-level cache",
     "--memory-ntimes": "memory.ntimes, default 10", "--memory-min-seconds": "memory.min_loop_seconds, default 0.0",
+    "--memory-max-seconds": "memory.max_seconds, default 0.0",
     "--noise-seconds": "noise.seconds, default 10.0", "--threads": "hpl.threads; default the node's",
     "--dgemm-n": "dgemm.n, default 6000", "--hpl-n": "hpl.n, default 10000", "--disk-dir": "disk.directory, default /var/tmp",
     "--disk-dirs": "(disk.dirs)", "--disk-size": f"disk.size, default {4 * 1024**3}",
@@ -51,7 +53,7 @@ HELP_DEFAULTS = {
     "--set-size": "sets.size, default 8", "--bisection-seconds": "bisection.seconds, default 2.0",
     "--command": "command.command, default none", "--command-timeout": "command.timeout, default 540.0",
 }
-CALLBACKS = {"--memory-min-seconds": seconds_or_zero, "--noise-seconds": positive_seconds,
+CALLBACKS = {"--memory-min-seconds": seconds_or_zero, "--memory-max-seconds": seconds_or_zero, "--noise-seconds": positive_seconds,
              "--seconds-per-size": positive_seconds, "--bisection-seconds": positive_seconds,
              "--timeout": positive_seconds, "--benchmark-timeout": positive_seconds,
              "--command-timeout": positive_seconds}

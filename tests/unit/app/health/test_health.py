@@ -213,6 +213,22 @@ def test_memory_below_the_minimum_is_a_problem_and_above_it_is_not():
     assert busy.status == checks.SKIPPED
 
 
+def test_a_memory_run_the_time_budget_cut_says_so_and_is_judged_on_what_it_measured():
+    def cut(value):
+        return lambda baseline: {"values": {"memory.triad": value}, "valid": True, "elements": 1000,
+                                 "iterations": 2, "ntimes": 3}
+
+    low = checks.check_memory(memory_baseline(), cut(300.0))
+    assert low.status == checks.PROBLEM and low.data["iterations"] == 2
+    assert "2 of 3 iterations" in low.problems[0].message
+    fine = checks.check_memory(memory_baseline(), cut(990.0))
+    assert fine.status == checks.OK and "2 of 3 iterations" in fine.detail
+
+
+def test_the_health_memory_run_has_a_time_budget_within_its_timeout():
+    assert 0 < checks.HEALTH_MAX_SECONDS < checks.MEMORY_TIMEOUT / 2
+
+
 def own_address() -> str | None:
     done = subprocess.run(["ip", "-j", "-4", "addr", "show"], capture_output=True, text=True)
     for interface in json.loads(done.stdout or "[]"):
