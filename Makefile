@@ -68,12 +68,16 @@ test-fast: install
 test-kernels: install
 	$(BIN)/python -m pytest -q tests/unit tests/kernels
 
-# The man page, written from the command line's own help: run after changing a command.
+# The man page and the command index (what help and completion list without
+# loading any command), written from the command line itself: run after
+# adding or changing a command.
 .PHONY: man
 man: install
+	$(BIN)/python -m oddnode.main
 	$(BIN)/python -m oddnode.manpage docs/oddnode.1
 
 bench: install
+	$(BIN)/python bench/cli_start.py
 	$(BIN)/python bench/analyze_scale.py
 	$(BIN)/python bench/inventory_fanout.py
 	$(BIN)/python bench/memory_kernel.py

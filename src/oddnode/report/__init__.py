@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from typing import Any
-
-import numpy as np
 
 # The width that output rendered without a terminal's limit gets (``--wide``,
 # a file or a pipe): wider than any table of oddnode's, so none is cut.
@@ -15,9 +14,12 @@ WIDE = 10_000
 
 def plain(value: Any) -> Any:
     """Plain JSON: numpy scalars and arrays as numbers and lists, NaN and infinities as null."""
-    if isinstance(value, np.ndarray):
+    # A numpy value exists only once numpy is loaded: the command line's
+    # start (help, completion) need not load it to say so.
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.ndarray):
         value = value.tolist()
-    if isinstance(value, np.generic):
+    if np is not None and isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None

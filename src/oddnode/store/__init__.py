@@ -43,6 +43,7 @@ from oddnode.core.model import (
     SetRuns,
     Severity,
 )
+from oddnode.core.defaults import STORE_PATH
 from oddnode.core.inputs import parse_json, quote
 from oddnode.core.nodes import NODE_NAME_PATTERN, NodeNameError, expand, label_members
 from oddnode.core.order import natural_key
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     from oddnode.readings.profile import Profile
 
 SCHEMA_VERSION = 9
-DEFAULT_PATH = "oddnode.duckdb"
+DEFAULT_PATH = STORE_PATH
 # Seconds to wait for another process's lock on a store file: a check that
 # holds the store only while it writes releases it within a transaction.
 LOCK_WAIT = 30.0

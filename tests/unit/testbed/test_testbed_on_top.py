@@ -16,6 +16,7 @@ from oddnode.app.cli import build_app, common
                                   ["pairs", "--testbed"], ["sets", "--testbed"]])
 def test_testbed_option_without_a_provider_says_none_is_loaded(monkeypatch, tmp_path, args):
     monkeypatch.setattr(common, "testbed_provider", None)
+    monkeypatch.setattr(common, "testbed_loader", None)
     app = build_app()  # the command line alone, as a site might build it without the testbed
     result = CliRunner().invoke(app, [*args, "--db", str(tmp_path / "odd.duckdb")])
     assert result.exit_code == 3, result.output  # could not run, not a defect
@@ -27,7 +28,7 @@ def test_testbed_option_without_a_provider_says_none_is_loaded(monkeypatch, tmp_
 def test_the_entry_point_registers_the_testbed_and_its_commands():
     from oddnode.testbed.cli import TestbedProvider
 
-    assert isinstance(common.testbed_provider, TestbedProvider)
+    assert isinstance(common.loaded_testbed(), TestbedProvider)
     root = typer.main.get_command(oddnode.main.app)
     names = root.list_commands(typer.Context(root))
     assert names[-2:] == ["testbed", "config"]  # where the help has always listed it

@@ -1,41 +1,23 @@
 """The ``oddnode`` command line: thin wrappers over the library, one module
 per family of commands, assembled here with the options every command takes.
 
-The layer above (the testbed) adds its own command group when the entry
-point (oddnode.main) builds the app: ``build_app(command_groups=...)``."""
+Each family is a module with a registration function, named in FAMILIES;
+the entry point (oddnode.main) builds the app from them and from the
+families of the layer above (the testbed), loading each only when one of
+its commands is used (see lazy.py)."""
 
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
 
 from oddnode import __version__
-from oddnode.app.cli import (
-    analysis,
-    check,
-    compare,
-    imports,
-    interconnect,
-    nodes,
-    processes,
-    sets,
-    sweep,
-    sync,
-)
-from oddnode.app.cli import affinity
-from oddnode.app.cli import config as config_cli
-from oddnode.app.cli import numa as numa_cli
-from oddnode.app.cli import fit as fit_cli
-from oddnode.app.cli import profile as profile_cli
-from oddnode.app.cli import model as model_cli
-from oddnode.app.cli import schema as schema_cli
-from oddnode.app.cli import health as health_cli
-from oddnode.app.cli.help_layout import readable_help
 from oddnode.app.cli.common import (
     ExitStatus,
     QuietOption,
@@ -45,7 +27,20 @@ from oddnode.app.cli.common import (
     err_console,
     set_verbosity,
 )
-from oddnode.reach.base import Terminated, interrupt_status
+from oddnode.app.cli.help_layout import readable_help
+from oddnode.app.cli.lazy import CommandEntry, Registration, command_entries, lazy_group_class
+
+# The families of commands of this layer, in the order the help lists them
+# (the check and the analysis first, then each panel); the layers above add
+# theirs before CONFIG, where the help has always listed the testbed.
+FAMILIES = tuple(Registration(f"oddnode.app.cli.{module}", function) for module, function in (
+    ("imports", "register"), ("analysis", "register"), ("fit", "register"), ("compare", "register"),
+    ("schema", "register"), ("interconnect", "register"), ("interconnect", "register_switchbench"),
+    ("sets", "register"), ("sync", "register"), ("sweep", "register"), ("nodes", "register"),
+    ("processes", "register"), ("affinity", "register"), ("numa", "register"), ("profile", "register"),
+    ("model", "register"), ("check", "register"), ("health", "register")))
+CONFIG = Registration("oddnode.app.cli.config")
+
 
 def _root(version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
           quiet: QuietOption = False, verbose: VerboseOption = False) -> None:
@@ -55,45 +50,46 @@ def _root(version: Annotated[bool, typer.Option("--version", help="Print the ver
     set_verbosity(quiet, verbose)
 
 
-def build_app(command_groups: Iterable[Callable[[typer.Typer], None]] = ()) -> typer.Typer:
-    """The command line: every command of this layer, and ``command_groups``,
-    the registrations of the layers above (each adds its commands to the app
-    it is given), made after Slurm's commands and before config, where the
-    help has always listed the testbed."""
+def _root_app(cls: type | None = None) -> typer.Typer:
     app = typer.Typer(
         name="oddnode",
         help="Is the cluster ready for production? If not, which node, link or setting is the odd one out.",
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         context_settings={"help_option_names": ["-h", "--help"]},
+        cls=cls,
     )
-    # In this order the help lists the check and the analysis first, then each panel.
-    app.add_typer(imports.import_app, name="import", rich_help_panel=analysis.RESULTS_PANEL)
-    analysis.register(app)
-    fit_cli.register(app)
-    compare.register(app)
-    schema_cli.register(app)
-    interconnect.register(app)
-    interconnect.register_switchbench(app)
-    sets.register(app)
-    sync.register(app)
-    sweep.register(app)
-    nodes.register(app)
-    processes.register(app)
-    affinity.register(app)
-    numa_cli.register(app)
-    profile_cli.register(app)
-    model_cli.register(app)
-    check.register(app)
-    health_cli.register(app)
-    for register in command_groups:
-        register(app)
-    config_cli.register(app)
-    # Every command's unset options from the configuration files; -l and --connect-timeout where ssh reaches nodes.
-    configure_commands(app)
     app.callback(invoke_without_command=True)(_root)
     readable_help()
     return app
+
+
+def registrations(above: Sequence[Registration] = ()) -> tuple[Registration, ...]:
+    """Every family of the command line: this layer's, ``above`` (the
+    layers above, each adding its commands to the app it is given), config."""
+    return (*FAMILIES, *above, CONFIG)
+
+
+def build_app(command_groups: Sequence[Registration] = ()) -> typer.Typer:
+    """The whole command line, every family loaded: this layer's commands
+    and ``command_groups``, the families of the layers above."""
+    app = _root_app()
+    for registration in registrations(command_groups):
+        getattr(importlib.import_module(registration.module), registration.function)(app)
+    # Every command's unset options from the configuration files; -l and --connect-timeout where ssh reaches nodes.
+    configure_commands(app)
+    return app
+
+
+def build_lazy_app(index: Sequence[CommandEntry]) -> typer.Typer:
+    """The command line whose families load when one of their commands is
+    used: ``index`` lists them (lazy.command_entries wrote it)."""
+    return _root_app(lazy_group_class(index, prepare=configure_commands))
+
+
+def command_index(command_groups: Sequence[Registration] = ()) -> list[CommandEntry]:
+    """The index of build_lazy_app, from the families themselves."""
+    return command_entries(registrations(command_groups), prepare=configure_commands)
 
 
 # The statuses of the interrupts that went by: typer turns a
@@ -104,6 +100,8 @@ _interrupted: list[int] = []
 
 
 def _on_signal(signum: int, frame: object) -> None:
+    from oddnode.reach.base import Terminated, interrupt_status
+
     interrupt = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
     _interrupted.append(interrupt_status(interrupt))
     raise interrupt
@@ -121,6 +119,8 @@ def run(app: typer.Typer) -> None:
             sys.exit(_interrupted[-1])
         raise
     except KeyboardInterrupt as interrupt:
+        from oddnode.reach.base import interrupt_status
+
         sys.exit(interrupt_status(interrupt))
     except Exception:
         # A defect, not a verdict: the traceback for a report, and the status

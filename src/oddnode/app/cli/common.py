@@ -22,8 +22,8 @@ import typer
 from rich.console import Console
 
 from oddnode.core.connection import DEFAULT_CONNECT_TIMEOUT, DEFAULT_FANOUT, Connection
+from oddnode.core.defaults import STORE_PATH
 from oddnode.report import WIDE
-from oddnode.store import DEFAULT_PATH
 
 if TYPE_CHECKING:
     from oddnode.report import documents
@@ -291,7 +291,8 @@ def user_errors() -> Iterator[None]:
 def testbed_errors() -> Iterator[None]:
     """The registered testbed's errors (not root, none up) in one line, exit 3;
     without a testbed, nothing to catch."""
-    errors = (testbed_provider.error,) if testbed_provider else ()
+    provider = loaded_testbed()
+    errors = (provider.error,) if provider else ()
     try:
         yield
     except errors as err:
@@ -328,27 +329,39 @@ class VirtualClusterProvider(Protocol):
         for one of the default size."""
 
 
-# The --testbed provider: None in a command line built without the testbed.
+# What loads the --testbed provider (None in a command line built without
+# the testbed), and the provider once loaded.
+testbed_loader: Callable[[], VirtualClusterProvider] | None = None
 testbed_provider: VirtualClusterProvider | None = None
 
 
-def register_testbed(provider: VirtualClusterProvider) -> None:
-    """Make ``provider`` the cluster every command's --testbed runs on."""
+def register_testbed(load: Callable[[], VirtualClusterProvider]) -> None:
+    """Make the provider ``load()`` gives, when first asked for, the cluster
+    every command's --testbed runs on."""
+    global testbed_loader, testbed_provider
+    testbed_loader, testbed_provider = load, None
+
+
+def loaded_testbed() -> VirtualClusterProvider | None:
+    """The --testbed provider, loaded now if it was not; None without one."""
     global testbed_provider
-    testbed_provider = provider
+    if testbed_provider is None and testbed_loader is not None:
+        testbed_provider = testbed_loader()
+    return testbed_provider
 
 
 def registered_testbed() -> VirtualClusterProvider:
     """The --testbed provider; a clear error (exit 3) when none is registered."""
-    if testbed_provider is None:
+    provider = loaded_testbed()
+    if provider is None:
         raise could_not_run("--testbed: no testbed support is loaded in this command line "
                             "(the oddnode command loads it)")
-    return testbed_provider
+    return provider
 
 
 # -- the store ---------------------------------------------------------------
 
-DEFAULT_DB = Path(DEFAULT_PATH)
+DEFAULT_DB = Path(STORE_PATH)
 DbOption = Annotated[Path, typer.Option(
     "--db", envvar="ODDNODE_DB", help="Results store (DuckDB file; default: the configuration's store, else "
                                       "oddnode.duckdb).")]

@@ -147,3 +147,9 @@ def register_tool_imports() -> None:
 
 
 register_tool_imports()
+
+
+def register(app: typer.Typer) -> None:
+    from oddnode.app.cli.analysis import RESULTS_PANEL
+
+    app.add_typer(import_app, name="import", rich_help_panel=RESULTS_PANEL)
