@@ -19,6 +19,7 @@ from oddnode.stats.describe import Description, describe
 from oddnode.store import SCHEMA_VERSION
 
 if TYPE_CHECKING:
+    from oddnode.judge.sweep import SweepAnalysis
     from oddnode.report import documents
 
 # The kind of the finding an analysis makes when there is nothing to judge.
@@ -34,6 +35,8 @@ class Analysis:
     findings: list[Finding]
     correlations: list[Correlation] = field(default_factory=list)
     sensitivity: Sensitivity = field(default_factory=Sensitivity)
+    # The store's parameter sweeps, each judged on its own (judge_stored_sweeps).
+    sweeps: list[SweepAnalysis] = field(default_factory=list)
 
     @property
     def problems(self) -> list[Problem]:

@@ -44,7 +44,7 @@ from oddnode.stats import significance as sig
 from oddnode.judge.compare.verdicts import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
 from oddnode.core.model import Direction, LabelKind
 from oddnode.core.order import natural_sorted
-from oddnode.store import Store
+from oddnode.store import Store, StoreError
 from oddnode.readings.sweep_grid import Grid
 
 _SIZED = re.compile(r"(.+)\.(\d+)\Z")
@@ -88,6 +88,20 @@ def read_sweep(store: Store, sweep_id: int | None = None) -> SweepData:
     meta = [row for row in store.sweeps() if row[0] == sweep_id]
     started, command = (meta[0][1], meta[0][2]) if meta else (None, "")
     return SweepData(sweep_id, Grid.from_json(grid), repetitions, seed, results, started, command)
+
+
+def judge_stored_sweeps(store: Store, alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT
+                        ) -> tuple[list[SweepAnalysis], list[str]]:
+    """Every stored sweep judged as ``oddnode sweep --stored`` judges one
+    (those store.as_of leaves), oldest first; and, for a sweep the store
+    cannot give back whole, why it was left out."""
+    judged, unread = [], []
+    for sweep_id, *_ in store.sweeps():
+        try:
+            judged.append(analyze_sweep(read_sweep(store, sweep_id), alpha, min_effect))
+        except (StoreError, ValueError) as err:
+            unread.append(f"sweep {sweep_id} left out: {err}")
+    return judged, unread
 
 
 def split_metric(metric: str) -> tuple[str, int | None]:

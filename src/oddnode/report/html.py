@@ -29,6 +29,7 @@ from oddnode.report.plots import figure_to_svg, heatmap_figure, histogram_figure
 from oddnode.report.numa import numa_section
 from oddnode.report.sync import sync_section
 from oddnode.report.noise import noise_section
+from oddnode.report.sweep import sweeps_section
 from oddnode.report.processes import processes_section
 from oddnode.report.sets import sets_section
 from oddnode.report.terminal import probability, report_number
@@ -352,6 +353,7 @@ def render_report(analysis: Analysis, check: CheckResult | None = None, source: 
         sync=sync_section(analysis),
         processes=processes_section(analysis),
         noise=noise_section(analysis),
+        sweeps=sweeps_section(analysis),
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +16,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from oddnode.report.terminal import fixed_table, natural_width, probability, table_width
+from oddnode.report.terminal import fixed_table, natural_width, probability, report_number, table_width
 
 if TYPE_CHECKING:
     from oddnode.report import documents
@@ -75,19 +75,20 @@ def _common(analysis: SweepAnalysis, s: SeriesSweep, row: SizeRow, first: bool) 
     }
 
 
-def sweep_rows(analysis: SweepAnalysis, wide: bool) -> list[dict[str, str]]:
+def sweep_rows(analysis: SweepAnalysis, wide: bool, number: Callable[[float | None], str] = _value
+               ) -> list[dict[str, str]]:
     """The table's rows: with ``wide``, a column per setting; else the
-    default's median and the best's."""
+    default's median and the best's; medians written by ``number``."""
     labels = analysis.labels
     rows = []
     for s in analysis.series:
         for index, row in enumerate(s.rows):
             cells = _common(analysis, s, row, index == 0)
             if wide:
-                medians = {labels[i]: _value(m) for i, m in enumerate(row.medians)}
+                medians = {labels[i]: number(m) for i, m in enumerate(row.medians)}
             else:
-                medians = {DEFAULT: _value(row.medians[analysis.default]),
-                           BEST_MEDIAN: "-" if row.best is None else _value(row.medians[row.best])}
+                medians = {DEFAULT: number(row.medians[analysis.default]),
+                           BEST_MEDIAN: "-" if row.best is None else number(row.medians[row.best])}
             rows.append({SERIES: cells[SERIES], BETTER: cells[BETTER], SIZE: cells[SIZE], **medians,
                          **{k: cells[k] for k in (BEST, CHANGE, P, MARK)}})
     return rows
@@ -221,6 +222,26 @@ def sweep_document(analysis: SweepAnalysis, summary: SweepSummary | None = None)
     if summary is not None:
         document["run"] = summary.to_json()
     return document
+
+
+def sweeps_section(analysis) -> list[dict[str, Any]] | None:
+    """The HTML report's "Sweeps" section: per stored sweep (the analysis'
+    judge_stored_sweeps) its title, its table with a column per setting,
+    its best settings in words and a figure per series; None without one."""
+    from oddnode.report.plots import figure_to_svg  # matplotlib: the HTML report only
+
+    sections = []
+    for sweep in analysis.sweeps:
+        rows = sweep_rows(sweep, wide=True, number=lambda value: report_number(value, missing="-"))
+        sections.append({
+            "title": _title(sweep), "caption": _caption(sweep, (), False),
+            "columns": list(rows[0]) if rows else [], "rows": [list(row.values()) for row in rows],
+            "significant": [row.significant for s in sweep.series for row in s.rows],
+            "lines": [line.plain for line in best_lines(sweep)] if sweep.series
+            else [f"Sweep {sweep.data.sweep_id} stored no results."],
+            "figures": [figure_to_svg(sweep_figure(sweep, s)) for s in sweep.series],
+        })
+    return sections or None
 
 
 def sweep_list_rows(sweeps: Sequence[tuple[Any, ...]]) -> list[dict[str, str]]:

@@ -1166,11 +1166,12 @@ class Store:
 
     @_reading
     def sweeps(self) -> list[tuple[int, datetime, str, str, int, int]]:
-        """Every sweep: (id, started, command, step, repetitions, runs stored), oldest first."""
-        rows = self.con.execute("""
+        """Every sweep (those as_of leaves): (id, started, command, step,
+        repetitions, runs stored), oldest first."""
+        rows = self.con.execute(f"""
             SELECT s.sweep_id, r.started, r.command, s.step, s.repetitions,
                    (SELECT count(*) FROM sweep_runs w WHERE w.sweep_id = s.sweep_id)
-            FROM sweeps s JOIN runs r ON r.id = s.sweep_id ORDER BY s.sweep_id
+            FROM sweeps s JOIN runs r ON r.id = s.sweep_id WHERE {self._visible("s.sweep_id")} ORDER BY s.sweep_id
         """).fetchall()
         return [(int(i), started, command, step, int(reps), int(runs)) for i, started, command, step, reps, runs in rows]
 

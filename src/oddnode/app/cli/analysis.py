@@ -399,15 +399,23 @@ def judge(paths: list[Path] | None, location: Path, groups, sensitivity, nodes: 
     from oddnode.findings.registry import sort_findings
     from oddnode.findings.targets import check_targets, load_targets
     from oddnode.judge.analysis import analyze as analyze_dataset
+    from oddnode.judge.sweep import judge_stored_sweeps
     from oddnode.store.stab import import_stab
     from oddnode.store import StoreError, open_store
 
     targets = load_targets(expect) if expect is not None else []  # a bad file refused before the work
 
-    def analyze(dataset, sensitivity, require_data):
-        result = analyze_dataset(dataset, sensitivity, require_data=require_data)
+    def analyze(store):
+        dataset = judged_part(load_as_of(store, run, since), nodes, exclude)
+        result = analyze_dataset(dataset, sensitivity, require_data=True)
         if targets and dataset.series:  # no results at all is the no-data finding's, not a bad file
             result.findings = sort_findings(result.findings + check_targets(targets, dataset.series))
+        # Each sweep judged whole and at its own alpha, as `oddnode sweep --stored` judges it: it compares
+        # a few settings, not hundreds of nodes, and its settings are no nodes to subset.
+        with store.as_of(run, since):
+            result.sweeps, unread = judge_stored_sweeps(store)
+        for reason in unread:
+            err_console.print(f"[yellow]{literal(reason)}[/]", highlight=False)
         return result
 
     if paths or groups:  # an import or a topology is written first
@@ -415,15 +423,13 @@ def judge(paths: list[Path] | None, location: Path, groups, sensitivity, nodes: 
             if paths:
                 import_stab(store, paths, command="oddnode analyze")
             save_topology(store, groups)
-            result = analyze(judged_part(load_as_of(store, run, since), nodes, exclude), sensitivity,
-                             require_data=True)
+            result = analyze(store)
             store.record_findings(analysis_command(nodes, exclude, run, since), result.findings)
         return result, None
     # Read-only while judging: a store one may read but not write is
     # judged all the same, and only the findings' record is lost.
     with open_store(location, read_only=True, on_wait=say_waiting) as store:
-        result = analyze(judged_part(load_as_of(store, run, since), nodes, exclude), sensitivity,
-                         require_data=True)
+        result = analyze(store)
     try:
         with open_store(location, on_wait=say_waiting) as store:
             store.record_findings(analysis_command(nodes, exclude, run, since), result.findings)

@@ -164,7 +164,8 @@ def analysis_document(analysis) -> documents.Analysis:
     """An analysis as JSON data: its own document, and a section for each
     kind of result the store holds beyond the node series: the pair
     patterns, the set tables, the sync readings, the NUMA matrices, the
-    noise per node, the process accounting's asymmetry tables."""
+    noise per node, the process accounting's asymmetry tables, each
+    parameter sweep's analysis."""
     from oddnode.report.interconnect import pattern_tables
     from oddnode.report.interconnect_json import pattern_json
     from oddnode.report.numa import numa_json
@@ -190,6 +191,10 @@ def analysis_document(analysis) -> documents.Analysis:
         document["noise"] = noise
     if tables := stored_tables(dataset.processes, dataset.topology):
         document["processes"] = {"tables": [table.to_json() for table in tables]}
+    if analysis.sweeps:
+        from oddnode.report.sweep import sweep_document
+
+        document["sweeps"] = [sweep_document(sweep) for sweep in analysis.sweeps]
     return document
 
 

@@ -11,7 +11,7 @@ from typing_extensions import NotRequired, TypeAliasType, TypedDict
 
 from oddnode.report.documents.interconnect import PairPattern
 from oddnode.report.documents.nodes import Numa, Processes
-from oddnode.report.documents.sets import SyncResult
+from oddnode.report.documents.sets import Sweep, SyncResult
 from oddnode.report.documents.shared import (Direction, Findings, LabelKind, NumberOrNull, Problem, SeriesReference,
                                              SetTables, SlurmAction, StatisticsRow, StoredRun)
 
@@ -104,6 +104,8 @@ class Analysis(TypedDict):
         description="the asymmetry tables, when the store holds process accounting of two nodes or more")]]
     numa: NotRequired[Annotated[NumaSection, Field(
         description="every NUMA measure's matrices, when the store holds NUMA results (numa --json's numa)")]]
+    sweeps: NotRequired[Annotated[list[Sweep], Field(
+        description="every parameter sweep stored, judged as sweep --stored judges it (sweep --json's document)")]]
     drain: NotRequired[Annotated[list[SlurmAction], Field(description="what was done to the nodes in Slurm")]]
 
 
