@@ -20,6 +20,7 @@ from oddnode.store import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from oddnode.judge.sweep import SweepAnalysis
+    from oddnode.readings.profile import Profile
     from oddnode.report import documents
 
 # The kind of the finding an analysis makes when there is nothing to judge.
@@ -35,8 +36,10 @@ class Analysis:
     findings: list[Finding]
     correlations: list[Correlation] = field(default_factory=list)
     sensitivity: Sensitivity = field(default_factory=Sensitivity)
-    # The store's parameter sweeps, each judged on its own (judge_stored_sweeps).
+    # The store's parameter sweeps, each judged on its own (judge_stored_sweeps),
+    # and its MPI profiles by id, reported as they are.
     sweeps: list[SweepAnalysis] = field(default_factory=list)
+    profiles: list[tuple[int, Profile]] = field(default_factory=list)
 
     @property
     def problems(self) -> list[Problem]:

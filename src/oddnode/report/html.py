@@ -30,6 +30,7 @@ from oddnode.report.numa import numa_section
 from oddnode.report.sync import sync_section
 from oddnode.report.noise import noise_section
 from oddnode.report.sweep import sweeps_section
+from oddnode.report.profile import profiles_section
 from oddnode.report.processes import processes_section
 from oddnode.report.sets import sets_section
 from oddnode.report.terminal import probability, report_number
@@ -354,6 +355,7 @@ def render_report(analysis: Analysis, check: CheckResult | None = None, source: 
         processes=processes_section(analysis),
         noise=noise_section(analysis),
         sweeps=sweeps_section(analysis),
+        profiles=profiles_section(analysis),
     )
 
 

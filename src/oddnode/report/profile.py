@@ -305,6 +305,25 @@ def profile_json(profile: Profile, profile_id: int | None) -> documents.Profile:
     return {"id": profile_id, **to_json(profile), "mpi_total": mpi_total(profile), "mean_cpu": mean_cpu(profile)}
 
 
+def profiles_section(analysis) -> list[dict[str, Any]] | None:
+    """The HTML report's "MPI profiles" section: per stored profile (the
+    analysis' profiles) its summary, command, time by call, the call x
+    message-size histogram, its figure and notes; None without one."""
+    from oddnode.report.plots import figure_to_svg  # matplotlib: the HTML report only
+
+    sections = []
+    for profile_id, profile in analysis.profiles:
+        calls, sizes = call_rows(profile), histogram_rows(profile) if profile.ranks else []
+        sections.append({
+            "summary": summary_line(profile, profile_id), "command": profile.command,
+            "calls": {"columns": list(calls[0]), "rows": [list(row.values()) for row in calls]} if calls else None,
+            "sizes": {"columns": list(sizes[0]), "rows": [list(row.values()) for row in sizes]} if sizes else None,
+            "figure": figure_to_svg(profile_figure(profile)) if profile.ranks else None,
+            "notes": [line.plain for line in note_lines(profile)],
+        })
+    return sections or None
+
+
 # -- the list of profiles ----------------------------------------------------------------
 
 

@@ -1202,13 +1202,14 @@ class Store:
 
     @_reading
     def profiles(self) -> list[StoredProfile]:
-        """Every stored MPI profile, oldest first."""
-        rows = self.con.execute("""
+        """Every stored MPI profile (those as_of leaves: an imported one,
+        of no run, always), oldest first."""
+        rows = self.con.execute(f"""
             SELECT p.profile_id, p.tool, p.source, p.command, p.created,
                    (SELECT count(*) FROM profile_ranks r WHERE r.profile_id = p.profile_id),
                    (SELECT count(DISTINCT r.host) FROM profile_ranks r WHERE r.profile_id = p.profile_id),
                    p.run_id
-            FROM profiles p ORDER BY p.profile_id
+            FROM profiles p WHERE p.run_id IS NULL OR {self._visible("p.run_id")} ORDER BY p.profile_id
         """).fetchall()
         return [StoredProfile(int(i), tool, source, command, created, int(ranks), int(hosts),
                               None if run is None else int(run))

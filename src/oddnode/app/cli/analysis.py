@@ -414,6 +414,7 @@ def judge(paths: list[Path] | None, location: Path, groups, sensitivity, nodes: 
         # a few settings, not hundreds of nodes, and its settings are no nodes to subset.
         with store.as_of(run, since):
             result.sweeps, unread = judge_stored_sweeps(store)
+            result.profiles = [(stored.profile_id, store.profile(stored.profile_id)) for stored in store.profiles()]
         for reason in unread:
             err_console.print(f"[yellow]{literal(reason)}[/]", highlight=False)
         return result

@@ -165,7 +165,7 @@ def analysis_document(analysis) -> documents.Analysis:
     kind of result the store holds beyond the node series: the pair
     patterns, the set tables, the sync readings, the NUMA matrices, the
     noise per node, the process accounting's asymmetry tables, each
-    parameter sweep's analysis."""
+    parameter sweep's analysis, each MPI profile."""
     from oddnode.report.interconnect import pattern_tables
     from oddnode.report.interconnect_json import pattern_json
     from oddnode.report.numa import numa_json
@@ -195,6 +195,10 @@ def analysis_document(analysis) -> documents.Analysis:
         from oddnode.report.sweep import sweep_document
 
         document["sweeps"] = [sweep_document(sweep) for sweep in analysis.sweeps]
+    if analysis.profiles:
+        from oddnode.report.profile import profile_json
+
+        document["profiles"] = [profile_json(profile, profile_id) for profile_id, profile in analysis.profiles]
     return document
 
 

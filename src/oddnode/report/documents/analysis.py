@@ -10,7 +10,7 @@ from pydantic import Field
 from typing_extensions import NotRequired, TypeAliasType, TypedDict
 
 from oddnode.report.documents.interconnect import PairPattern
-from oddnode.report.documents.nodes import Numa, Processes
+from oddnode.report.documents.nodes import Numa, Processes, Profile
 from oddnode.report.documents.sets import Sweep, SyncResult
 from oddnode.report.documents.shared import (Direction, Findings, LabelKind, NumberOrNull, Problem, SeriesReference,
                                              SetTables, SlurmAction, StatisticsRow, StoredRun)
@@ -106,6 +106,8 @@ class Analysis(TypedDict):
         description="every NUMA measure's matrices, when the store holds NUMA results (numa --json's numa)")]]
     sweeps: NotRequired[Annotated[list[Sweep], Field(
         description="every parameter sweep stored, judged as sweep --stored judges it (sweep --json's document)")]]
+    profiles: NotRequired[Annotated[list[Profile], Field(
+        description="every MPI profile stored, as profile --show ID --json prints it")]]
     drain: NotRequired[Annotated[list[SlurmAction], Field(description="what was done to the nodes in Slurm")]]
 
 

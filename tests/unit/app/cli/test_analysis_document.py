@@ -61,3 +61,24 @@ def test_a_store_of_every_kind_has_every_section(tmp_path):
     (pattern,) = found["pairs"]
     assert pattern["benchmark"] == "pp_sort"
     assert found["numa"]["measures"] and found["sync"]["nodes"]
+
+
+def test_each_stored_mpi_profile_is_carried_as_profile_show_prints_it(tmp_path):
+    from support.cli import FIXTURES
+    from support.schema import schema_errors
+
+    db = tmp_path / "profiles.duckdb"
+    assert invoke("import", "mpip", FIXTURES / "mpip" / "halo_alltoall_np4.mpiP", "--db", db).exit_code == 0
+    shown = json.loads(invoke("profile", "--show", "1", "--json", "--db", db).stdout)
+    document = json.loads(invoke("analyze", "--db", db, "--json", "--fail-on", "never").stdout)
+    assert document["profiles"] == [shown] and schema_errors(document, ("analysis",)) == []
+    report = tmp_path / "report.html"
+    invoke("analyze", "--db", db, "--html", report, "--fail-on", "never")
+    html = report.read_text(encoding="utf-8")
+    section = html[html.index('<section id="profiles">'):]
+    section = section[:section.index("</section>")]
+    assert "Profile 1 (mpip): 4 ranks on 2 hosts, wall 20 s, 30.0% of it in MPI" in section
+    assert "Time by MPI call (all ranks)" in section and "MPI_Alltoall" in section and section.count("<svg") == 1
+    pairs_into(tmp_path / "pairs.duckdb", tmp_path)
+    without = json.loads(invoke("analyze", "--db", tmp_path / "pairs.duckdb", "--json", "--fail-on", "never").stdout)
+    assert "profiles" not in without
