@@ -8,7 +8,6 @@ its commands is used (see lazy.py)."""
 
 from __future__ import annotations
 
-import importlib
 import signal
 import sys
 import traceback
@@ -28,7 +27,7 @@ from oddnode.app.cli.common import (
     set_verbosity,
 )
 from oddnode.app.cli.help_layout import readable_help
-from oddnode.app.cli.lazy import CommandEntry, Registration, command_entries, lazy_group_class
+from oddnode.app.cli.lazy import CommandEntry, Registration, command_entries, lazy_group_class, register_family
 
 # The families of commands of this layer, in the order the help lists them
 # (the check and the analysis first, then each panel); the layers above add
@@ -75,7 +74,7 @@ def build_app(command_groups: Sequence[Registration] = ()) -> typer.Typer:
     and ``command_groups``, the families of the layers above."""
     app = _root_app()
     for registration in registrations(command_groups):
-        getattr(importlib.import_module(registration.module), registration.function)(app)
+        register_family(app, registration)
     # Every command's unset options from the configuration files; -l and --connect-timeout where ssh reaches nodes.
     configure_commands(app)
     return app

@@ -37,12 +37,17 @@ class CommandEntry(NamedTuple):
     help: str
 
 
+def register_family(app: typer.Typer, registration: Registration) -> None:
+    """Add the family's commands to ``app``: its module imported, its function run."""
+    getattr(importlib.import_module(registration.module), registration.function)(app)
+
+
 def load_family(registration: Registration, prepare=None) -> TyperGroup:
-    """The family's commands as a click group: its module imported, its
-    function run on an app of its own, ``prepare(app)`` after that (the
-    configuration defaults every command takes)."""
+    """The family's commands as a click group: registered on an app of
+    their own, ``prepare(app)`` after that (the configuration defaults
+    every command takes)."""
     family = typer.Typer()
-    getattr(importlib.import_module(registration.module), registration.function)(family)
+    register_family(family, registration)
     if prepare is not None:
         prepare(family)
     return typer.main.get_group(family)
