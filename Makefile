@@ -60,7 +60,8 @@ test: install
 	echo "exit statuses: unit $$unit, testbed $$testbed, kernels $$kernels, timing $$timing"; \
 	[ $$unit -eq 0 ] && [ $$kernels -eq 0 ] && [ $$timing -eq 0 ] && [ $$testbed -eq 0 ]
 
-# The unit tier only (tests/unit): under two minutes, for a quick loop.
+# The unit tier only (tests/unit), for a quick loop: about three and a half
+# minutes on 2 cores.
 test-fast: install
 	$(BIN)/python -m pytest -q -n auto tests/unit
 
