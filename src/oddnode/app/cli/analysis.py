@@ -391,11 +391,13 @@ def analysis_command(nodes: str | list[str] | None, exclude: str | list[str] | N
 
 def judge(paths: list[Path] | None, location: Path, groups, sensitivity, nodes: str | None = None,
           exclude: str | None = None, run: int | None = None, since: datetime | None = None,
-          expect: Path | None = None):
+          expect: Path | None = None, sections: bool = False):
     """Import ``paths`` and save the topology first when given, analyze
     (the part about ``-w`` minus ``-x``, against the benchmark targets of
     ``expect`` too), and record the findings; returns the analysis and,
-    when the store could not take the findings, why."""
+    when the store could not take the findings, why.  With ``sections``
+    (for the JSON and the HTML report, which show them) the store's sweeps
+    are judged and its profiles read too."""
     from oddnode.findings.registry import sort_findings
     from oddnode.findings.targets import check_targets, load_targets
     from oddnode.judge.analysis import analyze as analyze_dataset
@@ -410,6 +412,8 @@ def judge(paths: list[Path] | None, location: Path, groups, sensitivity, nodes: 
         result = analyze_dataset(dataset, sensitivity, require_data=True)
         if targets and dataset.series:  # no results at all is the no-data finding's, not a bad file
             result.findings = sort_findings(result.findings + check_targets(targets, dataset.series))
+        if not sections:
+            return result
         # Each sweep judged whole and at its own alpha, as `oddnode sweep --stored` judges it: it compares
         # a few settings, not hundreds of nodes, and its settings are no nodes to subset.
         with store.as_of(run, since):
@@ -498,7 +502,7 @@ def analyze_command(
         if not paths and not location.exists():
             raise StoreError(f"no results store at {location}: import results first or give result directories")
         result, not_recorded = judge(paths, location, read_topology(topology), sensitivity, nodes, exclude, run,
-                                     since, expect)
+                                     since, expect, sections=json_out or html is not None)
     out = err_console if json_out or junit == STDOUT else console
     if not_recorded:
         err_console.print(f"[yellow]{literal(not_recorded)}[/]", highlight=False)
