@@ -30,7 +30,7 @@ demo: install
 	$(BIN)/oddnode check --testbed --continue -r 3 --memory-elements 8000000 --memory-ntimes 3 \
 		--threads 1 --memory-min-seconds 0.5 --noise-seconds 5 \
 		--dgemm-n 1000 --hpl-n 1000 --disk-size 67108864 \
-		--sizes 0,1024,65536,262144 --seconds-per-size 0.05 --bisection-seconds 1 \
+		--sizes 0,1024,65536,262144 --seconds-per-size 0.5 --bisection-seconds 1 \
 		--set sets.benchmarks=sendrecv,allreduce \
 		--db $(DEMO_DIR)/check.duckdb --html $(DEMO_DIR)/check-report.html || [ $$? -eq 1 ]
 	$(BIN)/oddnode synth $(DEMO_DIR)/cluster --nodes 484

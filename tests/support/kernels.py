@@ -130,3 +130,22 @@ OLD_PYTHONS = [
     for path in (shutil.which("python3.6"), "/root/.pyenv/versions/3.6.15/bin/python3.6")
     if path and os.access(path, os.X_OK) and subprocess.run([path, "-V"], capture_output=True).returncode == 0
 ]
+
+
+# The batches our pair and set kernels want per size (oddnode_batches.h's
+# MIN_BATCHES): a size timed in fewer ran out of its time.
+MIN_BATCHES = 10
+
+
+def assert_cuts_said(parsed) -> None:
+    """Every size of a parsed pair or set kernel run has a batch at least;
+    those with fewer than MIN_BATCHES, and only those, are marked cut and
+    named by a warning of the kernel."""
+    warnings = parsed.configuration.get("warnings", [])
+    for m in parsed.measurements:
+        batches, size = m.parameters["batches"], m.parameters["bytes"]
+        assert batches >= 1, m
+        cut = batches < MIN_BATCHES
+        assert m.parameters.get("cut_by_time", False) is cut, m
+        said = [w for w in warnings if f"size {size}: cut by its time" in w and f"after {batches} of" in w]
+        assert bool(said) is cut, (m, warnings)

@@ -21,15 +21,17 @@
  *
  * Timing, in the batches of the ping-pong kernels (oddnode_batches.h), but
  * of at least 10 ms: per benchmark and size, warm-up batches of one
- * iteration, then timed batches until the size has run SECONDS_PER_SIZE and
- * at least MIN_BATCHES batches.  Rank 0 decides every batch's iterations (so
- * that all ranks make the same calls) and broadcasts them outside the timer;
- * one untimed call and a barrier precede each batch, whose calls follow each
- * other back to back (as IMB times Sendrecv; IMB puts a barrier between
- * collective calls and times each alone).  Every rank times its own batch
- * and divides by the iterations; the batch's time is the maximum over the
- * ranks (IMB's t_max, an MPI_Reduce with MPI_MAX): a batch is what one IMB
- * loop is.  The minimum and the median over the batches are reported.
+ * iteration, then timed batches until the size has run SECONDS_PER_SIZE, its
+ * warm-up included (an upper bound; one batch at the least, a size with
+ * fewer than MIN_BATCHES said cut in a warning line).  Rank 0 decides every
+ * batch's iterations (so that all ranks make the same calls) and broadcasts
+ * them outside the timer; one untimed call and a barrier precede each
+ * batch, whose calls follow each other back to back (as IMB times
+ * Sendrecv; IMB puts a barrier between collective calls and times each
+ * alone).  Every rank times its own batch and divides by the iterations;
+ * the batch's time is the maximum over the ranks (IMB's t_max, an
+ * MPI_Reduce with MPI_MAX): a batch is what one IMB loop is.  The minimum
+ * and the median over the batches are reported.
  * Buffers are reused by every iteration of a size, as IMB does by default
  * (no -off_cache): messages come from the cache.
  *
@@ -393,10 +395,8 @@ static void run_size(int benchmark, struct buffers *b, long size, double seconds
     }
     long number = 0;
     double fastest = 1.0e30;
-    const double warmup_started = now_seconds();
-    for (int w = 0; w < MAX_WARMUP_ROUNDS; w++) {
-        if (w >= MIN_WARMUP_ROUNDS && now_seconds() - warmup_started > 0.25 * seconds_per_size)
-            break;
+    const double started = now_seconds();
+    for (int w = 0; warmup_goes_on(w, started, seconds_per_size); w++) {
         orders[ITERATIONS] = 1;
         orders[BATCH_NUMBER] = number++;
         orders[SPOIL] = 0;
@@ -409,8 +409,7 @@ static void run_size(int benchmark, struct buffers *b, long size, double seconds
     size_t capacity = 1024, samples = 0;
     double *sample = malloc(capacity * sizeof *sample);
     long total = 0;
-    const double started = now_seconds();
-    while (sample != NULL && (samples < MIN_BATCHES || now_seconds() - started < seconds_per_size)) {
+    while (sample != NULL && batches_go_on(samples, started, seconds_per_size)) {
         orders[ITERATIONS] = iterations;
         orders[BATCH_NUMBER] = number++;
         orders[SPOIL] = samples == 0;
@@ -438,6 +437,9 @@ static void run_size(int benchmark, struct buffers *b, long size, double seconds
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     qsort(sample, samples, sizeof *sample, compare_doubles);
+    char what[32];
+    snprintf(what, sizeof what, "%s ", NAMES[benchmark]);
+    report_cut(out, what, size, samples, seconds_per_size);
     fprintf(out, "result %s %ld %ld %.3f %.3f %zu\n", NAMES[benchmark], size, total, 1.0e6 * sample[0],
             1.0e6 * sorted_median(sample, samples), samples);
     fflush(out);

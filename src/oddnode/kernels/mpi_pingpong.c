@@ -6,8 +6,9 @@
  * Rank 0 sends each message with MPI_Send and waits for rank 1's echo with
  * MPI_Recv; rank 1 receives the whole message, then sends it back.  For each
  * message size: warm-up round trips, then timed batches as the TCP kernel's
- * (oddnode_batches.h) until the size has run SECONDS_PER_SIZE and at least
- * MIN_BATCHES batches.  Rank 0 tells rank 1 each batch's round trips before
+ * (oddnode_batches.h) until the size has run SECONDS_PER_SIZE, its warm-up
+ * included (an upper bound; a size with fewer than MIN_BATCHES batches is
+ * said cut).  Rank 0 tells rank 1 each batch's round trips before
  * it starts (outside the timer).  One-way time = batch time / round trips /
  * 2; the minimum and the median over the batches are reported, as by the TCP
  * pingpong kernel, so that the two compare directly.  A message of 0 bytes is an empty MPI message.
@@ -124,6 +125,7 @@ static void ping_size(unsigned char *message, unsigned char *echo, long size, do
         fprintf(stderr, "mpi_pingpong: cannot allocate the sample table\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    report_cut(out, "", size, samples, seconds_per_size);
     fprintf(out, "result %ld %ld %.3f %.3f %zu\n", size, round_trips, 0.5e6 * times[0],
             0.5e6 * sorted_median(times, samples), samples);
     free(times);

@@ -5,8 +5,11 @@
  * over its connection's state; the others call time_batches): warm-up
  * round trips, each timed alone, whose fastest sets how many round trips
  * make one batch; batches at least MIN_BATCH_TICKS timer ticks and
- * ODDNODE_MIN_BATCH_SECONDS long; at least MIN_BATCHES of them; one-way
- * time = batch time / round trips / 2, its minimum and median reported.
+ * ODDNODE_MIN_BATCH_SECONDS long, until the size's time is spent (an upper
+ * bound: warm-up and batches together, the batch under way ending first;
+ * one batch at the least, and a size with fewer than MIN_BATCHES is said
+ * cut); one-way time = batch time / round trips / 2, its minimum and
+ * median reported.
  * Also the messages of the MPI and shared-memory ping-pongs and the check
  * of their echoes.  Included after "oddnode_kernel.h".
  */
@@ -15,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,11 +33,11 @@
 /* A timed batch shorter than this many timer ticks would be measured with
  * a relative error above 0.1%: batches are made at least this long. */
 #define MIN_BATCH_TICKS 1000
-/* Batches per size at the least, so that the median means something. */
+/* Batches a size wants, so that the median means something: a size whose
+ * time runs out before them is reported as cut. */
 #define MIN_BATCHES 10
-/* Warm-up round trips per size: at least the first, up to the second,
- * bounded by a quarter of the size's time. */
-#define MIN_WARMUP_ROUNDS 2
+/* Warm-up round trips per size: the first always, more while they take
+ * under a quarter of the size's time. */
 #define MAX_WARMUP_ROUNDS 16
 /* Round trips per batch: a ceiling, and how far above the estimate from
  * the warm-up the first batch size is chosen (so batches are rarely short). */
@@ -55,6 +59,33 @@ static inline long first_batch_rounds(double target, double fastest, long capaci
     return wanted < 1.0 ? 1 : (wanted > (double)capacity ? capacity : (long)wanted + 1);
 }
 
+/* Whether warm-up round trip `w` (from 0) of a size that started at
+ * `started` and may last `seconds` runs: the first always, the others up
+ * to MAX_WARMUP_ROUNDS while a quarter of the size's time is left unspent. */
+static inline int warmup_goes_on(int w, double started, double seconds)
+{
+    return w == 0 || (w < MAX_WARMUP_ROUNDS && now_seconds() - started < 0.25 * seconds);
+}
+
+/* Whether a size that started at `started` (its warm-up included) and has
+ * `samples` timed batches times another: its `seconds` are an upper bound,
+ * so a size whose round trips are slow gets fewer than MIN_BATCHES
+ * batches, and never none. */
+static inline int batches_go_on(size_t samples, double started, double seconds)
+{
+    return samples == 0 || now_seconds() - started < seconds;
+}
+
+/* Says, as a warning line of `out`, that a size (of `what`: "" or a
+ * benchmark's name and a space) ran out of its time with `samples` of the
+ * MIN_BATCHES batches it wants. */
+static inline void report_cut(FILE *out, const char *what, long size, size_t samples, double seconds)
+{
+    if (samples < MIN_BATCHES)
+        fprintf(out, "# warning: %ssize %ld: cut by its time of %g s after %zu of %d timed batches\n", what, size,
+                seconds, samples, MIN_BATCHES);
+}
+
 /* The median of n > 0 values sorted ascending. */
 static inline double sorted_median(const double *sorted, size_t n)
 {
@@ -67,8 +98,8 @@ static inline double sorted_median(const double *sorted, size_t n)
 typedef double (*batch_runner)(void *context, long number, long rounds);
 
 /* One message size's batches: warm-up batches of one round trip, then
- * timed batches for `seconds` and at least MIN_BATCHES of them, each sized
- * from the warm-up (and doubled while shorter than `target`).  `*times`
+ * timed batches until the size has run `seconds` (at least one), each
+ * sized from the warm-up (and doubled while shorter than `target`).  `*times`
  * gets a malloc'd table, sorted ascending, of seconds per round trip, one
  * per timed batch, and `*round_trips` the timed round trips in all; returns
  * the table's length, 0 when it cannot be allocated (`*times` NULL). */
@@ -77,10 +108,8 @@ static inline size_t time_batches(batch_runner batch, void *context, double seco
 {
     long number = 0;
     double fastest = 1.0e30;
-    const double warmup_started = now_seconds();
-    for (int w = 0; w < MAX_WARMUP_ROUNDS; w++) {
-        if (w >= MIN_WARMUP_ROUNDS && now_seconds() - warmup_started > 0.25 * seconds)
-            break;
+    const double started = now_seconds();
+    for (int w = 0; warmup_goes_on(w, started, seconds); w++) {
         double t = batch(context, number++, 1);
         if (t < fastest)
             fastest = t;
@@ -89,8 +118,7 @@ static inline size_t time_batches(batch_runner batch, void *context, double seco
     size_t capacity = 1024, samples = 0;
     double *sample = malloc(capacity * sizeof *sample);
     *round_trips = 0;
-    const double started = now_seconds();
-    while (sample != NULL && (samples < MIN_BATCHES || now_seconds() - started < seconds)) {
+    while (sample != NULL && batches_go_on(samples, started, seconds)) {
         double t = batch(context, number++, rounds);
         if (samples == capacity) {
             capacity *= 2;

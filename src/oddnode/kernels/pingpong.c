@@ -19,8 +19,9 @@
  * ping, for each message size: warm-up round trips, each timed alone, whose
  * fastest sets how many round trips make one timed batch (a batch must last
  * at least MIN_BATCH_TICKS timer ticks and ODDNODE_MIN_BATCH_SECONDS); then
- * batches until the size has run SECONDS_PER_SIZE and at least MIN_BATCHES
- * batches.  Each batch gives one sample of the one-way time, batch time /
+ * batches until the size has run SECONDS_PER_SIZE, warm-up included (an
+ * upper bound: the batch under way ends first; one batch at the least, a
+ * size with fewer than MIN_BATCHES said cut in a warning line).  Each batch gives one sample of the one-way time, batch time /
  * round trips / 2; the minimum and the median of the samples are reported.
  * The server reads a whole message before it echoes it, so a round trip
  * moves the message twice, end to end, and half of it is one transfer.
@@ -818,10 +819,8 @@ static void ping_one_size(struct connection *conn, size_t size, double seconds_p
     /* Warm-up: round trips timed one by one; the fastest estimates a round trip. */
     uint64_t round = 0;
     double fastest = 1.0e30;
-    const double warmup_started = now_seconds();
-    for (int w = 0; w < MAX_WARMUP_ROUNDS; w++) {
-        if (w >= MIN_WARMUP_ROUNDS && now_seconds() - warmup_started > 0.25 * seconds_per_size)
-            break;
+    const double started = now_seconds();
+    for (int w = 0; warmup_goes_on(w, started, seconds_per_size); w++) {
         fill_slots(send_slots, stride, 1, base, words, seed, size, round);
         double t = ping_batch(conn, size, wire, stride, 1, send_slots, receive_slots);
         check_slots(send_slots, receive_slots, stride, 1, size, wire, round, check);
@@ -840,8 +839,7 @@ static void ping_one_size(struct connection *conn, size_t size, double seconds_p
         die(EXIT_NETWORK, "cannot allocate the sample table");
     memset(result, 0, sizeof *result);
     result->rounds_per_batch = result->first_rounds_per_batch = rounds;
-    const double started = now_seconds();
-    while (samples < MIN_BATCHES || now_seconds() - started < seconds_per_size) {
+    while (batches_go_on(samples, started, seconds_per_size)) {
         if (rounds > slots) {
             free(send_slots);
             free(receive_slots);
@@ -913,7 +911,7 @@ static int run_ping(const char *host, int port, const size_t *sizes, int count, 
     printf("# min_batch_ticks: %d\n", MIN_BATCH_TICKS);
     printf("# min_batch_seconds: %g\n", (double)ODDNODE_MIN_BATCH_SECONDS);
     printf("# min_batch_ns: %.0f\n", 1.0e9 * min_batch_seconds(granularity));
-    printf("# warmup_rounds: %d to %d, timed one by one, not counted\n", MIN_WARMUP_ROUNDS, MAX_WARMUP_ROUNDS);
+    printf("# warmup_rounds: 1 to %d, timed one by one, not counted\n", MAX_WARMUP_ROUNDS);
     printf("# time: one-way = batch time / round trips / 2; min and median over batches\n");
     printf("# echo: the server reads a whole message, then sends it back\n");
     printf("# pattern: splitmix64 of seed, size and word, XOR a word per round; every echo compared\n");
@@ -954,6 +952,7 @@ static int run_ping(const char *host, int port, const size_t *sizes, int count, 
                    "round trips per batch raised from %llu to %llu\n", sizes[i],
                    (unsigned long long)r.short_batches, (unsigned long long)r.batches, MIN_BATCH_TICKS,
                    (unsigned long long)r.first_rounds_per_batch, (unsigned long long)r.rounds_per_batch);
+        report_cut(stdout, "", (long)sizes[i], (size_t)r.batches, seconds_per_size);
         printf("result %zu %llu %.3f %.3f %llu\n", sizes[i], (unsigned long long)r.round_trips, r.min_us,
                r.median_us, (unsigned long long)r.batches);
         fflush(stdout);

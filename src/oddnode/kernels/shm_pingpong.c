@@ -21,7 +21,8 @@
  * A sends, B receives the whole message and sends it back, A receives the
  * echo.  For each message size: warm-up round trips, then timed batches as
  * the other ping-pong kernels' (oddnode_batches.h) until the size has run
- * SECONDS_PER_SIZE and at least MIN_BATCHES batches.  One-way time = batch
+ * SECONDS_PER_SIZE, its warm-up included (an upper bound; a size with fewer
+ * than MIN_BATCHES batches is said cut).  One-way time = batch
  * time / round trips / 2; the minimum and the median over the batches.
  *
  * Data check: every message carries its sequence number in its first and
@@ -211,6 +212,7 @@ static void ping_size(unsigned char *message, unsigned char *echo, long size, do
         fprintf(stderr, "shm_pingpong: cannot allocate the sample table\n");
         exit(EXIT_MEMORY);
     }
+    report_cut(stdout, "", size, samples, seconds_per_size);
     printf("result %ld %ld %.3f %.3f %zu\n", size, round_trips, 0.5e6 * times[0],
            0.5e6 * sorted_median(times, samples), samples);
     free(times);

@@ -18,6 +18,7 @@ not by what they are.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -291,3 +292,29 @@ def store_round(store: Store, run_id: int, benchmark: str, batch: ResultBatch, r
         for label, stdout, stderr in raw:
             store.add_raw_output(run_id, benchmark, label, repetition, stdout, stderr)
         store.add_node_status(run_id, benchmark, statuses)
+
+
+@dataclass
+class CutSizes:
+    """The message sizes that ran out of their time in a run of our pair or
+    set kernels (a size's seconds are an upper bound; one that cannot time
+    the batches its kernel wants in them is cut, its minimum and median
+    resting on fewer samples): how many runs cut each size."""
+
+    runs: Counter[int] = field(default_factory=Counter)
+
+    def noting(self, parse: Callable[[str, str], ParsedOutput]) -> Callable[[str, str], ParsedOutput]:
+        """``parse``, counting the sizes each parsed run says were cut."""
+        def parse_and_note(text: str, source: str) -> ParsedOutput:
+            parsed = parse(text, source)
+            self.runs.update({m.parameters["bytes"] for m in parsed.measurements if m.parameters.get("cut_by_time")})
+            return parsed
+        return parse_and_note
+
+    def notes(self, step: str, flag: str = "--seconds-per-size") -> list[str]:
+        """One line naming the cut sizes, or none."""
+        if not self.runs:
+            return []
+        sizes = ", ".join(f"{size} B in {count} run{'s' if count > 1 else ''}" for size, count in sorted(self.runs.items()))
+        return [f"{step}: sizes cut by their time ({flag}) before the timed batches they want, their medians "
+                f"resting on fewer samples: {sizes}"]

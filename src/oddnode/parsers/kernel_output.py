@@ -106,3 +106,12 @@ def read_kernel_output(text: str, source: str, kernel: str, *,
     if not seen_banner:
         raise ParseError(source, None, f"not oddnode {kernel} kernel output: no {expected!r} line")
     return KernelOutput(configuration, header_lines, warnings, own, len(all_lines))
+
+
+def cut_parameters(batches: int, configuration: dict[str, Any]) -> dict[str, bool]:
+    """``{"cut_by_time": True}`` for a size that ran out of its time before the
+    batches its kernel wants (the header's ``min_batches``), else nothing:
+    its minimum and median rest on fewer samples (the kernel's warning
+    line says how many)."""
+    wanted = configuration.get("min_batches")
+    return {"cut_by_time": True} if isinstance(wanted, int) and batches < wanted else {}

@@ -43,7 +43,7 @@ from typing import Any
 from oddnode.core.model import Direction
 from oddnode.core.units import canonical_unit
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
-from oddnode.parsers.kernel_output import number, read_kernel_output, whole
+from oddnode.parsers.kernel_output import cut_parameters, number, read_kernel_output, whole
 from oddnode.readings.sets_series import ALLREDUCE_ELEMENT_BYTES
 
 KERNEL = "mpi_collectives"
@@ -246,7 +246,7 @@ def parse_collectives_output(text: str, source: str) -> ParsedOutput:
         for size in benchmark_sizes(benchmark, configuration["sizes"]):
             iterations, min_us, median_us, batches = results[benchmark, size]
             parameters = {"ranks": ranks, "bytes": size, "iterations": iterations, "batches": batches,
-                          "min_us": min_us, "median_us": median_us}
+                          **cut_parameters(batches, configuration), "min_us": min_us, "median_us": median_us}
             metric = "time" if benchmark == "barrier" else f"time.{size}"
             measurements.append(Measurement(benchmark, min_us, _US, Direction.LOWER, metric=metric, valid=valid,
                                             parameters=parameters))

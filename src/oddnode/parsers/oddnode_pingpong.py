@@ -29,7 +29,7 @@ from typing import Any
 from oddnode.core.model import Direction
 from oddnode.core.units import canonical_unit
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
-from oddnode.parsers.kernel_output import number, read_kernel_output, whole
+from oddnode.parsers.kernel_output import cut_parameters, number, read_kernel_output, whole
 
 KERNEL = "pingpong"
 PINGPONG_BENCHMARK = "tcp.pingpong"
@@ -159,7 +159,7 @@ def parse_ping_output(text: str, source: str, kernel: str, benchmark: str, tool:
     for size in sizes:
         trips, min_us, median_us, batches = results[size]
         parameters = {**common, "bytes": size, "repetitions": trips, "batches": batches,
-                      "min_us": min_us, "median_us": median_us}
+                      **cut_parameters(batches, configuration), "min_us": min_us, "median_us": median_us}
         measurements.append(Measurement(benchmark, min_us, _US, Direction.LOWER,
                                         metric=f"latency.{size}", valid=valid, parameters=parameters))
         if size > 0:  # a 0-byte message carries no payload to divide

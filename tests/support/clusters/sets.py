@@ -8,6 +8,7 @@ from oddnode.reach.base import NodeResult, NodeStatus
 from oddnode.reach.jobs import PREPARE_OPTION, decode_job
 
 from support.cli import FIXTURES
+from support.clusters.pairs import cut
 from support.outputs import prepared_report, runner_report
 
 
@@ -49,8 +50,8 @@ class SetCluster:
 
     name = "scripted"
 
-    def __init__(self, weak=(), factor=3.0, down=(), slow_groups=None):
-        self.weak, self.factor, self.down = set(weak), factor, set(down)
+    def __init__(self, weak=(), factor=3.0, down=(), slow_groups=None, cut_sizes=()):
+        self.weak, self.factor, self.down, self.cut_sizes = set(weak), factor, set(down), set(cut_sizes)
         self.slow_groups = slow_groups or {}  # node -> its group, for groups behind a slow uplink
         self.prepared: list[list[str]] = []
         self.rounds: list[dict[str, list[str]]] = []
@@ -87,7 +88,10 @@ class SetCluster:
             if self.down & set(members):
                 results[node] = NodeResult(node, NodeStatus.FAILED, "", "ORTE was unable to reach a node", 1, 2.0)
                 continue
-            output = set_output(members, self.factor_of(members) * (1 + index / 500))
+            factor = self.factor_of(members)
+            output = set_output(members, factor * (1 + index / 500))
+            if factor > 1:  # a slow set runs out of time first
+                output = cut(output, self.cut_sizes)
             results[node] = NodeResult(node, NodeStatus.OK, runner_report(output), "", 0, 1.0)
         self.rounds.append(round_members)
         return results

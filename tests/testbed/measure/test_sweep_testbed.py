@@ -44,7 +44,7 @@ LINK_RATE = 100 * 10**6  # bits/s
 # Fixed options of the sets step: one Sendrecv chain per set of two, both
 # sets at once; 0 B (latency alone) and 64 KiB (a few packets).
 SETS = ("--set", "sets.size=2", "--set", "sets.orderings=sorted", "--set", "sets.benchmarks=sendrecv",
-        "--set", "sets.sizes=0,65536", "--set", "sets.seconds_per_size=0.05")
+        "--set", "sets.sizes=0,65536", "--set", "sets.seconds_per_size=0.3")
 YIELD = "OMPI_MCA_mpi_yield_when_idle"
 
 

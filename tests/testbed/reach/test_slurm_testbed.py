@@ -45,7 +45,7 @@ SOURCE = Path(oddnode_package.__file__).resolve().parents[1]  # the src director
 LINK_RATE = 100 * 10**6  # bits/s
 # --continue: past the diagnostics' finding (the BIOS date) to the pairs.
 CHECK = ("check", "--continue", "--stages", "interconnect", "--skip", "bisection", "-r", 3, "--sizes", "0,131072",
-         "--seconds-per-size", 0.05, "--json")
+         "--seconds-per-size", 0.3, "--json")
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +133,7 @@ def test_mpi_pairs_through_slurm_name_the_node_behind_a_slow_link(clean, tmp_pat
     tb.fault_link(clean.state_dir, "node05", divisor=10)
     result = in_allocation(clean, tmp_path, "pairs", "--kernel", "mpi", "--mpi-yield", "--transport", "slurm",
                            "--patterns", "sort,cut,fold,shuffle", "-r", 3, "--sizes", "0,131072",
-                           "--seconds-per-size", 0.05, "--json", "--db", tmp_path / "mpi.duckdb")
+                           "--seconds-per-size", 0.3, "--json", "--db", tmp_path / "mpi.duckdb")
     document = json.loads(result.stdout)
     assert result.returncode == 1, (result.stderr, document["findings"], document["patterns"])
     for run in document["runs"].values():
@@ -152,7 +152,7 @@ def test_sets_through_slurm_start_their_ranks_with_srun(clean, tmp_path):
     db = tmp_path / "sets.duckdb"
     result = in_allocation(clean, tmp_path, "sets", "--transport", "slurm", "--launcher", "srun", "--mpi-yield",
                            "-k", 4, "-r", 1, "--benchmarks", "sendrecv,allreduce", "--sizes", "0,1024",
-                           "--seconds-per-size", 0.05, "--json", "--db", db)
+                           "--seconds-per-size", 0.3, "--json", "--db", db)
     assert result.returncode in (0, 1), result.stderr
     runs = json.loads(result.stdout)["runs"]
     assert set(runs) == {"sorted", "shuffled"}

@@ -77,8 +77,10 @@ def test_a_fault_rate_is_given_or_divided_from_the_links_rate():
 LINK_RATE = 100 * 10**6  # bits/s: 12.5 MB/s, which nodes sharing two cores still fill
 # 256 KiB messages take 21 ms at the link rate and 210 ms on a link ten times
 # slower; the token bucket's burst (50 kB at 100 Mbit/s) inflates the first only by ~20%.
+# A size's 0.6 s hold a warm-up and 10 batches of a round trip or more on a
+# healthy link.
 MESSAGE = 1 << 18
-OPTIONS = PingPongOptions(sizes=(0, MESSAGE), seconds_per_size=0.05)
+OPTIONS = PingPongOptions(sizes=(0, MESSAGE), seconds_per_size=0.6)
 
 
 @pytest.fixture(scope="module")

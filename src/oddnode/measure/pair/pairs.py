@@ -45,6 +45,7 @@ from oddnode.core.model import Direction, LabelKind
 from oddnode.parsers.base import ParsedOutput
 from oddnode.measure.runner import (
     DEFAULT_REPETITIONS,
+    CutSizes,
     new_target_run,
     parsed_client_run,
     prepare,
@@ -120,11 +121,13 @@ class PairRunSummary:
     pattern: str
     plans: list[PairPlan] = field(default_factory=list)
     per_pair: dict[str, dict[str, int]] = field(default_factory=dict)
+    cuts: CutSizes = field(default_factory=CutSizes)
 
     @property
     def notes(self) -> list[str]:
-        """One line per repetition, saying who sat out when the count is odd."""
-        return [plan.describe() for plan in self.plans if plan.idle]
+        """One line per repetition, saying who sat out when the count is odd,
+        and one naming the sizes cut by their time."""
+        return [plan.describe() for plan in self.plans if plan.idle] + self.cuts.notes(self.pattern)
 
     def to_json(self) -> dict:
         """The run as data: its id, pattern, notes, plans and per pair outcome counts."""
@@ -371,7 +374,8 @@ def run_pairs(
         # Both ends run one build of the kernel: building it for the server builds it.
         build = pingpong_serve_argv(options.port)
     lead = prepare(target, build, PREPARE_TIMEOUT)
-    record = ping_recorder(benchmark, list(options.sizes), parse=parse_mpi_pingpong_run if mpi else parse_pingpong_run)
+    parse = summary.cuts.noting(parse_mpi_pingpong_run if mpi else parse_pingpong_run)
+    record = ping_recorder(benchmark, list(options.sizes), parse=parse)
     run_pair_rounds(store, target, run_id, benchmark, rounds, client_argv=client_argv,
                     session_seconds=options.run_seconds + (MPI_LAUNCH_SECONDS if mpi else 0.0), record=record,
                     port=options.port, connect_wait=options.connect_wait, lead=lead, per_pair=summary.per_pair,

@@ -107,11 +107,13 @@ MIN_STREAM_MESSAGE = 8
 MAX_STREAM_MESSAGE = 256 << 20
 
 # Run-time bounds for the runner's timeout.  The kernel runs each size for
-# seconds_per_size plus warm-up (at most a quarter of it) and at least
-# MIN_BATCHES batches after up to MAX_WARMUP_ROUNDS warm-up round trips; on a
-# link no slower than SLOWEST_LINK_BYTES_PER_S (10^7 B/s: 100 Mbit/s Ethernet)
-# a round trip of L bytes takes at most 2 L / 10^7 s, plus a second per size
-# for everything else.
+# at most seconds_per_size, warm-up included, ending the batch under way; the
+# bound allows it a quarter more and MIN_BATCHES batches after
+# MAX_WARMUP_ROUNDS warm-up round trips besides (a wide margin: a timeout
+# must not cut a slow but sound run); on a link no slower than
+# SLOWEST_LINK_BYTES_PER_S (10^7 B/s: 100 Mbit/s Ethernet) a round trip of L
+# bytes takes at most 2 L / 10^7 s, plus a second per size for everything
+# else.
 _MIN_BATCHES = 10
 _MAX_WARMUP_ROUNDS = 16
 SLOWEST_LINK_BYTES_PER_S = 1e7

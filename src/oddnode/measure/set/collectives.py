@@ -135,10 +135,11 @@ def kernel_args(benchmarks: Sequence[str] = DEFAULT_BENCHMARKS, sizes: Sequence[
 def run_seconds(benchmarks: Sequence[str] = DEFAULT_BENCHMARKS, sizes: Sequence[int] = DEFAULT_SIZES,
                 seconds_per_size: float = DEFAULT_SECONDS_PER_SIZE, *, ranks: int = 2) -> float:
     """An upper bound of the kernel's seconds on ``ranks`` nodes linked no
-    slower than SLOWEST_LINK_BYTES_PER_S: per benchmark and size, its
-    seconds and warm-up or the length of its fewest batches, whichever is
-    longer, the fewest batches' calls at that rate and their buffers' fill
-    and check."""
+    slower than SLOWEST_LINK_BYTES_PER_S, for its timeout: per benchmark
+    and size, its seconds (an upper bound the kernel keeps, but for the
+    batch under way) and a quarter more or the length of MIN_BATCHES
+    batches, whichever is longer, and that many batches' calls at that rate
+    and their buffers' fill and check: a wide margin."""
     batches = _MIN_BATCHES + _MAX_WARMUP_ROUNDS
     fewest_batches = 3 * _MIN_BATCH_SECONDS * _MIN_BATCHES
     total = 0.0

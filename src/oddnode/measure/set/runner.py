@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, ClassVar
 from oddnode.reach.jobs import start_option, with_runner_options
 from oddnode.core.model import LabelKind
 from oddnode.core.nodes import fold
+from oddnode.parsers.base import ParsedOutput
 from oddnode.measure.runner import (
+    CutSizes,
     new_target_run,
     parsed_run,
     prepare,
@@ -114,13 +116,13 @@ def member_reasons(target: Target, members: Sequence[str]) -> dict[str, str]:
 
 
 def _record_set(batch: ResultBatch, job: SetJob, family: str, ordering: str, members: Sequence[str],
-                repetition: int, result: NodeResult | None, reasons: Callable[[], dict[str, str]], raw_ref: str
-                ) -> tuple[str, str | None, dict[str, str]]:
-    """Add one set run's rows: its outcome (ok, invalid, failed), why, and
-    the members' own reasons when it failed."""
+                repetition: int, result: NodeResult | None, reasons: Callable[[], dict[str, str]], raw_ref: str,
+                parse: Callable[[str, str], ParsedOutput]) -> tuple[str, str | None, dict[str, str]]:
+    """Add one set run's rows (its output read by ``parse``): its outcome
+    (ok, invalid, failed), why, and the members' own reasons when it failed."""
     label = fold(members)
     common = {"members": list(members), "nodes": len(members), "ordering": ordering, **job.parameters}
-    parsed, problem = parsed_run(result, job.parse, raw_ref)
+    parsed, problem = parsed_run(result, parse, raw_ref)
     if parsed is None:
         why = reasons()
         if job.launch_reasons is not None and result is not None:
@@ -147,6 +149,8 @@ def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, famil
     """Run rounds of sets, each round's sets at once from one wall-clock
     moment, each round stored in one transaction as it ends."""
     timeout = job.run_seconds + LAUNCH_SLACK
+    cuts = CutSizes()
+    parse = cuts.noting(job.parse)
     for done, (repetition, sets) in enumerate(rounds, start=1):
         sent = time.time()
         commands = {node: with_runner_options(argv, start_option(sent + lead))
@@ -160,7 +164,7 @@ def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, famil
             raw_ref = f"raw:{set_series(family, job.name, ordering)}:{label}:{repetition}"
             outcome, why, reasons = _record_set(
                 batch, job, family, ordering, members, repetition, results.get(first),
-                lambda: member_reasons(target, members), raw_ref)
+                lambda: member_reasons(target, members), raw_ref, parse)
             summary.outcomes[(repetition, label)] = (outcome, why)
             raw += raw_outputs(results, (first,), label)
             where = f"repetition {repetition}, set {label}"
@@ -171,6 +175,7 @@ def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, famil
         store_round(store, run_id, set_series(family, job.name, ordering), batch, repetition, raw, statuses)
         if on_progress is not None:
             on_progress(done, len(rounds))
+    summary.notes += cuts.notes(f"{family}.{ordering}")
 
 
 def _status(result: NodeResult | None) -> str:

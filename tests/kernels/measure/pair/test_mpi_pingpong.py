@@ -27,7 +27,7 @@ from oddnode.reach.jobs import parse_runner_output
 from oddnode.parsers.base import ParseError
 from support.clusters.pairs import slowed
 from support.outputs import GOOD_PING
-from support.kernels import run_alone
+from support.kernels import assert_cuts_said, run_alone
 from support.outputs import prepared_report, runner_report
 
 # Both ranks on this machine: Open MPI's TCP transport between them (no
@@ -62,10 +62,19 @@ def test_two_ranks_measure_every_size_and_check_their_echoes(mpi_env):
     assert {m.benchmark for m in parsed.measurements} == {MPI_PINGPONG_BENCHMARK}
     for size, m in latency.items():
         assert 0 < m.value <= m.parameters["median_us"] < 1e5, (size, m)
-        assert m.parameters["batches"] >= 10
+    assert_cuts_said(parsed)
     # A megabyte takes longer than a byte, and moves faster per byte.
     assert latency[1 << 20].value > latency[1].value
     assert bandwidth[1 << 20].value > bandwidth[1].value
+
+
+def test_a_size_out_of_time_ends_after_one_batch_and_says_so(mpi_env):
+    argv = mpi_ping_argv("localhost", "localhost", [1, 1 << 20], 1e-4, launcher=LOCAL)
+    parsed = parse_mpi_pingpong_run(run_alone(argv, mpi_env), "mpi")
+    assert parsed.valid, parsed.problems
+    assert {m.parameters["batches"] for m in parsed.measurements} == {1}
+    assert all(m.parameters["cut_by_time"] for m in parsed.measurements)
+    assert_cuts_said(parsed)
 
 
 def test_more_than_two_ranks_are_refused(mpi_env):

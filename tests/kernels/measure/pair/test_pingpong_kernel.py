@@ -28,7 +28,7 @@ from oddnode.reach.jobs import decode_job, parse_runner_output, runner_argv
 from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError
 from support.outputs import GOOD_PING, GOOD_STREAM
-from support.kernels import HAS_IPV6, finish, free_port, kernel_env, run_alone, started
+from support.kernels import HAS_IPV6, assert_cuts_said, finish, free_port, kernel_env, run_alone, started
 
 SIZES = [0, 1, 64, 4096, 65536]
 SECONDS_PER_SIZE = 0.02
@@ -82,16 +82,35 @@ def test_ping_measures_and_checks_every_size(kernel_env, host):
         assert measurement.unit == "us" and measurement.direction is Direction.LOWER
         params = measurement.parameters
         assert 0 < measurement.value == params["min_us"] <= params["median_us"]
-        assert params["batches"] >= 10 and params["repetitions"] >= params["batches"]
+        assert params["repetitions"] >= params["batches"]
     for size, measurement in bandwidth.items():
         assert measurement.unit == "MB/s" and measurement.direction is Direction.HIGHER
         assert measurement.value == pytest.approx(size / latency[size].value)
+    assert_cuts_said(parsed)
     # Set, read back, cross-check: every message the client checked was echoed once.
     served = served_lines(server_stdout)
     echoes, echoed_bytes = (int(word) for word in served[-1].split()[2:])
     assert served[-1].startswith("served echoes ")
     assert echoes == config["echoes_checked"] >= sum(m.parameters["repetitions"] for m in latency.values())
     assert echoed_bytes > 0
+
+
+def test_a_size_out_of_time_ends_after_one_batch_and_says_so(kernel_env):
+    # A tenth of a millisecond cannot hold one warm-up round trip and one
+    # batch of a millisecond: each size's time is an upper bound, so it
+    # stops after its first batch, measured, checked and said cut.
+    port = free_port()
+    server_stdout, client_stdout = run_pair(
+        pingpong_serve_argv(port, wait=60),
+        pingpong_ping_argv("127.0.0.1", port, sizes=[0, 1 << 20], seconds_per_size=1e-4), kernel_env)
+    parsed = parse_pingpong_run(client_stdout, "cut")
+    assert parsed.valid, parsed.problems
+    assert {m.parameters["batches"] for m in parsed.measurements} == {1}
+    assert all(m.parameters["cut_by_time"] and m.value > 0 for m in parsed.measurements)
+    assert parsed.configuration["warnings"] == [
+        f"size {size}: cut by its time of 0.0001 s after 1 of 10 timed batches" for size in (0, 1 << 20)]
+    assert_cuts_said(parsed)
+    assert served_lines(server_stdout)
 
 
 @pytest.mark.parametrize("both", [False, True], ids=["one-way", "both-ways"])

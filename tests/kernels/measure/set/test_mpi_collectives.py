@@ -37,7 +37,7 @@ from oddnode.parsers.oddnode_mpi_collectives import (
 from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError
 from oddnode.core.units import canonical_unit
-from support.kernels import run_alone
+from support.kernels import assert_cuts_said, run_alone
 from support.kernels import local_launcher
 from support.cli import FIXTURES as ALL_FIXTURES
 
@@ -93,9 +93,10 @@ def assert_complete(parsed, ranks: int) -> None:
     assert sorted(times) == sorted((b, s) for b in BENCHMARKS for s in benchmark_sizes(b, SIZES))
     for (benchmark, size), m in times.items():
         assert 0 <= m.value <= m.parameters["median_us"] < 1e6, m
-        assert m.parameters["batches"] >= 10 and m.parameters["iterations"] >= m.parameters["batches"], m
+        assert m.parameters["iterations"] >= m.parameters["batches"], m
         if size > 0:
             assert m.value > 0, m
+    assert_cuts_said(parsed)
     rates = sorted((m.benchmark, m.parameters["bytes"]) for m in parsed.measurements if m.unit == MB_PER_S)
     assert rates == sorted((b, s) for b in BENCHMARKS if b != "barrier" for s in benchmark_sizes(b, SIZES) if s > 0)
 
@@ -111,6 +112,19 @@ def test_three_ranks_run_every_benchmark_and_size_and_check_their_data(mpi_env):
     parsed = parse_collectives_run(run_alone(local_argv(3), mpi_env), "np3")
     assert parsed.valid, parsed.problems
     assert_complete(parsed, 3)
+
+
+def test_a_size_out_of_time_ends_after_one_batch_and_says_so(mpi_env):
+    # A millisecond cannot hold a warm-up call and a batch of 10 ms.
+    argv = collectives_argv(["rank0.localhost", "rank1.localhost"], ["sendrecv", "allreduce"], sizes=[8, 65536],
+                            seconds_per_size=1e-3, launcher=local_launcher(2))
+    parsed = parse_collectives_run(run_alone(argv, mpi_env), "cut")
+    assert parsed.valid, parsed.problems
+    assert {m.parameters["batches"] for m in parsed.measurements} == {1}
+    assert sorted(parsed.configuration["warnings"]) == sorted(
+        f"{benchmark} size {size}: cut by its time of 0.001 s after 1 of 10 timed batches"
+        for benchmark in ("sendrecv", "allreduce") for size in (8, 65536))
+    assert_cuts_said(parsed)
 
 
 def test_a_rank_that_spoils_what_it_sends_is_named_by_the_ranks_that_received_it(mpi_env):

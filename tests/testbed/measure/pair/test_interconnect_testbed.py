@@ -20,16 +20,16 @@ pytestmark = needs_root
 LINK_RATE = 100 * 10**6  # bits/s: what nodes sharing two cores still fill
 # 128 KiB messages take ~10.5 ms at the link rate, longer than the 10 ms
 # period of the nodes' CPU quotas, so that the link decides: the bandwidth
-# the patterns are judged on; 0 B gives the latency.  A size runs at least
-# 12 round trips (2 warm-up, 10 batches): 2.5 s on a link a tenth as fast,
-# which every pattern's slowest pair waits for.  Three repetitions of each pattern:
+# the patterns are judged on; 0 B gives the latency.  A size's 0.3 s hold
+# about 14 round trips on a healthy link (a warm-up and 10 batches or more);
+# a link a tenth as fast is cut after one batch, slow enough all the same.  Three repetitions of each pattern:
 # a node's CPU quota now and then stops a ping-pong for the rest of its
 # period (a 0 B latency of 26 us against a median of 4.5), and with two
 # repetitions one healthy node in a run was throttled in both, in three
 # patterns at once; its best of three is clear of that.
 PINGPONG_SIZES = (0, 131072)
 PLAN = CheckPlan(stages=("interconnect",), repetitions=3, skip=("bisection",), parameters={
-    "pairs": {"sizes": list(PINGPONG_SIZES), "seconds_per_size": 0.05}})
+    "pairs": {"sizes": list(PINGPONG_SIZES), "seconds_per_size": 0.3}})
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,9 @@ def interconnect_warnings(bed, tmp_path) -> set[tuple[str, str]]:
             store.set_topology(store.new_run("topology", source="test"), read_topology(bed.topology))
         result = run_check(store, target, PLAN, keep_going=True)
     (stage,) = [s for s in result.stages if s.name == "interconnect"]
-    assert all("12 of 12 pairs" in note or "pairs gave valid results" in note for note in stage.notes[:4]), stage.notes
+    # One note per pattern (a slow link's sizes cut by their time say so in notes of their own).
+    patterns = [note for note in stage.notes if "pairs gave valid results" in note]
+    assert len(patterns) == 4, stage.notes
     return {(f.kind, f.nodes) for f in stage.blocking}
 
 
@@ -104,7 +106,7 @@ def matrix_warnings(bed, tmp_path) -> tuple[set[tuple[str, str]], list[str]]:
 
     target = make_target(MATRIX_NODES, "ssh", bed.ssh_config)
     with open_store(tmp_path / "matrix.duckdb") as store:
-        summary = run_matrix(store, target, options=PingPongOptions(sizes=PINGPONG_SIZES, seconds_per_size=0.05))
+        summary = run_matrix(store, target, options=PingPongOptions(sizes=PINGPONG_SIZES, seconds_per_size=0.3))
         dataset = store.load_dataset()
     assert len(summary.values) == 30, summary.values
     findings = [f for f in analyze(dataset, correlations=False).findings if f.severity.rank >= 1]
@@ -221,7 +223,7 @@ def mpi_pair_warnings(bed, tmp_path, name: str) -> set[tuple[str, str]]:
     if shutil.which("mpirun") is None or shutil.which("mpicc") is None:
         pytest.skip("no mpirun or mpicc (Debian: openmpi-bin, libopenmpi-dev)")
     target = make_target(MPI_NODES, "ssh", bed.ssh_config)
-    options = PingPongOptions(sizes=PINGPONG_SIZES, seconds_per_size=0.05)
+    options = PingPongOptions(sizes=PINGPONG_SIZES, seconds_per_size=0.3)
     with open_store(tmp_path / f"{name}.duckdb") as store:
         for pattern in CHECK_PATTERNS:
             summary = run_pairs(store, target, pattern, 1, options=options, kernel="mpi",

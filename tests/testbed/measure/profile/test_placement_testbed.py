@@ -69,7 +69,7 @@ PACKED = ["node01", "node02", "node03", "node04"]
 APP = ["-n", "20", "-w", "10", "-h", "64", "-a", "1", "-A", "8192"]
 BULK_APP = ["-n", "5", "-w", "10", "-h", "64", "-a", "1", "-A", "32768"]
 BULK_LINK_RATE = 5 * 10**6
-MODEL = ["--placements", "packed,striped", "-r", "5", "--seconds-per-size", "0.1", "--max-points", "1"]
+MODEL = ["--placements", "packed,striped", "-r", "5", "--seconds-per-size", "1.5", "--max-points", "1"]
 REAL_RUNS = 3
 
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from oddnode.judge.analysis import analyze
 from oddnode.measure.pair.pairs import run_pairs
+from oddnode.measure.pair.pingpong import parse_pingpong_output
 from oddnode.reach.base import Target
-from support.clusters.pairs import NODES, OPTIONS, PairCluster, TWELVE
+from support.clusters.pairs import NODES, OPTIONS, PairCluster, TWELVE, cut
+from support.outputs import GOOD_PING
 
 
 def test_all_pairs_of_a_pattern_run_at_once_clients_pinging_their_servers(store):
@@ -63,6 +65,24 @@ def test_the_node_common_to_slow_pairs_is_named_weak(store):
     assert {f.nodes for f in findings if f.severity.value == "warning"} <= {"node03", "node01-node03",
                                                                             "node03-node04", "node03-node06",
                                                                             "node03-node07"}
+
+
+def test_sizes_cut_by_their_time_are_stored_so_and_named_once_per_run(store):
+    cluster = PairCluster(weak="node03", cut_sizes={4096, 65536})
+    summary = run_pairs(store, Target(NODES, cluster), "sort", 2, options=OPTIONS)
+    assert summary.notes == ["sort: sizes cut by their time (--seconds-per-size) before the timed batches they "
+                             "want, their medians resting on fewer samples: 4096 B in 2 runs, 65536 B in 2 runs"]
+    rows = store.con.execute("""SELECT DISTINCT label, metric FROM results
+                                WHERE json_extract(parameters, '$.cut_by_time')::BOOLEAN ORDER BY 1, 2""").fetchall()
+    assert rows == [("node03-node04", f"{metric}.{size}") for metric in ("bandwidth", "latency")
+                    for size in (4096, 65536)]
+    assert run_pairs(store, Target(NODES, PairCluster()), "sort", 1, options=OPTIONS).notes == []
+
+
+def test_the_cut_of_genuine_output_reads_as_the_kernel_writes_it():
+    parsed = parse_pingpong_output(cut(GOOD_PING, {64}, batches=4), "n1")
+    assert parsed.configuration["warnings"] == ["size 64: cut by its time of 0.02 s after 4 of 10 timed batches"]
+    assert {m.metric for m in parsed.measurements if m.parameters.get("cut_by_time")} == {"latency.64", "bandwidth.64"}
 
 
 def test_no_weak_node_no_pair_finding(store):

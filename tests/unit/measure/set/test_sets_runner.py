@@ -107,6 +107,17 @@ def test_a_slow_node_is_named_weak_set_member_and_a_healthy_cluster_nothing(tmp_
             assert not [f for f in findings if f.kind.startswith("set") and f.severity.value == "warning"]
 
 
+def test_sizes_a_slow_set_cut_by_their_time_are_named_once_per_ordering(store):
+    cluster = SetCluster(weak={"node05"}, cut_sizes={SIZES[-1]})
+    target = Target(TWELVE, cluster)
+    summary = run_sets(store, target, job_for(target, 4), "sorted", 2, size=4)
+    assert summary.notes == [f"sets.sorted: sizes cut by their time (--seconds-per-size) before the timed batches "
+                             f"they want, their medians resting on fewer samples: {SIZES[-1]} B in 2 runs"]
+    (labels,) = store.con.execute("""SELECT list(DISTINCT label) FROM results
+                                     WHERE json_extract(parameters, '$.cut_by_time')::BOOLEAN""").fetchone()
+    assert labels == ["node[05-08]"]
+
+
 def test_scale_runs_one_set_per_count_alone_and_stores_a_curve_per_ordering(store):
     cluster = SetCluster()
     target = Target(TWELVE, cluster)
