@@ -36,8 +36,9 @@
 /* Batches a size wants, so that the median means something: a size whose
  * time runs out before them is reported as cut. */
 #define MIN_BATCHES 10
-/* Warm-up round trips per size: the first always, more while they take
- * under a quarter of the size's time. */
+/* Warm-up round trips per size: the first always, the second while they
+ * leave half of the size's time, more while a tenth of it is not spent. */
+#define MIN_WARMUP_ROUNDS 2
 #define MAX_WARMUP_ROUNDS 16
 /* Round trips per batch: a ceiling, and how far above the estimate from
  * the warm-up the first batch size is chosen (so batches are rarely short). */
@@ -60,11 +61,18 @@ static inline long first_batch_rounds(double target, double fastest, long capaci
 }
 
 /* Whether warm-up round trip `w` (from 0) of a size that started at
- * `started` and may last `seconds` runs: the first always, the others up
- * to MAX_WARMUP_ROUNDS while a quarter of the size's time is left unspent. */
+ * `started` and may last `seconds` runs: the first always; the second (the
+ * first pays for cold caches and connections) unless half the size's time
+ * is gone; more, up to MAX_WARMUP_ROUNDS, while a tenth of it is not spent,
+ * so that slow round trips leave the time to the timed batches. */
 static inline int warmup_goes_on(int w, double started, double seconds)
 {
-    return w == 0 || (w < MAX_WARMUP_ROUNDS && now_seconds() - started < 0.25 * seconds);
+    const double spent = now_seconds() - started;
+    if (w == 0)
+        return 1;
+    if (w < MIN_WARMUP_ROUNDS)
+        return spent < 0.5 * seconds;
+    return w < MAX_WARMUP_ROUNDS && spent < 0.1 * seconds;
 }
 
 /* Whether a size that started at `started` (its warm-up included) and has

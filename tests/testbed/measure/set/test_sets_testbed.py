@@ -33,9 +33,13 @@ SCALE_LINK_RATE = 5 * 10**6
 SLOW_UPLINK_RATE = 4 * SCALE_LINK_RATE // 10
 # The chain's bandwidth at 256 KiB (sets; 21 ms a call at 100 Mbit/s) and at
 # 16 KiB (scale; 26 ms at 5 Mbit/s): each call longer than the 10 ms period
-# of the nodes' CPU quotas, so that the links decide.  A size's 0.8 s hold
-# the 10 batches of an untimed and a timed call each that the kernel wants.
-KERNEL = {"benchmarks": ["sendrecv"], "seconds_per_size": 0.8, "mpi_yield": True}
+# of the nodes' CPU quotas, so that the links decide.  A size's 1.6 s hold
+# its warm-up and 11 to 16 batches of an untimed and a timed call each
+# (about 0.1 s at 256 KiB): a set's value is the best of its batches, and
+# with 5 to 12 of them, as many as its calls' speed allowed, a healthy
+# fabric's shuffled sets (which cross the testbed's software bridges) now
+# and then varied twice as much as its sorted ones.
+KERNEL = {"benchmarks": ["sendrecv"], "seconds_per_size": 1.6, "mpi_yield": True}
 # Twelve nodes in sets of 2: a node is in the one slow set of a repetition
 # with chance 1/6, so 4 repetitions of each ordering (8 rounds, 12 x 6^-8 =
 # 7e-6, one round to spare) make a weak member stand out from chance at
