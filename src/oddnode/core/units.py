@@ -117,3 +117,13 @@ def convert(value: float, unit: str, to_unit: str) -> float:
     if dimension != to_dimension:
         raise UnitMismatchError(f"{source} cannot be converted to {target}, the series' unit")
     return rounded(value * scale / to_scale)
+
+
+def duration(seconds: float) -> str:
+    """Seconds as a person reads a wait: 12 s, 4 min 05 s, 2 h 03 min."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"

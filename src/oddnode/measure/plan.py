@@ -20,6 +20,7 @@ from oddnode.core.config import seconds
 from oddnode.core.inputs import InputError, parse_yaml, quote, read_text
 from oddnode.measure.runner import DEFAULT_REPETITIONS
 from oddnode.measure.runner import DEFAULT_TIMEOUT as BENCHMARK_TIMEOUT
+from oddnode.measure.estimate import Estimate
 from oddnode.measure.steps import Step, make_options
 
 PROBE_TIMEOUT = 60.0  # seconds for the inventory probe on one node
@@ -93,6 +94,20 @@ class CheckPlan:
     def benchmarks(self, stage: str) -> list[str]:
         """The names of the steps this plan runs in a stage."""
         return [step.name for step in self.steps(stage)]
+
+    def estimates(self, nodes: int, link_bytes_per_s: float | None = None) -> tuple[list[Estimate], list[str]]:
+        """How long each step takes on ``nodes`` nodes, where the plan says
+        (pairs, sets: measure/estimate.py), and the steps whose time it
+        cannot say (a node benchmark's depends on the node)."""
+        estimates, unknown = [], []
+        for stage in self.stages:
+            for step in self.steps(stage):
+                estimate = step.estimate(self.options(step.name), nodes, self.repetitions, link_bytes_per_s)
+                if estimate is None:
+                    unknown.append(step.name)
+                else:
+                    estimates.append(estimate)
+        return estimates, unknown
 
     def to_json(self) -> dict[str, Any]:
         return {**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)},

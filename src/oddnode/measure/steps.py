@@ -33,6 +33,7 @@ from oddnode.reach.base import Target
 
 if TYPE_CHECKING:  # the finding rules load scipy: not for every command's start
     from oddnode.findings.registry import Sensitivity
+    from oddnode.measure.estimate import Estimate
 
 # The stages of a check after its diagnostics, in STAB's order: memory first
 # (if it is ruled out, later anomalies cannot be blamed on it), then the
@@ -138,6 +139,13 @@ class Step(ABC):
 
     def check(self, options: Any) -> None:
         """Refuse options that would fail the step (ValueError), before any runs."""
+
+    def estimate(self, options: Any, nodes: int, repetitions: int,
+                 link_bytes_per_s: float | None = None) -> Estimate | None:
+        """How long the step takes on ``nodes`` nodes (``link_bytes_per_s``:
+        the slowest measured pair's rate, when known); None where its time
+        is not the plan's to say (a node benchmark's depends on the node)."""
+        return None
 
 
 STEPS: Registry[Step] = Registry("step")

@@ -836,6 +836,14 @@ class Store:
         return dict(self.con.execute(query + " GROUP BY label", arguments).fetchall())
 
     @_reading
+    def pair_rates(self) -> list[tuple[str, str, float]]:
+        """(pair label, unit, best valid value) of the stored pair
+        bandwidths (metrics ``bandwidth.*``), per pair and unit."""
+        return self.con.execute("""SELECT label, unit, max(value) FROM results
+                                   WHERE label_kind = 'pair' AND metric LIKE 'bandwidth.%' AND valid
+                                   AND value > 0 AND isfinite(value) GROUP BY label, unit""").fetchall()
+
+    @_reading
     def series_names(self) -> list[tuple[str, str]]:
         return self.con.execute(
             "SELECT DISTINCT benchmark, metric FROM results ORDER BY 1, 2"

@@ -23,12 +23,14 @@ from oddnode.app.cli.common import (
     FROM_OPTIONS,
     HostfileOption,
     JunitOption,
+    MaxMinutesOption,
     MinEffectOption,
     NodesOption,
     TestbedOption,
     TopologyOption,
     WideOption,
     analysis_document,
+    budget_stop,
     command_line,
     console,
     detail,
@@ -43,12 +45,15 @@ from oddnode.app.cli.common import (
     quiet,
     read_topology,
     registered_testbed,
+    run_budget,
     save_topology,
     selected_target,
     testbed_errors,
     user_errors,
 )
+from oddnode.core.nodes import node_count
 from oddnode.measure import catalog
+from oddnode.measure.estimate import Budget, BudgetSpent, slowest_pair_rate
 from oddnode.measure.node.command import CommandStep
 from oddnode.measure.node.noise import capped_noise_options
 from oddnode.measure.plan import (
@@ -74,10 +79,11 @@ class _CheckProgress:
     benchmark run of the stage too); a progress bar per benchmark on stderr
     where it is a terminal, else a progress line on it every 30 s."""
 
-    def __init__(self, out: Console):
+    def __init__(self, out: Console, budget: Budget | None = None):
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
         self.out = out
+        self.budget = budget or Budget()
         self.progress = progress_bars(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                       TextColumn("repetitions"), TimeElapsedColumn(), transient=False)
         self.tasks: dict[str, int] = {}
@@ -100,6 +106,8 @@ class _CheckProgress:
             inform("[bold]diagnostics[/]: inventory of every node", out=self.out)
 
     def benchmark_started(self, benchmark: str, done: int, total: int) -> None:
+        if self.budget.spent():
+            raise BudgetSpent(f"the --max-minutes budget of {self.budget.minutes:g} min was spent before {benchmark}")
         self.tasks[benchmark] = self.progress.add_task(literal(benchmark), total=total, completed=done)
         self.under_way = f"{benchmark} repetition {done + 1} of {total}"
         self.beat.update(f"{literal(benchmark)} repetitions", done, total)
@@ -108,6 +116,9 @@ class _CheckProgress:
         self.progress.update(self.tasks[benchmark], completed=done)
         self.beat.update(done=done, total=total)
         self.under_way = f"{benchmark} repetition {done + 1} of {total}" if done < total else f"the {benchmark} step"
+        if done < total and self.budget.spent():
+            raise BudgetSpent(f"the --max-minutes budget of {self.budget.minutes:g} min was spent after {benchmark} "
+                              f"repetition {done} of {total}")
 
     def stage_judged(self, result) -> None:
         inform(summaries.stage_line(result), out=self.out)
@@ -115,6 +126,31 @@ class _CheckProgress:
             inform(line, out=self.out, highlight=False)
         for line in summaries.step_lines(result.runs):
             detail(line, out=self.out, highlight=False)
+
+
+def _planned_nodes(chosen: list[str], testbed: bool) -> int | None:
+    """How many nodes a check would run on: those named, the running
+    testbed's, else this machine; None for a testbed not up."""
+    if chosen:
+        return len(chosen)
+    if testbed:
+        provider = registered_testbed()
+        try:
+            return node_count(provider.running().nodeset)
+        except provider.error:
+            return None
+    return 1
+
+
+def _estimate_comment(plan: CheckPlan, nodes: int | None) -> str:
+    """The plan's estimate as YAML comments, so that the plan stays a plan file."""
+    from oddnode.measure.estimate import estimate_lines
+
+    if nodes is None:
+        lines = ["estimate: no testbed is up to count its nodes"]
+    else:
+        lines = [f"estimate on {nodes} node{'s' if nodes > 1 else ''}:", *estimate_lines(*plan.estimates(nodes))]
+    return "".join(f"# {line}\n" for line in lines)
 
 
 def _refuse_orderings_without_topology(plan: CheckPlan, store) -> None:
@@ -252,6 +288,7 @@ def check_command(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="With --drain: print the scontrol commands instead of running them.")] = False,
     wide: WideOption = False,
+    max_minutes: MaxMinutesOption = None,
     topology: TopologyOption = None,
     alpha: AlphaOption = DEFAULT_ALPHA,
     min_effect: MinEffectOption = DEFAULT_MIN_EFFECT,
@@ -299,9 +336,10 @@ def check_command(
     if resume and (nodes or hostfile or exclude or testbed):
         raise fail("--resume goes on with the nodes of the interrupted check: name none")
     with user_errors():  # the node options read before anything is shown, opened or run
-        select_nodes(nodes, exclude, hostfile)
+        chosen = select_nodes(nodes, exclude, hostfile)
     if show_plan:
         typer.echo(yaml.safe_dump(plan_document(plan), sort_keys=False), nl=False)
+        typer.echo(_estimate_comment(plan, _planned_nodes(chosen, testbed)), nl=False)
         return
     with user_errors():  # outputs refused before hours of benchmarks, not after
         for output in (html, None if junit == STDOUT else junit):
@@ -322,12 +360,19 @@ def check_command(
             except ResumeError as err:
                 raise typer.BadParameter(str(err)) from None
             inform(f"resuming check {resume_id} on {literal(target.nodeset)}", out=out)
-        progress = _CheckProgress(out)
+        budget = run_budget(max_minutes, *plan.estimates(len(target.nodes), slowest_pair_rate(store.pair_rates())))
+        progress = _CheckProgress(out, budget)
         try:
             with progress:
                 result = run_check(store, target, plan, keep_going=keep_going, command=command,
                                    sensitivity=sensitivity,
                                    resume=resume_id, observer=progress)
+        except BudgetSpent as spent:
+            # Between two rounds: everything before is stored, and the check
+            # is left unfinished for --resume.
+            stop = budget_stop(str(spent), db)
+            err_console.print(f"`oddnode check --resume --db {literal(db)}` goes on from there", highlight=False)
+            raise stop from None
         except KeyboardInterrupt as interrupt:
             # The transport has ended the processes on the nodes on its way
             # out; what they gave of this repetition is not stored.

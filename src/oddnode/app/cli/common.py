@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterable, Iterator, Optional, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterable, Iterator, Optional, Protocol, Sequence
 
 import typer
 from rich.console import Console
@@ -264,6 +264,24 @@ def could_not_run(message: str) -> typer.Exit:
     return fail(message, ExitStatus.COULD_NOT_RUN)
 
 
+def run_budget(max_minutes: float | None, estimates: list[Any], unknown: Sequence[str] = ()) -> Any:
+    """A run's time budget: its estimate said on stderr (step by step), a
+    plan that cannot fit in ``max_minutes`` refused (exit 2)."""
+    from oddnode.measure.estimate import Budget, estimate_lines
+
+    for line in estimate_lines(estimates, unknown) if estimates else ():
+        inform(f"estimate: {line}", highlight=False, markup=False, out=err_console)
+    with user_errors():
+        budget = Budget(max_minutes)
+        budget.refuse(estimates)
+    return budget
+
+
+def budget_stop(stopped: str, db: Path) -> typer.Exit:
+    """The end of a run its budget stopped (exit 3), after what it did was shown."""
+    return could_not_run(f"stopped: {stopped}; the rounds done are stored in {db}")
+
+
 def exit_for_findings(findings: Iterable[Any], *, problems: bool = False) -> None:
     """End a command that judged something: exit 1 when a finding reaches
     a warning (or ``problems``, something else it counts as one: a node
@@ -452,6 +470,10 @@ ConnectTimeoutOption = Annotated[Optional[float], typer.Option(
           f"(default: clush.conf's connect_timeout, else {DEFAULT_CONNECT_TIMEOUT})."))]
 TimeoutOption = Annotated[float, typer.Option(
     "--timeout", callback=positive_seconds, help="Seconds a node may take for a probe.")]
+MaxMinutesOption = Annotated[Optional[float], typer.Option(
+    "--max-minutes", metavar="MINUTES", callback=positive_seconds,
+    help="A time budget: refuse a plan estimated to take longer, and stop after the round under way once it is "
+         "spent (every round before it stored).")]
 TestbedOption = Annotated[bool, typer.Option("--testbed", help="Run on the nodes of the running testbed.")]
 TOPOLOGY_HELP = ("Topology, so that findings can name a group (leaf switch, chassis): a file of 'GROUP NODESET' "
                  "lines, Slurm's topology.conf or topology.yaml (its leaf switches), or '@[SOURCE:]PATTERN', "

@@ -17,6 +17,7 @@ from oddnode.app.cli.common import (
     ExcludeOption,
     FROM_OPTIONS,
     HostfileOption,
+    MaxMinutesOption,
     NodesOption,
     TestbedOption,
     TopologyOption,
@@ -24,6 +25,7 @@ from oddnode.app.cli.common import (
     console,
     could_not_run,
     detail,
+    budget_stop,
     err_console,
     exit_for_findings,
     inform,
@@ -32,6 +34,7 @@ from oddnode.app.cli.common import (
     progress_run,
     quiet,
     read_topology,
+    run_budget,
     save_topology,
     selected_target,
     testbed_errors,
@@ -153,6 +156,7 @@ def pairs_command(
                                 "with --testbed, ssh with the testbed's configuration).")] = None,
     mpi_yield: MpiYieldOption = None,
     json_out: JsonOption = False,
+    max_minutes: MaxMinutesOption = None,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     connection: Connection = FROM_OPTIONS,
@@ -164,7 +168,8 @@ def pairs_command(
     latency and bandwidth per message size, then name the node or group
     common to the slow pairs, and oversubscribed uplinks (sorted against
     shuffled)."""
-    from oddnode.measure.pair.pairs import PAIR_KERNELS, run_pairs
+    from oddnode.measure.estimate import BudgetSpent, slowest_pair_rate
+    from oddnode.measure.pair.pairs import PAIR_KERNELS, pairs_estimate, run_pairs
     from oddnode.readings.interconnect_series import MPI, PINGPONG, pattern_series
 
     if kernel not in PAIR_KERNELS:
@@ -172,12 +177,20 @@ def pairs_command(
     with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         if kernel == "mpi" and mpi_rsh_agent is None and testbed:
             mpi_rsh_agent = f"ssh -F {target.transport.ssh_config}"
-        runs = {}
-        for pattern in pattern_names(patterns):
-            summary = progress_run(f"pairs {pattern}", lambda progress: run_pairs(
-                store, target, pattern, repetitions, options=options, seed=seed, serial=serial,
-                pairs_file=pairs_file, on_progress=progress, command=command_line(), kernel=kernel,
-                rsh_agent=mpi_rsh_agent, mpi_yield=testbed if mpi_yield is None else mpi_yield))
+        names = pattern_names(patterns)
+        budget = run_budget(max_minutes, [pairs_estimate(
+            "pairs", options, len(names), len(target.nodes), repetitions, slowest_pair_rate(store.pair_rates()),
+            serial=serial, kernel=kernel)])
+        runs, stopped = {}, None
+        for pattern in names:
+            try:
+                summary = progress_run(f"pairs {pattern}", lambda progress: run_pairs(
+                    store, target, pattern, repetitions, options=options, seed=seed, serial=serial,
+                    pairs_file=pairs_file, on_progress=budget.watching(progress), command=command_line(),
+                    kernel=kernel, rsh_agent=mpi_rsh_agent, mpi_yield=testbed if mpi_yield is None else mpi_yield))
+            except BudgetSpent as spent:
+                stopped = f"pairs {pattern}: {spent}"
+                break
             runs[pattern] = summary
             print_pattern_run(pattern, summary, repetitions, db, json_out)
         dataset = store.load_dataset()
@@ -191,6 +204,8 @@ def pairs_command(
         else:
             print_patterns(dataset)
             console.print(summaries.slow_pairs_verdict(findings))
+    if stopped is not None:
+        raise budget_stop(stopped, db)
     if not any(counts["ok"] for summary in runs.values() for counts in summary.per_pair.values()):
         raise could_not_run("no pair gave a result (see above)")
     # A pair that failed is a problem found, as in bisection and the matrix: its nodes or link may be down.

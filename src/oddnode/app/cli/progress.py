@@ -10,17 +10,9 @@ import time
 
 from rich.console import Console
 
+from oddnode.core.units import duration
+
 HEARTBEAT_S = 30.0
-
-
-def duration(seconds: float) -> str:
-    """12 s, 4 min 05 s, 2 h 03 min."""
-    seconds = max(0, int(round(seconds)))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
 class Heartbeat:

@@ -16,10 +16,12 @@ from oddnode.app.cli.common import (
     ExcludeOption,
     FROM_OPTIONS,
     HostfileOption,
+    MaxMinutesOption,
     NodesOption,
     TestbedOption,
     TopologyOption,
     WideOption,
+    budget_stop,
     command_line,
     console,
     detail,
@@ -29,11 +31,13 @@ from oddnode.app.cli.common import (
     print_json,
     progress_run,
     quiet,
+    run_budget,
     user_errors,
 )
 from oddnode.app.cli.interconnect import NETWORK_REPETITIONS, MpiYieldOption, network_run
 from oddnode.app.cli.step_flags import FROM_FLAGS, OptionValues, with_step_option_values
-from oddnode.measure.set.runner import ScaleOptions, SetsOptions
+from oddnode.measure.estimate import Budget, BudgetSpent, Estimate
+from oddnode.measure.set.runner import ScaleOptions, SetBenchmarkOptions, SetsOptions
 from oddnode.readings.partition import DEFAULT_SET_SIZE
 from oddnode.report import summaries
 from oddnode.readings.sets_series import TOPOLOGY_ORDERINGS
@@ -76,20 +80,35 @@ def _job_settings(order: str, seed: int, launcher: str, option_values: OptionVal
     return {"orderings": _names(order), "seed": seed, "launcher": launcher, **option_values}
 
 
-def _run_orderings(orderings: Sequence[str], label: str, run: Callable[..., Any], json_out: bool) -> dict[str, Any]:
+def _run_orderings(orderings: Sequence[str], label: str, run: Callable[..., Any], json_out: bool,
+                   budget: Budget | None = None) -> tuple[dict[str, Any], str | None]:
     """Each ordering's run under its progress bar, its summary line after it
-    (on stderr when stdout carries JSON)."""
+    (on stderr when stdout carries JSON), until the budget (if any) is
+    spent; the summaries, and what the budget stopped (None: nothing)."""
+    budget = budget or Budget()
     out = err_console if json_out else None
     summaries_by_ordering = {}
     for ordering in orderings:
-        summary = progress_run(f"{label} {ordering}", lambda progress: run(ordering, progress))
+        try:
+            summary = progress_run(f"{label} {ordering}", lambda progress: run(ordering, budget.watching(progress)))
+        except BudgetSpent as spent:
+            return summaries_by_ordering, f"{label} {ordering}: {spent}"
         summaries_by_ordering[ordering] = summary
         inform(summaries.set_run_line(label, summary), highlight=False, out=out)
         for line in summaries.dim_lines(dict.fromkeys(summary.notes)):
             inform(line, highlight=False, out=out)
         for line in summaries.dim_lines(summary.problems):
             detail(line, highlight=False, out=out)
-    return summaries_by_ordering
+    return summaries_by_ordering, None
+
+
+def _estimates(options: SetBenchmarkOptions, step: str, runs: list[int], store) -> list[Estimate]:
+    """The estimate of runs on sets of these member counts, one round each
+    (none for a command's, whose time is its own)."""
+    from oddnode.measure.estimate import slowest_pair_rate
+
+    estimate = options.run_estimate(step, runs, slowest_pair_rate(store.pair_rates()))
+    return [estimate] if estimate is not None else []
 
 
 def _print(dataset, runs: dict[str, Any], kinds: Sequence[str], show: Callable[[Any, bool], Any], json_out: bool,
@@ -127,6 +146,7 @@ def sets_command(
     launcher: LauncherOption = "mpirun",
     json_out: JsonOption = False,
     wide: WideOption = False,
+    max_minutes: MaxMinutesOption = None,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     connection: Connection = FROM_OPTIONS,
@@ -157,9 +177,11 @@ def sets_command(
             if options.needs_topology:
                 check_topology(target.nodes, groups, next(o for o in options.orderings if o in TOPOLOGY_ORDERINGS))
             job = options.job(target, size, rsh_agent=mpi_rsh_agent)
-            runs = _run_orderings(options.orderings, "sets", lambda ordering, progress: run_sets(
+            budget = run_budget(max_minutes, _estimates(options, "sets", [size] * len(options.orderings) * repetitions,
+                                                        store))
+            runs, stopped = _run_orderings(options.orderings, "sets", lambda ordering, progress: run_sets(
                 store, target, job, ordering, repetitions, size=size, seed=seed, command=command_line(),
-                groups=groups, on_progress=progress), json_out)
+                groups=groups, on_progress=progress), json_out, budget)
         dataset = store.load_dataset()
     from oddnode.report.sets import print_sets
 
@@ -167,6 +189,8 @@ def sets_command(
                       wide)
     detail(summaries.stored_line(db, *(s.run_id for s in runs.values())), highlight=False,
            out=err_console if json_out else None)
+    if stopped is not None:
+        raise budget_stop(stopped, db)
     exit_for_findings(findings)
 
 
@@ -182,6 +206,7 @@ def scale_command(
     launcher: LauncherOption = "mpirun",
     json_out: JsonOption = False,
     wide: WideOption = False,
+    max_minutes: MaxMinutesOption = None,
     topology: TopologyOption = None,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     connection: Connection = FROM_OPTIONS,
@@ -203,9 +228,11 @@ def scale_command(
         with user_errors():
             chosen = scale_counts(len(target.nodes), options.counts)
             job = options.job(target, max(chosen), rsh_agent=mpi_rsh_agent)
-            runs = _run_orderings(options.orderings, "scale", lambda ordering, progress: run_scale(
+            budget = run_budget(max_minutes, _estimates(options, "scale", chosen * len(options.orderings) * repetitions,
+                                                        store))
+            runs, stopped = _run_orderings(options.orderings, "scale", lambda ordering, progress: run_scale(
                 store, target, job, ordering, repetitions, counts=chosen, seed=seed, command=command_line(),
-                on_progress=progress), json_out)
+                on_progress=progress), json_out, budget)
         dataset = store.load_dataset()
     from oddnode.report.sets import scaling_view
 
@@ -213,6 +240,8 @@ def scale_command(
         scaling_view(data, None if wide else console.width) or ""), json_out, wide)
     detail(summaries.stored_line(db, *(s.run_id for s in runs.values())), highlight=False,
            out=err_console if json_out else None)
+    if stopped is not None:
+        raise budget_stop(stopped, db)
     exit_for_findings(findings)
 
 

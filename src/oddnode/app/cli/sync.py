@@ -91,7 +91,7 @@ def sync_command(
             chosen = scale_counts(len(target.nodes), options.counts)
             kernel_name, note = choose_kernel(target, options.kernel)
             inform(summaries.dim_lines([note])[0], highlight=False, out=err_console if json_out else None)
-            runs = _run_orderings(options.orderings, "sync", lambda ordering, progress: run_sync(
+            runs, _ = _run_orderings(options.orderings, "sync", lambda ordering, progress: run_sync(
                 store, target, options, ordering, repetitions, counts=chosen, kernel=kernel_name,
                 rsh_agent=mpi_rsh_agent, command=command_line(), on_progress=progress), json_out)
         dataset = store.load_dataset()

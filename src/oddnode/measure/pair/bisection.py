@@ -24,6 +24,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from oddnode.measure.estimate import Estimate, rounds_estimate
 from oddnode.readings.interconnect_series import BISECTION as BISECTION_BENCHMARK
 from oddnode.readings.interconnect_series import BISECTION_ALONE as ALONE_BENCHMARK
 from oddnode.readings.interconnect_series import BISECTION_CUT as CUT_BENCHMARK
@@ -236,6 +237,12 @@ class BisectionStep(Step):
     series = (BISECTION_BENCHMARK,)
     min_nodes = 2
     summary = "bisection bandwidth: the cut pairs streaming at once against each alone"
+
+    def estimate(self, options: StreamOptions, nodes: int, repetitions: int,
+                 link_bytes_per_s: float | None = None) -> Estimate | None:
+        pairs = nodes // 2
+        return rounds_estimate(self.name, repetitions * (1 + pairs) if pairs else 0, options.seconds, 0.0,
+                               f"the {pairs} cut pairs at once, then each alone, {options.seconds:g} s each")
 
     def run(self, context: StepContext, options: StreamOptions) -> StepOutcome:
         if not context.run_once(self.name):

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from oddnode.readings.interconnect_series import MPI, PINGPONG, pattern_series
 from oddnode.readings.fit import fit_latency_bandwidth
+from oddnode.measure.estimate import MPI_START_SECONDS, Estimate, ping_seconds, rate_words, rounds_estimate
 from oddnode.measure.pair.mpi_pingpong import mpi_ping_argv, parse_mpi_pingpong_run
 from oddnode.readings.patterns import PairPlan, check_patterns, pair_label, pattern_pairs
 from oddnode.measure.pair.pingpong import (
@@ -406,10 +407,27 @@ class PairsStep(Step):
     min_nodes = 2
     summary = "TCP ping-pong latency and bandwidth in STAB's pair patterns (sort, cut, fold, shuffle)"
 
+    def estimate(self, options: PairsOptions, nodes: int, repetitions: int,
+                 link_bytes_per_s: float | None = None) -> Estimate | None:
+        return pairs_estimate(self.name, options, len(options.patterns), nodes, repetitions, link_bytes_per_s)
+
     def run(self, context: StepContext, options: PairsOptions) -> StepOutcome:
         return run_patterns(context, self.name, options.patterns, lambda pattern, step: run_pairs(
             context.store, context.target, pattern, context.repetitions, options=options,
             command=context.step_command(step), on_progress=context.progress(step)))
+
+
+def pairs_estimate(step: str, options: PingPongOptions, patterns: int, nodes: int, repetitions: int,
+                   link_bytes_per_s: float | None = None, *, serial: bool = False, kernel: str = "tcp") -> Estimate:
+    """How long ``patterns`` patterns of ping-pong take, ``repetitions``
+    each, every pair of a pattern at once (``serial``: one at a time)."""
+    pairs = nodes // 2
+    rounds = patterns * repetitions * (pairs if serial else 1) if pairs else 0
+    per_round = ping_seconds(options.sizes, options.seconds_per_size, link_bytes_per_s)
+    launch = MPI_START_SECONDS if kernel == "mpi" else 0.0
+    return rounds_estimate(step, rounds, per_round, launch,
+                           f"{len(options.sizes)} sizes at most {options.seconds_per_size:g} s each, "
+                           f"{rate_words(link_bytes_per_s)}", prepares=patterns)
 
 
 def run_patterns(context: StepContext, name: str, patterns: Sequence[str],

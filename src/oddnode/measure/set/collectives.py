@@ -132,6 +132,14 @@ def kernel_args(benchmarks: Sequence[str] = DEFAULT_BENCHMARKS, sizes: Sequence[
     return ["-b", ",".join(benchmarks), "-s", ",".join(str(size) for size in sizes), "-T", f"{seconds_per_size:g}"]
 
 
+def moved_bytes(benchmark: str, size: int, ranks: int) -> int:
+    """Bytes a rank sends and receives per call of ``benchmark`` at ``size``
+    (alltoall: to and from every rank), on the wire and through the
+    pattern check; 0 for the barrier."""
+    return {"sendrecv": 2 * size, "allreduce": 2 * size, "alltoall": 2 * ranks * size,
+            "bcast": 2 * size}.get(benchmark, 0)
+
+
 def run_seconds(benchmarks: Sequence[str] = DEFAULT_BENCHMARKS, sizes: Sequence[int] = DEFAULT_SIZES,
                 seconds_per_size: float = DEFAULT_SECONDS_PER_SIZE, *, ranks: int = 2) -> float:
     """An upper bound of the kernel's seconds on ``ranks`` nodes linked no
@@ -145,10 +153,7 @@ def run_seconds(benchmarks: Sequence[str] = DEFAULT_BENCHMARKS, sizes: Sequence[
     total = 0.0
     for benchmark in check_benchmarks(benchmarks):
         for size in benchmark_sizes(benchmark, check_sizes(sizes)):
-            # Bytes a rank sends and receives per call (alltoall: to and from
-            # every rank), on the wire and through the pattern check.
-            moved = {"sendrecv": 2 * size, "allreduce": 2 * size, "alltoall": 2 * ranks * size,
-                     "bcast": 2 * size}.get(benchmark, 0)
+            moved = moved_bytes(benchmark, size, ranks)
             per_batch = max(moved, 1) / SLOWEST_LINK_BYTES_PER_S + moved / _PATTERN_BYTES_PER_S
             total += max(1.25 * seconds_per_size, fewest_batches) + batches * per_batch + _SLACK_PER_SIZE
     return total

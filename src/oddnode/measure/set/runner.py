@@ -35,7 +35,17 @@ from oddnode.measure.runner import (
     start_lead,
     store_round,
 )
+from oddnode.measure.estimate import (
+    COLLECTIVE_BATCH_SECONDS,
+    MPI_START_SECONDS,
+    Estimate,
+    rate_words,
+    rounds_estimate,
+    size_seconds,
+)
 from oddnode.measure.set import collectives
+from oddnode.measure.set.collectives import moved_bytes
+from oddnode.parsers.oddnode_mpi_collectives import benchmark_sizes
 from oddnode.reach.launch import AUTO, MPIRUN, check_launcher
 from oddnode.measure.set.jobs import DEFAULT_COMMAND_TIMEOUT, SetJob, collectives_job, command_job, mpi_launcher
 from oddnode.readings.partition import (
@@ -296,6 +306,21 @@ class SetBenchmarkOptions:
         else:
             collectives.kernel_args(self.benchmarks, self.sizes, self.seconds_per_size)
 
+    def run_estimate(self, step: str, runs: Sequence[int], link_bytes_per_s: float | None) -> Estimate | None:
+        """How long set runs of these member counts take one after the other
+        (the sets of a round run at once: the largest stands for them), an
+        ordering after the other; None for a command's, whose time is its own."""
+        if self.command is not None:
+            return None
+        per_run = [sum(size_seconds(moved_bytes(benchmark, size, ranks) / 2 / link_bytes_per_s if link_bytes_per_s
+                                    else 0.0, self.seconds_per_size, COLLECTIVE_BATCH_SECONDS)
+                       for benchmark in self.benchmarks for size in benchmark_sizes(benchmark, self.sizes))
+                   for ranks in runs]
+        what = (f"{len(self.benchmarks)} benchmarks × {len(self.sizes)} sizes at most {self.seconds_per_size:g} s "
+                f"each, {rate_words(link_bytes_per_s)}")
+        return rounds_estimate(step, len(runs), sum(per_run) / len(runs) if runs else 0.0, MPI_START_SECONDS, what,
+                               prepares=len(self.orderings))
+
     def job(self, target: Target, largest_set: int, rsh_agent: str | None = None) -> SetJob:
         """The job these options run on sets of up to ``largest_set`` of the
         target's nodes (``rsh_agent``: how mpirun reaches the members)."""
@@ -385,6 +410,13 @@ class SetsStep(Step):
     def check(self, options: SetsOptions) -> None:
         options.check_job()
 
+    def estimate(self, options: SetsOptions, nodes: int, repetitions: int,
+                 link_bytes_per_s: float | None = None) -> Estimate | None:
+        size, _ = check_set_size_for(nodes, options.size)
+        if nodes < size:
+            return None
+        return options.run_estimate(self.name, [size] * len(options.orderings) * repetitions, link_bytes_per_s)
+
     def run(self, context: StepContext, options: SetsOptions) -> StepOutcome:
         size, note = check_set_size_for(len(context.target.nodes), options.size)
         # Packed and striped read the topology the check recorded (--topology);
@@ -415,6 +447,14 @@ class ScaleStep(Step):
 
     def check(self, options: ScaleOptions) -> None:
         options.check_job()
+
+    def estimate(self, options: ScaleOptions, nodes: int, repetitions: int,
+                 link_bytes_per_s: float | None = None) -> Estimate | None:
+        try:
+            counts = scale_counts(nodes, options.counts)
+        except ValueError:
+            return None
+        return options.run_estimate(self.name, list(counts) * len(options.orderings) * repetitions, link_bytes_per_s)
 
     def run(self, context: StepContext, options: ScaleOptions) -> StepOutcome:
         counts = scale_counts(len(context.target.nodes), options.counts)

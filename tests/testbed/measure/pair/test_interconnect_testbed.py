@@ -239,3 +239,28 @@ def test_mpi_pairs_name_the_node_behind_a_slow_link_and_a_healthy_fabric_nothing
     assert mpi_pair_warnings(clean, tmp_path, "healthy") == set()
     tb.fault_link(clean.state_dir, "node05", divisor=10)
     assert mpi_pair_warnings(clean, tmp_path, "slowed") == {("weak-pair-member", "node05")}
+
+
+def test_pairs_with_a_slow_link_finish_within_their_estimate(clean, tmp_path):
+    # A first, short run measures the links; the estimate of the next takes
+    # the slowest pair's rate (the slow link's, 1.25 MB/s), at which its
+    # 1 MiB round trips (1.7 s) cannot fit their 0.2 s: two each.
+    import time
+
+    from oddnode.measure.estimate import slowest_pair_rate
+    from oddnode.measure.pair.pairs import PingPongOptions, pairs_estimate, run_pairs
+
+    tb.fault_link(clean.state_dir, "node05", divisor=10)
+    target = make_target(clean.nodes, "ssh", clean.ssh_config)
+    options = PingPongOptions(sizes=(0, 1024, 65536, 1 << 20), seconds_per_size=0.2)
+    with open_store(tmp_path / "pairs.duckdb") as store:
+        run_pairs(store, target, "sort", 1, options=PingPongOptions(sizes=(131072,), seconds_per_size=0.3))
+        rate = slowest_pair_rate(store.pair_rates())
+        assert 0.8e6 < rate < 1.4e6, rate
+        estimate = pairs_estimate("pairs", options, 2, len(target.nodes), 1, rate)
+        started = time.monotonic()
+        for pattern in ("sort", "cut"):
+            summary = run_pairs(store, target, pattern, 1, options=options)
+            assert all(counts["ok"] == 1 for counts in summary.per_pair.values()), summary.per_pair
+        took = time.monotonic() - started
+    assert 0.5 * estimate.seconds <= took <= 1.5 * estimate.seconds, (took, estimate.line())

@@ -37,7 +37,7 @@ CHECK_FLAGS_BEFORE = [
     ("--command-timeout", None), ("--disk-dir", None), ("--disk-dirs", None), ("--disk-size", None), ("--disk-engine", None),
     ("--html", Path("oddnode-report.html")), ("--patterns", None), ("--sizes", None), ("--seconds-per-size", None),
     ("--set-size", None), ("--bisection-seconds", None), ("--json", False), ("--junit", None), ("--drain", False),
-    ("--drain-max", None), ("--dry-run", False), ("--wide", False), ("--topology", None), ("--alpha", 0.0001),
+    ("--drain-max", None), ("--dry-run", False), ("--wide", False), ("--max-minutes", None), ("--topology", None), ("--alpha", 0.0001),
     ("--min-effect", 0.01), ("--quiet", False), ("--verbose", False),
 ]
 # The step defaults their help said, and the checks of the duration flags.
