@@ -80,8 +80,15 @@ MEMORY_PLAN = CheckPlan(stages=("memory",), repetitions=3, parameters={
     "memory": {"elements": 8_000_000, "ntimes": 3, "threads": 1, "min_loop_seconds": 0.5}})
 
 
+# The competing process's workers: four, so that the memory kernel's thread
+# gets a fifth of node03's CPU time.  With one per CPU (two) it got a third,
+# and on this machine, busy with other tests besides, the other nodes' own
+# bandwidth fell far enough now and then for node03 to be no outlier.
+HOG_WORKERS = 4
+
+
 def test_a_competing_process_is_named_by_the_diagnostics_and_benchmarks_run_past_it(clean, tmp_path):
-    tb.fault_process(clean.state_dir, "node03", tb.hog_argv(seconds=600), 600)
+    tb.fault_process(clean.state_dir, "node03", tb.hog_argv(seconds=600, workers=HOG_WORKERS), 600)
     target = make_target(clean.nodes, "ssh", clean.ssh_config)
     with open_store(tmp_path / "hog.duckdb") as store:
         stopped = run_check(store, target, MEMORY_PLAN)
@@ -92,8 +99,8 @@ def test_a_competing_process_is_named_by_the_diagnostics_and_benchmarks_run_past
     memory = went_on.stages[1]
     assert memory.runs["memory"].per_node["node03"]["ok"] == 3
     # The memory stage names node03 as a low outlier in at least one of its
-    # four bandwidths (the hog leaves it 25-40% of the others'), and nothing
-    # is named but node03.
+    # four bandwidths (the hog leaves it a fraction of the others'), and
+    # nothing is named but node03.
     low = {f.subject for f in went_on.analysis.findings if f.kind == "outlier" and f.evidence["side"] == "low"}
     assert low & {f"memory.{kernel}:bandwidth" for kernel in ("copy", "scale", "add", "triad")}, \
         summary(went_on.analysis.findings)
@@ -119,7 +126,7 @@ def test_a_repaired_node_checked_alone_into_the_store_makes_the_cluster_ready(cl
     fault gone, a check of that node alone into the same store replaces its
     results and no other node's, the store's analysis says READY, and its
     history shows the change."""
-    tb.fault_process(clean.state_dir, "node03", tb.hog_argv(seconds=600), 600)
+    tb.fault_process(clean.state_dir, "node03", tb.hog_argv(seconds=600, workers=HOG_WORKERS), 600)
     with open_store(tmp_path / "loop.duckdb") as store:
         slow = run_check(store, make_target(clean.nodes, "ssh", clean.ssh_config), MEMORY_PLAN, keep_going=True)
         assert {f.nodes for f in slow.analysis.findings} == {"node03"}, summary(slow.analysis.findings)

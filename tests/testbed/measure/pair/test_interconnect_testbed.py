@@ -223,7 +223,11 @@ def mpi_pair_warnings(bed, tmp_path, name: str) -> set[tuple[str, str]]:
     if shutil.which("mpirun") is None or shutil.which("mpicc") is None:
         pytest.skip("no mpirun or mpicc (Debian: openmpi-bin, libopenmpi-dev)")
     target = make_target(MPI_NODES, "ssh", bed.ssh_config)
-    options = PingPongOptions(sizes=PINGPONG_SIZES, seconds_per_size=0.3)
+    # Ranks that poll (no mpi_yield) spend their CPU quota: a 128 KiB round
+    # trip takes about 0.12 s, and a size's 2 s hold 15 to 19 batches; in
+    # 0.3 s or 1 s a healthy pair's best of its 1 to 8 batches came too close
+    # to the slow link's for any pair to stand out.
+    options = PingPongOptions(sizes=PINGPONG_SIZES, seconds_per_size=2.0)
     with open_store(tmp_path / f"{name}.duckdb") as store:
         for pattern in CHECK_PATTERNS:
             summary = run_pairs(store, target, pattern, 1, options=options, kernel="mpi",
