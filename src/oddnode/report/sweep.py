@@ -202,10 +202,15 @@ def best_lines(analysis: SweepAnalysis) -> list[Text]:
     return lines
 
 
+def empty_line(analysis: SweepAnalysis) -> str:
+    """What a sweep that stored nothing shows instead of its table."""
+    return f"Sweep {analysis.data.sweep_id} stored no results."
+
+
 def sweep_view(analysis: SweepAnalysis, width: int | None = None) -> Group:
     """The table, then the best settings in words."""
     if not analysis.series:
-        return Group(Text(f"Sweep {analysis.data.sweep_id} stored no results."))
+        return Group(Text(empty_line(analysis)))
     return Group(sweep_table(analysis, width), *best_lines(analysis))
 
 
@@ -237,8 +242,7 @@ def sweeps_section(analysis) -> list[dict[str, Any]] | None:
             "title": _title(sweep), "caption": _caption(sweep, (), False),
             "columns": list(rows[0]) if rows else [], "rows": [list(row.values()) for row in rows],
             "significant": [row.significant for s in sweep.series for row in s.rows],
-            "lines": [line.plain for line in best_lines(sweep)] if sweep.series
-            else [f"Sweep {sweep.data.sweep_id} stored no results."],
+            "lines": [line.plain for line in best_lines(sweep)] if sweep.series else [empty_line(sweep)],
             "figures": [figure_to_svg(sweep_figure(sweep, s)) for s in sweep.series],
         })
     return sections or None
