@@ -125,6 +125,24 @@ def test_pairs_refuse_a_budget_their_plan_cannot_fit_before_anything_runs(script
     assert cluster.rounds == []
 
 
+@pytest.mark.parametrize("step, args", [("sets", ("-k", "4")), ("scale", ("--counts", "2,4"))])
+def test_sets_and_scale_refuse_a_budget_naming_the_estimate_their_step_makes(scripted, tmp_path, step, args):
+    from support.clusters.sets import SIZES, SetCluster, TWELVE
+
+    cluster = scripted(SetCluster(), TWELVE)
+    sizes = ",".join(map(str, SIZES))
+    result = invoke(step, *args, "-r", 2, "--sizes", sizes, "--seconds-per-size", 0.05, "--max-minutes", 0.01,
+                    "--db", tmp_path / "s.duckdb")
+    assert result.exit_code == 2, result.output
+    assert cluster.prepared == [] and cluster.rounds == []
+    # The command reckons as the check's step does on these twelve nodes.
+    option_name, value = args
+    options = catalog.get_step(step).options(sizes=SIZES, seconds_per_size=0.05, **(
+        {"size": int(value)} if step == "sets" else {"counts": tuple(int(c) for c in value.split(","))}))
+    estimate = catalog.get_step(step).estimate(options, len(TWELVE), 2)
+    assert f"({estimate.line()})" in " ".join(result.text.split())
+
+
 def test_pairs_stopped_by_their_budget_keep_their_rounds_and_exit_3(scripted, tmp_path, monkeypatch):
     monkeypatch.setattr(Budget, "refuse", lambda self, estimates: None)
     monkeypatch.setattr(Budget, "spent", lambda self: True)

@@ -102,12 +102,13 @@ def _run_orderings(orderings: Sequence[str], label: str, run: Callable[..., Any]
     return summaries_by_ordering, None
 
 
-def _estimates(options: SetBenchmarkOptions, step: str, runs: list[int], store) -> list[Estimate]:
-    """The estimate of runs on sets of these member counts, one round each
-    (none for a command's, whose time is its own)."""
+def _estimates(options: SetBenchmarkOptions, step: str, counts: Sequence[int], repetitions: int,
+               store) -> list[Estimate]:
+    """The estimate of the runs on sets of these member counts (none for a
+    command's, whose time is its own)."""
     from oddnode.measure.estimate import slowest_pair_rate
 
-    estimate = options.run_estimate(step, runs, slowest_pair_rate(store.pair_rates()))
+    estimate = options.run_estimate(step, counts, repetitions, slowest_pair_rate(store.pair_rates()))
     return [estimate] if estimate is not None else []
 
 
@@ -177,8 +178,7 @@ def sets_command(
             if options.needs_topology:
                 check_topology(target.nodes, groups, next(o for o in options.orderings if o in TOPOLOGY_ORDERINGS))
             job = options.job(target, size, rsh_agent=mpi_rsh_agent)
-            budget = run_budget(max_minutes, _estimates(options, "sets", [size] * len(options.orderings) * repetitions,
-                                                        store))
+            budget = run_budget(max_minutes, _estimates(options, "sets", [size], repetitions, store))
             runs, stopped = _run_orderings(options.orderings, "sets", lambda ordering, progress: run_sets(
                 store, target, job, ordering, repetitions, size=size, seed=seed, command=command_line(),
                 groups=groups, on_progress=progress), json_out, budget)
@@ -228,8 +228,7 @@ def scale_command(
         with user_errors():
             chosen = scale_counts(len(target.nodes), options.counts)
             job = options.job(target, max(chosen), rsh_agent=mpi_rsh_agent)
-            budget = run_budget(max_minutes, _estimates(options, "scale", chosen * len(options.orderings) * repetitions,
-                                                        store))
+            budget = run_budget(max_minutes, _estimates(options, "scale", chosen, repetitions, store))
             runs, stopped = _run_orderings(options.orderings, "scale", lambda ordering, progress: run_scale(
                 store, target, job, ordering, repetitions, counts=chosen, seed=seed, command=command_line(),
                 on_progress=progress), json_out, budget)

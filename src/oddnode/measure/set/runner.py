@@ -306,12 +306,15 @@ class SetBenchmarkOptions:
         else:
             collectives.kernel_args(self.benchmarks, self.sizes, self.seconds_per_size)
 
-    def run_estimate(self, step: str, runs: Sequence[int], link_bytes_per_s: float | None) -> Estimate | None:
-        """How long set runs of these member counts take one after the other
-        (the sets of a round run at once: the largest stands for them), an
-        ordering after the other; None for a command's, whose time is its own."""
+    def run_estimate(self, step: str, counts: Sequence[int], repetitions: int,
+                     link_bytes_per_s: float | None) -> Estimate | None:
+        """How long the set runs of these member counts take, every ordering
+        ``repetitions`` times, one run after the other (the sets of a round
+        run at once: the largest stands for them); None for a command's,
+        whose time is its own."""
         if self.command is not None:
             return None
+        runs = list(counts) * len(self.orderings) * repetitions
         per_run = [sum(size_seconds(moved_bytes(benchmark, size, ranks) / 2 / link_bytes_per_s if link_bytes_per_s
                                     else 0.0, self.seconds_per_size, COLLECTIVE_BATCH_SECONDS)
                        for benchmark in self.benchmarks for size in benchmark_sizes(benchmark, self.sizes))
@@ -415,7 +418,7 @@ class SetsStep(Step):
         size, _ = check_set_size_for(nodes, options.size)
         if nodes < size:
             return None
-        return options.run_estimate(self.name, [size] * len(options.orderings) * repetitions, link_bytes_per_s)
+        return options.run_estimate(self.name, [size], repetitions, link_bytes_per_s)
 
     def run(self, context: StepContext, options: SetsOptions) -> StepOutcome:
         size, note = check_set_size_for(len(context.target.nodes), options.size)
@@ -454,7 +457,7 @@ class ScaleStep(Step):
             counts = scale_counts(nodes, options.counts)
         except ValueError:
             return None
-        return options.run_estimate(self.name, list(counts) * len(options.orderings) * repetitions, link_bytes_per_s)
+        return options.run_estimate(self.name, counts, repetitions, link_bytes_per_s)
 
     def run(self, context: StepContext, options: ScaleOptions) -> StepOutcome:
         counts = scale_counts(len(context.target.nodes), options.counts)
