@@ -79,6 +79,7 @@ man: install
 
 bench: install
 	$(BIN)/python bench/cli_start.py
+	$(BIN)/python bench/health_program.py
 	$(BIN)/python bench/analyze_scale.py
 	$(BIN)/python bench/inventory_fanout.py
 	$(BIN)/python bench/memory_kernel.py

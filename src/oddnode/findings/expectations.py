@@ -42,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from oddnode.onnode import fact_rules
 from oddnode.onnode.node_probe import SENSOR_PREFIX
 from oddnode.findings.facts import MESSAGE_VALUES, NOT_REPORTED, one_value, parse_number, written_decimals
 from oddnode.findings.processes import NOT_RUNNING, SAMPLED_PREFIX, is_process_key, process_reporting_nodes
@@ -60,7 +61,7 @@ __all__ = [
     "snapshot",
 ]
 
-OPTIONS = ("min", "max", "equals", "match", "regex", "in", "tolerance")
+OPTIONS = fact_rules.CONDITIONS
 SCOPES_KEY = "nodes"  # the section of expectations scoped by node set
 TARGETS_KEY = "benchmarks"  # the benchmark targets' section (findings/targets.py), at the top and in a scope
 GLOB_CHARACTERS = frozenset("*?[")
@@ -97,14 +98,6 @@ for _tag in ("bool", "int", "float", "timestamp"):
     _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _as_text)
 
 
-def _format_number(value: float) -> str:
-    return f"{value:g}" if not float(value).is_integer() else str(int(value))
-
-
-def _percent(fraction: float) -> str:
-    return f"{fraction * 100:g}%"
-
-
 def _fraction(text: str) -> float | None:
     """A relative tolerance written as 0.02 or 2%."""
     text = text.strip()
@@ -139,40 +132,11 @@ class Expectation:
 
     def accepts(self, value: str) -> bool:
         """Whether one node's value meets every condition."""
-        number = parse_number(value)
-        if self.equals is not None and not _equal(value, self.equals, self.tolerance):
-            return False
-        if self.match is not None and not fnmatchcase(value, self.match):
-            return False
-        if self.regex is not None and not re.search(self.regex, value):
-            return False
-        if self.one_of is not None and not any(_equal(value, choice, None) for choice in self.one_of):
-            return False
-        if self.minimum is not None and (number is None or number < self.minimum):
-            return False
-        if self.maximum is not None and (number is None or number > self.maximum):
-            return False
-        return True
+        return fact_rules.accepts(self.as_dict(), value)
 
     def describe(self) -> str:
         """The conditions in words: 'be off', 'match 6.1.*', 'be between 1 and 2'."""
-        parts = []
-        if self.equals is not None:
-            spread = f" ± {_percent(self.tolerance)}" if self.tolerance is not None else ""
-            parts.append(f"be {self.equals}{spread}")
-        if self.match is not None:
-            parts.append(f"match {self.match}")
-        if self.regex is not None:
-            parts.append(f"match /{self.regex}/")
-        if self.one_of is not None:
-            parts.append("be one of " + ", ".join(self.one_of))
-        if self.minimum is not None and self.maximum is not None:
-            parts.append(f"be between {_format_number(self.minimum)} and {_format_number(self.maximum)}")
-        elif self.minimum is not None:
-            parts.append(f"be at least {_format_number(self.minimum)}")
-        elif self.maximum is not None:
-            parts.append(f"be at most {_format_number(self.maximum)}")
-        return " and ".join(parts)
+        return fact_rules.describe(self.as_dict())
 
     def as_dict(self) -> dict[str, Any]:
         """The conditions as the file's options (JSON-safe, for evidence)."""
@@ -189,16 +153,6 @@ class Expectation:
             if value is not None:
                 options[name] = value
         return options
-
-
-def _equal(value: str, expected: str, tolerance: float | None) -> bool:
-    """Numbers as numbers (within a relative tolerance when given), text as text."""
-    number, target = parse_number(value), parse_number(expected)
-    if number is not None and target is not None:
-        if tolerance is not None:
-            return abs(number - target) <= tolerance * abs(target)
-        return number == target
-    return tolerance is None and value == expected
 
 
 @dataclass
@@ -373,7 +327,7 @@ def _expectation(key: str, value: Any, source: str, line: int | None) -> Expecta
     equals, match, regex = text("equals"), text("match"), text("regex")
     minimum, maximum = number("min"), number("max")
     if minimum is not None and maximum is not None and minimum > maximum:
-        raise error(f"min {_format_number(minimum)} is above max {_format_number(maximum)}")
+        raise error(f"min {fact_rules.format_number(minimum)} is above max {fact_rules.format_number(maximum)}")
     if regex is not None:
         try:
             re.compile(regex)

@@ -67,6 +67,7 @@ from oddnode.findings.registry import Sensitivity, first_few, rule
 from oddnode.core.model import DEFAULT_METRIC, Dataset, Direction, Finding, LabelKind, Series, Severity
 from oddnode.core.nodes import fold
 from oddnode.core.order import natural_key
+from oddnode.onnode.fact_rules import NOT_REPORTED, NUMBER_TEXT, parse_number
 from oddnode.onnode.node_probe import SENSOR_PREFIX
 
 __all__ = [
@@ -85,7 +86,6 @@ __all__ = [
 ]
 
 # The value shown for a node that reported other facts but not this one.
-NOT_REPORTED = "(not reported)"
 # How many minority values a message spells out.
 MESSAGE_VALUES = 5
 
@@ -136,18 +136,8 @@ CLOSE_RELATIVE = 1e-5
 # in other units is a key of its own and is judged like any other.
 DERIVED_FACTS = frozenset({"memory_total_gib"})
 
-# A plain decimal number: what a numeric fact looks like ("nan", "inf" and
-# "1_000", which float() also takes, are text).
-_NUMBER_TEXT = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
-_NUMBER = re.compile(f"^{_NUMBER_TEXT}$")
-# Many numbers, one a line.
-_NUMBERS = re.compile(f"(?:{_NUMBER_TEXT}\n)*")
-
-
-def parse_number(text: str) -> float | None:
-    """The value of a fact written as a plain decimal number, else None."""
-    text = str(text).strip()
-    return float(text) if _NUMBER.match(text) else None
+# Many numbers, one a line (a plain number: onnode/fact_rules.py's).
+_NUMBERS = re.compile(f"(?:{NUMBER_TEXT}\n)*")
 
 
 # The prefix that names a fact where a benchmark is named (correlate, dist):

@@ -19,10 +19,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-PROCESS_PREFIX = "process."
+from oddnode.onnode.fact_rules import NOT_RUNNING, PROCESS_PREFIX
+
 SAMPLED_PREFIX = "process_seen."
 RUNNING = "running"
-NOT_RUNNING = "not running"
 # A node that saw the command only in passing: neither running nor not.
 SEEN_BRIEFLY = "seen briefly"
 

@@ -38,11 +38,10 @@ from oddnode.findings.expectations import (
     SCOPES_KEY,
     TARGETS_KEY,
     ExpectationError,
-    _format_number,
     key_lines,
     read_document,
 )
-from oddnode.findings.facts import parse_number
+from oddnode.onnode.fact_rules import format_number, parse_number
 
 __all__ = ["Target", "check_targets", "load_targets", "parse_targets", "targets_text"]
 
@@ -281,7 +280,7 @@ def _finding(series: Series, target: Target, bound: str, threshold: float, misse
         severity=Severity.ERROR,
         subject=series.name,
         nodes=nodes,
-        message=(f"{series.name} must be {wanted} {_format_number(threshold)}{unit}{scope}; {counted}{population} "
+        message=(f"{series.name} must be {wanted} {format_number(threshold)}{unit}{scope}; {counted}{population} "
                  f"miss it, median {_shown(median)}{unit}: {shortfall:.1%} {'short' if bound == 'min' else 'over'}"),
         evidence={
             "target": {bound: threshold},
@@ -336,7 +335,7 @@ def targets_text(series: Iterable[Series], margin: float = TARGET_MARGIN) -> str
         higher = one.direction is Direction.HIGHER
         bound = min(median * (1 - margin), float(finite.min())) if higher else max(median * (1 + margin),
                                                                                     float(finite.max()))
-        amount = _format_number(_round_out(bound, down=higher)) + (f" {one.unit}" if one.unit else "")
+        amount = format_number(_round_out(bound, down=higher)) + (f" {one.unit}" if one.unit else "")
         key = yaml.safe_dump(one.name, default_flow_style=True).removesuffix("\n...\n").strip()
         value = yaml.safe_dump({"min" if higher else "max": amount}, default_flow_style=True, width=math.inf).strip()
         unit = f" {one.unit}" if one.unit else ""

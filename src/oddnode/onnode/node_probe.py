@@ -789,6 +789,38 @@ def probe_processes(facts, notes):
         notes.append("%d processes unreadable (/proc hidepid?): process list incomplete" % denied)
 
 
+# ---------------------------------------------------------------- derived
+
+
+# kB in a GiB: memory_total_gib is MemTotal (kB) / 2**20.
+KB_PER_GIB = 1024 * 1024
+_GPU_KEY = re.compile(r"^gpu\.(\d+)\.")
+
+
+def derive_facts(facts):
+    """The probe's facts plus those derived from them: memory_total_gib
+    (which the analysis judges through memory_total_kb:
+    findings.facts.DERIVED_FACTS), and gpu_count from the gpu.<i>.* keys
+    when a probe reported GPUs without it; sorted by key.
+
+    A node without nvidia-smi gets no gpu_count at all (its note says why):
+    "0" would claim it was looked at and found to have none.
+    """
+    derived = dict(facts)
+    memory_kb = facts.get("memory_total_kb", "")
+    if memory_kb.isdigit():
+        derived["memory_total_gib"] = "{:.1f}".format(int(memory_kb) / KB_PER_GIB)
+    if "gpu_count" not in facts:
+        indices = set()
+        for key in facts:
+            match = _GPU_KEY.match(key)
+            if match:
+                indices.add(match.group(1))
+        if indices:
+            derived["gpu_count"] = str(len(indices))
+    return dict((key, derived[key]) for key in sorted(derived))
+
+
 # ---------------------------------------------------------------- main
 
 

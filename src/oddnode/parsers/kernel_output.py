@@ -14,15 +14,12 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from oddnode.onnode.kernel_lines import RESULT_LINE, VALIDATION_FAILED, VALIDATION_OK
 from oddnode.parsers.base import ParseError
 
 KERNEL_VERSION = 1
 _KEY = re.compile(r"^[a-z_]+$")
 _WHOLE = re.compile(r"^-?[0-9]+$")
-# The lines the memory and DGEMM kernels report a timed loop and their check with.
-RESULT_LINE = re.compile(r"^result\s+(\w+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
-VALIDATION_OK = re.compile(r"^validation ok\s*$")
-VALIDATION_FAILED = re.compile(r"^validation failed\s+(\w+)\s+(\S+)\s*$")
 
 
 def banner(kernel: str) -> str:

@@ -4,6 +4,7 @@ last full check) and the drain of the nodes a check names (``check --drain``).""
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -52,7 +53,7 @@ class Benchmarks(str, Enum):
 def act_on_nodes(actions, dry_run: bool, out) -> list[dict[str, Any]]:
     """Carry out (or with ``dry_run`` print) drain and resume actions; one
     line each; their record for JSON documents."""
-    from oddnode.app.health.slurm import carry_out
+    from oddnode.onnode.slurm_node import carry_out
 
     records = []
     if dry_run:
@@ -94,7 +95,7 @@ def drain_for_check(problems, checked: int, *, dry_run: bool, limit: int | None,
                     check_id: int | None = None) -> list[dict[str, Any]]:
     """Drain every node a problem of the check names at warning or worse,
     unless they are more than ``limit`` (then none, and say so)."""
-    from oddnode.app.health.slurm import SlurmError, node_states, plan_actions
+    from oddnode.onnode.slurm_node import SlurmError, node_states, plan_actions
     from oddnode.core.nodes import fold
 
     by_node = problems_by_node(problems)
@@ -151,6 +152,13 @@ def health_command(
         callback=positive_seconds, help="Seconds the memory kernel may take, its first build included (slurmd ends a health check "
              "program at 60).")] = 40.0,
     json_out: Annotated[bool, typer.Option("--json", help="Print the checks and problems as JSON.")] = False,
+    log: Annotated[Optional[str], typer.Option(
+        "--log", metavar="TARGET", help="Also log what was found: syslog, a file to append to, or none (with "
+                                        "--install: the program's default, syslog).")] = None,
+    install: Annotated[Optional[Path], typer.Option(
+        "--install", metavar="DIR", help="Do not check: write DIR/oddnode-health, a program needing only python3 "
+                                         "(>= 3.6) on the node, with its settings beside it (these options "
+                                         "as its defaults).")] = None,
 ) -> None:
     """The quick health check of the node it runs on, for Slurm's HealthCheckProgram.
 
@@ -160,12 +168,14 @@ def health_command(
     problem; exit 1 when the node has one, 3 when a check could not run.
     With --drain the node is drained in Slurm for its problems, with
     --resume-when-healthy returned once they are gone (only when oddnode
-    drained it)."""
+    drained it).  With --install DIR, write the same check as a program for
+    nodes without oddnode instead."""
     from oddnode.app.health import checks
     from oddnode.app.health.baseline import BaselineError, read_baseline
-    from oddnode.app.health.slurm import SlurmError, node_state, plan_actions
+    from oddnode.onnode.slurm_node import SlurmError, node_state, plan_actions
     from oddnode.findings.expectations import ExpectationError, load_expectations
     from oddnode.findings.processes import is_process_key
+    from oddnode.onnode import health_node
 
     started = time.monotonic()
     out = err_console if json_out else console
@@ -183,6 +193,14 @@ def health_command(
             raise fail(str(err)) from None
     if loaded is not None:
         sources.append((f"baseline {baseline}", loaded.expect))
+    if install is not None:
+        _install_program(install, sources, loaded, memory_timeout, drain=drain, resume=resume_when_healthy,
+                         benchmarks=benchmarks, log=log)
+        return
+    try:
+        logger = health_node.logger_for(log) if log else None
+    except OSError as err:
+        raise fail(f"--log {literal(log)}: {literal(err.strerror or err)}") from None
 
     state, slurm_note = None, None
     if drain or resume_when_healthy or benchmarks is Benchmarks.idle:
@@ -224,17 +242,45 @@ def health_command(
         print_json(document)
     for problem in problems:
         out.print(f"{name}: {literal(problem.message)}", highlight=False, soft_wrap=True)
+        _log(logger, logging.WARNING, f"{name}: {problem.message}")
     for outcome in failed:
         err_console.print(f"[bold red]error:[/] {name}: the {outcome.name} check could not run: "
                           f"{literal(outcome.detail)}", highlight=False)
+        _log(logger, logging.ERROR, f"error: {name}: the {outcome.name} check could not run: {outcome.detail}")
+    for record in actions:
+        _log(logger, logging.WARNING, f"{name}: {record['action']}: {record['why']}"
+             + (f" (error: {record['error']})" if record["error"] else ""))
     if not problems:
         seen = "; ".join(f"{o.name} {o.status}: {o.detail}" for o in outcomes)
-        inform(f"{name}: {'healthy' if not failed else 'no problem found'} in {elapsed:.1f} s ({literal(seen)})"
-               + (f"; {literal(slurm_note)}" if slurm_note else ""), out=out, highlight=False, soft_wrap=True)
+        line = (f"{name}: {'healthy' if not failed else 'no problem found'} in {elapsed:.1f} s ({seen})"
+                + (f"; {slurm_note}" if slurm_note else ""))
+        inform(literal(line), out=out, highlight=False, soft_wrap=True)
+        _log(logger, logging.INFO, line)
     if problems:
         raise typer.Exit(code=int(ExitStatus.FINDINGS))
     if failed or any(record["error"] for record in actions):
         raise typer.Exit(code=int(ExitStatus.COULD_NOT_RUN))
+
+
+def _log(logger, level: int, line: str) -> None:
+    if logger is not None:
+        logger.log(level, line)
+
+
+def _install_program(directory: Path, sources, loaded, memory_timeout: float, *, drain: bool, resume: bool,
+                     benchmarks: Benchmarks, log: Optional[str]) -> None:
+    """Write the health program and its settings; say where, and how Slurm runs it."""
+    from oddnode.app.health.program import install, settings_document
+
+    run = {"drain": drain, "resume_when_healthy": resume, "benchmarks": benchmarks.value, "log": log or "syslog"}
+    with user_errors():
+        settings = settings_document(sources, loaded, run, memory_timeout)
+        program, settings_file = install(directory, settings)
+    rules = sum(len(source["rules"]) for source in settings["expectations"])
+    memory = "the memory kernel against the baseline" if settings["memory"] else "no memory check (no baseline)"
+    inform(f"wrote {literal(program)} and {literal(settings_file)}: {rules} expectations, {memory}; runs with "
+           f"{literal(' '.join(f'{k}={v}' for k, v in run.items()))}", highlight=False, soft_wrap=True)
+    inform(f"slurm.conf: HealthCheckProgram={literal(program)}", highlight=False, soft_wrap=True)
 
 
 # -- oddnode baseline -----------------------------------------------------------

@@ -12,11 +12,6 @@ node's, and drains nothing).
 
 from __future__ import annotations
 
-import json
-import shutil
-import socket
-import statistics
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,11 +20,13 @@ from typing import TYPE_CHECKING, Any
 from oddnode.app.health.baseline import MEMORY_SERIES, MemoryBaseline
 from oddnode.findings.expectations import Expectation, check_expectations
 from oddnode.core.model import Finding
+from oddnode.onnode import fact_rules, health_node
+from oddnode.onnode.health_node import FAILED, OK, PROBLEM, SKIPPED
 
 if TYPE_CHECKING:
+    from oddnode.measure.benchmarks import BenchmarkSpec
     from oddnode.report import documents
 
-OK, PROBLEM, SKIPPED, FAILED = "ok", "problem", "skipped", "failed"
 # A health run of the memory kernel: a handful of timed iterations (the
 # first discarded), each loop long enough to be clear of the timer (or as
 # long as the check made its loops, whose bandwidth it is compared with).
@@ -40,11 +37,6 @@ HEALTH_MIN_LOOP_SECONDS = 0.1
 # within the timeout rather than none.
 HEALTH_MAX_SECONDS = 15.0
 MEMORY_TIMEOUT = 40.0  # seconds for the kernel, its first build included: slurmd allows 60 in all
-PING_COUNT = 5  # datagrams sent to the node's own address
-PING_TIMEOUT = 1.0  # seconds one may take to come back
-# Interface states that carry traffic: `unknown` is what virtual and
-# loopback devices report while they work.
-WORKING_OPERSTATES = ("up", "unknown")
 
 
 @dataclass(frozen=True)
@@ -73,6 +65,12 @@ class CheckOutcome:
     problems: list[Problem] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_plain(cls, plain: Mapping[str, Any]) -> "CheckOutcome":
+        """An outcome as the health program's checks return it (onnode/health_node.py)."""
+        return cls(plain["name"], plain["status"], plain["detail"], plain["seconds"],
+                   [Problem(p["check"], p["reason"], p["message"]) for p in plain["problems"]], dict(plain["data"]))
+
     def to_json(self) -> documents.HealthCheck:
         return {"name": self.name, "status": self.status, "detail": self.detail, "seconds": round(self.seconds, 3),
                 "problems": [p.to_json() for p in self.problems], "data": self.data}
@@ -95,19 +93,7 @@ def timed(name: str, run: Callable[[], CheckOutcome]) -> CheckOutcome:
 def probe_facts(with_processes: bool = False) -> tuple[dict[str, str], list[str]]:
     """This node's facts, as the inventory probe gives them (the process
     sampling, two seconds, only when an expectation names a process)."""
-    from oddnode.onnode import node_probe
-    from oddnode.measure.collect.inventory import derive_facts
-
-    facts: dict[str, str] = {}
-    notes: list[str] = []
-    for name, section in node_probe.SECTIONS:
-        if name == "processes" and not with_processes:
-            continue
-        try:
-            section(facts, notes)
-        except Exception as err:  # as the probe itself: one broken section loses only its facts
-            notes.append(f"section {name} failed: {type(err).__name__}: {err}")
-    return derive_facts({str(k): str(v) for k, v in facts.items()}), notes
+    return health_node.probe_facts(with_processes)
 
 
 def check_facts(node: str, facts: Mapping[str, str],
@@ -124,7 +110,7 @@ def check_facts(node: str, facts: Mapping[str, str],
         checked += len(report.passed) + len(report.failures)
         for finding in report.failures:
             (value,) = finding.evidence["violations"]
-            wanted = expectations[finding.subject].describe()
+            wanted = fact_rules.describe(finding.evidence["expected"])
             problems.append(Problem("facts", f"{finding.subject}={value}, must {wanted}",
                                     f"{finding.message} ({label})", finding))
     detail = (f"{checked} expectations met" if not problems
@@ -136,18 +122,24 @@ def check_facts(node: str, facts: Mapping[str, str],
 # -- memory -------------------------------------------------------------------
 
 
-def measure_memory(baseline: MemoryBaseline, timeout: float = MEMORY_TIMEOUT) -> dict[str, Any]:
-    """Run the check's memory step here with its array size and threads,
-    briefly: its measurements as {series: value} and the run's words."""
+def memory_spec(baseline: MemoryBaseline) -> BenchmarkSpec:
+    """The check's memory step with its array size and threads, briefly."""
     from oddnode.measure.node.memory import memory_benchmark
-    from oddnode.reach import get_transport
-    from oddnode.reach.local import local_node_name
 
     options = baseline.options
-    spec = memory_benchmark(elements=options.get("elements"), ntimes=HEALTH_NTIMES, threads=options.get("threads"),
+    return memory_benchmark(elements=options.get("elements"), ntimes=HEALTH_NTIMES, threads=options.get("threads"),
                             min_loop_seconds=options.get("min_loop_seconds") or HEALTH_MIN_LOOP_SECONDS,
                             max_seconds=HEALTH_MAX_SECONDS,
                             cpu_node=options.get("cpu_node"), mem_node=options.get("mem_node"))
+
+
+def measure_memory(baseline: MemoryBaseline, timeout: float = MEMORY_TIMEOUT) -> dict[str, Any]:
+    """Run the check's memory step here (memory_spec): its measurements as
+    {series: value} and the run's words."""
+    from oddnode.reach import get_transport
+    from oddnode.reach.local import local_node_name
+
+    spec = memory_spec(baseline)
     node = local_node_name()
     result = get_transport("local").run([node], spec.argv, timeout=timeout)[node]
     if not result.ok:
@@ -170,104 +162,14 @@ def check_memory(baseline: MemoryBaseline | None, measure: Callable[[MemoryBasel
     if busy:
         return CheckOutcome("memory", SKIPPED, f"not measured: {busy}")
     run = measure(baseline)
-    triad = run["values"].get(MEMORY_SERIES)
-    data = {"triad": triad, "minimum": baseline.minimum, "median": baseline.median, "unit": baseline.unit,
-            "elements": run.get("elements"), "iterations": run.get("iterations")}
-    if not run.get("valid", True):
-        why = "; ".join(run.get("problems") or ()) or "no reason given"
-        problem = Problem("memory", "memory kernel results wrong", f"the memory kernel's results failed their own "
-                          f"check ({why}): memory that returns wrong values")
-        return CheckOutcome("memory", PROBLEM, problem.message, problems=[problem], data=data)
-    if triad is None:
-        problem = Problem("memory", "memory kernel gave no triad", "the memory kernel ran but reported no triad "
-                          "bandwidth (its validation failed?)")
-        return CheckOutcome("memory", PROBLEM, problem.message, problems=[problem], data=data)
-    share = triad / baseline.median if baseline.median else float("nan")
-    seen = f"triad {triad:,.0f} {baseline.unit} ({share:.0%} of the cluster's {baseline.median:,.0f})"
-    iterations, ntimes = run.get("iterations"), run.get("ntimes")
-    if iterations and ntimes and iterations < ntimes:
-        seen += f" in {iterations} of {ntimes} iterations, the rest cut by the time budget"
-    if triad >= baseline.minimum:
-        return CheckOutcome("memory", OK, f"{seen} >= {baseline.minimum:,.0f}", data=data)
-    problem = Problem("memory", f"triad {triad:,.0f} {baseline.unit} < {baseline.minimum:,.0f}",
-                      f"memory bandwidth {seen}, below the least a healthy node shows ({baseline.minimum:,.0f} "
-                      f"{baseline.unit}): a competing process, memory missing from a channel, or a throttled CPU")
-    return CheckOutcome("memory", PROBLEM, problem.message, problems=[problem], data=data)
+    run = dict(run, triad=run["values"].get(MEMORY_SERIES))
+    return CheckOutcome.from_plain(health_node.memory_verdict(run, baseline.minimum, baseline.median, baseline.unit))
 
 
 # -- the node's own address -------------------------------------------------------
 
 
-def _interface_of(address: str) -> str | None:
-    """The interface holding ``address`` (iproute2's JSON), or None when `ip` is missing."""
-    if shutil.which("ip") is None:
-        return None
-    done = subprocess.run(["ip", "-j", "addr", "show"], capture_output=True, text=True, timeout=10)
-    if done.returncode != 0:
-        return None
-    for interface in json.loads(done.stdout or "[]"):
-        for info in interface.get("addr_info", []):
-            if info.get("local") == address:
-                return interface.get("ifname")
-    return None
-
-
-def _operstate(interface: str) -> str:
-    try:
-        with open(f"/sys/class/net/{interface}/operstate", encoding="ascii") as handle:
-            return handle.read().strip()
-    except OSError:
-        return "unknown"
-
-
-def echo_round_trips(address: str, count: int = PING_COUNT, timeout: float = PING_TIMEOUT) -> list[float]:
-    """Send ``count`` datagrams from ``address`` to itself; each round trip's
-    seconds.  OSError when the address is not this node's or a datagram is lost."""
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    with socket.socket(family, socket.SOCK_DGRAM) as sock:
-        sock.bind((address, 0))  # EADDRNOTAVAIL unless an interface of this node holds it
-        sock.settimeout(timeout)
-        target = sock.getsockname()
-        times = []
-        for index in range(count):
-            payload = b"oddnode-health %d" % index
-            sent = time.perf_counter()
-            sock.sendto(payload, target)
-            data, _ = sock.recvfrom(256)
-            if data != payload:
-                raise OSError(f"datagram {index} came back altered")
-            times.append(time.perf_counter() - sent)
-        return times
-
-
 def check_address(node: str, address: str | None = None) -> CheckOutcome:
     """The node's address (Slurm's NodeAddr, else its name resolved) is one
     of its own, on an interface that is up, and answers a datagram."""
-    if address is None:
-        try:
-            infos = socket.getaddrinfo(node, None, type=socket.SOCK_DGRAM)
-        except socket.gaierror as err:
-            problem = Problem("address", f"{node} does not resolve", f"the node's name {node} does not resolve: "
-                              f"{err.strerror}")
-            return CheckOutcome("address", PROBLEM, problem.message, problems=[problem])
-        address = infos[0][4][0]
-    if address.startswith("127.") or address == "::1":
-        return CheckOutcome("address", SKIPPED, f"{node} resolves to loopback {address} here: nothing to test "
-                            "(other nodes cannot reach it there)", data={"address": address})
-    interface = _interface_of(address)
-    state = _operstate(interface) if interface else None
-    data = {"address": address, "interface": interface, "operstate": state}
-    if interface and state not in WORKING_OPERSTATES:
-        problem = Problem("address", f"{interface} is {state}", f"{address} is on {interface}, whose state is "
-                          f"{state}: the node cannot be reached there")
-        return CheckOutcome("address", PROBLEM, problem.message, problems=[problem], data=data)
-    try:
-        times = echo_round_trips(address)
-    except OSError as err:
-        why = err.strerror or str(err)
-        problem = Problem("address", f"{address} not this node's: {why}"[:80],
-                          f"{address} (the address the cluster knows {node} by) does not answer here: {why}")
-        return CheckOutcome("address", PROBLEM, problem.message, problems=[problem], data=data)
-    data["round_trip_us"] = round(statistics.median(times) * 1e6, 1)
-    where = f" on {interface} ({state})" if interface else ""
-    return CheckOutcome("address", OK, f"{address}{where} answers in {data['round_trip_us']:g} us", data=data)
+    return CheckOutcome.from_plain(health_node.check_address(node, address))

@@ -8,11 +8,10 @@ on the admin's machine and only parses and classifies.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from oddnode.onnode.node_probe import PROBE_VERSION, parse_dmidecode_memory
+from oddnode.onnode.node_probe import PROBE_VERSION, derive_facts, parse_dmidecode_memory
 from oddnode.reach.base import NodeResult, Transport
 from oddnode.core.inputs import NodeOutputError
 from oddnode.reach.scripts import ScriptResults, onnode_script, python_command, sort_results
@@ -30,12 +29,9 @@ __all__ = [
     "probe_source",
 ]
 
-# kB in a GiB: memory_total_gib is MemTotal (kB) / 2**20.
-KB_PER_GIB = 1024 * 1024
 # How much of a bad output an error message quotes.
 QUOTED_CHARS = 80
 # Exit status of a shell that did not find the command (no python3 on the node).
-_GPU_KEY = re.compile(r"^gpu\.(\d+)\.")
 
 
 class ProbeOutputError(NodeOutputError):
@@ -142,25 +138,6 @@ def parse_probe_output(node: str, stdout: str) -> ProbeReport:
         elapsed=float(elapsed) if elapsed is not None else None,
         hostname=hostname if isinstance(hostname, str) else str(hostname),
     )
-
-
-def derive_facts(facts: dict[str, str]) -> dict[str, str]:
-    """The probe's facts plus those derived here: memory_total_gib (which
-    the analysis judges through memory_total_kb: findings.facts.DERIVED_FACTS),
-    and gpu_count from the gpu.<i>.* keys when a probe reported GPUs without it.
-
-    A node without nvidia-smi gets no gpu_count at all (its note says why):
-    "0" would claim it was looked at and found to have none.
-    """
-    derived = dict(facts)
-    memory_kb = facts.get("memory_total_kb", "")
-    if memory_kb.isdigit():
-        derived["memory_total_gib"] = f"{int(memory_kb) / KB_PER_GIB:.1f}"
-    if "gpu_count" not in facts:
-        indices = {match.group(1) for key in facts if (match := _GPU_KEY.match(key))}
-        if indices:
-            derived["gpu_count"] = str(len(indices))
-    return {key: derived[key] for key in sorted(derived)}
 
 
 def classify(results: dict[str, NodeResult], nodes: Iterable[str], timeout: float) -> InventoryResult:

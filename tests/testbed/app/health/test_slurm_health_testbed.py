@@ -7,9 +7,10 @@ runs a HealthCheckProgram (inside the node, SLURMD_NODENAME set).  With one
 node showing a quarter less memory, that node, and only that one, is
 drained with the reason, read back from `scontrol show node`; the others
 stay idle; with the fault gone, it is resumed; a node an administrator
-drained is never resumed by oddnode.  slurmd itself runs it from
-slurm.conf's HealthCheckProgram to the same end; and a competing process
-on a node drains that node for its memory bandwidth.
+drained is never resumed by oddnode.  slurmd itself runs the program
+`oddnode health --install` writes from slurm.conf's HealthCheckProgram to
+the same end; and a competing process on a node drains that node for its
+memory bandwidth.
 
 Eight nodes; the memory kernel as tests/testbed/app/test_check_testbed.py runs
 it (arrays of 64 MB, one thread, loops of half a second), so that every
@@ -33,7 +34,7 @@ import pytest
 
 import oddnode
 from oddnode import testbed as tb
-from oddnode.app.health.slurm import REASON_PREFIX, parse_node_state
+from oddnode.onnode.slurm_node import REASON_PREFIX, parse_node_state
 from oddnode.testbed import slurm
 from support.cli import oddnode as run_oddnode
 from support.testbed import needs_root, running_testbed, slurm_testbed
@@ -157,14 +158,18 @@ def test_a_node_drained_by_hand_is_never_resumed(undrained, baseline):
     assert state(bed, FAULTY).reason == "fan replaced, burn-in pending"
 
 
-def test_slurmd_runs_it_from_slurm_conf_and_it_drains_the_faulty_node(undrained, baseline, tmp_path):
+def test_slurmd_runs_the_installed_program_and_it_drains_the_faulty_node(undrained, baseline, tmp_path):
     bed = undrained
-    program = tmp_path / "oddnode-health"
-    # slurmd starts the program with SLURMD_NODENAME alone in its environment,
-    # and ends it after 60 s: on nodes with an eighth of a CPU, the facts alone.
-    argv = [word for word in health_argv(bed, baseline, "--drain", "--resume-when-healthy", "--benchmarks", "never")
-            if word != "SLURMD_NODENAME={node}"]
-    program.write_text(f"#!/bin/sh\nexec {shlex.join(argv)} >> {tmp_path}/health-$SLURMD_NODENAME.log 2>&1\n")
+    env = {"PYTHONPATH": str(SOURCE)}
+    log = tmp_path / "oddnode-health.log"
+    # On nodes with an eighth of a CPU, the facts alone.
+    run_oddnode("health", "--install", tmp_path / "health", "--baseline", baseline, "--drain", "--resume-when-healthy",
+                "--benchmarks", "never", "--log", log, cwd=tmp_path, env=env)
+    # slurmd starts the program with SLURMD_NODENAME alone in its environment
+    # and ends it after 60 s; the testbed's Slurm is found through SLURM_CONF.
+    program = tmp_path / "slurmd-health"
+    program.write_text(f"#!/bin/sh\nSLURM_CONF={shlex.quote(str(slurm.conf_path(bed.state_dir)))} "
+                       f"exec {shlex.quote(str(tmp_path / 'health' / 'oddnode-health'))}\n")
     program.chmod(0o755)
     less_memory(bed, FAULTY)
     slurm.enable_health_check(bed.state_dir, program, interval=20)
@@ -181,7 +186,9 @@ def test_slurmd_runs_it_from_slurm_conf_and_it_drains_the_faulty_node(undrained,
         # (NOT_RESPONDING may come and go: slurmd answers pings late while it
         # runs the program on a node with an eighth of a CPU.)
         assert "IDLE" in state(bed, FAULTY).flags and not state(bed, FAULTY).drained
-        assert all((tmp_path / f"health-{node}.log").exists() for node in bed.nodes)
+        logged = log.read_text()
+        assert f"{FAULTY}: drained (oddnode: memory_total_kb=" in logged and f"{FAULTY}: resumed" in logged
+        assert all(f"{node}: healthy in " in logged for node in bed.nodes), logged
         assert not any(state(bed, node).drained for node in bed.nodes)
     finally:
         slurm.enable_health_check(bed.state_dir, None)

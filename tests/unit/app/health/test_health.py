@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +15,7 @@ import pytest
 from support.cli import invoke
 from oddnode.app.health import checks
 from oddnode.app.health.baseline import BaselineError, MemoryBaseline, baseline_from_store, baseline_text, read_baseline
-from oddnode.app.health.slurm import (
+from oddnode.onnode.slurm_node import (
     REASON_LIMIT,
     REASON_PREFIX,
     NodeState,
@@ -28,6 +26,7 @@ from oddnode.app.health.slurm import (
 )
 from oddnode.findings.expectations import parse_expectations
 from support.cli import FIXTURES as ALL_FIXTURES
+from support.slurm import fake_slurm, nodes_of
 
 FIXTURES = ALL_FIXTURES / "slurm"
 
@@ -251,49 +250,10 @@ def test_the_node_s_own_address_answers_and_another_s_does_not():
 
 # -- the commands, with a scontrol that keeps its nodes in a file -------------------------
 
-FAKE_SCONTROL = textwrap.dedent("""\
-    #!{python}
-    import json, sys
-    path = {state!r}
-    nodes = json.load(open(path))
-    args = sys.argv[1:]
-    if args[:2] == ["show", "node"]:
-        node = nodes.get(args[2])
-        if node is None:
-            print(f"Node {{args[2]}} not found", file=sys.stderr); sys.exit(1)
-        print(f"NodeName={{args[2]}} Arch=x86_64 CoresPerSocket=16\\n   CPUAlloc={{node['alloc']}} CPUTot=64\\n"
-              f"   NodeAddr=127.0.0.1 NodeHostName={{args[2]}} Version=22.05.8\\n   State={{node['state']}} "
-              f"ThreadsPerCore=1\\n   Partitions=batch\\n"
-              + (f"   Reason={{node['reason']}} [{{node['user']}}@2026-11-26T09:00:00]\\n" if node['reason'] else ""))
-    elif args[0] == "update":
-        fields = dict(word.split("=", 1) for word in args[1:])
-        node = nodes[fields["NodeName"]]
-        if fields["State"] == "DRAIN":
-            node.update(state=node["state"].split("+")[0] + "+DRAIN", reason=fields["Reason"], user="root")
-        elif fields["State"] == "RESUME":
-            node.update(state=node["state"].split("+")[0], reason="", user="")
-        json.dump(nodes, open(path, "w"))
-        open(path + ".log", "a").write(" ".join(args) + "\\n")
-    """)
-
-
 @pytest.fixture
 def slurm(tmp_path, monkeypatch):
     """A scontrol on PATH whose nodes live in a JSON file; returns that file."""
-    state = tmp_path / "nodes.json"
-    state.write_text(json.dumps({name: {"state": "IDLE", "alloc": 0, "reason": "", "user": ""}
-                                 for name in ("cn-a17", "cn-a18", "gpu003")}))
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    scontrol = bin_dir / "scontrol"
-    scontrol.write_text(FAKE_SCONTROL.format(python=sys.executable, state=str(state)))
-    scontrol.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
-    return state
-
-
-def nodes_of(state: Path) -> dict:
-    return json.loads(state.read_text())
+    return fake_slurm(tmp_path, monkeypatch, ("cn-a17", "cn-a18", "gpu003"))
 
 
 @pytest.fixture

@@ -7,16 +7,17 @@ an administrator drained (whatever the reason says, a reason without the
 prefix is someone else's), and it never rewrites another's reason.  Every
 decision is a pure function of the node's state as ``scontrol show node``
 prints it, so the commands can be printed first (``--dry-run``).
-"""
 
-from __future__ import annotations
+Standard library only, for Python >= 3.6: ``oddnode health`` uses it, and
+so does the health program ``oddnode health --install`` writes for nodes
+without oddnode (onnode/health_node.py).
+"""
 
 import re
 import shlex
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 REASON_PREFIX = "oddnode: "
 # Slurm keeps the whole reason it is given (22.05 kept 3,000 characters
@@ -36,8 +37,7 @@ class SlurmError(RuntimeError):
     """scontrol could not be run or refused: names the command and Slurm's words."""
 
 
-@dataclass(frozen=True)
-class NodeState:
+class NodeState(NamedTuple):
     """A node as slurmctld sees it: its state words (``IDLE+DRAIN``), the
     reason of a drain or down state and who set it, and the CPUs jobs hold."""
 
@@ -46,10 +46,10 @@ class NodeState:
     reason: str = ""
     reason_user: str = ""
     cpus_allocated: int = 0
-    address: str | None = None  # NodeAddr: where the cluster reaches the node
+    address: Optional[str] = None  # NodeAddr: where the cluster reaches the node
 
     @property
-    def flags(self) -> frozenset[str]:
+    def flags(self) -> "frozenset":
         """Every word of the state: the base state and its flags (DRAIN, NOT_RESPONDING...)."""
         return frozenset(word.rstrip("*~#!%$@^-") for word in self.state.upper().split("+"))
 
@@ -72,7 +72,7 @@ def parse_node_state(text: str) -> NodeState:
     """A node's state from ``scontrol show node NAME`` (one record)."""
     fields = dict(_FIELD.findall(text))
     if "NodeName" not in fields or "State" not in fields:
-        raise SlurmError(f"scontrol show node printed no node record: {text.strip()[:120]!r}")
+        raise SlurmError("scontrol show node printed no node record: {!r}".format(text.strip()[:120]))
     reason = _REASON.search(text)
     cpus = fields.get("CPUAlloc", "0")
     return NodeState(
@@ -105,32 +105,31 @@ def drain_reason(problems: Sequence[str], limit: int = REASON_LIMIT) -> str:
     return text
 
 
-@dataclass(frozen=True)
-class Action:
+class Action(NamedTuple):
     """What to do to one node (``drain``, ``resume`` or ``leave``), the
     scontrol arguments that do it (none for ``leave``), and why."""
 
     node: str
     verb: str
-    argv: tuple[str, ...]
+    argv: Tuple[str, ...]
     why: str
 
     @property
     def command(self) -> str:
         """The command line as an operator would type it."""
-        return shlex.join(self.argv)
+        return " ".join(shlex.quote(word) for word in self.argv)
 
 
-def drain_argv(node: str, reason: str) -> tuple[str, ...]:
-    return ("scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}")
+def drain_argv(node: str, reason: str) -> Tuple[str, ...]:
+    return ("scontrol", "update", "NodeName=" + node, "State=DRAIN", "Reason=" + reason)
 
 
-def resume_argv(node: str) -> tuple[str, ...]:
-    return ("scontrol", "update", f"NodeName={node}", "State=RESUME")
+def resume_argv(node: str) -> Tuple[str, ...]:
+    return ("scontrol", "update", "NodeName=" + node, "State=RESUME")
 
 
 def plan_actions(states: Mapping[str, NodeState], problems: Mapping[str, Sequence[str]], *,
-                 drain: bool = True, resume: bool = False) -> list[Action]:
+                 drain: bool = True, resume: bool = False) -> List[Action]:
     """What to do to each node of ``states``, given the problems found on
     each (a node absent from ``problems`` or with none is healthy).
 
@@ -139,7 +138,7 @@ def plan_actions(states: Mapping[str, NodeState], problems: Mapping[str, Sequenc
     else, it is left alone (their reason stays).  With ``resume``, a
     healthy node oddnode drained is resumed; one drained by anyone else,
     never."""
-    actions: list[Action] = []
+    actions = []  # type: List[Action]
     for node, state in sorted(states.items()):
         found = list(problems.get(node) or ())
         if found and drain:
@@ -166,9 +165,10 @@ def scontrol(*args: str, timeout: float = SCONTROL_TIMEOUT) -> str:
     """Run scontrol; its stdout, or SlurmError with what it said."""
     if shutil.which("scontrol") is None:
         raise SlurmError("scontrol not found: Slurm's commands must be on PATH to drain or resume nodes")
-    argv = ["scontrol", *args]
+    argv = ["scontrol"] + list(args)
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                              timeout=timeout)
     except subprocess.TimeoutExpired:
         raise SlurmError(f"{' '.join(argv)}: no answer in {timeout:g} s (is slurmctld up?)") from None
     if done.returncode != 0:
@@ -182,15 +182,15 @@ def node_state(node: str) -> NodeState:
     return parse_node_state(scontrol("show", "node", node))
 
 
-def node_states(nodes: Sequence[str]) -> dict[str, NodeState]:
+def node_states(nodes: Sequence[str]) -> "dict":
     """The state of each node; SlurmError when Slurm does not know one."""
     return {node: node_state(node) for node in nodes}
 
 
-def carry_out(actions: Sequence[Action]) -> list[tuple[Action, str | None]]:
+def carry_out(actions: Sequence[Action]) -> List[Tuple[Action, Optional[str]]]:
     """Run each action's scontrol command: (action, None) when done, (action,
     error) when scontrol refused; every action is tried."""
-    done: list[tuple[Action, str | None]] = []
+    done = []  # type: List[Tuple[Action, Optional[str]]]
     for action in actions:
         if not action.argv:
             done.append((action, None))
