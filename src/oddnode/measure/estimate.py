@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 from dataclasses import dataclass, field
 
 from oddnode.core.units import UnknownUnitError, base_scale, duration
@@ -116,16 +117,26 @@ class BudgetSpent(Exception):
 
 @dataclass
 class Budget:
-    """A run's time budget (``--max-minutes``; None: none): a plan whose
-    estimate exceeds it is refused before it starts, and the run stops
-    after the round under way once it is spent."""
+    """A run's time budget (``--max-minutes``; None: none) and the estimate
+    of its plan: a plan whose estimate exceeds it is refused before it
+    starts, and the run stops after the round under way once it is spent
+    (``stopped`` then says where)."""
 
     minutes: float | None = None
+    estimates: Sequence[Estimate] = ()
+    unknown: Sequence[str] = ()  # the steps left out of the estimate
     started: float = field(default_factory=time.monotonic)
+    stopped: str | None = None
 
     def __post_init__(self) -> None:
         if self.minutes is not None and not (math.isfinite(self.minutes) and self.minutes > 0):
             raise ValueError(f"--max-minutes wants minutes above 0, not {self.minutes:g}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The estimate, the budget and where it stopped the run, for a command's JSON document."""
+        return {"steps": [{"step": e.step, "seconds": round(e.seconds, 1), "how": e.how} for e in self.estimates],
+                "seconds": round(sum(e.seconds for e in self.estimates), 1), "not_estimated": list(self.unknown),
+                "max_minutes": self.minutes, "stopped": self.stopped}
 
     def refuse(self, estimates: Sequence[Estimate]) -> None:
         """ValueError when the estimated steps alone take longer than the budget."""

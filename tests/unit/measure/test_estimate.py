@@ -5,6 +5,8 @@ refused when it cannot fit, a run stopped between rounds once spent."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -155,6 +157,28 @@ def test_pairs_stopped_by_their_budget_keep_their_rounds_and_exit_3(scripted, tm
     assert len(cluster.rounds) == 1 and str(db) in result.text
 
 
+def test_the_json_document_carries_the_estimate_and_where_the_budget_stopped_the_run(scripted, tmp_path,
+                                                                                       monkeypatch):
+    from support.clusters.sets import SIZES, SetCluster, TWELVE
+
+    scripted(SetCluster(), TWELVE)
+    sizes = ",".join(map(str, SIZES))
+    whole = invoke("sets", "-k", 4, "-r", 1, "--sizes", sizes, "--seconds-per-size", 0.05, "--max-minutes", 30,
+                   "--json", "--db", tmp_path / "s.duckdb")
+    estimate = json.loads(whole.stdout)["estimate"]
+    assert [step["step"] for step in estimate["steps"]] == ["sets"] and estimate["seconds"] > 0
+    assert (estimate["max_minutes"], estimate["stopped"], estimate["not_estimated"]) == (30, None, [])
+
+    monkeypatch.setattr(Budget, "spent", lambda self: True)
+    scripted(PairCluster(), NODES)
+    stopped = invoke("pairs", "--patterns", "sort,cut", "-r", 3, "--sizes", "0,1024", "--port", 6211,
+                     "--max-minutes", 30, "--json", "--db", tmp_path / "p.duckdb")
+    assert stopped.exit_code == 3
+    estimate = json.loads(stopped.stdout)["estimate"]
+    assert estimate["stopped"] == "pairs sort: the --max-minutes budget of 30 min was spent after round 1 of 3"
+    assert estimate["steps"][0]["step"] == "pairs"
+
+
 def test_a_check_stopped_by_its_budget_keeps_what_it_did_and_resume_goes_on(tmp_path, monkeypatch):
     from oddnode.app.cli import check as check_cli
     from support.clusters.check import ScriptedCluster
@@ -172,9 +196,12 @@ def test_a_check_stopped_by_its_budget_keeps_what_it_did_and_resume_goes_on(tmp_
     monkeypatch.undo()
     # The stored target names the scripted transport, which only this test knows.
     monkeypatch.setattr("oddnode.app.check.described_target", lambda described: Target(nodes, ScriptedCluster()))
-    resumed = invoke("check", "--resume", "--db", db, "--html", tmp_path / "r.html")
+    resumed = invoke("check", "--resume", "--db", db, "--html", tmp_path / "r.html", "--json")
     assert resumed.exit_code == 0, resumed.output
     assert "resuming check" in resumed.text
+    # Its document says what was estimated: the memory step's time is its nodes'.
+    estimate = json.loads(resumed.stdout)["estimate"]
+    assert (estimate["steps"], estimate["not_estimated"], estimate["stopped"]) == ([], ["memory"], None)
     with open_store(db) as store:
         repetitions = store.con.execute("SELECT DISTINCT repetition FROM results WHERE benchmark LIKE 'memory.%' "
                                         "ORDER BY 1").fetchall()

@@ -191,7 +191,7 @@ OPT_IN = ", ".join(step.name for step in catalog.STEPS.values() if not step.defa
 
 
 def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide: bool,
-            stdout_taken: bool = False, drained: list | None = None) -> None:
+            stdout_taken: bool = False, drained: list | None = None, budget: Budget | None = None) -> None:
     """A finished check for people (or as JSON), its HTML report, and its
     exit status: 1 when the cluster is not ready.  ``stdout_taken``: stdout
     carries another document (--junit -), people's lines go to stderr."""
@@ -204,6 +204,8 @@ def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide
         print_analysis(out, result.analysis, wide, brief=True)
     elif json_out:
         document = analysis_document(result.analysis)
+        if budget is not None:
+            document["estimate"] = budget.to_json()
         if drained is not None:
             document["drain"] = drained
         print_json(document)
@@ -389,7 +391,7 @@ def check_command(
 
         drained = drain_for_check(result.analysis.problems, len(target.nodes), dry_run=dry_run, limit=drain_max,
                                   out=out, check_id=result.check_id)
-    _report(result, target, db, html, json_out or junit == STDOUT, wide, junit == STDOUT, drained)
+    _report(result, target, db, html, json_out or junit == STDOUT, wide, junit == STDOUT, drained, budget)
 
 
 def register(app: typer.Typer) -> None:

@@ -272,7 +272,7 @@ def run_budget(max_minutes: float | None, estimates: list[Any], unknown: Sequenc
     for line in estimate_lines(estimates, unknown) if estimates else ():
         inform(f"estimate: {line}", highlight=False, markup=False, out=err_console)
     with user_errors():
-        budget = Budget(max_minutes)
+        budget = Budget(max_minutes, list(estimates), list(unknown))
         budget.refuse(estimates)
     return budget
 

@@ -189,7 +189,7 @@ def pairs_command(
                     pairs_file=pairs_file, on_progress=budget.watching(progress), command=command_line(),
                     kernel=kernel, rsh_agent=mpi_rsh_agent, mpi_yield=testbed if mpi_yield is None else mpi_yield))
             except BudgetSpent as spent:
-                stopped = f"pairs {pattern}: {spent}"
+                stopped = budget.stopped = f"pairs {pattern}: {spent}"
                 break
             runs[pattern] = summary
             print_pattern_run(pattern, summary, repetitions, db, json_out)
@@ -200,7 +200,7 @@ def pairs_command(
 
             benchmarks = [pattern_series(MPI if kernel == "mpi" else PINGPONG, p) for p in runs]
             print_document("pairs", {p: run_json(s, repetitions) for p, s in runs.items()},
-                       {"patterns": pattern_json(dataset, benchmarks)}, findings)
+                           {"patterns": pattern_json(dataset, benchmarks), "estimate": budget.to_json()}, findings)
         else:
             print_patterns(dataset)
             console.print(summaries.slow_pairs_verdict(findings))

@@ -92,7 +92,8 @@ def _run_orderings(orderings: Sequence[str], label: str, run: Callable[..., Any]
         try:
             summary = progress_run(f"{label} {ordering}", lambda progress: run(ordering, budget.watching(progress)))
         except BudgetSpent as spent:
-            return summaries_by_ordering, f"{label} {ordering}: {spent}"
+            budget.stopped = f"{label} {ordering}: {spent}"
+            return summaries_by_ordering, budget.stopped
         summaries_by_ordering[ordering] = summary
         inform(summaries.set_run_line(label, summary), highlight=False, out=out)
         for line in summaries.dim_lines(dict.fromkeys(summary.notes)):
@@ -113,8 +114,9 @@ def _estimates(options: SetBenchmarkOptions, step: str, counts: Sequence[int], r
 
 
 def _print(dataset, runs: dict[str, Any], kinds: Sequence[str], show: Callable[[Any, bool], Any], json_out: bool,
-           wide: bool) -> list:
-    """The tables and findings of a set command, or all of it as JSON; the findings."""
+           wide: bool, budget: Budget) -> list:
+    """The tables and findings of a set command, or all of it as JSON (with
+    the run's estimate and budget); the findings."""
     from oddnode.judge.analysis import analyze
     from oddnode.report.sets import sets_json
     from oddnode.report.terminal import findings_by_nodes
@@ -123,7 +125,7 @@ def _print(dataset, runs: dict[str, Any], kinds: Sequence[str], show: Callable[[
     if json_out:
         document: documents.Sets | documents.Scale = {  # the same keys
             "runs": {o: s.to_json() for o, s in runs.items()}, "sets": sets_json(dataset),
-            "findings": [f.to_json() for f in findings]}
+            "findings": [f.to_json() for f in findings], "estimate": budget.to_json()}
         print_json(document)
     else:
         if not quiet():
@@ -186,7 +188,7 @@ def sets_command(
     from oddnode.report.sets import print_sets
 
     findings = _print(dataset, runs, SETS_FINDINGS, lambda data, wide: print_sets(console, data, wide), json_out,
-                      wide)
+                      wide, budget)
     detail(summaries.stored_line(db, *(s.run_id for s in runs.values())), highlight=False,
            out=err_console if json_out else None)
     if stopped is not None:
@@ -236,7 +238,7 @@ def scale_command(
     from oddnode.report.sets import scaling_view
 
     findings = _print(dataset, runs, SCALE_FINDINGS, lambda data, wide: console.print(
-        scaling_view(data, None if wide else console.width) or ""), json_out, wide)
+        scaling_view(data, None if wide else console.width) or ""), json_out, wide, budget)
     detail(summaries.stored_line(db, *(s.run_id for s in runs.values())), highlight=False,
            out=err_console if json_out else None)
     if stopped is not None:

@@ -12,8 +12,8 @@ from typing_extensions import NotRequired, TypeAliasType, TypedDict
 from oddnode.report.documents.interconnect import PairPattern
 from oddnode.report.documents.nodes import Numa, Processes, Profile
 from oddnode.report.documents.sets import Sweep, SyncResult
-from oddnode.report.documents.shared import (Direction, Findings, LabelKind, NumberOrNull, Problem, SeriesReference,
-                                             SetTables, SlurmAction, StatisticsRow, StoredRun)
+from oddnode.report.documents.shared import (Direction, Findings, LabelKind, NumberOrNull, Problem, RunEstimate,
+                                             SeriesReference, SetTables, SlurmAction, StatisticsRow, StoredRun)
 
 # The analysis' numa section is numa --json's numa, declared once with that
 # document: its type is read from there, so the two cannot drift apart.
@@ -95,6 +95,7 @@ class Analysis(TypedDict):
     findings: Findings
     problems: list[Problem]
     correlations: list[CorrelationRow]
+    estimate: NotRequired[Annotated[RunEstimate, Field(description="the check's estimate and budget (check only)")]]
     pairs: NotRequired[Annotated[list[PairPattern], Field(
         description="every pair pattern's table, when the store holds pair results")]]
     sets: NotRequired[Annotated[SetTables, Field(description="the node-set tables, when the store holds set runs")]]

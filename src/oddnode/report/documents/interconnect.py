@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import Field, with_config
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
-from oddnode.report.documents.shared import InterconnectDocument, NetworkRun, NumberOrNull, OutcomeCounts
+from oddnode.report.documents.shared import InterconnectDocument, NetworkRun, NumberOrNull, OutcomeCounts, RunEstimate
 
 # The unit of every bandwidth the interconnect tables print (10^6 bytes per second).
 MegabytesPerSecond = Literal["MB/s"]
@@ -213,6 +213,7 @@ class Pairs(InterconnectDocument):
     runs: dict[str, PatternRun]
 
     patterns: list[PairPattern]
+    estimate: NotRequired[RunEstimate]
 
 
 class CutPair(TypedDict):

@@ -8,7 +8,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 from typing_extensions import NotRequired, TypeAliasType, TypedDict
 
-from oddnode.report.documents.shared import Direction, Findings, LabelKind, NumberOrNull, SetRun, SetTables
+from oddnode.report.documents.shared import (Direction, Findings, LabelKind, NumberOrNull, RunEstimate, SetRun,
+                                             SetTables)
 
 
 class Sets(TypedDict):
@@ -17,6 +18,7 @@ class Sets(TypedDict):
     runs: Annotated[dict[str, SetRun], Field(description="each ordering's run")]
     sets: SetTables
     findings: Findings
+    estimate: NotRequired[RunEstimate]
 
 
 class Scale(TypedDict):
@@ -25,6 +27,7 @@ class Scale(TypedDict):
     runs: dict[str, SetRun]
     sets: SetTables
     findings: Findings
+    estimate: NotRequired[RunEstimate]
 
 
 class SyncNodeAccount(TypedDict):

@@ -94,6 +94,25 @@ class NetworkRun(RunReference):
     notes: NotRequired[list[str]]
 
 
+class EstimatedStep(TypedDict):
+    """One step's estimated time and how it was reckoned."""
+
+    step: str
+    seconds: Annotated[float, Field(ge=0)]
+    how: str
+
+
+class RunEstimate(TypedDict):
+    """A run's estimate from its plan, its --max-minutes budget, and where the budget stopped it."""
+
+    steps: list[EstimatedStep]
+    seconds: Annotated[float, Field(ge=0, description="the estimated steps together")]
+    not_estimated: Annotated[list[str], Field(description="steps whose time is their nodes' (node benchmarks)")]
+    max_minutes: Annotated[NumberOrNull, Field(description="--max-minutes, or null for no budget")]
+    stopped: Annotated[str | None, Field(
+        description="where the spent budget stopped the run (the rounds before are stored); null when it ran whole")]
+
+
 class StoredRun(TypedDict):
     """A run as the store keeps it."""
 
