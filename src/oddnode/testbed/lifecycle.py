@@ -54,6 +54,7 @@ TOPOLOGY_FILE = "topology"  # in the state directory, when nodes hang from sever
 NODE_INIT = Path(__file__).with_name("node_init.py")
 START_WAIT_S = 30.0  # for every node's init and sshd, plus START_WAIT_PER_NODE_S per node
 START_WAIT_PER_NODE_S = 0.5
+NUMA_SYSFS = "/sys/devices/system/node"  # one directory per NUMA node: nodeN/meminfo
 STOP_WAIT_S = 10.0
 
 OnCreated = Callable[[str, str], None]
@@ -417,6 +418,12 @@ def _write_files(state_dir: Path, naming: config.Names, nodes: dict[str, dict[st
     version = config.sshd_version(run([str(SSHD), "-V"], check=False).stderr)
     use_pam = config.root_account_locked(Path("/etc/shadow").read_text())
     synthetic_dmi = not Path("/sys/class/dmi").exists()
+    # Each NUMA node's meminfo as it reads now, for every node to keep: a
+    # virtual machine whose kernel initialises its memory lazily
+    # (deferred_init) grows a NUMA node's MemTotal as memory is first used,
+    # so nodes probed minutes apart would report different hardware, which
+    # real nodes never do between two checks.
+    numa_meminfo = {str(path): path.read_text() for path in sorted(Path(NUMA_SYSFS).glob("node[0-9]*/meminfo"))}
     for node, entry in nodes.items():
         node_dir = Path(entry["dir"])
         (node_dir / "sshd_config").write_text(config.sshd_config_text(
@@ -438,6 +445,10 @@ def _write_files(state_dir: Path, naming: config.Names, nodes: dict[str, dict[st
             own = node_dir / startup.name
             own.write_text(f"# {node}: the testbed node's own {startup.name}, empty\n")
             private_files[str(startup)] = str(own)
+        for path, text in numa_meminfo.items():
+            own = node_dir / f"{Path(path).parent.name}-meminfo"
+            own.write_text(text)
+            private_files[path] = str(own)
         sys_class = None
         if synthetic_dmi:
             (node_dir / "sys-class").mkdir()

@@ -213,6 +213,18 @@ def test_nodes_get_a_synthetic_dmi_table_when_the_host_has_none(bed):
 
 
 @needs_root
+@pytest.mark.skipif(not Path("/sys/devices/system/node/node0/meminfo").exists(), reason="no NUMA nodes in sysfs")
+def test_every_node_keeps_the_numa_memory_the_host_had_when_the_testbed_came_up(bed):
+    """A node's hardware does not change between two checks, even where the
+    host's kernel grows a NUMA node's memory as it is first used."""
+    kept = (bed.state_dir / "nodes" / "node01" / "node0-meminfo").read_text()
+    shown = on_all(bed, "cat /sys/devices/system/node/node0/meminfo")
+    mounted = on_all(bed, "grep -c ' /sys/devices/system/node/node0/meminfo ' /proc/self/mountinfo")
+    for node in bed.nodes:
+        assert (shown[node].stdout, mounted[node].stdout.strip()) == (kept, "1"), node
+
+
+@needs_root
 def test_fault_file_shows_on_that_node_only(bed):
     host_meminfo = Path("/proc/meminfo").read_text()
     tb.fault_file(bed.state_dir, "node03", "/sys/class/dmi/id/bios_date", "09/02/2004\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -161,3 +162,28 @@ def test_the_program_runs_on_the_interpreter_alone(tmp_path, site):
     done = subprocess.run([sys.executable, "-I", str(program), "--node", NODE, "--log", "none"], capture_output=True,
                           text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+def oldest_python() -> str | None:
+    """A Python 3.6 on this machine that runs, if any (pyenv's, a distribution's)."""
+    for candidate in (shutil.which("python3.6"), *sorted(Path("/root/.pyenv/versions").glob("3.6*/bin/python3.6")),
+                      *sorted(Path("/opt/python").glob("3.6*/bin/python3.6"))):
+        if candidate and subprocess.run([str(candidate), "-c", "pass"], capture_output=True).returncode == 0:
+            return str(candidate)
+    return None
+
+
+@pytest.mark.skipif(oldest_python() is None, reason="no Python 3.6 on this machine (the syntax check covers it)")
+def test_the_program_runs_on_python_3_6(tmp_path):
+    """The oldest python3 of the clusters oddnode meets: facts, the memory
+    kernel built by the node runner, and the JSON document."""
+    baseline = tmp_path / "baseline.yaml"
+    baseline.write_text(BASELINE.format(arch=platform.machine(), median=1.25, minimum=1.0))
+    program = install(tmp_path, "--baseline", baseline, "--benchmarks", "always")
+    done = subprocess.run([oldest_python(), "-I", str(program), "--node", NODE, "--log", str(tmp_path / "log"),
+                           "--json"], capture_output=True, text=True, timeout=120,
+                          env={"PATH": os.environ["PATH"], "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    checks = {check["name"]: check["status"] for check in json.loads(done.stdout)["checks"]}
+    assert (checks["facts"], checks["memory"]) == ("ok", "ok") and checks["address"] in ("ok", "skipped"), checks
+    assert "healthy in " in (tmp_path / "log").read_text()
