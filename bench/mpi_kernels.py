@@ -57,6 +57,12 @@ ratio was 0.85-1.07 (bandwidth 0.94-1.04: all goals met but Sendrecv's
 as in most runs on that machine, the medians of either program moved by
 up to 4 times from one run to the next, and ratios from 0.45 to 2.6 in
 both directions met or missed the goals.
+After the sizes' time became an upper bound (a size ends with the batch
+under way once its time is spent), three runs on an idle 2-core guest
+(Open MPI 4.1.4, shm, 0.1 s a size): times at 8 B 0.82-1.03 of IMB's
+(met); Allreduce bandwidth 0.96-1.06 (met); Sendrecv bandwidth 0.94-1.06,
+missing 0.95 at 128 or 256 KiB in each run (0.942-0.946; 0.869 once at
+128 KiB), as the earlier runs missed it at 2 and 4 MiB.
 
 IMB is built from its source (``--imb-source``, the reference copy in
 /work/shared/refs by default) with Open MPI's compilers into the user's
