@@ -155,6 +155,19 @@ def test_install_needs_something_to_compare_with(tmp_path):
     assert result.exit_code == 2 and not (tmp_path / "health").exists()
 
 
+def test_install_into_a_place_it_cannot_write_says_where(tmp_path, site):
+    (tmp_path / "file").write_text("not a directory\n")
+    result = invoke("health", "--install", tmp_path / "file" / "health", "--expect", site)
+    assert result.exit_code == 3 and f"cannot write {tmp_path / 'file' / 'health'}" in result.text
+    assert "Traceback" not in result.output
+
+
+def test_a_relative_directory_is_installed_under_its_absolute_path(tmp_path, site, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke("health", "--install", "health", "--expect", site)
+    assert result.exit_code == 0 and f"HealthCheckProgram={tmp_path / 'health' / 'oddnode-health'}" in result.text
+
+
 def test_the_program_runs_on_the_interpreter_alone(tmp_path, site):
     """-I: no site-packages, no environment, no current directory: the
     program brings every module it imports."""
