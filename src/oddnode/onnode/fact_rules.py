@@ -63,6 +63,31 @@ def accepts(conditions, value):
     return True
 
 
+def conditions_problem(conditions):
+    """What is wrong with ``conditions`` as read back from JSON (the
+    expectations file's parser checks its own YAML), or None."""
+    if not isinstance(conditions, dict) or not conditions:
+        return "conditions must be a mapping of " + ", ".join(CONDITIONS)
+    unknown = sorted(str(name) for name in conditions if name not in CONDITIONS)
+    if unknown:
+        return "unknown condition " + ", ".join(unknown)
+    for name in ("min", "max", "tolerance"):
+        value = conditions.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return "{} must be a number, not {!r}".format(name, value)
+    for name in ("equals", "match", "regex"):
+        if conditions.get(name) is not None and not isinstance(conditions[name], str):
+            return "{} must be text, not {!r}".format(name, conditions[name])
+    if conditions.get("in") is not None and not isinstance(conditions["in"], list):
+        return "in must be a list of values"
+    if conditions.get("regex") is not None:
+        try:
+            re.compile(conditions["regex"])
+        except re.error as err:
+            return "regex {!r} does not compile: {}".format(conditions["regex"], err)
+    return None
+
+
 def format_number(value):
     """12 for 12.0, 0.25 for 0.25."""
     return "{:g}".format(value) if not float(value).is_integer() else str(int(value))

@@ -330,11 +330,22 @@ def read_settings(path):
         raise SettingsError("{}: not an oddnode health settings file (no \"format\": \"{}\"); write it with "
                             "`oddnode health --install`".format(path, FORMAT))
     sources = settings.get("expectations") or []
+    if not isinstance(sources, list) or not all(isinstance(source, dict) and isinstance(source.get("rules"), list)
+                                                 for source in sources):
+        raise SettingsError("{}: expectations: a list of a label and rules each".format(path))
     for source in sources:
-        if not isinstance(source, dict) or not isinstance(source.get("rules"), list) or not all(
-                isinstance(rule, dict) and isinstance(rule.get("key"), str)
-                and isinstance(rule.get("conditions"), dict) for rule in source["rules"]):
-            raise SettingsError("{}: expectations: each needs a label and rules of key and conditions".format(path))
+        for rule in source["rules"]:
+            key = rule.get("key") if isinstance(rule, dict) else None
+            if not isinstance(key, str) or not key:
+                raise SettingsError("{}: expectations: a rule without a fact key".format(path))
+            wrong = fact_rules.conditions_problem(rule.get("conditions"))
+            members = rule.get("scope_nodes")
+            if wrong is None and members is not None and not isinstance(members, list):
+                wrong = "scope_nodes must be a list of node names"
+            if wrong:
+                raise SettingsError("{}: expectations: {}: {}".format(path, key, wrong))
+    if not isinstance(settings.get("run") or {}, dict):
+        raise SettingsError("{}: run: a mapping of drain, resume_when_healthy, benchmarks and log".format(path))
     memory = settings.get("memory")
     if memory is not None and not (isinstance(memory, dict) and isinstance(memory.get("job"), dict)
                                    and all(isinstance(memory.get(k), (int, float)) for k in ("minimum", "median"))):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from oddnode.app.health.baseline import Baseline
-from oddnode.core.atomic import OutputUnwritable, write_atomically
+from oddnode.core.atomic import OutputUnwritable, output_directory, write_atomically
 from oddnode.findings.expectations import Expectation
 from oddnode.onnode.health_node import FORMAT, SETTINGS_SUFFIX
 
@@ -61,15 +61,12 @@ def settings_document(sources: Sequence[tuple[str, Mapping[str, Expectation]]], 
 
 def install(directory: Path, settings: Mapping[str, Any]) -> tuple[Path, Path]:
     """Write the program (executable) and its settings into ``directory``
-    (made when missing); their absolute paths, as slurm.conf wants them.
-    OutputUnwritable naming the path the system refused."""
-    directory = directory.absolute()
+    (made when missing, its parent never, as every output directory); their
+    absolute paths, as slurm.conf wants them.  OutputRefused or
+    OutputUnwritable naming the path."""
+    directory = output_directory(directory.absolute())
     program = directory / PROGRAM
     settings_file = directory / (PROGRAM + SETTINGS_SUFFIX)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise OutputUnwritable(err.errno, err.strerror, str(directory)) from None
     # default=str: the baseline's source says when it was written, a datetime as YAML reads it.
     write_atomically(settings_file, (json.dumps(settings, indent=1, sort_keys=True, default=str) + "\n").encode())
     write_atomically(program, program_text().encode())

@@ -141,6 +141,13 @@ def test_without_slurm_it_cannot_drain_and_says_so(tmp_path, site):
     ('{"format": "something else"}', "not an oddnode health settings file"),
     ('{"format": "oddnode-health 1", "expectations": [{"rules": [{"key": 3}]}]}', "expectations"),
     ('{"format": "oddnode-health 1", "memory": {"job": {}, "minimum": "fast"}}', "memory"),
+    ('{"format": "oddnode-health 1", "expectations": [{"rules": [{"key": "smt", "conditions": {"min": "x"}}]}]}',
+     "smt: min must be a number"),
+    ('{"format": "oddnode-health 1", "expectations": [{"rules": [{"key": "k", "conditions": {"regex": "("}}]}]}',
+     "does not compile"),
+    ('{"format": "oddnode-health 1", "expectations": [{"rules": [{"key": "k", "conditions": {"near": 1}}]}]}',
+     "unknown condition near"),
+    ('{"format": "oddnode-health 1", "run": ["drain"]}', "run: a mapping"),
 ])
 def test_a_bad_settings_file_is_refused_by_its_name(tmp_path, site, text, said):
     program = install(tmp_path, "--expect", site)
@@ -155,11 +162,13 @@ def test_install_needs_something_to_compare_with(tmp_path):
     assert result.exit_code == 2 and not (tmp_path / "health").exists()
 
 
-def test_install_into_a_place_it_cannot_write_says_where(tmp_path, site):
-    (tmp_path / "file").write_text("not a directory\n")
-    result = invoke("health", "--install", tmp_path / "file" / "health", "--expect", site)
-    assert result.exit_code == 3 and f"cannot write {tmp_path / 'file' / 'health'}" in result.text
-    assert "Traceback" not in result.output
+def test_install_makes_its_directory_but_never_a_missing_parent(tmp_path, site):
+    """As every output directory: a parent that is missing (or a file) is a typo to say, not to make."""
+    for parent in (tmp_path / "missing", tmp_path / "file"):
+        (tmp_path / "file").write_text("not a directory\n")
+        result = invoke("health", "--install", parent / "health", "--expect", site)
+        assert result.exit_code == 2 and f"cannot write {parent / 'health'}" in result.text, result.output
+        assert "Traceback" not in result.output and not (tmp_path / "missing").exists()
 
 
 def test_a_relative_directory_is_installed_under_its_absolute_path(tmp_path, site, monkeypatch):
