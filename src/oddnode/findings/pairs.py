@@ -18,6 +18,7 @@ from oddnode.readings.interconnect_series import MATRIX_RETEST as MATRIX_RETEST_
 from oddnode.readings.interconnect_series import PAIR_FAMILIES as POOLED_FAMILIES
 from oddnode.readings.interconnect_series import SHUFFLED as SHUFFLED_BENCHMARKS
 from oddnode.readings.interconnect_series import SORTED as SORTED_BENCHMARK
+from oddnode.readings.interconnect_series import pattern_series, split_network
 from oddnode.findings.population import analyse
 from oddnode.findings.registry import Sensitivity, first_few, rule
 from oddnode.core.model import Dataset, Finding, LabelKind, Series, Severity
@@ -81,8 +82,9 @@ def pair_series(dataset: Dataset) -> list[Series]:
 
 
 def pooled_patterns(series: list[Series]) -> list[Series]:
-    """One population per kernel and metric out of its pattern runs
-    (pingpong.sort, .cut, .fold, .shuffle -> pingpong.sort+cut+fold+shuffle).
+    """One population per kernel, network and metric out of its pattern runs
+    (pingpong.sort, .cut, .fold, .shuffle -> pingpong.sort+cut+fold+shuffle;
+    pingpong.sort@ib, .cut@ib -> pingpong.sort+cut@ib).
 
     A pattern over N nodes has only N/2 pairs: on 8 to 12 nodes, 4 to 6
     values, too few for the outlier test to call even a link ten times slower
@@ -92,23 +94,24 @@ def pooled_patterns(series: list[Series]) -> list[Series]:
     uplink in the cross-group pairs of each, so pooling keeps what the
     patterns tell apart while giving the test enough values.
     """
-    pooled: dict[tuple[str, str], list[Series]] = defaultdict(list)
+    pooled: dict[tuple[str, str, str], list[Series]] = defaultdict(list)
     alone = []
     for s in series:
         family, _, pattern = s.benchmark.partition(".")
+        pattern, network = split_network(pattern)
         if family in POOLED_FAMILIES and pattern in POOLED_PATTERNS:
-            pooled[(family, s.metric)].append(s)
+            pooled[(family, network or "", s.metric)].append(s)  # each network its own population
         else:
             alone.append(s)
-    for (family, metric), members in sorted(pooled.items()):
+    for (family, network, metric), members in sorted(pooled.items()):
         if len(members) == 1:
             alone.append(members[0])
             continue
         labels = np.concatenate([m.labels for m in members])
         order = np.argsort(labels, kind="stable")
-        patterns = "+".join(m.benchmark.partition(".")[2] for m in members)
+        patterns = "+".join(split_network(m.benchmark.partition(".")[2])[0] for m in members)
         alone.append(Series(
-            benchmark=f"{family}.{patterns}", metric=metric, unit=members[0].unit, direction=members[0].direction,
+            benchmark=pattern_series(family, patterns, network or None), metric=metric, unit=members[0].unit, direction=members[0].direction,
             label_kind=LabelKind.PAIR, labels=labels[order],
             values=np.concatenate([m.values for m in members])[order],
             repetitions=np.concatenate([m.repetitions for m in members])[order]))

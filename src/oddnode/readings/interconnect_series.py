@@ -3,7 +3,8 @@
 The runners write them, the finding rules and the report read them: this
 module imports nothing, so that the analysis and the report know the names
 without loading the runners.  A pattern run stores ``<family>.<pattern>``
-(``pingpong.sort``, ``mpi.cut``, ``stream.shuffle``), one label per pair.
+(``pingpong.sort``, ``mpi.cut``, ``stream.shuffle``), one label per pair;
+over a network named by ``pairs --network``, ``<family>.<pattern>@<network>``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,18 @@ CHAIN = "chain"  # Switchbench's daisy chain, one label per chain
 ALLTOALL = "alltoall"  # Switchbench's all-to-all, per node and per phase
 
 
-def pattern_series(family: str, pattern: str) -> str:
-    """The series a pattern run of a family stores: ``pingpong.sort``."""
-    return f"{family}.{pattern}"
+# Between a pattern and the network it ran over (``pingpong.sort@ib``): a
+# run over a network of the site's other than the one node names reach.
+NETWORK_MARK = "@"
+
+
+def pattern_series(family: str, pattern: str, network: str | None = None) -> str:
+    """The series a pattern run of a family stores: ``pingpong.sort``, or
+    ``pingpong.sort@ib`` over the network named ``ib``."""
+    return f"{family}.{pattern}" + (f"{NETWORK_MARK}{network}" if network else "")
+
+
+def split_network(pattern: str) -> tuple[str, str | None]:
+    """A series' pattern part and its network: ``sort@ib`` -> (sort, ib), ``sort`` -> (sort, None)."""
+    base, mark, network = pattern.partition(NETWORK_MARK)
+    return base, (network if mark else None)

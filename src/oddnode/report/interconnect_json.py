@@ -9,6 +9,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from oddnode.readings.interconnect_series import split_network
 from oddnode.core.model import Dataset
 from oddnode.report import plain
 from oddnode.report.interconnect import sized_series
@@ -49,8 +50,9 @@ def pattern_json(dataset: Dataset, benchmarks: Sequence[str]) -> list[documents.
                 for label, value in zip(series.labels.tolist(), series.values.tolist()):
                     pairs.setdefault(label, {"latency": {}, "bandwidth": {}})[quantity][str(size)] = value
         out.append({
-            # A family's pattern (pingpong.cut: cut), a site's own name whole.
-            "benchmark": benchmark, "pattern": benchmark.partition(".")[2] or benchmark,
+            # A family's pattern (pingpong.cut: cut; pingpong.cut@ib: cut over ib), a site's own name whole.
+            "benchmark": benchmark, "pattern": split_network(benchmark.partition(".")[2])[0] or benchmark,
+            "network": split_network(benchmark.partition(".")[2])[1],
             "latency_unit": units.get("latency", "us"), "bandwidth_unit": units.get("bandwidth", "MB/s"),
             "sizes": [{"size": row.size, "n": row.n, "bandwidth": _stats(row.bandwidth),
                        "latency": _stats(row.latency)} for row in table.rows],

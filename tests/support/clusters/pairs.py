@@ -55,12 +55,16 @@ def cut(output: str, sizes, batches: int = 3, seconds: float = 0.02) -> str:
 
 class PairCluster:
     """Serves and pings like 8 nodes on one switch; pairs with ``weak`` are
-    ``factor`` times slower on large messages; ``down`` nodes are unreachable."""
+    ``factor`` times slower on large messages; ``down`` nodes are unreachable.
+    ``hosts``: the names a client may reach a server by besides its own
+    (``node03-ib`` -> ``node03``), as a second network's; each one a
+    client used is kept in ``hosts_used``."""
 
     name = "scripted"
 
-    def __init__(self, weak=None, factor=10.0, down=(), cut_sizes=()):
+    def __init__(self, weak=None, factor=10.0, down=(), cut_sizes=(), hosts=None):
         self.weak, self.factor, self.down, self.cut_sizes = weak, factor, set(down), set(cut_sizes)
+        self.hosts, self.hosts_used = dict(hosts or {}), set()
         self.rounds: list[dict[str, list[str]]] = []
         self.prepared = 0
 
@@ -81,7 +85,9 @@ class PairCluster:
             elif args[0] == "serve":
                 results[node] = NodeResult(node, NodeStatus.OK, runner_report("served echoes 10 100\n"), "", 0, 1)
             else:
-                server = args[args.index("-H") + 1]
+                host = args[args.index("-H") + 1]
+                self.hosts_used.add(host)
+                server = self.hosts.get(host, host)
                 if server in self.down:
                     results[node] = NodeResult(node, NodeStatus.OK, runner_report(
                         "", returncode=3, stderr=f"error: no server at {server}:6211\n"), "", 0, 30)

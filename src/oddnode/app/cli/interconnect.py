@@ -155,6 +155,10 @@ def pairs_command(
         "--mpi-rsh-agent", help="With --kernel mpi: the command mpirun reaches the second node with (default ssh; "
                                 "with --testbed, ssh with the testbed's configuration).")] = None,
     mpi_yield: MpiYieldOption = None,
+    network: Annotated[Optional[str], typer.Option(
+        "--network", metavar="NAME=TEMPLATE",
+        help="Measure over another network of the site's: each server reached at its address there, written "
+             "from its name ('ib={node}-ib'); the series are that network's (pingpong.sort@ib).")] = None,
     json_out: JsonOption = False,
     max_minutes: MaxMinutesOption = None,
     topology: TopologyOption = None,
@@ -169,11 +173,18 @@ def pairs_command(
     common to the slow pairs, and oversubscribed uplinks (sorted against
     shuffled)."""
     from oddnode.measure.estimate import BudgetSpent, slowest_pair_rate
-    from oddnode.measure.pair.pairs import PAIR_KERNELS, pairs_estimate, run_pairs
+    from oddnode.measure.pair.pairs import PAIR_KERNELS, Network, pairs_estimate, run_pairs
     from oddnode.readings.interconnect_series import MPI, PINGPONG, pattern_series
 
     if kernel not in PAIR_KERNELS:
         raise typer.BadParameter(f"{kernel!r}: choose {' or '.join(PAIR_KERNELS)}", param_hint="--kernel")
+    try:
+        over = Network.parse(network) if network is not None else None
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--network") from None
+    if over is not None and kernel != "tcp":
+        raise typer.BadParameter("is for the TCP kernel: MPI chooses its own network (Open MPI's "
+                                 "btl_tcp_if_include, its UCX settings)", param_hint="--network")
     with network_run(topology, nodes, exclude, hostfile, connection, testbed, db) as (target, store):
         if kernel == "mpi" and mpi_rsh_agent is None and testbed:
             mpi_rsh_agent = f"ssh -F {target.transport.ssh_config}"
@@ -187,7 +198,8 @@ def pairs_command(
                 summary = progress_run(f"pairs {pattern}", lambda progress: run_pairs(
                     store, target, pattern, repetitions, options=options, seed=seed, serial=serial,
                     pairs_file=pairs_file, on_progress=budget.watching(progress), command=command_line(),
-                    kernel=kernel, rsh_agent=mpi_rsh_agent, mpi_yield=testbed if mpi_yield is None else mpi_yield))
+                    kernel=kernel, rsh_agent=mpi_rsh_agent, mpi_yield=testbed if mpi_yield is None else mpi_yield,
+                    network=over))
             except BudgetSpent as spent:
                 stopped = budget.stopped = f"pairs {pattern}: {spent}"
                 break
@@ -198,7 +210,8 @@ def pairs_command(
         if json_out:
             from oddnode.report.interconnect_json import pattern_json
 
-            benchmarks = [pattern_series(MPI if kernel == "mpi" else PINGPONG, p) for p in runs]
+            benchmarks = [pattern_series(MPI if kernel == "mpi" else PINGPONG, p, over.name if over else None)
+                          for p in runs]
             print_document("pairs", {p: run_json(s, repetitions) for p, s in runs.items()},
                            {"patterns": pattern_json(dataset, benchmarks), "estimate": budget.to_json()}, findings)
         else:

@@ -18,6 +18,7 @@ size by more than the fit's tolerance).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -158,6 +159,42 @@ MPI_LAUNCH_SECONDS = 60.0
 
 def pattern_benchmark(pattern: str) -> str:
     return pattern_series(PINGPONG, pattern)
+
+
+# A network's name, as its series carry it (pingpong.sort@ib).
+_NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
+# What a host name or address may hold around the node's name: letters,
+# digits, '.', '-', '_' and ':' (an IPv6 address).
+_ADDRESS_TEXT = re.compile(r"[A-Za-z0-9._:-]*")
+NODE_FIELD = "{node}"
+
+
+@dataclass(frozen=True)
+class Network:
+    """A network of the site's besides the one node names reach (a second
+    fabric, its IPoIB or Myrinet addresses): its name, and how a node's
+    address on it is written from the node's name (``{node}-ib``,
+    ``ib-{node}.cluster``), as /etc/hosts or DNS names the nodes there."""
+
+    name: str
+    template: str
+
+    @classmethod
+    def parse(cls, text: str) -> Network:
+        """``NAME=TEMPLATE`` (``ib={node}-ib``); ValueError saying what is wrong."""
+        name, sep, template = text.partition("=")
+        if not sep or not _NETWORK_NAME.fullmatch(name):
+            raise ValueError(f"a network is NAME=TEMPLATE (ib={NODE_FIELD}-ib), its name letters, digits, "
+                             f"'-' and '_'; got {text!r}")
+        around = template.split(NODE_FIELD)
+        if len(around) != 2 or template.startswith("-") or not all(_ADDRESS_TEXT.fullmatch(part) for part in around):
+            raise ValueError(f"network {name}'s address template must hold {NODE_FIELD} once, with letters, digits, "
+                             f"'.', '-', '_' or ':' around it; got {template!r}")
+        return cls(name, template)
+
+    def address(self, node: str) -> str:
+        """The node's host name or address on this network."""
+        return self.template.replace(NODE_FIELD, node)
 
 
 def pair_rounds(plan: PairPlan, serial: bool) -> list[list[tuple[str, str]]]:
@@ -316,10 +353,14 @@ def ping_recorder(benchmark: str, sizes: Sequence[int], parameters: Callable[[in
     return record
 
 
-def ping_client_argv(options: PingPongOptions) -> Callable[[str, str], list[str]]:
-    """The argv of a ping client against a server, by (client, server)."""
-    return lambda _, server: pingpong_ping_argv(server, options.port, list(options.sizes), options.seconds_per_size,
-                                                options.connect_wait)
+def ping_client_argv(options: PingPongOptions, network: Network | None = None) -> Callable[[str, str], list[str]]:
+    """The argv of a ping client against a server, by (client, server): to
+    the server's name, or to its address on ``network``."""
+    def argv(_: str, server: str) -> list[str]:
+        host = network.address(server) if network is not None else server
+        return pingpong_ping_argv(host, options.port, list(options.sizes), options.seconds_per_size,
+                                  options.connect_wait)
+    return argv
 
 
 def mpi_client_argv(options: PingPongOptions, rsh_agent: str | None = None,
@@ -352,6 +393,7 @@ def run_pairs(
     kernel: str = "tcp",
     rsh_agent: str | None = None,
     mpi_yield: bool = False,
+    network: Network | None = None,
 ) -> PairRunSummary:
     """Run ``pattern`` over the target's nodes ``repetitions`` times and store
     every pair's results, raw outputs and node troubles, one transaction
@@ -359,9 +401,14 @@ def run_pairs(
     ``kernel``: ``tcp``, our TCP ping-pong (series pingpong.<pattern>), or
     ``mpi``, our MPI one started by mpirun on the client (mpi.<pattern>;
     mpirun reaches the server over ``rsh_agent``; ``mpi_yield``: its idle
-    ranks yield their CPU, for nodes whose CPUs are capped or shared)."""
+    ranks yield their CPU, for nodes whose CPUs are capped or shared).
+    ``network``: the TCP client reaches each server at its address there,
+    and the series is that network's (pingpong.<pattern>@<network>)."""
     if kernel not in PAIR_KERNELS:
         raise ValueError(f"the pair kernel is {' or '.join(PAIR_KERNELS)}, not {kernel!r}")
+    if network is not None and kernel != "tcp":
+        raise ValueError(f"--network {network.name} is for the TCP kernel: MPI chooses its own network "
+                         "(Open MPI's btl_tcp_if_include or its UCX settings)")
     plans, rounds = pattern_rounds(pattern, target, repetitions, seed, serial, pairs_file)
     run_id = new_target_run(store, target, command)
     summary = PairRunSummary(run_id, pattern, plans)
@@ -371,7 +418,8 @@ def run_pairs(
         # Every node builds the kernel: mpirun starts the server's rank from its build.
         build = client_argv(target.nodes[0], target.nodes[-1])
     else:
-        benchmark, client_argv = pattern_benchmark(pattern), ping_client_argv(options)
+        benchmark = pattern_series(PINGPONG, pattern, network.name if network is not None else None)
+        client_argv = ping_client_argv(options, network)
         # Both ends run one build of the kernel: building it for the server builds it.
         build = pingpong_serve_argv(options.port)
     lead = prepare(target, build, PREPARE_TIMEOUT)

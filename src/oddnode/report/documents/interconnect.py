@@ -194,8 +194,12 @@ class PatternPairValues(TypedDict):
 class PairPattern(TypedDict):
     """One pattern's pairs: each pair's latency and bandwidth per message size."""
 
-    benchmark: Annotated[str, Field(description="pingpong.<pattern>, mpi.<pattern> or a site's own pair series")]
+    benchmark: Annotated[str, Field(
+        description="pingpong.<pattern>[@<network>], mpi.<pattern> or a site's own pair series")]
     pattern: Annotated[str, Field(description="the pattern (sort, cut, ...); a site's own series' name whole")]
+    network: Annotated[str | None, Field(
+        description="the network of `pairs --network NAME=...` (pingpong.sort@NAME); null for the one node names "
+                    "reach")]
     latency_unit: str
     bandwidth_unit: str
     sizes: list[PatternSize]

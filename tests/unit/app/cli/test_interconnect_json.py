@@ -78,6 +78,30 @@ def test_pairs_json_has_each_patterns_runs_every_pairs_latency_and_bandwidth_and
     assert [f["kind"] for f in document["findings"]] == expected
 
 
+def test_pairs_over_a_network_name_its_series_and_the_network(scripted, tmp_path):
+    from support.clusters.pairs import PairCluster
+
+    cluster = scripted(PairCluster(weak="gpu005", hosts={f"{node}.ib": node for node in GPUS}), GPUS)
+    result = invoke("pairs", "--patterns", "sort,cut", "-r", 2, *SIZE_OPTION, "--network", "ib={node}.ib", "--json",
+                    "--db", tmp_path / "p.duckdb")
+    document = parsed(result)
+    assert [(t["benchmark"], t["pattern"], t["network"]) for t in document["patterns"]] == [
+        ("pingpong.sort@ib", "sort", "ib"), ("pingpong.cut@ib", "cut", "ib")]
+    assert [f["nodes"] for f in document["findings"] if f["kind"] == "weak-pair-member"] == ["gpu005"]
+    assert cluster.hosts_used <= {f"{node}.ib" for node in GPUS}
+
+
+@pytest.mark.parametrize("network, said", [("ib", "NAME=TEMPLATE"), ("ib={node}`reboot`", "template")])
+def test_a_network_that_is_not_a_name_and_template_is_refused(scripted, tmp_path, network, said):
+    from support.clusters.pairs import PairCluster
+
+    cluster = scripted(PairCluster(), GPUS[:4])
+    result = invoke("pairs", "--patterns", "sort", *SIZE_OPTION, "--network", network, "--db", tmp_path / "p.duckdb")
+    assert result.exit_code == 2 and said in result.text and cluster.rounds == []
+    mpi = invoke("pairs", "--kernel", "mpi", "--network", "ib={node}-ib", "--db", tmp_path / "p.duckdb")
+    assert mpi.exit_code == 2 and "TCP kernel" in mpi.text
+
+
 def test_pairs_without_json_prints_no_document(scripted, tmp_path):
     from support.clusters.pairs import PairCluster
 

@@ -4,9 +4,10 @@ node the analysis then names."""
 
 from __future__ import annotations
 
+import pytest
 
 from oddnode.judge.analysis import analyze
-from oddnode.measure.pair.pairs import run_pairs
+from oddnode.measure.pair.pairs import Network, run_pairs
 from oddnode.measure.pair.pingpong import parse_pingpong_output
 from oddnode.reach.base import Target
 from support.clusters.pairs import NODES, OPTIONS, PairCluster, TWELVE, cut
@@ -91,3 +92,36 @@ def test_no_weak_node_no_pair_finding(store):
         run_pairs(store, Target(TWELVE, cluster), pattern, 2, options=OPTIONS)
     findings = analyze(store.load_dataset()).findings
     assert [f for f in findings if f.severity.value == "warning"] == []
+
+
+def test_over_a_network_each_server_is_reached_at_its_address_there_and_the_series_are_that_network_s(store):
+    network = Network.parse("ib={node}-ib")
+    cluster = PairCluster(weak="node03", hosts={network.address(node): node for node in TWELVE})
+    for pattern in ("sort", "cut", "fold"):
+        run_pairs(store, Target(TWELVE, cluster), pattern, 2, options=OPTIONS, network=network)
+    # Every client reached its server by the server's name on the network.
+    assert cluster.hosts_used and cluster.hosts_used <= {f"{node}-ib" for node in TWELVE}
+    # The ordinary network, measured after, is its own series and replaces nothing.
+    for pattern in ("sort", "cut", "fold"):
+        run_pairs(store, Target(TWELVE, PairCluster()), pattern, 2, options=OPTIONS)
+    benchmarks = {row[0] for row in store.con.execute("SELECT DISTINCT benchmark FROM results").fetchall()}
+    assert benchmarks == {f"pingpong.{p}{suffix}" for p in ("sort", "cut", "fold") for suffix in ("@ib", "")}
+    findings = analyze(store.load_dataset()).findings
+    weak = [f for f in findings if f.kind == "weak-pair-member"]
+    # The weak node is named once, from the ib network's three patterns pooled;
+    # the healthy network's pairs raise nothing.
+    assert [(f.nodes, f.subject.split(":")[0]) for f in weak] == [("node03", "pingpong.cut+fold+sort@ib")]
+    assert all(f.subject.split(":")[0].endswith("@ib") for f in findings if f.severity.value == "warning")
+
+
+@pytest.mark.parametrize("text", ["ib", "ib=node-ib", "ib={node}{node}", "i b={node}", "ib={node};reboot",
+                                  "ib=$(reboot){node}", "ib=-{node}", "=x{node}"])
+def test_a_network_is_a_name_and_an_address_template_and_nothing_else(text):
+    with pytest.raises(ValueError):
+        Network.parse(text)
+
+
+def test_mpi_chooses_its_own_network(store):
+    with pytest.raises(ValueError, match="for the TCP kernel"):
+        run_pairs(store, Target(NODES, PairCluster()), "sort", 1, options=OPTIONS, kernel="mpi",
+                  network=Network.parse("ib={node}-ib"))
