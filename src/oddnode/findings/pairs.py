@@ -18,7 +18,7 @@ from oddnode.readings.interconnect_series import MATRIX_RETEST as MATRIX_RETEST_
 from oddnode.readings.interconnect_series import PAIR_FAMILIES as POOLED_FAMILIES
 from oddnode.readings.interconnect_series import SHUFFLED as SHUFFLED_BENCHMARKS
 from oddnode.readings.interconnect_series import SORTED as SORTED_BENCHMARK
-from oddnode.readings.interconnect_series import pattern_series, split_network
+from oddnode.readings.interconnect_series import PINGPONG, pattern_series, split_network
 from oddnode.findings.population import analyse
 from oddnode.findings.registry import Sensitivity, first_few, rule
 from oddnode.core.model import Dataset, Finding, LabelKind, Series, Severity
@@ -44,6 +44,10 @@ UPLINK_WITHIN_TOLERANCE = 0.1
 # the patterns they pool (the patterns of oddnode.readings.patterns and a
 # pairs file).
 POOLED_PATTERNS = ("sort", "cut", "fold", "shuffle", "random", "file")
+# The sorted pattern's name and the prefix of every ping-pong pattern's series
+# (pingpong.sort, pingpong.sort@ib).
+SORTED_PATTERN = SORTED_BENCHMARK.partition(".")[2]
+PATTERN_FAMILY = f"{PINGPONG}."
 # How many partners or series a message spells out.
 MESSAGE_ITEMS = 6
 
@@ -633,35 +637,42 @@ def _pair_values(series: Series, skip: set[str], known: set[str] | None) -> tupl
 
 
 def compare_sorted_shuffled(dataset: Dataset, sensitivity: Sensitivity) -> list[PatternComparison]:
-    """pingpong.sort against each shuffled pattern the store holds.
+    """pingpong.sort against each shuffled pattern the store holds, on each
+    network (pingpong.sort@ib against pingpong.shuffle@ib).
 
     With a topology, the pairs touching a weak group are left out of both
     sides: a group behind a poor uplink is that group's fault (weak-group),
     not the fabric's oversubscription.
     """
-    if not any(s.benchmark == SORTED_BENCHMARK for s in dataset.series):
+    # The networks with sorted pairs: None for the one node names reach.
+    networks = {split_network(s.benchmark.removeprefix(PATTERN_FAMILY))[1] for s in dataset.series
+                if s.benchmark.startswith(PATTERN_FAMILY)
+                and split_network(s.benchmark.removeprefix(PATTERN_FAMILY))[0] == SORTED_PATTERN}
+    if not networks:
         return []
     weak = find_weak_groups(dataset, sensitivity) if dataset.topology else []
     skip = {node for group in weak for node in group.members}
     known = _known_nodes(dataset)
     comparisons = []
-    for shuffled in SHUFFLED_BENCHMARKS:
-        metric = comparison_metric(dataset, SORTED_BENCHMARK, shuffled)
-        if metric is None:
-            continue
-        first, second = _series_of(dataset, SORTED_BENCHMARK, metric), _series_of(dataset, shuffled, metric)
-        assert first is not None and second is not None
-        sorted_values, _ = _pair_values(first, skip, known)
-        shuffled_values, nodes = _pair_values(second, skip, known)
-        if len(sorted_values) == 0 or len(shuffled_values) == 0:
-            continue
-        # Lower bandwidth is worse; for a lower-is-better metric flip the test.
-        alternative = "less" if second.higher_is_better else "greater"
-        p = float(stats.mannwhitneyu(shuffled_values, sorted_values, alternative=alternative).pvalue)
-        comparisons.append(PatternComparison(
-            SORTED_BENCHMARK, shuffled, metric, second.unit, len(sorted_values), len(shuffled_values),
-            float(np.median(sorted_values)), float(np.median(shuffled_values)), p,
-            tuple(group.group for group in weak), tuple(nodes)))
+    for network in sorted(networks, key=lambda name: name or ""):
+        sorted_name = pattern_series(PINGPONG, SORTED_PATTERN, network)
+        for shuffled in (pattern_series(PINGPONG, name.partition(".")[2], network) for name in SHUFFLED_BENCHMARKS):
+            metric = comparison_metric(dataset, sorted_name, shuffled)
+            if metric is None:
+                continue
+            first, second = _series_of(dataset, sorted_name, metric), _series_of(dataset, shuffled, metric)
+            assert first is not None and second is not None
+            sorted_values, _ = _pair_values(first, skip, known)
+            shuffled_values, nodes = _pair_values(second, skip, known)
+            if len(sorted_values) == 0 or len(shuffled_values) == 0:
+                continue
+            # Lower bandwidth is worse; for a lower-is-better metric flip the test.
+            alternative = "less" if second.higher_is_better else "greater"
+            p = float(stats.mannwhitneyu(shuffled_values, sorted_values, alternative=alternative).pvalue)
+            comparisons.append(PatternComparison(
+                sorted_name, shuffled, metric, second.unit, len(sorted_values), len(shuffled_values),
+                float(np.median(sorted_values)), float(np.median(shuffled_values)), p,
+                tuple(group.group for group in weak), tuple(nodes)))
     return comparisons
 
 

@@ -62,6 +62,24 @@ def test_shuffled_pairs_across_an_oversubscribed_uplink_are_named():
     assert "ratio 0.3" in finding.message
 
 
+def test_each_network_is_compared_with_itself():
+    """The ib network's uplinks oversubscribed, the ordinary network's not:
+    one finding, on the ib series; neither network's sorted pairs compared
+    with the other's shuffled ones."""
+    healthy, oversubscribed = cluster(lambda a, b: 1000.0, leaves(2), seed=3), cluster(lambda a, b: 300.0, leaves(2))
+    renamed = [Series(f"{s.benchmark}@ib", s.metric, s.unit, s.direction, s.label_kind, s.labels, s.values,
+                      s.repetitions) for s in oversubscribed.series]
+    dataset = Dataset(series=healthy.series + renamed, topology=healthy.topology)
+    comparisons = compare_sorted_shuffled(dataset, Sensitivity())
+    assert [(c.sorted_benchmark, c.shuffled_benchmark, c.oversubscribed) for c in comparisons] == [
+        ("pingpong.sort", "pingpong.shuffle", False), ("pingpong.sort@ib", "pingpong.shuffle@ib", True)]
+    (finding,) = [f for f in find_all(dataset, Sensitivity()) if f.kind == "oversubscription"]
+    assert finding.subject == "pingpong.shuffle@ib:bandwidth.4194304"
+    # A network measured sorted only is compared with nothing.
+    alone = Dataset(series=healthy.series + renamed[:1], topology=healthy.topology)
+    assert [c.sorted_benchmark for c in compare_sorted_shuffled(alone, Sensitivity())] == ["pingpong.sort"]
+
+
 def test_a_healthy_fabric_and_mere_noise_raise_nothing():
     assert kinds(cluster(lambda a, b: 1000.0, leaves(2))) == []
     # Shuffled pairs 20% slower: a cost of crossing switches, not oversubscription.
