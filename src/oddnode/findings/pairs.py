@@ -162,6 +162,14 @@ class WeakGroup:
     low_within: int = 0
     within_pairs: int = 0  # within-group pairs measured in any pair series
     within_pairs_low: int = 0
+    # Groups touching exactly the same poor results, which the pairs cannot
+    # tell from this one (two leaves: every crossing pair uses both uplinks);
+    # ``members`` then holds theirs too.
+    alike: list[str] = field(default_factory=list)
+
+    @property
+    def groups(self) -> list[str]:
+        return [self.group, *self.alike]
 
     @property
     def uplink(self) -> bool:
@@ -327,6 +335,9 @@ def find_weak_groups(dataset: Dataset, sensitivity: Sensitivity) -> list[WeakGro
     def unexplained(group: str) -> int:
         return sum(len(t.low.get(group, set()) - e) for t, e in zip(tallies, explained))
 
+    def still_low(group: str) -> list[set[int]]:
+        return [t.low.get(group, set()) - e for t, e in zip(tallies, explained)]
+
     while candidates:
         # The candidate touching the most poor labels not yet explained.
         group = min(candidates, key=lambda g: (-unexplained(g), g))
@@ -334,8 +345,10 @@ def find_weak_groups(dataset: Dataset, sensitivity: Sensitivity) -> list[WeakGro
         results = [_group_test(t, group, e, group_count, alpha) for t, e in zip(tallies, explained)]
         if not any(results):
             continue
-        members = sorted(node for node, g in topology.items() if g == group)
-        weak = flagged[group] = WeakGroup(group, members, {}, {})
+        alike = sorted(other for other in candidates if still_low(other) == still_low(group))
+        candidates.difference_update(alike)
+        members = sorted(node for node, g in topology.items() if g == group or g in alike)
+        weak = flagged[group] = WeakGroup(group, members, {}, {}, alike=alike)
         for tally, done, result in zip(tallies, explained, results):
             if result is None:
                 continue
@@ -358,7 +371,7 @@ def _count_within_group_pairs(
     known: set[str] | None,
 ) -> None:
     """How many pairs inside each flagged group were measured, and how many were poor."""
-    flagged_codes = {codes[group]: weak for group, weak in flagged.items()}
+    flagged_codes = {codes[group]: weak for weak in flagged.values() for group in weak.groups}
     for series in pair_series(dataset):
         member_groups = _member_groups(series, dataset.topology, codes, known)
         inside = np.flatnonzero(member_groups[:, 0] == member_groups[:, 1])
@@ -378,7 +391,19 @@ def _weak_group_finding(weak: WeakGroup) -> Finding:
         f"p = {c['p']:.2g})"
         for name, c in weak.series.items()
     ], MESSAGE_ITEMS, separator="; ", rest="more series")
-    if weak.uplink:
+    if weak.alike:
+        names = " or ".join(weak.groups)
+        message = (
+            f"groups {names} ({nodes}) hold most of the poor results alike ({per_series}); "
+            + (f"their {weak.within_pairs} within-group pairs are fine: suspect the uplink of {names} (or all): "
+               if weak.uplink else "")
+            + "every pair that touches one touches the others, so the pairs cannot tell which"
+        )
+        remedy = (
+            f"Check the uplinks of {names} one by one (cables, switch ports, error counters); a pair from each "
+            "to a group outside them, or the switches' port counters, tells which one is slow."
+        )
+    elif weak.uplink:
         message = (
             f"group {weak.group} ({nodes}) is slow only in pairs that cross to other groups ({per_series}); "
             f"its {weak.within_pairs} within-group pairs are fine: suspect the group's uplink"
@@ -401,6 +426,7 @@ def _weak_group_finding(weak: WeakGroup) -> Finding:
         message=message,
         evidence={
             "group": weak.group,
+            "alike": weak.alike,
             "series": weak.series,
             "low_labels": weak.low_labels,
             "cross_group_low": weak.low_cross,

@@ -80,6 +80,26 @@ def test_each_network_is_compared_with_itself():
     assert [c.sorted_benchmark for c in compare_sorted_shuffled(alone, Sensitivity())] == ["pingpong.sort"]
 
 
+@pytest.mark.parametrize("seed", range(1, 11))
+def test_slow_crossings_between_two_leaves_never_blame_one_leaf(seed):
+    """Every crossing pair runs through both uplinks: the pairs cannot tell
+    leaf1's from leaf2's, so a finding names both or the fabric, never one."""
+    findings = [f for f in find_all(cluster(lambda a, b: 300.0, leaves(2), seed=seed), Sensitivity())
+                if f.severity.value == "warning"]
+    assert {f.kind for f in findings} in ({"weak-group"}, {"oversubscription"}), findings
+    for finding in findings:
+        assert finding.nodes == "node[01-12]"
+        if finding.kind == "weak-group":
+            assert [finding.evidence["group"], *finding.evidence["alike"]] == ["leaf1", "leaf2"]
+            assert "cannot tell which" in finding.message and "leaf1 or leaf2" in finding.remedy
+
+
+def test_one_slow_uplink_among_three_leaves_is_named_alone():
+    dataset = cluster(lambda a, b: 300.0 if "leaf1" in (a, b) else 1000.0, leaves(3), seed=1)
+    (finding,) = [f for f in find_all(dataset, Sensitivity()) if f.severity.value == "warning"]
+    assert (finding.kind, finding.nodes, finding.evidence["alike"]) == ("weak-group", "node[01-04]", [])
+
+
 def test_a_healthy_fabric_and_mere_noise_raise_nothing():
     assert kinds(cluster(lambda a, b: 1000.0, leaves(2))) == []
     # Shuffled pairs 20% slower: a cost of crossing switches, not oversubscription.
