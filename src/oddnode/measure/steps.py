@@ -193,7 +193,7 @@ MAX_SEED = (1 << 64) - 1
 # Where a step option's field keeps its command-line description.
 OPTION_METADATA = "oddnode.option"
 # What an option's value must be, checked on the command line before anything runs.
-CHECKS = ("seconds", "seconds_or_zero", "sizes", "counts", "lengths")
+CHECKS = ("seconds", "seconds_or_zero", "sizes", "counts", "lengths", "network")
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from oddnode.app.cli.common import (
 )
 from oddnode.measure.pair import switchbench
 from oddnode.measure.pair.matrix import MatrixOptions
-from oddnode.measure.pair.pairs import CHECK_PATTERNS, PingPongOptions, StreamOptions
+from oddnode.measure.pair.pairs import CHECK_PATTERNS, PairsOptions, StreamOptions
 from oddnode.app.cli.step_flags import with_step_options
 from oddnode.report import summaries
 from oddnode.report.text import literal
@@ -145,7 +145,7 @@ def pairs_command(
                            "--pairs-file).")] = DEFAULT_PATTERNS,
     repetitions: PatternRepetitionsOption = NETWORK_REPETITIONS,
     serial: SerialOption = False,
-    options: PingPongOptions = PingPongOptions(),  # --sizes, --seconds-per-size, --port (PAIRS_OPTIONS)
+    options: PairsOptions = PairsOptions(),  # --sizes, --seconds-per-size, --port, --network (PAIRS_OPTIONS)
     seed: PatternSeedOption = 0,
     pairs_file: PairsFileOption = None,
     kernel: Annotated[str, typer.Option("--kernel", help="tcp: our TCP ping-pong (a server on the second node); "
@@ -155,10 +155,6 @@ def pairs_command(
         "--mpi-rsh-agent", help="With --kernel mpi: the command mpirun reaches the second node with (default ssh; "
                                 "with --testbed, ssh with the testbed's configuration).")] = None,
     mpi_yield: MpiYieldOption = None,
-    network: Annotated[Optional[str], typer.Option(
-        "--network", metavar="NAME=TEMPLATE",
-        help="Measure over another network of the site's: each server reached at its address there, written "
-             "from its name ('ib={node}-ib'); the series are that network's (pingpong.sort@ib).")] = None,
     json_out: JsonOption = False,
     max_minutes: MaxMinutesOption = None,
     topology: TopologyOption = None,
@@ -173,15 +169,12 @@ def pairs_command(
     common to the slow pairs, and oversubscribed uplinks (sorted against
     shuffled)."""
     from oddnode.measure.estimate import BudgetSpent, slowest_pair_rate
-    from oddnode.measure.pair.pairs import PAIR_KERNELS, Network, pairs_estimate, run_pairs
+    from oddnode.measure.pair.pairs import PAIR_KERNELS, pairs_estimate, run_pairs
     from oddnode.readings.interconnect_series import MPI, PINGPONG, pattern_series
 
     if kernel not in PAIR_KERNELS:
         raise typer.BadParameter(f"{kernel!r}: choose {' or '.join(PAIR_KERNELS)}", param_hint="--kernel")
-    try:
-        over = Network.parse(network) if network is not None else None
-    except ValueError as err:
-        raise typer.BadParameter(str(err), param_hint="--network") from None
+    over = options.over
     if over is not None and kernel != "tcp":
         raise typer.BadParameter("is for the TCP kernel: MPI chooses its own network (Open MPI's "
                                  "btl_tcp_if_include, its UCX settings)", param_hint="--network")
@@ -435,7 +428,7 @@ def switchbench_alltoall_command(
 
 # The step options the interconnect commands take as flags, made from the
 # options' fields (their help, default and check), in this order.
-PAIRS_OPTIONS = ("sizes", "seconds_per_size", "port")
+PAIRS_OPTIONS = ("sizes", "seconds_per_size", "port", "network")
 BISECTION_OPTIONS = ("message_size", "seconds", "both", "port")
 MATRIX_OPTIONS = ("sizes", "seconds_per_size", "port", "retest")
 CHAIN_OPTIONS = ("lengths", "message_size", "seconds", "port")
@@ -444,7 +437,7 @@ ALLTOALL_OPTIONS = ("message_size", "warmup_passes", "port")
 
 
 def register(app: typer.Typer) -> None:
-    pairs = with_step_options(pairs_command, PingPongOptions, PAIRS_OPTIONS)
+    pairs = with_step_options(pairs_command, PairsOptions, PAIRS_OPTIONS)
     bisection = with_step_options(bisection_command, StreamOptions, BISECTION_OPTIONS)
     matrix = with_step_options(matrix_command, MatrixOptions, MATRIX_OPTIONS)
     for name, command in (("pairs", pairs), ("bisection", bisection), ("matrix", matrix)):

@@ -29,7 +29,20 @@ from oddnode.measure.steps import CheckFlag, coerce, option_field, option_flag, 
 # What each check an option's description names does on the command line:
 # a callback that refuses a bad value before anything runs, and a parser
 # that turns the flag's text into the option's value.
-CALLBACKS: dict[str, Callable] = {"seconds": positive_seconds, "seconds_or_zero": seconds_or_zero}
+def pair_network(param: typer.CallbackParam, value: Optional[str]) -> Optional[str]:
+    """The callback of a network option (NAME=TEMPLATE): refused in one line before anything runs."""
+    from oddnode.measure.pair.pairs import Network
+
+    if value is not None:
+        try:
+            Network.parse(value)
+        except ValueError as err:
+            raise typer.BadParameter(str(err)) from None
+    return value
+
+
+CALLBACKS: dict[str, Callable] = {"seconds": positive_seconds, "seconds_or_zero": seconds_or_zero,
+                                  "network": pair_network}
 PARSERS: dict[str, Callable[[str], Any]] = {"sizes": message_sizes, "counts": node_counts, "lengths": chain_lengths}
 
 # A command's ``step_flags`` parameter: the STEP.OPTION each given step flag

@@ -437,9 +437,20 @@ class PairsOptions(PingPongOptions):
     """The pairs step's pair patterns, and what each pair measures."""
 
     patterns: tuple[str, ...] = option(CHECK_PATTERNS, help="Pair patterns of the interconnect stage")
+    network: str | None = option(
+        None, help="Another network of the site's, NAME=TEMPLATE: each server reached at the host name the template "
+                   "writes from its name ('ib={node}-ib'); the series are that network's (pingpong.sort@ib)",
+        check="network", shown_default="the one node names reach")
 
     def __post_init__(self) -> None:
         check_patterns(self.patterns, "check's pair patterns")
+        if self.network is not None:
+            Network.parse(self.network)
+
+    @property
+    def over(self) -> Network | None:
+        """The network the pairs measure, None for the one node names reach."""
+        return Network.parse(self.network) if self.network is not None else None
 
 
 class PairsStep(Step):
@@ -462,7 +473,7 @@ class PairsStep(Step):
     def run(self, context: StepContext, options: PairsOptions) -> StepOutcome:
         return run_patterns(context, self.name, options.patterns, lambda pattern, step: run_pairs(
             context.store, context.target, pattern, context.repetitions, options=options,
-            command=context.step_command(step), on_progress=context.progress(step)))
+            command=context.step_command(step), on_progress=context.progress(step), network=options.over))
 
 
 def pairs_estimate(step: str, options: PingPongOptions, patterns: int, nodes: int, repetitions: int,

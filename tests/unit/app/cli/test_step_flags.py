@@ -146,12 +146,12 @@ def converted_commands():
     from oddnode.app.cli import interconnect, numa, sets, sweep, sync
     from oddnode.measure.node.numa import NumaOptions
     from oddnode.measure.pair.matrix import MatrixOptions
-    from oddnode.measure.pair.pairs import PingPongOptions, StreamOptions
+    from oddnode.measure.pair.pairs import PairsOptions, StreamOptions
     from oddnode.measure.pair.switchbench import AllToAllOptions, ChainOptions, StreamsOptions
     from oddnode.measure.set.runner import ScaleOptions, SetBenchmarkOptions, SetsOptions
     from oddnode.measure.set.sync import SyncOptions
 
-    return [(("pairs",), PingPongOptions, interconnect.PAIRS_OPTIONS),
+    return [(("pairs",), PairsOptions, interconnect.PAIRS_OPTIONS),
             (("bisection",), StreamOptions, interconnect.BISECTION_OPTIONS),
             (("matrix",), MatrixOptions, interconnect.MATRIX_OPTIONS),
             (("switchbench", "chain"), ChainOptions, interconnect.CHAIN_OPTIONS),
