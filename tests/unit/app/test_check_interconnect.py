@@ -48,6 +48,20 @@ def check(store, cluster, plan=PLAN, **options):
     return run_check(store, Target(TWELVE, cluster), plan, keep_going=True, **options)
 
 
+def test_the_pairs_step_measures_the_network_its_option_names(store):
+    cluster = FabricCluster(weak="node04")
+    cluster.pairs.hosts = {f"{node}-ib": node for node in TWELVE}
+    plan = dataclasses.replace(PLAN, stages=("interconnect",), skip=("bisection",), parameters={
+        "pairs": {**PLAN.parameters["pairs"], "network": "ib={node}-ib"}})
+    result = check(store, cluster, plan)
+    assert cluster.pairs.hosts_used and cluster.pairs.hosts_used <= set(cluster.pairs.hosts)
+    benchmarks = {row[0] for row in store.con.execute("SELECT DISTINCT benchmark FROM results").fetchall()}
+    assert {b for b in benchmarks if b.startswith("pingpong.")} == {
+        f"pingpong.{p}@ib" for p in ("sort", "cut", "fold", "shuffle")}
+    (stage,) = [s for s in result.stages if s.name == "interconnect"]
+    assert {(f.kind, f.nodes) for f in stage.blocking} == {("weak-pair-member", "node04")}
+
+
 def test_a_weak_node_is_named_from_its_slow_pairs_and_bisection_is_reported(store):
     result = check(store, FabricCluster(weak="node04"))
     (stage,) = [s for s in result.stages if s.name == "interconnect"]
