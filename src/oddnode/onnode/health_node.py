@@ -43,7 +43,8 @@ import time
 
 from oddnode.onnode import fact_rules, node_probe, node_runner
 from oddnode.onnode.kernel_lines import RESULT_LINE, VALIDATION_FAILED, VALIDATION_OK
-from oddnode.onnode.slurm_node import SlurmError, carry_out, node_state, plan_actions
+from oddnode.onnode import slurm_node
+from oddnode.onnode.slurm_node import SlurmError, node_state, plan_actions
 
 FORMAT = "oddnode-health 1"  # the settings file's "format"
 SETTINGS_SUFFIX = ".json"  # the settings file: the program's path with this suffix
@@ -487,23 +488,19 @@ def check_node(name, settings, drain, resume, benchmarks, dry_run, json_out, qui
 
 
 def act(actions, dry_run, out, log):
-    """Carry out (or with ``dry_run`` print) drain and resume actions; their
-    record for the JSON document."""
-    done = [(action, None) for action in actions] if dry_run else carry_out(actions)
+    """Carry out (or with ``dry_run`` print) drain and resume actions, a line
+    each; their records for the JSON document."""
     records = []
-    for action, error in done:
-        records.append({"node": action.node, "action": action.verb, "command": action.command or None,
-                        "why": action.why, "done": not dry_run and error is None and bool(action.argv),
-                        "error": error})
-        if action.verb == "leave":
-            say(out, log, logging.INFO, "{}: left as it is: {}".format(action.node, action.why))
+    for action, error, record, line in slurm_node.act(actions, dry_run):
+        records.append(record)
+        if error:
+            say_error(log, line)
+        elif action.verb == "leave":
+            say(out, log, logging.INFO, line)
         elif dry_run:
-            say(out, None, logging.INFO, "would run: " + action.command)
-        elif error:
-            say_error(log, "{}: could not {}: {}".format(action.node, action.verb, error))
+            say(out, None, logging.INFO, line)  # a command shown, not run: nothing to log
         else:
-            verb = "drained" if action.verb == "drain" else "resumed"
-            say(out, log, logging.WARNING, "{}: {} ({})".format(action.node, verb, action.why))
+            say(out, log, logging.WARNING, line)
     return records
 
 

@@ -202,3 +202,24 @@ def carry_out(actions: Sequence[Action]) -> List[Tuple[Action, Optional[str]]]:
         else:
             done.append((action, None))
     return done
+
+
+def act(actions: Sequence[Action], dry_run: bool) -> List[Tuple[Action, Optional[str], dict, str]]:
+    """Carry out each action (none with ``dry_run``): the action, scontrol's
+    error or None, its record for a JSON document, and the line that says
+    what became of it (an error's without the ``error:`` its printer adds)."""
+    done = [(action, None) for action in actions] if dry_run else carry_out(actions)
+    acted = []
+    for action, error in done:
+        record = {"node": action.node, "action": action.verb, "command": action.command or None, "why": action.why,
+                  "done": not dry_run and error is None and bool(action.argv), "error": error}
+        if action.verb == "leave":
+            line = "{}: left as it is: {}".format(action.node, action.why)
+        elif dry_run:
+            line = "would run: " + action.command
+        elif error:
+            line = "{}: could not {}: {}".format(action.node, action.verb, error)
+        else:
+            line = "{}: {} ({})".format(action.node, "drained" if action.verb == "drain" else "resumed", action.why)
+        acted.append((action, error, record, line))
+    return acted

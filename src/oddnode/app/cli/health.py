@@ -53,27 +53,17 @@ class Benchmarks(str, Enum):
 def act_on_nodes(actions, dry_run: bool, out) -> list[dict[str, Any]]:
     """Carry out (or with ``dry_run`` print) drain and resume actions; one
     line each; their record for JSON documents."""
-    from oddnode.onnode.slurm_node import carry_out
+    from oddnode.onnode.slurm_node import act
 
     records = []
-    if dry_run:
-        done = [(action, None) for action in actions]
-    else:
-        done = carry_out(actions)
-    for action, error in done:
-        record = {"node": action.node, "action": action.verb, "command": action.command or None, "why": action.why,
-                  "done": (not dry_run and error is None and bool(action.argv)), "error": error}
+    for action, error, record, line in act(actions, dry_run):
         records.append(record)
-        if action.verb == "leave":
-            inform(f"{literal(action.node)}: left as it is: {literal(action.why)}", out=out, highlight=False)
-        elif dry_run:
-            out.print(f"would run: {literal(action.command)}", highlight=False)
-        elif error:
-            err_console.print(f"[bold red]error:[/] {literal(action.node)}: could not {action.verb}: {literal(error)}",
-                              highlight=False)
+        if error:
+            err_console.print(f"[bold red]error:[/] {literal(line)}", highlight=False)
+        elif action.verb == "leave":
+            inform(literal(line), out=out, highlight=False)
         else:
-            done = "drained" if action.verb == "drain" else "resumed"
-            out.print(f"{literal(action.node)}: {done} ({literal(action.why)})", highlight=False)
+            out.print(literal(line), highlight=False)
     return records
 
 

@@ -157,10 +157,6 @@ PAIR_KERNELS = ("tcp", "mpi")
 MPI_LAUNCH_SECONDS = 60.0
 
 
-def pattern_benchmark(pattern: str) -> str:
-    return pattern_series(PINGPONG, pattern)
-
-
 # A network's name, as its series carry it (pingpong.sort@ib).
 _NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
 # What a host name or address may hold around the node's name: letters,
