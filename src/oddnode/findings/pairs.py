@@ -671,9 +671,9 @@ def compare_sorted_shuffled(dataset: Dataset, sensitivity: Sensitivity) -> list[
     not the fabric's oversubscription.
     """
     # The networks with sorted pairs: None for the one node names reach.
-    networks = {split_network(s.benchmark.removeprefix(PATTERN_FAMILY))[1] for s in dataset.series
-                if s.benchmark.startswith(PATTERN_FAMILY)
-                and split_network(s.benchmark.removeprefix(PATTERN_FAMILY))[0] == SORTED_PATTERN}
+    patterns = {split_network(s.benchmark.removeprefix(PATTERN_FAMILY)) for s in dataset.series
+                if s.benchmark.startswith(PATTERN_FAMILY)}
+    networks = {network for pattern, network in patterns if pattern == SORTED_PATTERN}
     if not networks:
         return []
     weak = find_weak_groups(dataset, sensitivity) if dataset.topology else []

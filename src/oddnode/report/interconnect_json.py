@@ -49,10 +49,10 @@ def pattern_json(dataset: Dataset, benchmarks: Sequence[str]) -> list[documents.
                 units[quantity] = series.unit
                 for label, value in zip(series.labels.tolist(), series.values.tolist()):
                     pairs.setdefault(label, {"latency": {}, "bandwidth": {}})[quantity][str(size)] = value
+        # A family's pattern (pingpong.cut: cut; pingpong.cut@ib: cut over ib), a site's own name whole.
+        pattern, network = split_network(benchmark.partition(".")[2])
         out.append({
-            # A family's pattern (pingpong.cut: cut; pingpong.cut@ib: cut over ib), a site's own name whole.
-            "benchmark": benchmark, "pattern": split_network(benchmark.partition(".")[2])[0] or benchmark,
-            "network": split_network(benchmark.partition(".")[2])[1],
+            "benchmark": benchmark, "pattern": pattern or benchmark, "network": network,
             "latency_unit": units.get("latency", "us"), "bandwidth_unit": units.get("bandwidth", "MB/s"),
             "sizes": [{"size": row.size, "n": row.n, "bandwidth": _stats(row.bandwidth),
                        "latency": _stats(row.latency)} for row in table.rows],
