@@ -305,7 +305,8 @@ def find_weak_groups(dataset: Dataset, sensitivity: Sensitivity) -> list[WeakGro
     A fixed pattern implicates the partner group too (cut pairs the bad
     chassis with the chassis half a cluster away), so groups are accepted
     greedily across series: the group touching the most poor labels first,
-    each next one tested again on the poor labels not yet explained.
+    each next one tested again on the poor labels that touch no group
+    already accepted, in any series.
     """
     topology = dataset.topology
     if not topology:
@@ -350,10 +351,14 @@ def find_weak_groups(dataset: Dataset, sensitivity: Sensitivity) -> list[WeakGro
         members = sorted(node for node, g in topology.items() if g == group or g in alike)
         weak = flagged[group] = WeakGroup(group, members, {}, {}, alike=alike)
         for tally, done, result in zip(tallies, explained, results):
+            # The group explains every poor label that touches it, in every
+            # series, even where it is not weak on its own: a pair across a
+            # poor uplink is no evidence against the group at its other end.
+            for accepted in weak.groups:
+                done.update(tally.low.get(accepted, ()))
             if result is None:
                 continue
             low = result.low
-            done.update(low)
             weak.series[tally.name] = result.to_json()
             weak.low_labels[tally.name] = [tally.labels[i] for i in sorted(low)]
             weak.low_cross += len(low & tally.crossing)

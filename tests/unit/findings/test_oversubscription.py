@@ -100,6 +100,38 @@ def test_one_slow_uplink_among_three_leaves_is_named_alone():
     assert (finding.kind, finding.nodes, finding.evidence["alike"]) == ("weak-group", "node[01-04]", [])
 
 
+def test_pairs_across_an_accepted_slow_uplink_are_no_evidence_against_the_other_end():
+    """leaf2's uplink a tenth as fast; in the latencies, 11 of leaf1's 15
+    slow pairs cross to leaf2 (as a queue at leaf2's uplink makes them) and
+    leaf2 alone is not significant there.  leaf1 stands on its other 4 slow
+    pairs only: too few, so leaf2 is named and leaf1 is not."""
+    from itertools import combinations
+
+    topology = leaves(3)
+    rng = np.random.default_rng(5)
+    pairs = list(combinations(TWELVE, 2))
+    crossing = {frozenset(("leaf1", "leaf2")): 11, frozenset(("leaf1", "leaf3")): 4}
+    slow_latency = []
+    for a, b in pairs:
+        groups = frozenset((topology[a], topology[b]))
+        if crossing.get(groups, 0) > 0:
+            crossing[groups] -= 1
+            slow_latency.append((a, b))
+
+    def noisy(value: float) -> float:
+        return value * (1 + 0.01 * rng.standard_normal())
+
+    labels = [f"{a}-{b}" for a, b in pairs]
+    bandwidth = [noisy(100.0 if topology[a] != topology[b] and "leaf2" in (topology[a], topology[b]) else 1000.0)
+                 for a, b in pairs]
+    latency = [noisy(30.0 if (a, b) in slow_latency else 10.0) for a, b in pairs]
+    series = [pair_series("pingpong.matrix", labels, bandwidth),
+              Series("pingpong.matrix", "latency.0", "us", Direction.LOWER, LabelKind.PAIR,
+                     np.array(labels, dtype=object), np.array(latency), np.ones(len(labels), dtype=np.int64))]
+    groups = [f for f in find_all(Dataset(series=series, topology=topology), Sensitivity()) if f.kind == "weak-group"]
+    assert [(f.nodes, f.evidence["group"]) for f in groups] == [("node[05-08]", "leaf2")]
+
+
 def test_a_healthy_fabric_and_mere_noise_raise_nothing():
     assert kinds(cluster(lambda a, b: 1000.0, leaves(2))) == []
     # Shuffled pairs 20% slower: a cost of crossing switches, not oversubscription.

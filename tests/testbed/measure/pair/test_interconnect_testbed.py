@@ -48,6 +48,8 @@ def interconnect_warnings(bed, tmp_path) -> set[tuple[str, str]]:
     # One note per pattern (a slow link's sizes cut by their time say so in notes of their own).
     patterns = [note for note in stage.notes if "pairs gave valid results" in note]
     assert len(patterns) == 4, stage.notes
+    for finding in stage.blocking:  # shown when a test fails
+        print(finding.kind, finding.nodes, finding.message)
     return {(f.kind, f.nodes) for f in stage.blocking}
 
 
