@@ -131,7 +131,9 @@ def _end_group(proc: subprocess.Popen, readers: list[threading.Thread], grace: f
     try:
         _signal_group(pgid, signal.SIGTERM)
         grace_end = time.monotonic() + grace
-        for reader in readers:
+        # An interrupt can come while the readers start: one not yet
+        # running has nothing to wait for (and join() would refuse it).
+        for reader in (r for r in readers if r.is_alive()):
             reader.join(max(0.0, grace_end - time.monotonic()))
     finally:
         _signal_group(pgid, signal.SIGKILL)

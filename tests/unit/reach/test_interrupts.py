@@ -190,6 +190,35 @@ def test_a_stop_from_another_thread_ends_the_group_as_a_timeout_would(tmp_path):
         cleanup(pids)
 
 
+def test_an_interrupt_while_the_output_readers_start_ends_the_group_and_goes_on(tmp_path, monkeypatch):
+    """SIGINT can land in Thread.start() of the second output reader, the
+    command already running: the interrupt goes on (no error about a
+    thread not started) and the command's group is gone."""
+    import threading
+
+    from oddnode.reach.local import run_process_group
+
+    pid_file = tmp_path / "sleep.pid"
+    start = threading.Thread.start
+    starts = []
+
+    def interrupted_second_start(thread):
+        starts.append(thread)
+        if len(starts) == 2:
+            recorded_pids([pid_file])  # the command is running by then
+            raise KeyboardInterrupt
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted_second_start)
+    with pytest.raises(KeyboardInterrupt):
+        run_process_group(long_command(pid_file), 120, grace=1.0)
+    pids = recorded_pids([pid_file])
+    try:
+        assert wait_for(lambda: not alive(pids[0]), GONE_WITHIN)
+    finally:
+        cleanup(pids)
+
+
 @pytest.fixture
 def fake_ssh(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
