@@ -36,6 +36,7 @@ from oddnode.core.model import Dataset, Finding, LabelKind, Severity
 from oddnode.core.inputs import InputError, plain_path, read_text
 from oddnode.core.subset import series_subset
 from oddnode.core.nodes import NodeNameError, expand, expand_command_line, node_sets
+from oddnode.measure.estimate import BudgetSpent
 from oddnode.measure.plan import PROBE_TIMEOUT, CheckPlan
 from oddnode.measure.runner import RunSummary
 from oddnode.measure.steps import StepContext, StepObserver
@@ -155,11 +156,14 @@ class CheckResult:
     inventory: InventoryResult | None  # None when a resumed check had it already
     stages: list[StageResult]
     stopped_after: str | None = None  # the stage whose findings stopped the check
-    not_run: tuple[str, ...] = ()  # the stages it did not reach
+    not_run: tuple[str, ...] = ()  # the stages it did not reach (or, stopped by its budget, finish)
     # Targets of the expectations file whose stage ran yet stored no series
     # of their name (a misspelt metric), or whose unit the series' cannot
     # take (known only once measured), one line each.
     unmeasured_targets: list[str] = field(default_factory=list)
+    # Where the time budget (--max-minutes) stopped the check, in words; the
+    # stage under way then is among ``not_run`` and ``--resume`` finishes it.
+    budget_stopped: str | None = None
 
 
 class CheckObserver(StepObserver):
@@ -287,14 +291,20 @@ def run_check(
     observer.stage_judged(diagnostics)
 
     judged = {DIAGNOSTICS}
-    stopped_after = None
+    stopped_after = budget_stopped = None
     if diagnostics.blocking and not keep_going and plan.stages:
         stopped_after = DIAGNOSTICS
     else:
         for stage in plan.stages:
             observer.stage_started(stage)
             began = time.monotonic()
-            result = _run_stage(store, target, plan, stage, steps, check_id, command, sensitivity, observer)
+            try:
+                result = _run_stage(store, target, plan, stage, steps, check_id, command, sensitivity, observer)
+            except BudgetSpent as spent:
+                # Between two repetitions, all before them stored: the
+                # stages judged so far are the verdict, the rest is resumable.
+                budget_stopped = str(spent)
+                break
             result.seconds = time.monotonic() - began
             judged.add(stage)
             stages.append(result)
@@ -320,7 +330,8 @@ def run_check(
     with store.transaction():
         store.add_findings(store.new_run(command, source=FINDINGS_SOURCE), analysis.findings)
         store.set_check_status(check_id, "stopped" if not_run else "finished")
-    return CheckResult(check_id, analysis, expectations, inventory, stages, stopped_after, not_run, unmeasured)
+    return CheckResult(check_id, analysis, expectations, inventory, stages, stopped_after, not_run, unmeasured,
+                       budget_stopped)
 
 
 def _targets(plan: CheckPlan) -> list[BenchmarkTarget]:

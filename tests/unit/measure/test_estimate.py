@@ -206,3 +206,30 @@ def test_a_check_stopped_by_its_budget_keeps_what_it_did_and_resume_goes_on(tmp_
         repetitions = store.con.execute("SELECT DISTINCT repetition FROM results WHERE benchmark LIKE 'memory.%' "
                                         "ORDER BY 1").fetchall()
     assert repetitions == [(1,), (2,), (3,)]  # the first before the stop, the others resumed
+
+
+def test_a_check_stopped_by_its_budget_prints_its_json_document_and_drains_nothing(tmp_path, monkeypatch):
+    """--json stays a document when the budget stops the check: the stages
+    judged so far, the estimate saying where it stopped, exit 3; --drain
+    does not act on a part of the check."""
+    pytest.importorskip("jsonschema")
+    from oddnode.app.cli import check as check_cli
+    from oddnode.report.schema import validate
+    from support.clusters.check import ScriptedCluster
+
+    nodes = [f"r07n{i:02d}" for i in range(1, 5)]
+    monkeypatch.setattr(check_cli, "selected_target", lambda *args: Target(nodes, ScriptedCluster()))
+    spent = iter([False, True])  # before the memory step: not yet; after its first repetition: spent
+    monkeypatch.setattr(Budget, "spent", lambda self: next(spent, True))
+    drained = []
+    monkeypatch.setattr("oddnode.app.cli.health.drain_for_check", lambda *args, **kwargs: drained.append(args))
+    db = tmp_path / "c.duckdb"
+    result = invoke("check", "-w", "r07n[01-04]", "--stages", "memory", "-r", 3, "--set", "memory.elements=2000000",
+                    "--set", "memory.ntimes=3", "--max-minutes", 45, "--json", "--drain", "--db", db,
+                    "--html", tmp_path / "r.html")
+    assert result.exit_code == 3, result.output
+    document = json.loads(result.stdout)
+    validate(document, "analysis")
+    assert document["estimate"]["stopped"] == "the --max-minutes budget of 45 min was spent after memory repetition 1 of 3"
+    assert document["estimate"]["max_minutes"] == 45 and not drained
+    assert f"oddnode check --resume --db {db}" in result.stderr

@@ -190,6 +190,23 @@ COMMAND_STEP = CommandStep.name
 OPT_IN = ", ".join(step.name for step in catalog.STEPS.values() if not step.default)
 
 
+def _report_budget_stop(result, target, db: Path, html: Optional[Path], json_out: bool, wide: bool,
+                        stdout_taken: bool, budget: Budget) -> None:
+    """A check its budget stopped between two repetitions: the stages judged
+    so far reported as a finished check's are (the JSON's ``estimate``
+    saying where it stopped), no node drained on a part of the check, and
+    exit 3 with the way to go on."""
+    budget.stopped = result.budget_stopped
+    try:
+        _report(result, target, db, html, json_out, wide, stdout_taken, None, budget)
+    except typer.Exit as verdict:
+        if verdict.exit_code != int(ExitStatus.FINDINGS):
+            raise
+    stop = budget_stop(result.budget_stopped, db)
+    err_console.print(f"`oddnode check --resume --db {literal(db)}` goes on from there", highlight=False)
+    raise stop
+
+
 def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide: bool,
             stdout_taken: bool = False, drained: list | None = None, budget: Budget | None = None) -> None:
     """A finished check for people (or as JSON), its HTML report, and its
@@ -369,12 +386,6 @@ def check_command(
                 result = run_check(store, target, plan, keep_going=keep_going, command=command,
                                    sensitivity=sensitivity,
                                    resume=resume_id, observer=progress)
-        except BudgetSpent as spent:
-            # Between two rounds: everything before is stored, and the check
-            # is left unfinished for --resume.
-            stop = budget_stop(str(spent), db)
-            err_console.print(f"`oddnode check --resume --db {literal(db)}` goes on from there", highlight=False)
-            raise stop from None
         except KeyboardInterrupt as interrupt:
             # The transport has ended the processes on the nodes on its way
             # out; what they gave of this repetition is not stored.
@@ -385,6 +396,8 @@ def check_command(
     if junit:
         with user_errors():
             write_junit(check_suite(result), junit)
+    if result.budget_stopped:
+        _report_budget_stop(result, target, db, html, json_out or junit == STDOUT, wide, junit == STDOUT, budget)
     drained = None
     if drain:
         from oddnode.app.cli.health import drain_for_check
