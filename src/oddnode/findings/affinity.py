@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from oddnode.onnode.cpu_topology import TopologyError, format_cpulist, parse_cpulist
 from oddnode.findings.registry import Sensitivity, first_few, rule
+from oddnode.core.units import convert
 from oddnode.core.model import Dataset, Finding, Severity
 from oddnode.core.nodes import fold
 from oddnode.core.order import natural_key
@@ -86,7 +87,6 @@ MIN_MEMORY_KB = 64 * 1024
 # always well under 4 GiB; a missing DIMM is one of 8 to 16 per socket.
 MEMORY_SHORTFALL = 0.05
 MEMORY_SHORTFALL_MIN_KB = 4 * 1024 * 1024
-KB_PER_GIB = 1024 * 1024
 # How many threads, processes or nodes a message spells out.
 MESSAGE_ITEMS = 4
 
@@ -316,7 +316,8 @@ def remote_memory(reports: Mapping[str, NodeAffinity]) -> list[Finding]:
             if away / total > REMOTE_SHARE:
                 remote.append({"pid": process.pid, "comm": process.comm, "ran_on": ran_on,
                                "memory_kb": {n: kb for n, kb in sorted(process.memory_kb.items())},
-                               "remote_share": round(away / total, 3), "memory_gib": round(total / KB_PER_GIB, 2),
+                               "remote_share": round(away / total, 3),
+                               "memory_gib": round(convert(total, "KiB", "GiB"), 2),
                                "mems_allowed": format_cpulist(process.mems_allowed or ())})
         if not remote:
             continue
@@ -419,7 +420,7 @@ def _short(peers: list[tuple[str, int, int | None, int | None]], what: str, posi
 
 
 def _gib(kb: float) -> str:
-    return f"{kb / KB_PER_GIB:.1f} GiB"
+    return f"{convert(kb, 'KiB', 'GiB'):.1f} GiB"
 
 
 # -- the rules ---------------------------------------------------------------

@@ -14,6 +14,7 @@ from rich.text import Text
 from oddnode.readings.affinity import NodeAffinity, ProcessSample, ThreadSample
 from oddnode.onnode.cpu_topology import format_cpulist
 from oddnode.findings.affinity import is_busy, runnable
+from oddnode.core.units import convert
 from oddnode.core.model import Finding
 from oddnode.core.nodes import fold
 from oddnode.core.order import natural_key
@@ -22,7 +23,6 @@ from oddnode.report.terminal import WIDE_NOTE, fit_columns, fixed_table
 if TYPE_CHECKING:
     from oddnode.report import documents
 
-KB_PER_GIB = 1024 * 1024
 # Threads the thread table shows by default; the rest are counted in its caption.
 TOP_THREADS = 40
 
@@ -41,7 +41,7 @@ _LEFT = {_NODES, _NODE, "comm", "cpuset", "ran on CPUs", "CPUs allowed", "cpuset
 
 
 def _gib(kb: int | None) -> str:
-    return "?" if kb is None else f"{kb / KB_PER_GIB:.1f}"
+    return "?" if kb is None else f"{convert(kb, 'KiB', 'GiB'):.1f}"
 
 
 def _cpus(cpus: Sequence[int] | None) -> str:
