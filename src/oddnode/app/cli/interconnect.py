@@ -170,7 +170,7 @@ def pairs_command(
     shuffled)."""
     from oddnode.measure.estimate import BudgetSpent, slowest_pair_rate
     from oddnode.measure.pair.pairs import PAIR_KERNELS, pairs_estimate, run_pairs
-    from oddnode.readings.interconnect_series import MPI, PINGPONG, pattern_series
+    from oddnode.readings.interconnect_series import MPI, NETWORK_MARK, PINGPONG, pattern_series
 
     if kernel not in PAIR_KERNELS:
         raise typer.BadParameter(f"{kernel!r}: choose {' or '.join(PAIR_KERNELS)}", param_hint="--kernel")
@@ -187,17 +187,19 @@ def pairs_command(
             serial=serial, kernel=kernel)])
         runs, stopped = {}, None
         for pattern in names:
+            # The run's name as its series has it: sort@ib on another network.
+            shown = pattern if over is None else f"{pattern}{NETWORK_MARK}{over.name}"
             try:
-                summary = progress_run(f"pairs {pattern}", lambda progress: run_pairs(
+                summary = progress_run(f"pairs {shown}", lambda progress: run_pairs(
                     store, target, pattern, repetitions, options=options, seed=seed, serial=serial,
                     pairs_file=pairs_file, on_progress=budget.watching(progress), command=command_line(),
                     kernel=kernel, rsh_agent=mpi_rsh_agent, mpi_yield=testbed if mpi_yield is None else mpi_yield,
                     network=over))
             except BudgetSpent as spent:
-                stopped = budget.stopped = f"pairs {pattern}: {spent}"
+                stopped = budget.stopped = f"pairs {shown}: {spent}"
                 break
             runs[pattern] = summary
-            print_pattern_run(pattern, summary, repetitions, db, json_out)
+            print_pattern_run(shown, summary, repetitions, db, json_out)
         dataset = store.load_dataset()
         findings = findings_of(dataset, PAIR_FINDINGS)
         if json_out:

@@ -89,6 +89,8 @@ def test_pairs_over_a_network_name_its_series_and_the_network(scripted, tmp_path
         ("pingpong.sort@ib", "sort", "ib"), ("pingpong.cut@ib", "cut", "ib")]
     assert [f["nodes"] for f in document["findings"] if f["kind"] == "weak-pair-member"] == ["gpu005"]
     assert cluster.hosts_used <= {f"{node}.ib" for node in GPUS}
+    # The run lines (on stderr beside the document) name the network as the series do.
+    assert "sort@ib: 6 pairs, 2 repetitions" in result.stderr and "cut@ib: 6 pairs" in result.stderr
 
 
 @pytest.mark.parametrize("network, said", [("ib", "NAME=TEMPLATE"), ("ib={node}`reboot`", "template")])
