@@ -190,23 +190,6 @@ COMMAND_STEP = CommandStep.name
 OPT_IN = ", ".join(step.name for step in catalog.STEPS.values() if not step.default)
 
 
-def _report_budget_stop(result, target, db: Path, html: Optional[Path], json_out: bool, wide: bool,
-                        stdout_taken: bool, budget: Budget) -> None:
-    """A check its budget stopped between two repetitions: the stages judged
-    so far reported as a finished check's are (the JSON's ``estimate``
-    saying where it stopped), no node drained on a part of the check, and
-    exit 3 with the way to go on."""
-    budget.stopped = result.budget_stopped
-    try:
-        _report(result, target, db, html, json_out, wide, stdout_taken, None, budget)
-    except typer.Exit as verdict:
-        if verdict.exit_code != int(ExitStatus.FINDINGS):
-            raise
-    stop = budget_stop(result.budget_stopped, db)
-    err_console.print(f"`oddnode check --resume --db {literal(db)}` goes on from there", highlight=False)
-    raise stop
-
-
 def _report(result, target, db: Path, html: Optional[Path], json_out: bool, wide: bool,
             stdout_taken: bool = False, drained: list | None = None, budget: Budget | None = None) -> None:
     """A finished check for people (or as JSON), its HTML report, and its
@@ -396,15 +379,26 @@ def check_command(
     if junit:
         with user_errors():
             write_junit(check_suite(result), junit)
-    if result.budget_stopped:
-        _report_budget_stop(result, target, db, html, json_out or junit == STDOUT, wide, junit == STDOUT, budget)
+    # A check its budget stopped between two repetitions is reported as a
+    # finished one is, on the stages it judged (the JSON's estimate saying
+    # where it stopped); it drains no node on a part of the check, and
+    # exits 3 with the way to go on.
+    stopped = budget.stopped = result.budget_stopped
     drained = None
-    if drain:
+    if drain and not stopped:
         from oddnode.app.cli.health import drain_for_check
 
         drained = drain_for_check(result.analysis.problems, len(target.nodes), dry_run=dry_run, limit=drain_max,
                                   out=out, check_id=result.check_id)
-    _report(result, target, db, html, json_out or junit == STDOUT, wide, junit == STDOUT, drained, budget)
+    try:
+        _report(result, target, db, html, json_out or junit == STDOUT, wide, junit == STDOUT, drained, budget)
+    except typer.Exit as verdict:
+        if not stopped or verdict.exit_code != int(ExitStatus.FINDINGS):
+            raise
+    if stopped:
+        stop = budget_stop(stopped, db)
+        err_console.print(f"`oddnode check --resume --db {literal(db)}` goes on from there", highlight=False)
+        raise stop
 
 
 def register(app: typer.Typer) -> None:
