@@ -10,7 +10,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy import stats
 
 from oddnode.readings.interconnect_series import BAD_LINK, CONCURRENCY_METRIC, CONTENTION, NOT_RETESTED
 from oddnode.readings.interconnect_series import MATRIX as MATRIX_BENCHMARK
@@ -265,6 +264,8 @@ def _group_test(
     """Counts and Bonferroni p of a group in one series, leaving out the poor
     labels (and their pairs) already explained by another group; None when
     the group is not weak there."""
+    from scipy import stats  # a second to import: only where a test needs it (see stats.tails)
+
     touching_low = tally.low.get(group, set())
     low = touching_low - explained
     low_total = len(tally.bad - explained)
@@ -681,6 +682,8 @@ def compare_sorted_shuffled(dataset: Dataset, sensitivity: Sensitivity) -> list[
     networks = {network for pattern, network in patterns if pattern == SORTED_PATTERN}
     if not networks:
         return []
+    from scipy import stats  # a second to import: only where a test needs it (see stats.tails)
+
     weak = find_weak_groups(dataset, sensitivity) if dataset.topology else []
     skip = {node for group in weak for node in group.members}
     known = _known_nodes(dataset)

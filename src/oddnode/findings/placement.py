@@ -16,8 +16,6 @@ from __future__ import annotations
 from collections import defaultdict
 from statistics import median
 
-from scipy.stats import mannwhitneyu
-
 from oddnode.findings.registry import Sensitivity, rule
 from oddnode.core.model import Dataset, Finding, SetRuns, Severity
 from oddnode.core.nodes import fold
@@ -63,7 +61,9 @@ def placement_sensitive(dataset: Dataset, sensitivity: Sensitivity) -> list[Find
         packed, striped = placements.get(PACKED), placements.get(STRIPED)
         if packed is None or striped is None or min(len(packed), len(striped)) < 2:
             continue
-        p = float(mannwhitneyu(packed.values, striped.values, alternative="two-sided", method="exact").pvalue)
+        from scipy import stats  # a second to import: only where a test needs it (see stats.tails)
+
+        p = float(stats.mannwhitneyu(packed.values, striped.values, alternative="two-sided", method="exact").pvalue)
         medians = {name: median(runs.values.tolist()) for name, runs in placements.items() if len(runs)}
         fast, slow = sorted((PACKED, STRIPED), key=lambda name: medians[name])
         if medians[fast] <= 0:

@@ -17,7 +17,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from oddnode.findings.population import analyse
 from oddnode.findings.registry import Sensitivity, first_few, rule
@@ -183,6 +182,8 @@ def round_tails(runs_per_round: np.ndarray, bad_per_round: np.ndarray, node_runs
     sets of 4, a node in the slow set of each of 6 repetitions gets 1/18564
     rather than 1/729).
     """
+    from scipy import stats  # a second to import: only where a test needs it (see stats.tails)
+
     nodes, rounds = node_runs.shape
     most = int(node_runs.sum(axis=1).max(initial=0))
     pmf = np.zeros((nodes, most + 1))
@@ -580,6 +581,8 @@ class OrderingSpread:
 def ordering_spread(sorted_runs: SetRuns, shuffled_runs: SetRuns) -> OrderingSpread | None:
     """The spreads of both orderings and Levene's p; None with fewer than
     MIN_CONTENTION_RUNS runs in either."""
+    from scipy import stats  # a second to import: only where a test needs it (see stats.tails)
+
     a, b = np.asarray(sorted_runs.values, float), np.asarray(shuffled_runs.values, float)
     a, b = a[np.isfinite(a)], b[np.isfinite(b)]
     if len(a) < MIN_CONTENTION_RUNS or len(b) < MIN_CONTENTION_RUNS:

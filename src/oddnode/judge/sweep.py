@@ -38,7 +38,6 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from oddnode.stats import significance as sig
 from oddnode.judge.compare.verdicts import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
@@ -236,6 +235,8 @@ def turn_scores(default: Turns, other: Turns) -> tuple[np.ndarray, np.ndarray]:
     and 1/2; when no label was measured under both (shuffled sets draw new
     ones every turn), all values rank together as one label.  A turn that
     measured none of the labels has no score."""
+    from scipy import stats  # a second to import: only where a test needs it (see stats.tails)
+
     labels = [{label for by_label in side.values() for label in by_label} for side in (default, other)]
     common: list[str | None] = list(natural_sorted(labels[0] & labels[1])) or [None]
     turns = [(side, round_) for side, by_round in enumerate((default, other)) for round_ in sorted(by_round)]

@@ -31,11 +31,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import binom
 
 from oddnode.onnode.pacct import BURST_SECONDS
 from oddnode.core.model import NodeProcesses
 from oddnode.core.order import natural_key
+from oddnode.stats.tails import binomial_sf
 
 # A node (group) is asymmetric when a command runs at least this many times
 # as often on it as per node on the rest: seaborg's fingerprint commands ran
@@ -126,14 +126,14 @@ def poisson_excess(events: int, seconds: float, rest_events: int, rest_seconds: 
     if events <= 0:
         return 1.0
     share = seconds / (seconds + rest_seconds)
-    return float(binom.sf(events - 1, events + rest_events, share))
+    return float(binomial_sf(events - 1, events + rest_events, share))
 
 
 def poisson_excesses(tested: np.ndarray) -> np.ndarray:
     """poisson_excess of many rows at once: columns bursts, all bursts (the
     unit's and the rest's), the unit's share of the node-seconds."""
     bursts, total, share = tested.T
-    return np.where(bursts > 0, binom.sf(bursts - 1, total, share), 1.0)
+    return np.where(bursts > 0, binomial_sf(bursts - 1, total, share), 1.0)
 
 
 def asymmetry_table(processes: Mapping[str, NodeProcesses], groups: Mapping[str, str] | None = None,

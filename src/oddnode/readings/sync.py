@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import binom
 
 from oddnode.core.model import Dataset, SetRuns
 from oddnode.core.order import natural_key
 from oddnode.readings.sets import runs_by_ordering, set_members
 from oddnode.readings.sets_series import ORDERINGS, SCALE
+from oddnode.stats.tails import binomial_sf
 from oddnode.readings.sync_series import (
     COMPUTE,
     EFFICIENCY,
@@ -114,7 +114,7 @@ def last_tail(last: int, iterations: int, expected: float, dispersion: float = 1
         return 1.0
     scale = max(1.0, dispersion)
     effective = max(1, round(iterations / scale))
-    return float(binom.sf(round(last / scale) - 1, effective, min(1.0, expected / iterations)))
+    return float(binomial_sf(round(last / scale) - 1, effective, min(1.0, expected / iterations)))
 
 
 # The median of z² for z standard normal (the chi-squared distribution with

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy import stats
 
 from oddnode.core.model import Series
 from oddnode.stats.correlation import Correlation, join_by_label
 from oddnode.stats.distribution import ChiSquared, Dip, Normality, bin_edges
+from oddnode.stats.tails import normal_cdf
 from oddnode.report import plain
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def histogram_json(values, bins: str | int) -> documents.Histogram:
     n = len(array)
     mean = float(array.mean())
     std = float(array.std(ddof=1)) if n > 1 else 0.0
-    expected = n * np.diff(stats.norm.cdf(edges, loc=mean, scale=std)) if std > 0 else [None] * len(counts)
+    expected = n * np.diff(normal_cdf(edges, mean, std)) if std > 0 else [None] * len(counts)
     rows = [{"low": float(low), "high": float(high), "count": int(count), "expected": e}
             for low, high, count, e in zip(edges[:-1], edges[1:], counts, expected)]
     return {"bins": bins, "mean": mean, "std": std, "rows": rows}

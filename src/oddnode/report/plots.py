@@ -27,13 +27,13 @@ from matplotlib import colors as mcolors  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 from matplotlib import transforms  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from scipy import stats  # noqa: E402
 
 from oddnode.core.atomic import write_atomically  # noqa: E402
 from oddnode.core.model import LabelKind, Series  # noqa: E402
 from oddnode.stats.correlation import Correlation, join_by_label  # noqa: E402
 from oddnode.stats.describe import describe_values  # noqa: E402
 from oddnode.stats.distribution import bin_edges  # noqa: E402
+from oddnode.stats.tails import normal_pdf  # noqa: E402
 
 FIGURE_SIZE_INCHES = (6.4, 3.6)
 FIGURE_DPI = 100
@@ -100,7 +100,7 @@ def histogram_figure(
         low = min(edges[0], summary.mean - 3.5 * summary.std)
         high = max(edges[-1], summary.mean + 3.5 * summary.std)
         xs = np.linspace(low, high, 300)
-        counts = summary.n * float(edges[1] - edges[0]) * stats.norm.pdf(xs, summary.mean, summary.std)
+        counts = summary.n * float(edges[1] - edges[0]) * normal_pdf(xs, summary.mean, summary.std)
         axes.plot(xs, counts, color="black", linewidth=1.2, label="normal fit")
     if sigma_marks and has_spread:
         # Labels sit just above the plot area: x in data, y in axes fraction.

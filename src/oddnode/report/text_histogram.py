@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 from oddnode.stats.distribution import bin_edges
+from oddnode.stats.tails import normal_cdf
 
 BAR = "█"
 EXPECTED = "·"
@@ -47,7 +47,7 @@ def text_histogram(values, bins: str | int = "auto", width: int = 50) -> str:
     std = float(array.std(ddof=1)) if n > 1 else 0.0
     if std > 0:
         # Expected count in each bin's own range under the fitted normal.
-        expected = n * np.diff(stats.norm.cdf(edges, loc=mean, scale=std))
+        expected = n * np.diff(normal_cdf(edges, mean, std))
     else:
         expected = None
 

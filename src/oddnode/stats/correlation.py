@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from itertools import combinations_with_replacement
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from oddnode.core.model import Series
 
@@ -83,6 +83,8 @@ def correlate(a: Series, b: Series) -> Correlation:
     # near-constant check quiet for large values that differ in few digits.
     x_centred = x - np.median(x)
     y_centred = y - np.median(y)
+    from scipy import stats  # a second to import: the matrix of many series does without it
+
     pearson = stats.pearsonr(x_centred, y_centred)
     spearman = stats.spearmanr(x_centred, y_centred)
     slope, intercept = _least_squares(x, y)

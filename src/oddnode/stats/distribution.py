@@ -9,9 +9,10 @@ from dataclasses import dataclass
 
 import diptest
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from oddnode.stats.robust import median
+from oddnode.stats.tails import chi2_sf, normal_cdf
 
 # A "whole" histogram has one bin per integer; past this many bins the data are
 # counts over a range too wide to draw one bar per value.
@@ -137,7 +138,7 @@ def chi_squared_normal(values, bins: str | int = "auto") -> ChiSquared:
     observed, _ = np.histogram(array, edges)
     # Expected count per bin from the normal CDF; the first and last bins are
     # open-ended (-inf, e1] and [e_k-1, +inf) so the expected counts total n.
-    inner_cdf = stats.norm.cdf(edges[1:-1], loc=array.mean(), scale=std)
+    inner_cdf = normal_cdf(edges[1:-1], array.mean(), std)
     expected = n * np.diff(np.concatenate(([0.0], inner_cdf, [1.0])))
     # Sparse bins: adjacent bins are merged until each expects at least 5
     # values, before the statistic is computed; ``bins`` reports how many
@@ -146,7 +147,7 @@ def chi_squared_normal(values, bins: str | int = "auto") -> ChiSquared:
     used = len(expected)
     x2 = float(np.sum((observed - expected) ** 2 / expected))
     dof = used - 1 - FITTED_PARAMETERS
-    p = float(stats.chi2.sf(x2, dof)) if dof >= 1 else float("nan")
+    p = float(chi2_sf(x2, dof)) if dof >= 1 else float("nan")
     scale = float(edges[1] - edges[0]) / std
     return ChiSquared(x2=x2, dof=dof, p=p, bins=used, scale=scale, requested_bins=requested)
 
@@ -283,6 +284,8 @@ def normality(values) -> Normality:
         k2_p = math.exp(-k2 / 2.0)
     shapiro_w = shapiro_p = nan
     if MIN_N_SHAPIRO <= n <= MAX_N_SHAPIRO:
+        from scipy import stats  # a second to import, for this test alone
+
         shapiro_w, shapiro_p = (float(v) for v in stats.shapiro(centred))
     anderson_stat = anderson_critical = nan
     if n >= 3:

@@ -32,10 +32,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from oddnode.stats.robust import median
 from oddnode.stats.tables import load_table
+from oddnode.stats.tails import t_isf, t_sf
 
 # The test runs on populations of MIN_N to MAX_N values; above MAX_N the
 # MAD's own noise costs little (its calibrated threshold is within 1.7 times
@@ -78,14 +78,14 @@ def _left(n: int, steps: int) -> np.ndarray:
 def critical_values(n: int, level: float, steps: int) -> np.ndarray:
     """The D_i a step must exceed at the nominal level (one-sided)."""
     m = _left(n, steps)
-    return stats.t.isf(level / m, m - 2) * np.sqrt(m / (m - 1))
+    return t_isf(level / m, m - 2) * np.sqrt(m / (m - 1))
 
 
 def step_levels(statistics: np.ndarray, n: int) -> np.ndarray:
     """The nominal level at which each D_i is exactly critical (the inverse of
     critical_values): a step names its value at every level above this one."""
     m = _left(n, statistics.shape[-1])
-    return np.minimum(1.0, m * stats.t.sf(statistics * np.sqrt((m - 1) / m), m - 2))
+    return np.minimum(1.0, m * t_sf(statistics * np.sqrt((m - 1) / m), m - 2))
 
 
 def nominal_level(n: int, alpha: float) -> float:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from importlib import resources
 
 import numpy as np
-from scipy import optimize, stats
+
+from oddnode.stats.tails import normal_isf, normal_log_cdf, normal_ppf, t_isf
 
 # 1.4826 = 1 / Φ⁻¹(3/4) ≈ 1 / 0.6745: for normal data the MAD is 0.6745 σ
 # (half of the values lie within 0.6745 σ of the median), so 1.4826 · MAD
@@ -126,7 +127,7 @@ def studentized_bonferroni(n: int, alpha: float) -> float:
     Bonferroni over n two-sided tests, widened for the MAD's own noise.
     Slightly conservative (5.40 against the exact 5.27 for n=484, alpha=1e-4).
     """
-    return float(stats.t.isf(alpha / (2 * n), MAD_EFFICIENCY * (n - 1)))
+    return float(t_isf(alpha / (2 * n), MAD_EFFICIENCY * (n - 1)))
 
 
 @functools.cache  # a pure function of its numbers, asked once per population
@@ -163,7 +164,6 @@ def outlier_threshold(n: int, alpha: float) -> float:
     return float(math.exp(log_threshold))
 
 
-@functools.lru_cache(maxsize=256)
 @functools.cache  # a pure function of its numbers, asked once per population
 def best_of_widening(repetitions: int, n: int, alpha: float) -> float:
     """How much wider the threshold must be on the *better* side when every
@@ -180,17 +180,19 @@ def best_of_widening(repetitions: int, n: int, alpha: float) -> float:
     """
     if repetitions <= 1 or n < MIN_OUTLIER_SAMPLE:
         return 1.0
+    from scipy import optimize  # about half a second to import, for these two roots
+
     r = repetitions
 
     def cdf(x: float) -> float:
-        return float(np.exp(r * stats.norm.logcdf(x)))
+        return float(np.exp(r * normal_log_cdf(x)))
 
-    median = float(stats.norm.ppf(0.5 ** (1.0 / r)))
+    median = float(normal_ppf(0.5 ** (1.0 / r)))
     mad = optimize.brentq(lambda d: cdf(median + d) - cdf(median - d) - 0.5, 1e-9, 10.0)
     sigma = MAD_TO_SIGMA * mad
 
     def excess_tail(t: float) -> float:
-        return n * -np.expm1(r * stats.norm.logcdf(median + t * sigma)) - alpha / 2
+        return n * -np.expm1(r * normal_log_cdf(median + t * sigma)) - alpha / 2
 
     best_of_threshold = optimize.brentq(excess_tail, 1e-3, 1e3)
-    return best_of_threshold / float(stats.norm.isf(alpha / (2 * n)))
+    return best_of_threshold / float(normal_isf(alpha / (2 * n)))

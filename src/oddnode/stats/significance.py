@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+
+from oddnode.stats.tails import normal_sf
 
 # Mann–Whitney's exact distribution: scipy computes it without ties for
 # samples up to this size (milliseconds at 100 against 100); with ties,
@@ -88,6 +89,8 @@ def smallest_stratified_p(sizes: Sequence[tuple[int, int]], draws: int | None = 
 
 def mann_whitney(before: np.ndarray, after: np.ndarray) -> TestResult:
     """Two-sided Mann–Whitney U of after against before."""
+    from scipy import stats  # a second to import: only where a test needs it (see stats.tails)
+
     before = np.asarray(before, dtype=np.float64)
     after = np.asarray(after, dtype=np.float64)
     if len(before) < 1 or len(after) < 1:
@@ -116,6 +119,8 @@ def mann_whitney_rows(before: np.ndarray, after: np.ndarray) -> list[TestResult]
     """``mann_whitney`` of every row of ``before`` (k x n) against the same
     row of ``after`` (k x m) at once: scipy's exact distribution is computed
     once for all rows without ties; rows with ties are tested one by one."""
+    from scipy import stats  # a second to import: only where a test needs it (see stats.tails)
+
     before = np.asarray(before, dtype=np.float64)
     after = np.asarray(after, dtype=np.float64)
     n, m = before.shape[1], after.shape[1]
@@ -153,6 +158,8 @@ class _Stratum:
 def _strata(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[_Stratum]:
     """Every informative subject's stratum (one whose values are not all
     equal), computed for all subjects of the same sizes at once."""
+    from scipy import stats  # a second to import: only where a test needs it (see stats.tails)
+
     by_size: dict[tuple[int, int], list[int]] = {}
     for index, (b, a) in enumerate(pairs):
         if len(b) >= 1 and len(a) >= 1:
@@ -216,7 +223,7 @@ def stratified_test(pairs: Sequence[tuple[np.ndarray, np.ndarray]], *, draws: in
         # the safe side (a larger p).
         step = min((1.0 if not np.any(s.doubled_ranks % 2) else 0.5) / (s.size + 1) for s in strata)
         z = max(0.0, abs(observed) - step / 2) / math.sqrt(variance)
-        return TestResult(float(min(1.0, 2.0 * stats.norm.sf(z))), "stratified mann-whitney normal approximation",
+        return TestResult(float(min(1.0, 2.0 * normal_sf(z))), "stratified mann-whitney normal approximation",
                           observed)
     # Each stratum's centred, weighted statistic takes finitely many values;
     # the sum's distribution is their convolution.
@@ -333,6 +340,8 @@ def spread_test(before: np.ndarray, after: np.ndarray) -> TestResult | None:
     each subject's values, pooled over subjects) before against after: did
     the repetitions scatter more on one side?  None with fewer than three
     deviations on a side."""
+    from scipy import stats  # a second to import: only where a test needs it (see stats.tails)
+
     before = np.asarray(before, dtype=np.float64)
     after = np.asarray(after, dtype=np.float64)
     if len(before) < 3 or len(after) < 3:
