@@ -5,7 +5,8 @@ Every set run comes from the real partition (``scale_plans``).  In every
 iteration each rank computes a quantum with small random jitter and, on
 a laggard, either a detour of ``detour_us`` with probability
 ``detour_probability`` (a daemon's interruptions) or a slowdown by
-``slowdown`` (a competing process); a healthy cluster may carry a
+``slowdown`` (a competing process), or such detours in one set run only
+(``stalls``: its host held it back for that run); a healthy cluster may carry a
 ``persistent_us`` bias per rank and set run (a rank whose CPU quota's period
 falls late for a whole run, as on the testbed), which makes the last
 counts vary more than binomial ones.  The rank that arrives last at an
@@ -57,18 +58,23 @@ class SyncCluster:
     jitter_us: float = 10.0  # exponential jitter of every quantum
     laggards: dict[str, tuple[float, float]] = field(default_factory=dict)  # node -> (probability, detour us)
     slowdown: dict[str, float] = field(default_factory=dict)  # node -> factor of its quantum
+    # node -> (the set run, numbered from 1, probability, detour us): detours in that run only
+    stalls: dict[str, tuple[int, float, float]] = field(default_factory=dict)
     persistent_us: float = 0.0  # sd of a rank's bias over a whole set run
     operation: str = "allreduce"
     ordering: str = SHUFFLED
 
-    def run(self, members: Sequence[str], rng: np.random.Generator) -> dict[str, object]:
-        """One set run: per rank its metrics, and the set's."""
+    def run(self, members: Sequence[str], rng: np.random.Generator, number: int = 0) -> dict[str, object]:
+        """Set run ``number``: per rank its metrics, and the set's."""
         k, n = len(members), self.iterations
         compute = QUANTUM + rng.exponential(self.jitter_us, size=(n, k))
         for j, node in enumerate(members):
             compute[:, j] *= self.slowdown.get(node, 1.0)
             if node in self.laggards:
                 probability, detour = self.laggards[node]
+                compute[:, j] += detour * (rng.random(n) < probability)
+            stalled, probability, detour = self.stalls.get(node, (0, 0.0, 0.0))
+            if stalled == number:
                 compute[:, j] += detour * (rng.random(n) < probability)
         arrival = compute + rng.normal(0.0, self.persistent_us, size=k) if self.persistent_us else compute
         arrival = np.maximum(arrival, 1.0)
@@ -98,7 +104,7 @@ class SyncCluster:
         rows = []
         for number, (repetition, _, members) in enumerate(
                 scale_plans(self.nodes, counts, self.ordering, self.repetitions, seed), start=1):
-            result = self.run(members, rng)
+            result = self.run(members, rng, number)
             rows.append((set_series(SCALE, sync_benchmark(self.operation), self.ordering), fold(members),
                          repetition, result["set"], LabelKind.SET))
             for node, values in result["ranks"].items():

@@ -18,8 +18,9 @@ from oddnode.readings.sync import NodeSync, SyncNodes, sync_nodes
 KIND = "sync-laggard"
 
 # A node's extra wait per iteration beyond its set-mates' (the median rank
-# of each of its set runs, what anyone costs by chance; see excess_wait)
-# must be at least this share of its set runs' time per iteration: a job on
+# of each of its set runs, what anyone costs by chance), in at least half of
+# its set runs (see steady_excess), must be at least this share of its set
+# runs' time per iteration: a job on
 # such nodes loses that share of its time to this one node at every
 # synchronisation, and more as the ranks grow (seaborg's linear model
 # doubled the time at 1,250 tasks).  Below it, a node that is last somewhat
@@ -45,13 +46,13 @@ def laggards(reading: SyncNodes, alpha: float) -> list[NodeSync]:
     iterations discounted by the dispersion of the other ranks' last counts)
     at ``alpha`` / nodes (Bonferroni: alpha is the chance of any false
     laggard among them), with an extra wait beyond its set-mates' of at
-    least excess_floor_us."""
+    least excess_floor_us in at least half of its set runs."""
     judged = [n for n in reading.nodes if n.iterations > 0]
     if len(judged) < 2:
         return []
     per_node = alpha / len(judged)
     return [node for node in judged
-            if node.last > node.expected and node.p < per_node and node.excess_wait_us >= excess_floor_us(node)]
+            if node.last > node.expected and node.p < per_node and node.steady_excess_us >= excess_floor_us(node)]
 
 
 def _us(value: float) -> str:
@@ -74,7 +75,8 @@ def _finding(reading: SyncNodes, node: NodeSync, alpha: float, judged: int) -> F
             f"({node.share_pct:.3g}%, {node.ratio:.2g}x the {node.chance_pct:.3g}% chance over its {node.set_runs} "
             f"set runs; binomial p {tail} < {alpha / judged:.2g}{spread}): the other ranks waited "
             f"{_us(node.extra_wait_us)} per iteration for it, {_us(node.excess_wait_us)} more than for their "
-            f"typical set-mate ({share:.0%} of the {_us(node.time_us)} an iteration took)"
+            f"typical set-mate ({share:.0%} of the {_us(node.time_us)} an iteration took; at least "
+            f"{_us(node.steady_excess_us)} in half of its set runs)"
         ),
         evidence={
             **node.to_json(),

@@ -69,6 +69,7 @@ class NodeSync:
     expected: float  # iterations it would be last by chance: the sum of iterations / ranks
     extra_wait_us: float  # per iteration it took part in, what it made the others wait
     excess_wait_us: float  # that beyond its set-mates' median, run by run (excess_wait)
+    steady_excess_us: float  # what it caused in at least half of its set runs (steady_excess)
     time_us: float  # its set runs' time per iteration, over its iterations
     compute_us: float  # the median of its runs' median compute per iteration: the quantum it ran
     efficiency_pct: float  # its compute over compute and wait, over its iterations
@@ -92,6 +93,7 @@ class NodeSync:
         return {"node": self.node, "set_runs": self.set_runs, "iterations": self.iterations, "last": self.last,
                 "expected_last": self.expected, "last_pct": self.share_pct, "chance_pct": self.chance_pct,
                 "ratio": self.ratio, "extra_wait_us": self.extra_wait_us, "excess_wait_us": self.excess_wait_us,
+                "steady_excess_us": self.steady_excess_us,
                 "time_us": self.time_us, "compute_us": self.compute_us, "efficiency_pct": self.efficiency_pct,
                 "dispersion": self.dispersion, "p": self.p}
 
@@ -150,20 +152,36 @@ def last_dispersion(runs: Sequence[Sequence[RankRun]], node: str | None = None) 
     return max(1.0, float(np.median(values)) / CHI2_1_MEDIAN) if len(values) else 1.0
 
 
-def excess_wait(runs: Sequence[Sequence[RankRun]], node: str) -> float:
-    """What ``node`` made the others wait per iteration beyond what its
-    set-mates did, run by run (its extra wait less the median rank's of the
-    same set run), over its iterations: like is compared with like, since
-    a set's size and members set every rank's waits."""
-    total = weight = 0.0
+def run_excesses(runs: Sequence[Sequence[RankRun]], node: str) -> list[tuple[float, int]]:
+    """(excess, iterations) of every set run ``node`` was in: its extra wait
+    per iteration less the median rank's of the same set run (like is
+    compared with like, since a set's size and members set every rank's
+    waits)."""
+    found = []
     for ranks in runs:
         own = [r for r in ranks if r.node == node]
-        if not own:
-            continue
-        typical = float(np.median([r.extra_wait_us for r in ranks]))
-        total += (own[0].extra_wait_us - typical) * own[0].iterations
-        weight += own[0].iterations
-    return total / weight if weight else math.nan
+        if own:
+            typical = float(np.median([r.extra_wait_us for r in ranks]))
+            found.append((own[0].extra_wait_us - typical, own[0].iterations))
+    return found
+
+
+def excess_wait(runs: Sequence[Sequence[RankRun]], node: str) -> float:
+    """What ``node`` made the others wait per iteration beyond what its
+    set-mates did, run by run, over its iterations."""
+    excesses = run_excesses(runs, node)
+    weight = sum(iterations for _, iterations in excesses)
+    return sum(excess * iterations for excess, iterations in excesses) / weight if weight else math.nan
+
+
+def steady_excess(runs: Sequence[Sequence[RankRun]], node: str) -> float:
+    """The excess wait ``node`` caused in at least half of its set runs (the
+    lower median of its runs' excesses).  A node the others wait for at
+    every synchronisation does so in every run; one run in which a node was
+    held back (a stall of its host, a CPU quota's period that fell late for
+    that run) weighs on its mean but not here."""
+    excesses = sorted(excess for excess, _ in run_excesses(runs, node))
+    return excesses[(len(excesses) - 1) // 2] if excesses else math.nan
 
 
 def node_sync(node: str, runs: Sequence[Sequence[RankRun]]) -> NodeSync:
@@ -177,7 +195,7 @@ def node_sync(node: str, runs: Sequence[Sequence[RankRun]]) -> NodeSync:
     return NodeSync(
         node=node, set_runs=len(own), iterations=iterations, last=last, expected=expected,
         extra_wait_us=sum(r.extra_wait_us * r.iterations for r in own) / weight,
-        excess_wait_us=excess_wait(runs, node),
+        excess_wait_us=excess_wait(runs, node), steady_excess_us=steady_excess(runs, node),
         time_us=sum(r.time_us * r.iterations for r in own) / weight,
         compute_us=float(np.median([r.compute_us for r in own])) if own else math.nan,
         efficiency_pct=sum(r.efficiency_pct * r.iterations for r in own) / weight,

@@ -17,6 +17,8 @@ from oddnode.findings.related import explain_by_processes
 from oddnode.findings.sync import MIN_EXCESS_FRACTION, excess_floor_us, laggards
 from oddnode.core.model import Finding, Severity
 from oddnode.core.nodes import expand
+from oddnode.readings.partition import scale_counts, scale_plans
+from oddnode.readings.sets_series import SHUFFLED
 from oddnode.readings.sync import sync_nodes
 from support.sync_data import SyncCluster
 
@@ -70,6 +72,28 @@ def test_lateness_that_persists_over_a_set_run_is_dispersion_not_a_laggard():
     assert found == []
     (reading,) = sync_nodes(SyncCluster(NODES, persistent_us=15.0).dataset(0))
     assert reading.dispersion > 5
+
+
+def test_a_node_held_back_in_one_set_run_only_is_no_laggard():
+    # In one of its set runs its host stalls it in 60% of the iterations by
+    # 2 ms (a run whose CPU quota's period fell late, as on the testbed): the
+    # others wait for it in that run far more than by chance, and over its
+    # runs its mean excess is well past the floor, yet in its other runs it
+    # is anyone.  A laggard holds the others back in every run.
+    node = "cn-a07"
+    for seed in range(20):
+        first = min(r for r, members in enumerate(_set_runs(seed), start=1) if node in members)
+        cluster = SyncCluster(NODES, stalls={node: (first, 0.6, 2000.0)})
+        (reading,) = sync_nodes(cluster.dataset(seed))
+        held = next(n for n in reading.nodes if n.node == node)
+        assert held.set_runs >= 3 and held.p < Sensitivity().alpha / len(NODES) and held.excess_wait_us > excess_floor_us(held)
+        assert held.steady_excess_us < excess_floor_us(held)
+        assert laggard_findings(cluster, seed) == [], seed
+
+
+def _set_runs(seed: int) -> list[tuple[str, ...]]:
+    """The members of each set run of a SyncCluster of NODES, in run order."""
+    return [members for _, _, members in scale_plans(NODES, scale_counts(len(NODES), None), SHUFFLED, 3, seed)]
 
 
 def test_a_node_last_more_often_by_too_little_to_matter_is_no_laggard():

@@ -43,6 +43,8 @@ class SyncNodeAccount(TypedDict):
     ratio: Annotated[NumberOrNull, Field(description="last over expected_last")]
     extra_wait_us: Annotated[NumberOrNull, Field(description="per iteration, what it made the others wait")]
     excess_wait_us: Annotated[NumberOrNull, Field(description="extra_wait_us beyond its set-mates' median")]
+    steady_excess_us: Annotated[NumberOrNull, Field(description="the excess wait it caused in at least half of "
+                                                                "its set runs: the one judged")]
     excess_floor_us: Annotated[NumberOrNull, Field(description="the excess wait that matters for it")]
     time_us: NumberOrNull
     compute_us: NumberOrNull

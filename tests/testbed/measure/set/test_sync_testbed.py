@@ -82,28 +82,31 @@ def runs(tmp_path_factory):
     return {"dir": tmp_path_factory.mktemp("sync-runs")}
 
 
-def measure(bed, runs, kernel: str, state: str) -> set[str]:
+def measure(bed, runs, kernel: str, state: str) -> dict[str, str]:
     """One sync run of ``kernel`` (the daemon planted when ``state`` says
-    so) into the kernel's store; the sync-laggard nodes of that run (every
-    reading takes each series' newest run)."""
+    so) into the kernel's store; the sync-laggard nodes of that run, each
+    with its finding's message (every reading takes each series' newest
+    run)."""
     if state == "daemon":
         tb.fault_daemon(bed.state_dir, DAEMON_NODE, period_ms=DAEMON_PERIOD_MS, seconds=180.0)
     with open_store(runs["dir"] / f"{kernel}.duckdb") as store:
         runs[kernel, state] = sync_run(bed, store, kernel)
         findings = analyze(store.load_dataset(), correlations=False).findings
-    return {f.nodes for f in findings if f.kind == "sync-laggard"}
+    return {f.nodes: f.message for f in findings if f.kind == "sync-laggard"}
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_a_healthy_cluster_has_no_sync_laggard(clean, runs, kernel):
     needs(kernel)
-    assert measure(clean, runs, kernel, "healthy") == set()
+    laggards = measure(clean, runs, kernel, "healthy")
+    assert set(laggards) == set(), laggards
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_a_daemon_spawning_short_commands_makes_its_node_the_sync_laggard(clean, runs, kernel):
     needs(kernel)
-    assert measure(clean, runs, kernel, "daemon") == {DAEMON_NODE}
+    laggards = measure(clean, runs, kernel, "daemon")
+    assert set(laggards) == {DAEMON_NODE}, laggards
 
 
 def test_compare_says_the_cluster_got_faster_without_the_daemon(clean, runs):
