@@ -60,8 +60,14 @@ def t_isf(q: ArrayLike, df: ArrayLike) -> np.ndarray:
 
 
 def binomial_sf(k: ArrayLike, n: ArrayLike, p: ArrayLike) -> np.ndarray:
-    """P(X > k) for X binomial over ``n`` trials of chance ``p`` (1 for k < 0)."""
-    return special.bdtrc(np.floor(k), n, p)
+    """P(X > k) for X binomial over ``n`` trials of chance ``p`` (1 for k < 0);
+    ``n`` whole numbers, of any numeric type."""
+    trials = np.asarray(n)
+    if not np.issubdtype(trials.dtype, np.integer):
+        if not np.all(trials == np.floor(trials)):
+            raise ValueError(f"the trials of a binomial are whole numbers, not {trials}")
+        trials = trials.astype(np.int64)
+    return special.bdtrc(np.floor(k), trials, p)
 
 
 def chi2_sf(x: ArrayLike, dof: ArrayLike) -> np.ndarray:

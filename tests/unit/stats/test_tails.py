@@ -84,3 +84,9 @@ def test_an_analysis_that_needs_no_rarer_test_does_not_import_scipy_stats():
     found, loaded = done.stdout.splitlines()
     assert found == "['n00017']"
     assert loaded == "[]"
+
+
+def test_binomial_trials_must_be_whole_numbers_of_any_type():
+    assert tails.binomial_sf(3, 10.0, 0.5) == tails.binomial_sf(3, np.int32(10), 0.5) == stats.binom.sf(3, 10, 0.5)
+    with pytest.raises(ValueError, match="whole numbers"):
+        tails.binomial_sf(3, 10.5, 0.5)
