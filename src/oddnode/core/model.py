@@ -153,6 +153,10 @@ class NodeProcesses:
 # Node series whose rules read more of each repetition than its value: the
 # store loads their parameters into Dataset.details.
 DETAILED_SERIES = ("noise.lost_fraction",)
+# The Dataset's details under which each node's affinity sampler report
+# lies (node -> [its JSON]): `oddnode affinity` puts them there, and the
+# store from the newest report of each node.
+AFFINITY_DETAILS = "affinity.samples"
 
 
 @dataclass

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from oddnode.onnode.cpu_topology import TopologyError, format_cpulist, parse_cpulist
 from oddnode.findings.registry import Sensitivity, first_few, rule
 from oddnode.core.units import convert
-from oddnode.core.model import Dataset, Finding, Severity
+from oddnode.core.model import AFFINITY_DETAILS, Dataset, Finding, Severity
 from oddnode.core.nodes import fold
 from oddnode.core.order import natural_key
 
@@ -49,9 +49,6 @@ __all__ = [
     "unpinned",
 ]
 
-# The Dataset's details under which the affinity report puts each node's
-# sampler report (node -> [its JSON]).
-AFFINITY_DETAILS = "affinity.samples"
 AFFINITY_KINDS = ("oversubscribed-core", "unpinned", "remote-memory", "numa-imbalance")
 
 # A thread is busy when it used at least a fifth of one CPU over the

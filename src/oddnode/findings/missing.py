@@ -26,10 +26,12 @@ INVENTORY = "inventory"
 
 def _without_a_trace(dataset: Dataset, nodes: set[str]) -> set[str]:
     """The nodes that left nothing: no fact, no result (alone, in a pair or
-    in a set), no failed run, no status, no process accounting.  The cheap
-    sources are asked first; pair and set labels are split only while some
-    node is still unseen."""
+    in a set), no failed run, no status, no process accounting, no detailed
+    report (an affinity sample).  The cheap sources are asked first; pair and
+    set labels are split only while some node is still unseen."""
     unseen = nodes - dataset.inventory_nodes() - set(dataset.node_trouble) - set(dataset.processes)
+    for reports in dataset.details.values():
+        unseen.difference_update(reports)
     for failure in dataset.failures:
         unseen.difference_update(failure.members or (failure.label,))
     for series in dataset.series:

@@ -83,10 +83,11 @@ class Analysis:
 
 def has_data(dataset: Dataset) -> bool:
     """The dataset holds something to judge: a result, a failed run, a
-    node's fact, trouble or process accounting.  Declared nodes and runs
-    alone are not: they say what should have been measured, not how it went."""
+    node's fact, trouble, process accounting or affinity sample.  Declared
+    nodes and runs alone are not: they say what should have been measured,
+    not how it went."""
     return bool(dataset.series or dataset.failures or dataset.facts or dataset.node_trouble
-                or dataset.set_runs or dataset.processes)
+                or dataset.set_runs or dataset.processes or dataset.details)
 
 
 def no_data_finding() -> Finding:

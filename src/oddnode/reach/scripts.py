@@ -91,6 +91,15 @@ class ScriptResults(Generic[Report]):
     failed: dict[str, NodeResult] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
 
+    def statuses(self) -> list[tuple[str, str, str | None]]:
+        """How each node fared, as the store's node status records it:
+        (node, status, why); a node that answered with an unusable report
+        failed, whatever its transport said."""
+        troubled = {**self.unreachable, **self.failed}
+        return [(node, "ok", None) for node in self.reports] + [
+            (node, "failed" if result.ok else result.status.value, self.reasons.get(node))
+            for node, result in sorted(troubled.items())]
+
 
 def failure_reason(result: NodeResult, timeout: float, script: str, prefix: str = "") -> str:
     """Why the script (its name: "probe", "collector") gave no report on a

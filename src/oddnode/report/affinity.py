@@ -79,7 +79,7 @@ def _texts(cells: Mapping[str, str]) -> dict[str, Text]:
     return {column: Text(value) for column, value in cells.items()}  # no markup in a comm or a cpuset
 
 
-def numa_view(reports: Mapping[str, NodeAffinity], width: int | None = None) -> Table | None:
+def numa_rows(reports: Mapping[str, NodeAffinity]) -> list[dict[str, str]]:
     """Every distinct NUMA layout, a row per NUMA node, the nodes that share it folded."""
     by_layout: dict[tuple[tuple[str, ...], ...], list[str]] = defaultdict(list)
     for node, report in reports.items():
@@ -92,11 +92,19 @@ def numa_view(reports: Mapping[str, NodeAffinity], width: int | None = None) -> 
     rows = []
     for layout, nodes in sorted(by_layout.items(), key=lambda item: natural_key(fold(item[1]))):
         for index, cells in enumerate(layout):
-            rows.append(_texts(dict(zip(_NUMA_COLUMNS, (fold(nodes) if index == 0 else "", *cells)))))
+            rows.append(dict(zip(_NUMA_COLUMNS, (fold(nodes) if index == 0 else "", *cells))))
+    return rows
+
+
+NUMA_CAPTION = "Nodes with the same layout (memory to 0.1 GiB) share one block."
+
+
+def numa_view(reports: Mapping[str, NodeAffinity], width: int | None = None) -> Table | None:
+    """numa_rows fitted to ``width``."""
+    rows = numa_rows(reports)
     if not rows:
         return None
-    return _fitted("NUMA nodes", _NUMA_COLUMNS, rows, width, _NUMA_LEFT_OUT,
-                   ["Nodes with the same layout (memory to 0.1 GiB) share one block."])
+    return _fitted("NUMA nodes", _NUMA_COLUMNS, [_texts(row) for row in rows], width, _NUMA_LEFT_OUT, [NUMA_CAPTION])
 
 
 def _busy(report: NodeAffinity, thread: ThreadSample) -> float:
@@ -110,28 +118,39 @@ def _memory(process: ProcessSample) -> str:
     return " ".join(parts) or "-"
 
 
-def process_view(reports: Mapping[str, NodeAffinity], width: int | None = None) -> Table | None:
+def process_rows(reports: Mapping[str, NodeAffinity]) -> list[dict[str, str]]:
     """A row per sampled process: its cpuset, affinity and memory per NUMA node."""
     rows = []
     for node in sorted(reports, key=natural_key):
         report = reports[node]
         for process in report.processes:
             busy = sum(_busy(report, t) for t in process.threads)
-            rows.append(_texts({
+            rows.append({
                 _NODE: node, "pid": str(process.pid), "comm": process.comm or "(ended)",
                 "threads": str(len(process.threads)), "busy": f"{busy:.2f}", "cpuset": process.cpuset or "?",
                 "cpuset CPUs": _cpus(process.cpuset_cpus), "CPUs allowed": _cpus(process.cpus_allowed),
-                "mems allowed": _cpus(process.mems_allowed), "memory MiB by NUMA node": _memory(process)}))
+                "mems allowed": _cpus(process.mems_allowed), "memory MiB by NUMA node": _memory(process)})
+    return rows
+
+
+PROCESS_CAPTION = "busy: CPUs used over the interval, all threads together."
+
+
+def process_view(reports: Mapping[str, NodeAffinity], width: int | None = None) -> Table | None:
+    """process_rows fitted to ``width``."""
+    rows = process_rows(reports)
     if not rows:
         return None
-    return _fitted("Processes", _PROCESS_COLUMNS, rows, width, _PROCESS_LEFT_OUT,
-                   ["busy: CPUs used over the interval, all threads together."])
+    return _fitted("Processes", _PROCESS_COLUMNS, [_texts(row) for row in rows], width, _PROCESS_LEFT_OUT,
+                   [PROCESS_CAPTION])
 
 
-def thread_view(reports: Mapping[str, NodeAffinity], width: int | None = None, show_all: bool = False,
-                top: int | None = TOP_THREADS) -> Table | None:
-    """A row per busy thread (every thread with ``show_all``): the CPUs it ran
-    on (samples on each), its moves and what it may use."""
+def thread_rows(reports: Mapping[str, NodeAffinity], show_all: bool = False,
+                top: int | None = TOP_THREADS) -> tuple[list[dict[str, str]], int, int]:
+    """A row per busy thread (every thread with ``show_all``, ``top`` at
+    most): the CPUs it ran on (samples on each), its moves and what it may
+    use; with the number of idle threads left out and of busy ones beyond
+    ``top``."""
     chosen = []
     idle = 0
     for node in sorted(reports, key=natural_key):
@@ -148,20 +167,54 @@ def thread_view(reports: Mapping[str, NodeAffinity], width: int | None = None, s
         counts = thread.samples_by_cpu()
         ran = " ".join(f"{cpu}:{counts[cpu]}" for cpu in sorted(counts)) or "-"
         allowed = thread.cpus_allowed if thread.cpus_allowed is not None else process.cpus_allowed
-        rows.append(_texts({
+        rows.append({
             _NODE: node, "pid": str(process.pid), "tid": str(thread.tid), "comm": thread.comm or process.comm or "?",
             "busy": f"{_busy(report, thread):.2f}", "runnable": f"{runnable(report, thread):.0%}", "ran on CPUs": ran,
             "moves": str(thread.migrations), "CPUs allowed": _cpus(allowed),
-            "cpuset": thread.cpuset or process.cpuset or "?"}))
-    if not rows:
-        return None
+            "cpuset": thread.cpuset or process.cpuset or "?"})
+    return rows, idle, hidden
+
+
+def thread_caption(idle: int, hidden: int, options: bool = True) -> list[str]:
+    """How to read the thread table, and what it leaves out (with the
+    command's options that show it, when ``options``)."""
     caption = ["busy: share of one CPU used; runnable: share of the samples it was running or waiting for a CPU; "
                "ran on CPUs: CPU:samples it was running in."]
     if idle:
-        caption.append(f"{idle} idle threads left out; --all shows them.")
+        caption.append(f"{idle} idle threads left out{'; --all shows them' if options else ''}.")
     if hidden:
-        caption.append(f"{hidden} more threads; --top 0 shows every one.")
-    return _fitted("Threads", _THREAD_COLUMNS, rows, width, _THREAD_LEFT_OUT, caption)
+        caption.append(f"{hidden} more threads{'; --top 0 shows every one' if options else ''}.")
+    return caption
+
+
+def thread_view(reports: Mapping[str, NodeAffinity], width: int | None = None, show_all: bool = False,
+                top: int | None = TOP_THREADS) -> Table | None:
+    """thread_rows fitted to ``width``."""
+    rows, idle, hidden = thread_rows(reports, show_all, top)
+    if not rows:
+        return None
+    return _fitted("Threads", _THREAD_COLUMNS, [_texts(row) for row in rows], width, _THREAD_LEFT_OUT,
+                   thread_caption(idle, hidden))
+
+
+def affinity_section(analysis) -> dict[str, Any] | None:
+    """The HTML report's "Affinity" section from the stored sampler
+    reports: the nodes' topologies and the sampler's notes, then the NUMA
+    layouts, the sampled processes and their busy threads (TOP_THREADS at
+    most), each table with its caption; None without any report."""
+    from oddnode.findings.affinity import sampled_reports
+
+    reports = sampled_reports(analysis.dataset)
+    if not reports:
+        return None
+    threads, idle, hidden = thread_rows(reports)
+    tables = [("NUMA nodes", _NUMA_COLUMNS, numa_rows(reports), [NUMA_CAPTION]),
+              ("Processes", _PROCESS_COLUMNS, process_rows(reports), [PROCESS_CAPTION]),
+              ("Threads", _THREAD_COLUMNS, threads, thread_caption(idle, hidden, options=False))]
+    return {"topology": topology_lines(reports), "notes": note_lines(reports),
+            "tables": [{"title": title, "columns": list(columns), "rows": [[row[c] for c in columns] for row in rows],
+                        "caption": " ".join(caption)}
+                       for title, columns, rows, caption in tables if rows]}
 
 
 def affinity_json(reports: Mapping[str, NodeAffinity], reasons: Mapping[str, str],

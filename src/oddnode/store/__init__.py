@@ -18,7 +18,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -29,6 +29,7 @@ import numpy as np
 
 from oddnode import __version__
 from oddnode.core.model import (
+    AFFINITY_DETAILS,
     DEFAULT_METRIC,
     DETAILED_SERIES,
     CommandCount,
@@ -53,7 +54,7 @@ from oddnode.readings.history import NodeFinding, NodeHistory, SeriesHistory, Se
 if TYPE_CHECKING:
     from oddnode.readings.profile import Profile
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 DEFAULT_PATH = STORE_PATH
 # Seconds to wait for another process's lock on a store file: a check that
 # holds the store only while it writes releases it within a transaction.
@@ -266,6 +267,15 @@ _MIGRATIONS: list[str] = [
     # 9: the commands that started each command's processes (JSON list, most first).
     """
     ALTER TABLE process_counts ADD COLUMN parents VARCHAR;
+    """,
+    # 10: affinity samples (oddnode affinity): per node the sampler's report
+    # as it wrote it (JSON), read back by readings.affinity.
+    """
+    CREATE TABLE IF NOT EXISTS affinity_samples (
+        run_id BIGINT NOT NULL,
+        node VARCHAR NOT NULL,
+        report VARCHAR NOT NULL
+    );
     """,
 ]
 
@@ -606,6 +616,16 @@ class Store:
             self._insert("topology", {
                 "run_id": np.full(len(nodes), run_id, dtype=np.int64), "node": np.array(nodes, dtype=object),
                 "group": np.array(names, dtype=object),
+            })
+
+    def add_affinity_samples(self, run_id: int, reports: Mapping[str, Mapping[str, Any]]) -> None:
+        """Each node's affinity sampler report (its JSON, as
+        NodeAffinity.to_json gives it)."""
+        if reports:
+            nodes = sorted(reports)
+            self._insert("affinity_samples", {
+                "run_id": np.full(len(nodes), run_id, dtype=np.int64), "node": np.array(nodes, dtype=object),
+                "report": np.array([json.dumps(reports[node]) for node in nodes], dtype=object),
             })
 
     def add_node_status(self, run_id: int, stage: str, statuses: Iterable[tuple[str, str, str | None]]) -> None:
@@ -1012,6 +1032,30 @@ class Store:
                 for node, method, start, seconds, source, notes in nodes}
 
     @_reading
+    def load_affinity_samples(self) -> dict[str, dict[str, Any]]:
+        """Node -> its newest affinity sampler report (a node sampled again
+        alone replaces its own), each checked as the sampler's output is: a
+        StoreError names the node and run of one that is not."""
+        from oddnode.readings.affinity import node_affinity_from_json
+
+        self.check_names()
+        rows = self.con.execute(f"""
+            WITH latest AS (SELECT node, max(run_id) AS run_id FROM affinity_samples WHERE {self._visible()}
+                            GROUP BY node)
+            SELECT node, run_id, report FROM affinity_samples JOIN latest USING (node, run_id) ORDER BY node
+        """).fetchall()
+        reports = {}
+        for node, run_id, text in rows:
+            where = f"{self.path} (affinity report of {node}, run {run_id})"
+            try:
+                report = parse_json(text, where)
+                node_affinity_from_json(node, report)
+            except ValueError as err:  # InputError and AffinityOutputError are ValueErrors
+                raise StoreError(f"{where}: not a report oddnode wrote ({err}): {DAMAGED_REMEDY}") from None
+            reports[node] = report
+        return reports
+
+    @_reading
     def load_node_status(self) -> dict[str, NodeStage]:
         """Nodes that did not answer in their newest run of each stage (a
         node rerun alone answers for itself only)."""
@@ -1137,8 +1181,13 @@ class Store:
             declared_nodes=self.load_declared_nodes(),
             set_runs=self.load_set_runs(),
             processes=self.load_processes(),
-            details=self.load_details(),
+            details={**self.load_details(), **self._affinity_details()},
         )
+
+    def _affinity_details(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        """The stored affinity reports as the Dataset's details carry them."""
+        reports = self.load_affinity_samples()
+        return {AFFINITY_DETAILS: {node: [report] for node, report in reports.items()}} if reports else {}
 
     @_reading
     def latest_check(self) -> tuple[int, str, dict[str, Any], dict[str, Any]] | None:

@@ -34,6 +34,7 @@ EXPORTED_TABLES = {
     "profiles": "SELECT * FROM profiles ORDER BY profile_id",
     "profile_ranks": "SELECT * FROM profile_ranks ORDER BY profile_id, rank",
     "profile_calls": "SELECT * FROM profile_calls ORDER BY profile_id, rank, call, bucket NULLS LAST",
+    "affinity_samples": "SELECT * FROM affinity_samples ORDER BY run_id, node",
 }
 
 

@@ -289,3 +289,26 @@ def test_series_come_in_natural_order_message_sizes_as_numbers(store):
     store.add_results(store.new_run("import", nodes=["cn-a17", "cn-a9"]), batch)
     assert [s.name for s in store.load_series()] == [
         "hpl9", "hpl10", *(f"osu_latency:latency.{size}" for size in (0, 1, 128, 1024, 1048576))]
+
+
+def test_affinity_samples_are_kept_per_node_and_an_older_store_gains_their_table(tmp_path):
+    from support.affinity import bound_ranks, report
+
+    path = tmp_path / "a.duckdb"
+    with open_store(path) as store, store.transaction():
+        store.add_affinity_samples(store.new_run("oddnode affinity"), {"cn-01": report(bound_ranks([0]))})
+    con = duckdb.connect(str(path))  # as schema 9 left it: no affinity samples
+    con.execute("DROP TABLE affinity_samples")
+    con.execute("UPDATE meta SET value = '9' WHERE key = 'schema_version'")
+    con.close()
+    with open_store(path) as store:
+        assert store.load_affinity_samples() == {}
+        with store.transaction():
+            first = store.new_run("oddnode affinity")
+            store.add_affinity_samples(first, {n: report(bound_ranks([0])) for n in ("cn-01", "cn-02")})
+            store.add_affinity_samples(store.new_run("oddnode affinity -w cn-02"), {"cn-02": report(bound_ranks([1]))})
+        samples = store.load_affinity_samples()
+        assert store.con.execute("SELECT value FROM meta").fetchone() == (str(SCHEMA_VERSION),)
+    assert sorted(samples) == ["cn-01", "cn-02"]
+    assert samples["cn-02"]["processes"][0]["threads"][0]["runs"] == [[1, 100]]
+    assert samples["cn-01"]["processes"][0]["threads"][0]["runs"] == [[0, 100]]

@@ -12,6 +12,8 @@ from rich.markup import escape
 
 from oddnode.core.connection import Connection
 from oddnode.app.cli.common import (
+    DEFAULT_DB,
+    DbOption,
     ExcludeOption,
     FROM_OPTIONS,
     HostfileOption,
@@ -19,11 +21,14 @@ from oddnode.app.cli.common import (
     TestbedOption,
     WideOption,
     console,
+    command_line,
     could_not_run,
+    detail,
     err_console,
     exit_for_findings,
     fail,
     inform,
+    open_db,
     positive_seconds,
     print_json,
     progress_run,
@@ -32,6 +37,7 @@ from oddnode.app.cli.common import (
     testbed_errors,
     user_errors,
 )
+from oddnode.report import summaries
 from oddnode.app.cli.nodes import NODES_PANEL
 
 # Defaults, written out so that the help needs no import of the sampler;
@@ -76,7 +82,7 @@ def affinity_command(
         "--timeout", callback=positive_seconds, help="Seconds a node may take beyond --seconds.")] = DEFAULT_MARGIN,
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     connection: Connection = FROM_OPTIONS,
-    testbed: TestbedOption = False,
+    testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
 ) -> None:
     """Sockets, NUMA nodes, cores and memory of every node; where a job's processes may run, ran and keep their memory.
 
@@ -85,8 +91,9 @@ def affinity_command(
     thread's cpuset, Cpus_allowed_list and Mems_allowed_list, the CPU each
     thread runs on sampled over --seconds, and its memory per NUMA node
     (numa_maps).  Findings: oversubscribed-core, unpinned, remote-memory,
-    numa-imbalance, and NUMA facts that differ between nodes."""
-    from oddnode.measure.collect.affinity import collect_affinity
+    numa-imbalance, and NUMA facts that differ between nodes.  Every
+    node's report is stored as a run (--db), for `oddnode analyze`."""
+    from oddnode.measure.collect.affinity import collect_affinity, store_affinity
     from oddnode.findings import find_all
     from oddnode.findings.affinity import AFFINITY_DETAILS, AFFINITY_KINDS
     from oddnode.core.model import Dataset
@@ -101,8 +108,12 @@ def affinity_command(
         if top < 0:
             raise typer.BadParameter(f"--top is a number of rows >= 0, not {top}", param_hint="--top")
         target = selected_target(nodeset or nodes, exclude, hostfile, connection, testbed)
-        result = progress_run(f"affinity: {seconds:g} s on {escape(target.nodeset)}", lambda progress: collect_affinity(
-            target.transport, target.nodes, pids, command, slurm_job, seconds, margin=timeout))
+        with open_db(db, read_only=False, hold=False) as store:
+            store.release()  # others may read the store while the nodes are sampled
+            result = progress_run(f"affinity: {seconds:g} s on {escape(target.nodeset)}",
+                                  lambda progress: collect_affinity(target.transport, target.nodes, pids, command,
+                                                                    slurm_job, seconds, margin=timeout))
+            run_id = store_affinity(store, target, result, command_line())
         facts: dict[str, dict[str, str]] = {}
         for node, report in result.reports.items():
             for key, value in report.topology.facts().items():
@@ -123,6 +134,7 @@ def affinity_command(
         (err_console if json_out else console).print(line, highlight=False)
     if not json_out:
         _print_views(reports, findings, wide, show_all, top)
+    detail(summaries.stored_line(db, run_id), highlight=False, out=out)
     if not reports:
         raise could_not_run(f"no node of {target.nodeset} answered (see above)")
     exit_for_findings(findings, problems=bool(result.unreachable or result.failed))

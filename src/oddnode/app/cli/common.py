@@ -164,8 +164,10 @@ def analysis_document(analysis) -> documents.Analysis:
     """An analysis as JSON data: its own document, and a section for each
     kind of result the store holds beyond the node series: the pair
     patterns, the set tables, the sync readings, the NUMA matrices, the
-    noise per node, the process accounting's asymmetry tables, each
-    parameter sweep's analysis, each MPI profile."""
+    noise per node, the process accounting's asymmetry tables, the affinity
+    samples, each parameter sweep's analysis, each MPI profile."""
+    from oddnode.core.model import AFFINITY_DETAILS
+    from oddnode.core.order import natural_key
     from oddnode.report.interconnect import pattern_tables
     from oddnode.report.interconnect_json import pattern_json
     from oddnode.report.numa import numa_json
@@ -191,6 +193,8 @@ def analysis_document(analysis) -> documents.Analysis:
         document["noise"] = noise
     if tables := stored_tables(dataset.processes, dataset.topology):
         document["processes"] = {"tables": [table.to_json() for table in tables]}
+    if samples := dataset.details.get(AFFINITY_DETAILS):
+        document["affinity"] = {"nodes": {node: samples[node][-1] for node in sorted(samples, key=natural_key)}}
     if analysis.sweeps:
         from oddnode.report.sweep import sweep_document
 

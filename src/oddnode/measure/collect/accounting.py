@@ -146,13 +146,9 @@ def collect_processes(transport: Transport, nodes: Sequence[str], seconds: float
 
 def store_processes(store, target: Target, result: AccountingResult, command: str) -> int:
     """One run: every node's counts and how every node fared, in one transaction."""
-    statuses = [(node, "ok", None) for node in result.reports]
-    troubled = {**result.unreachable, **result.failed}
-    statuses += [(node, "failed" if r.ok else r.status.value, result.reasons.get(node))
-                 for node, r in sorted(troubled.items())]
     with store.transaction():
         run_id = store.new_run(command, source=f"{target.transport.name}:{target.nodeset}", nodes=target.nodes)
         store.add_process_counts(run_id, result.reports.values())
-        store.add_node_status(run_id, PROCESSES_STAGE, statuses)
+        store.add_node_status(run_id, PROCESSES_STAGE, result.statuses())
     result.run_id = run_id
     return run_id

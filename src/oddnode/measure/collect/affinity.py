@@ -17,11 +17,13 @@ from collections.abc import Iterable, Sequence
 
 from oddnode.readings.affinity import AffinityOutputError, NodeAffinity, node_affinity_from_json
 from oddnode.onnode.node_affinity import DEFAULT_SECONDS
-from oddnode.reach.base import NodeResult, Transport
+from oddnode.reach.base import NodeResult, Target, Transport
 from oddnode.reach.scripts import ScriptResults, onnode_script, python_command, sort_results
 
-__all__ = ["AffinityResult", "DEFAULT_MARGIN", "classify", "collect_affinity", "parse_sampler_output",
-           "sampler_argv", "sampler_script"]
+__all__ = ["AFFINITY_STAGE", "AffinityResult", "DEFAULT_MARGIN", "classify", "collect_affinity",
+           "parse_sampler_output", "sampler_argv", "sampler_script", "store_affinity"]
+
+AFFINITY_STAGE = "affinity"  # the stage of its runs' node status
 
 # Seconds a node may take beyond the sampling: the transport's start,
 # lstopo (a second or two on a large node), reading numa_maps.
@@ -94,3 +96,12 @@ def collect_affinity(transport: Transport, nodes: Sequence[str], pids: Sequence[
     timeout = seconds + margin
     results = transport.run(requested, sampler_argv(pids, command, slurm_job, seconds), timeout=timeout)
     return classify(results, requested, timeout)
+
+
+def store_affinity(store, target: Target, result: AffinityResult, command: str) -> int:
+    """One run: every node's report and how every node fared, in one transaction."""
+    with store.transaction():
+        run_id = store.new_run(command, source=f"{target.transport.name}:{target.nodeset}", nodes=target.nodes)
+        store.add_affinity_samples(run_id, {node: report.to_json() for node, report in result.reports.items()})
+        store.add_node_status(run_id, AFFINITY_STAGE, result.statuses())
+    return run_id

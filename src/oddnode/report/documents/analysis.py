@@ -10,7 +10,7 @@ from pydantic import Field
 from typing_extensions import NotRequired, TypeAliasType, TypedDict
 
 from oddnode.report.documents.interconnect import PairPattern
-from oddnode.report.documents.nodes import Numa, Processes, Profile
+from oddnode.report.documents.nodes import Affinity, Numa, Processes, Profile
 from oddnode.report.documents.sets import Sweep, SyncResult
 from oddnode.report.documents.shared import (Direction, Findings, LabelKind, NumberOrNull, Problem, RunEstimate,
                                              SeriesReference, SetTables, SlurmAction, StatisticsRow, StoredRun)
@@ -18,8 +18,16 @@ from oddnode.report.documents.shared import (Direction, Findings, LabelKind, Num
 # The analysis' numa section is numa --json's numa, declared once with that
 # document: its type is read from there, so the two cannot drift apart.
 NumaSection = get_type_hints(Numa, include_extras=True)["numa"]
-# Likewise the asymmetry tables of processes --json.
+# Likewise the asymmetry tables of processes --json, and the sampler
+# reports of affinity --json.
 ProcessTables = get_type_hints(Processes, include_extras=True)["tables"]
+AffinityNodes = get_type_hints(Affinity, include_extras=True)["nodes"]
+
+
+class AffinitySection(TypedDict):
+    """The stored affinity samples: each node's newest sampler report."""
+
+    nodes: AffinityNodes
 
 
 class NoisePeriod(TypedDict):
@@ -105,6 +113,8 @@ class Analysis(TypedDict):
         description="the asymmetry tables, when the store holds process accounting of two nodes or more")]]
     numa: NotRequired[Annotated[NumaSection, Field(
         description="every NUMA measure's matrices, when the store holds NUMA results (numa --json's numa)")]]
+    affinity: NotRequired[Annotated[AffinitySection, Field(
+        description="each node's newest affinity sample, when the store holds any (affinity --json's nodes)")]]
     sweeps: NotRequired[Annotated[list[Sweep], Field(
         description="every parameter sweep stored, judged as sweep --stored judges it (sweep --json's document)")]]
     profiles: NotRequired[Annotated[list[Profile], Field(
