@@ -13,16 +13,15 @@ or a leaf switch's own capacity).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from statistics import median
 
 from oddnode.findings.registry import Sensitivity, rule
 from oddnode.core.model import Dataset, Finding, SetRuns, Severity
 from oddnode.core.nodes import fold
 from oddnode.readings.sets import set_members
+from oddnode.readings.placement import stored_predictions
 from oddnode.readings.sets_series import PACKED, STRIPED
 
-MODEL_PREFIX = "model.prediction."
 # Packed and striped differ when the exact Mann-Whitney p over their
 # repetitions is at most this: with 5 repetitions each, complete separation
 # gives p = 2/C(10,5) = 0.008, one swapped pair 0.016; with 3, no outcome
@@ -39,15 +38,6 @@ PLACEMENT_MIN_EFFECT = 0.20
 WARNING_FACTOR = 1.5
 
 
-def _predictions(dataset: Dataset) -> dict[str, dict[str, SetRuns]]:
-    """Metric (profile.<id>) -> placement -> its predictions."""
-    found: dict[str, dict[str, SetRuns]] = defaultdict(dict)
-    for runs in dataset.set_runs:
-        if runs.benchmark.startswith(MODEL_PREFIX):
-            found[runs.metric][runs.benchmark[len(MODEL_PREFIX):]] = runs
-    return found
-
-
 def _groups(runs: SetRuns, topology: dict[str, str]) -> list[str]:
     members = set_members(str(runs.labels[0])) if len(runs.labels) else ()
     return sorted({topology.get(node, "?") for node in members})
@@ -57,7 +47,7 @@ def _groups(runs: SetRuns, topology: dict[str, str]) -> list[str]:
 def placement_sensitive(dataset: Dataset, sensitivity: Sensitivity) -> list[Finding]:
     """Packed and striped placements of a profiled application predicted apart."""
     findings = []
-    for metric, placements in sorted(_predictions(dataset).items()):
+    for metric, placements in sorted(stored_predictions(dataset).items()):
         packed, striped = placements.get(PACKED), placements.get(STRIPED)
         if packed is None or striped is None or min(len(packed), len(striped)) < 2:
             continue

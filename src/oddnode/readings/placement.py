@@ -35,9 +35,11 @@ from statistics import median
 from typing import Any
 
 from oddnode.readings.sets_series import ALLREDUCE_ELEMENT_BYTES, MAX_SIZE, PACKED, SHUFFLED, STRIPED
+from oddnode.core.model import Dataset, SetRuns
 from oddnode.core.nodes import fold
 from oddnode.readings import partition
 from oddnode.readings.partition import GIVEN, spanned_groups
+from oddnode.readings.sets import set_members
 from oddnode.readings.profile import Bucket, CallStats, Profile, bucket_label, bucket_range, histogram
 
 _SENDS = ("MPI_Send", "MPI_Isend", "MPI_Ssend", "MPI_Issend", "MPI_Bsend", "MPI_Ibsend", "MPI_Rsend", "MPI_Irsend",
@@ -340,3 +342,71 @@ class ModelRun:
     measured: dict[str, dict[int, dict[Point, float]]] = field(default_factory=dict)
     predictions: dict[str, dict[int, float]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+
+
+# --- the predictions a model run stored ---------------------------------------------
+
+# The set series a model run stores its predictions under, one per
+# placement (model.prediction.packed), the metric naming the profile.
+PREDICTION_PREFIX = f"{MODEL}.{PREDICTION}."
+
+
+def stored_predictions(dataset: Dataset) -> dict[str, dict[str, SetRuns]]:
+    """Metric (profile.<id>) -> placement -> its stored predictions."""
+    found: dict[str, dict[str, SetRuns]] = {}
+    for runs in dataset.set_runs:
+        if runs.benchmark.startswith(PREDICTION_PREFIX):
+            found.setdefault(runs.metric, {})[runs.benchmark[len(PREDICTION_PREFIX):]] = runs
+    return found
+
+
+@dataclass(frozen=True)
+class StoredModel:
+    """One profile's predictions as the store holds them: per placement its
+    nodes (the set of its runs) and its prediction per repetition."""
+
+    metric: str
+    candidates: tuple[Candidate, ...]
+    predictions: dict[str, dict[int, float]]  # placement -> repetition -> predicted s per rank
+
+    @property
+    def profile_id(self) -> int | None:
+        number = self.metric.removeprefix("profile.")
+        return int(number) if number.isdigit() else None
+
+
+def stored_models(dataset: Dataset) -> list[StoredModel]:
+    """Every profile's stored predictions, in the order of their metrics;
+    each placement's nodes are those of its first set label, its groups
+    from the dataset's topology.  A run stores a placement under every
+    name that chose its nodes (given and striped); those are one candidate
+    again, named as ``candidates`` names it."""
+    def order(name: str) -> tuple[int, str]:
+        return CANDIDATES.index(name) if name in CANDIDATES else len(CANDIDATES), name
+
+    models = []
+    for metric, placements in sorted(stored_predictions(dataset).items()):
+        chosen: list[Candidate] = []
+        predictions: dict[str, dict[int, float]] = {}
+        for name in sorted(placements, key=order):
+            runs = placements[name]
+            if not len(runs):
+                continue
+            members = set_members(str(runs.labels[0]))
+            values = {int(r): float(v) for r, v in zip(runs.repetitions.tolist(), runs.values.tolist())}
+            same = next((i for i, c in enumerate(chosen) if c.members == members and predictions[c.name] == values),
+                        None)
+            if same is None:
+                groups = spanned_groups(members, dataset.topology) if dataset.topology else ()
+                chosen.append(Candidate(name, members, groups))
+                predictions[name] = values
+                continue
+            earlier = chosen[same]
+            if name in BY_TOPOLOGY and earlier.name not in BY_TOPOLOGY:
+                chosen[same] = Candidate(name, members, earlier.groups, (earlier.name, *earlier.aliases))
+                predictions[name] = predictions.pop(earlier.name)
+            else:
+                chosen[same] = Candidate(earlier.name, members, earlier.groups, (*earlier.aliases, name))
+        if chosen:
+            models.append(StoredModel(metric, tuple(sorted(chosen, key=lambda c: order(c.name))), predictions))
+    return models

@@ -33,6 +33,7 @@ from oddnode.report.sweep import sweeps_section
 from oddnode.report.profile import profiles_section
 from oddnode.report.processes import processes_section
 from oddnode.report.affinity import affinity_section
+from oddnode.report.placement import placement_section
 from oddnode.report.sets import sets_section
 from oddnode.report.terminal import probability, report_number
 from oddnode.readings.disk import DIRECTORY_TABLE_TITLE, PASSES, directory_table
@@ -358,6 +359,7 @@ def render_report(analysis: Analysis, check: CheckResult | None = None, source: 
         noise=noise_section(analysis),
         sweeps=sweeps_section(analysis),
         profiles=profiles_section(analysis),
+        models=placement_section(analysis),
     )
 
 

@@ -3,7 +3,7 @@ predicted communication time, and as data and a figure."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from statistics import median
 from typing import Any
 
@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from oddnode.readings.placement import PlacementVerdict, Selection, rank_placements, selection_json
-from oddnode.readings.placement import Candidate, ModelRun
+from oddnode.readings.placement import Candidate, ModelRun, StoredModel, stored_models
 from oddnode.report.terminal import fit_columns, fixed_table
 
 CALL, SIZE, PER_RANK, TIME, SHARE, POINT = "call", "size", "calls/rank", "ms/rank", "% MPI", "measured as"
@@ -47,10 +47,13 @@ def cells_table(selection: Selection, width: int | None = None) -> Table:
     return fixed_table("Calls the model predicts", caption, shown, widths, rows, (CALL, SIZE, POINT))
 
 
-def placement_rows(run: ModelRun, verdict: PlacementVerdict | None) -> list[dict[str, str]]:
+def placement_rows(candidates: Sequence[Candidate], predictions: Mapping[str, Mapping[int, float]],
+                   verdict: PlacementVerdict | None) -> list[dict[str, str]]:
+    """Per placement its nodes and groups, its median prediction and
+    range over the repetitions, and how many times the best's it takes."""
     rows = []
-    for candidate in run.candidates:
-        values = list(run.predictions.get(candidate.name, {}).values())
+    for candidate in candidates:
+        values = list(predictions.get(candidate.name, {}).values())
         factor = verdict.factor_against(candidate.name) if verdict else None
         rows.append({PLACEMENT: candidate.name, NODES: candidate.label,
                      GROUPS: "+".join(candidate.groups) or "-",
@@ -63,7 +66,7 @@ def placement_rows(run: ModelRun, verdict: PlacementVerdict | None) -> list[dict
 def placements_table(run: ModelRun, verdict: PlacementVerdict | None, repetitions: int,
                      width: int | None = None) -> Table:
     """Each placement's predicted time per rank in the predicted calls."""
-    rows = placement_rows(run, verdict)
+    rows = placement_rows(run.candidates, run.predictions, verdict)
     columns = [PLACEMENT, NODES, GROUPS, PREDICTED, RANGE, FACTOR]
     shown, widths, left_out = fit_columns(columns, rows, width, PLACEMENTS_LEFT_OUT)
     caption = f"median and range over {repetitions} repetition{'s' if repetitions != 1 else ''}"
@@ -115,6 +118,50 @@ def model_document(selection: Selection, run: ModelRun, notes: Sequence[str], pr
         "best": verdict.best if verdict else None, "factor": verdict.factor if verdict else None,
         "medians_s": verdict.medians if verdict else {}, "notes": list(notes), "problems": list(run.problems),
     }
+
+
+def stored_model_json(model: StoredModel) -> dict[str, Any]:
+    """A stored model's predictions as JSON-ready data (formats.md#analysis-json)."""
+    verdict = rank_placements(model.predictions)
+    return {
+        "profile_id": model.profile_id, "metric": model.metric,
+        "placements": [{"name": c.name, "aliases": list(c.aliases), "members": list(c.members),
+                        "groups": list(c.groups),
+                        "predictions_s": {str(r): v for r, v in model.predictions.get(c.name, {}).items()}}
+                       for c in model.candidates],
+        "best": verdict.best if verdict else None, "factor": verdict.factor if verdict else None,
+        "medians_s": verdict.medians if verdict else {},
+    }
+
+
+def stored_models_json(dataset) -> list[dict[str, Any]]:
+    """Every stored model's predictions, for the analysis' JSON."""
+    return [stored_model_json(model) for model in stored_models(dataset)]
+
+
+def placement_section(analysis) -> list[dict[str, Any]] | None:
+    """The HTML report's "Placement model" section: per stored model its
+    table of placements (as `oddnode model` prints it) and its verdict;
+    None without any."""
+    models = stored_models(analysis.dataset)
+    if not models:
+        return None
+    columns = [PLACEMENT, NODES, GROUPS, PREDICTED, RANGE, FACTOR]
+    section = []
+    for model in models:
+        verdict = rank_placements(model.predictions)
+        rows = placement_rows(model.candidates, model.predictions, verdict)
+        runs = sorted({len(values) for values in model.predictions.values()})
+        section.append({
+            "title": f"Profile {model.profile_id if model.profile_id is not None else '(from a file)'}: predicted "
+                     f"communication per placement",
+            "columns": columns, "rows": [[row[c] for c in columns] for row in rows],
+            "best": verdict.best if verdict else None,
+            "caption": f"ms per rank in the predicted calls: median and range over "
+                       f"{'-'.join(map(str, (runs[0], runs[-1]) if len(runs) > 1 else runs))} repetitions",
+            "verdict": (f"best placement: {verdict.best}; {verdict.worst} takes {verdict.factor:.3g}x as long"
+                        if verdict else "fewer than two placements were measured: nothing to compare")})
+    return section
 
 
 def model_figure(selection: Selection, run: ModelRun, candidates: Sequence[Candidate]):

@@ -165,7 +165,8 @@ def analysis_document(analysis) -> documents.Analysis:
     kind of result the store holds beyond the node series: the pair
     patterns, the set tables, the sync readings, the NUMA matrices, the
     noise per node, the process accounting's asymmetry tables, the affinity
-    samples, each parameter sweep's analysis, each MPI profile."""
+    samples, each parameter sweep's analysis, each MPI profile and each
+    placement model's predictions."""
     from oddnode.core.model import AFFINITY_DETAILS
     from oddnode.core.order import natural_key
     from oddnode.report.interconnect import pattern_tables
@@ -203,6 +204,10 @@ def analysis_document(analysis) -> documents.Analysis:
         from oddnode.report.profile import profile_json
 
         document["profiles"] = [profile_json(profile, profile_id) for profile_id, profile in analysis.profiles]
+    from oddnode.report.placement import stored_models_json
+
+    if models := stored_models_json(dataset):
+        document["models"] = models
     return document
 
 

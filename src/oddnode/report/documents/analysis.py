@@ -56,6 +56,28 @@ class NoiseSection(TypedDict):
     nodes: dict[str, NoiseNode]
 
 
+class StoredPlacement(TypedDict):
+    """One placement of a stored model: its nodes and its predictions."""
+
+    name: Annotated[str, Field(description="given, packed, striped, shuffled, sorted")]
+    aliases: Annotated[list[str], Field(description="the other placements that chose the same nodes")]
+    members: list[str]
+    groups: Annotated[list[str], Field(description="the topology groups its nodes hang from")]
+    predictions_s: Annotated[dict[str, NumberOrNull], Field(
+        description="repetition -> predicted seconds per rank in the predicted calls")]
+
+
+class StoredModel(TypedDict):
+    """A profile's placement model as the store holds it (oddnode model)."""
+
+    profile_id: int | None
+    metric: Annotated[str, Field(description="the series' metric: profile.<id>")]
+    placements: list[StoredPlacement]
+    best: Annotated[str | None, Field(description="the placement of the least median prediction")]
+    factor: Annotated[NumberOrNull, Field(description="the worst placement's median over the best's")]
+    medians_s: dict[str, NumberOrNull]
+
+
 class ProcessesSection(TypedDict):
     """The stored accounting's asymmetry tables."""
 
@@ -119,6 +141,8 @@ class Analysis(TypedDict):
         description="every parameter sweep stored, judged as sweep --stored judges it (sweep --json's document)")]]
     profiles: NotRequired[Annotated[list[Profile], Field(
         description="every MPI profile stored, as profile --show ID --json prints it")]]
+    models: NotRequired[Annotated[list[StoredModel], Field(
+        description="every placement model stored (oddnode model): each placement's predictions")]]
     drain: NotRequired[Annotated[list[SlurmAction], Field(description="what was done to the nodes in Slurm")]]
 
 
