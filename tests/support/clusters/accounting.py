@@ -1,11 +1,12 @@
-"""A scripted cluster answering the process accounting collector."""
+"""A scripted cluster answering a script that runs the same argv on every
+node (the process accounting collector, the affinity sampler)."""
 
 from __future__ import annotations
 
 
 import json
 
-from oddnode.reach.base import NodeResult, NodeStatus
+from oddnode.reach.base import NodeResult, NodeStatus, Target
 
 
 def answer(commands, method="acct", seconds=60.0, notes=()):
@@ -31,6 +32,14 @@ class AccountingCluster:
 
     def run_each(self, commands, *, timeout):
         raise AssertionError("the collector runs one argv everywhere")
+
+
+def use_scripted_cluster(monkeypatch, command_module, answers) -> "AccountingCluster":
+    """Make ``command_module``'s commands reach the nodes of ``answers``
+    (node -> stdout or NodeResult) through an AccountingCluster."""
+    scripted = AccountingCluster(answers)
+    monkeypatch.setattr(command_module, "selected_target", lambda *args: Target(list(answers), scripted))
+    return scripted
 
 
 NODES = ["cn-a10", "cn-a11", "cn-a12", "cn-a13", "cn-b01", "cn-b02", "cn-b03", "cn-b04"]

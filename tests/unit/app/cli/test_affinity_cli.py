@@ -12,12 +12,12 @@ import json
 import pytest
 
 from oddnode.app.cli import affinity as cli
-from oddnode.reach.base import NodeResult, NodeStatus, Target
+from oddnode.reach.base import NodeResult, NodeStatus
 from oddnode.report.schema import validate
 from oddnode.store import open_store
 from support.affinity import bound_ranks, process, report, thread
 from support.cli import invoke
-from support.clusters.accounting import AccountingCluster as ScriptedCluster
+from support.clusters.accounting import use_scripted_cluster
 
 NODES = ["ib-r3c07", "ib-r3c08", "ib-r3c09", "ib-r3c10", "ib-r4c01", "ib-r4c02"]
 FAULTY = "ib-r4c01"
@@ -34,11 +34,7 @@ def crowded() -> str:
 
 @pytest.fixture
 def cluster(monkeypatch):
-    def use(answers):
-        scripted = ScriptedCluster(answers)
-        monkeypatch.setattr(cli, "selected_target", lambda *args: Target(list(answers), scripted))
-        return scripted
-    return use
+    return lambda answers: use_scripted_cluster(monkeypatch, cli, answers)
 
 
 def analysis(db):

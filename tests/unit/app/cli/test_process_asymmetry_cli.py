@@ -14,18 +14,14 @@ from oddnode.onnode import accounting_collector as node_collector
 from oddnode.app.cli import processes as cli
 from oddnode.report import processes as report
 from oddnode.store import open_store
-from oddnode.reach.base import NodeResult, NodeStatus, Target
-from support.clusters.accounting import AccountingCluster as ScriptedCluster
+from oddnode.reach.base import NodeResult, NodeStatus
+from support.clusters.accounting import use_scripted_cluster
 from support.clusters.accounting import NODES, background
 
 
 @pytest.fixture
 def cluster(monkeypatch):
-    def use(answers):
-        scripted = ScriptedCluster(answers)
-        monkeypatch.setattr(cli, "selected_target", lambda *args: Target(list(answers), scripted))
-        return scripted
-    return use
+    return lambda answers: use_scripted_cluster(monkeypatch, cli, answers)
 
 
 def test_a_daemon_on_one_node_is_named_with_its_ratio_table(cluster, tmp_path):
