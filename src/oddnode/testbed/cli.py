@@ -85,6 +85,11 @@ def testbed_up(nodes: Annotated[int, typer.Option("--nodes", help="Number of nod
                    help=f"This testbed's number on the machine, 0 to {MAX_INSTANCES - 1}: testbed N is named "
                         "oddN-... with addresses in 10.77.N.0/24, so several can be up at once, each with its "
                         "own --state-dir.")] = 0,
+               networks: Annotated[Optional[list[str]], typer.Option(
+                   "--network", metavar="NAME",
+                   help="A further network every node is on, a switch of its own (a second fabric; repeatable, "
+                        "2 at most): each node's interface NAME0, addresses in 10.78.N.0/24 (then 10.79.N), "
+                        "names NODE-NAME in every node's /etc/hosts.")] = None,
                state_dir: StateDirOption = None) -> None:
     """Bring up N nodes, each with its own address, hostname, mounts, processes and sshd (and slurmd)."""
     from oddnode.testbed import format_rate, up
@@ -92,13 +97,17 @@ def testbed_up(nodes: Annotated[int, typer.Option("--nodes", help="Number of nod
     rate = parse_rate(link_rate, "--link-rate")
     with testbed_errors():
         bed = up(nodes=nodes, state_dir=testbed_state_dir(state_dir), leaves=leaves, link_rate=rate, slurm=slurm,
-                 instance=instance)
+                 instance=instance, networks=networks or ())
     inform(summaries.testbed_up_line(bed))
     leaves_line = summaries.testbed_leaves_line(bed)
     if leaves_line:
         inform(leaves_line, highlight=False)
     if bed.link_rate:
         inform(f"every node's link shaped to {format_rate(bed.link_rate)}")
+    for name, addresses in bed.networks.items():
+        first = next(iter(addresses))
+        inform(f"network {name}: every node on it as NODE-{name} ({first}-{name} at {addresses[first]}), "
+               f"interface {name}0", highlight=False)
     if bed.slurm_conf:
         inform(f"Slurm: every node idle in partition testbed; export SLURM_CONF={bed.slurm_conf}", highlight=False)
 
@@ -213,14 +222,17 @@ def _shaping(rate: Optional[str], slower: Optional[float]) -> tuple[Optional[int
 
 @fault_app.command("link")
 def fault_link_rate(node: str, rate: RateOption = None, slower: SlowerOption = None,
+                    network: Annotated[Optional[str], typer.Option(
+                        "--network", metavar="NAME", help="Its link on this further network (default: the first).")]
+                    = None,
                     state_dir: StateDirOption = None) -> None:
     """Shape one node's link, both ways, to a lower rate (tc tbf)."""
     from oddnode.testbed import fault_link, format_rate
 
     bits, divisor = _shaping(rate, slower)
     with testbed_errors():
-        shaped = fault_link(testbed_state_dir(state_dir), node, bits, divisor=divisor)
-    inform(f"{node}: link shaped to {format_rate(shaped)}")
+        shaped = fault_link(testbed_state_dir(state_dir), node, bits, divisor=divisor, on=network)
+    inform(f"{node}: link{f' on {network}' if network else ''} shaped to {format_rate(shaped)}", highlight=False)
 
 
 @fault_app.command("uplink")

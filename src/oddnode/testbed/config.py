@@ -6,6 +6,13 @@ the ``odd-`` prefix (namespace ``odd-node01``, bridge ``odd-br0``, veth
 ``odd-v01h``/``odd-v01n``) and its addresses are in 10.77.0.0/24: the bridge
 has 10.77.0.1, nodes 10.77.0.11 up.  Testbed N (1 to 9) uses ``oddN-`` and
 10.77.N.0/24, so its nodes are called the same but reach only each other.
+
+A testbed may have further networks (a second fabric, as a cluster's
+InfiniBand beside its Ethernet): network K (1, 2) is a switch of its own,
+``odd-br1``, with no address of this machine on it, a veth per node
+(``odd-n1v01h``/``odd-n1v01n``, the node's end named after the network,
+``ib0``) and the addresses 10.(77+K).N.0/24; every node's /etc/hosts names
+each node there ``node01-ib``.
 """
 
 from __future__ import annotations
@@ -23,6 +30,10 @@ MAX_INSTANCES = 10  # testbeds 0..9: 10.77.0.0/24 .. 10.77.9.0/24
 SSH_PORT = 22
 NODE_INTERFACE = "eth0"  # a node's end of its veth, as the node sees it
 MAX_LEAVES = 99  # odd9-leaf99, odd9-u99c: within the 15 characters of an interface name
+MAX_NETWORKS = 2  # networks beside the first: 10.78.N.0/24 and 10.79.N.0/24
+# A further network's name: the suffix of node names there (node01-ib) and
+# the stem of its interface on every node (ib0); letters and digits, short.
+_NETWORK_NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 
 # The synthetic DMI table given to nodes when the host has none: identical on
 # every node, as on a cluster of one model with one BIOS.
@@ -58,6 +69,26 @@ def check_node_count(count: int) -> int:
     if not 1 <= count <= MAX_NODES:
         raise ValueError(f"a testbed has 1 to {MAX_NODES} nodes, not {count}")
     return count
+
+
+def check_networks(names: Sequence[str]) -> list[str]:
+    """Further networks' names, checked: at most MAX_NETWORKS, distinct,
+    each a lower-case letter then letters or digits (8 at most), not eth."""
+    names = list(names)
+    if len(names) > MAX_NETWORKS:
+        raise ValueError(f"a testbed has at most {MAX_NETWORKS} further networks, not {len(names)}")
+    for name in names:
+        if not _NETWORK_NAME.match(name) or name == "eth":
+            raise ValueError(f"invalid network name {name!r}: a lower-case letter, then letters or digits, "
+                             "at most 8 characters, not eth (the first network's interfaces)")
+    if len(set(names)) != len(names):
+        raise ValueError(f"network names repeat: {', '.join(names)}")
+    return names
+
+
+def network_interface(name: str) -> str:
+    """A node's interface on the network ``name``, as the node sees it (ib0)."""
+    return f"{name}0"
 
 
 def is_safe_path(path: Path) -> bool:
@@ -139,9 +170,36 @@ class Names:
         _check_leaf(index)
         return f"{self.prefix}lc{index}"
 
+    def network_bridge(self, network: int) -> str:
+        """The switch of further network ``network`` (1-based)."""
+        _check_network(network)
+        return f"{self.prefix}br{network}"
+
+    def network_subnet(self, network: int) -> str:
+        _check_network(network)
+        return f"10.{77 + network}.{self.number}.0/{PREFIXLEN}"
+
+    def network_address(self, network: int, index: int) -> str:
+        """Address of the node numbered `index` on further network ``network``."""
+        _check_network(network)
+        if not 1 <= index <= MAX_NODES:
+            raise ValueError(f"node index {index} outside 1..{MAX_NODES}")
+        return f"10.{77 + network}.{self.number}.{FIRST_NODE_HOST + index - 1}"
+
+    def network_veth_names(self, network: int, index: int, count: int) -> tuple[str, str]:
+        """Host end and node end of a node's veth pair on further network ``network``."""
+        _check_network(network)
+        number = f"{index:0{digits(count)}d}"
+        return f"{self.prefix}n{network}v{number}h", f"{self.prefix}n{network}v{number}n"
+
     def probe_name(self) -> str:
         """A short-lived interface made to see whether the kernel offers netem."""
         return f"{self.prefix}netem"
+
+
+def _check_network(network: int) -> None:
+    if not 1 <= network <= MAX_NETWORKS:
+        raise ValueError(f"further networks are numbered 1 to {MAX_NETWORKS}, not {network}")
 
 
 def names_of(state: Mapping[str, object]) -> Names:
@@ -233,10 +291,13 @@ def known_hosts_text(addresses: Mapping[str, str], host_keys: Mapping[str, str])
     return "\n".join(lines) + "\n"
 
 
-def hosts_text(addresses: Mapping[str, str]) -> str:
-    """/etc/hosts as every node sees it: nodes resolve each other by name."""
+def hosts_text(addresses: Mapping[str, str], networks: Mapping[str, Mapping[str, str]] | None = None) -> str:
+    """/etc/hosts as every node sees it: nodes resolve each other by name,
+    and on each further network (name -> node -> address) as NODE-NAME."""
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback", ""]
     lines += [f"{address}\t{node}" for node, address in addresses.items()]
+    for name, members in (networks or {}).items():
+        lines += [f"{address}\t{node}-{name}" for node, address in members.items()]
     return "\n".join(lines) + "\n"
 
 

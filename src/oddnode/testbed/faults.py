@@ -219,7 +219,8 @@ def _record_shaping(state: State, kind: str, target: str, **what) -> None:
     def link(kind: str) -> str:
         return kind if kind in _LEAF_KINDS else "node"
 
-    state["shaped"] = [s for s in state.get("shaped", []) if link(s["kind"]) != link(kind) or s["target"] != target]
+    state["shaped"] = [s for s in state.get("shaped", []) if link(s["kind"]) != link(kind) or s["target"] != target
+                       or s.get("network") != what.get("network")]
     state["shaped"].append({"kind": kind, "target": target, **what})
 
 
@@ -234,17 +235,24 @@ def _leaf(state: State, name: str) -> dict:
                        + ", ".join(leaf["name"] for leaf in leaves))
 
 
-def fault_link(state_dir: Path, node: str, rate: int | None = None, *, divisor: float | None = None) -> int:
+def fault_link(state_dir: Path, node: str, rate: int | None = None, *, divisor: float | None = None,
+               on: str | None = None) -> int:
     """Shape `node`'s link, both ways, to `rate` bits/s, or to the testbed's
-    link rate / `divisor`; return the rate."""
+    link rate / `divisor`; its link on the further network `on` when given;
+    return the rate."""
     require_root()
     state_dir = Path(state_dir).absolute()
     with locked(state_dir):
         state = require_state(state_dir)
         require_running(state, node)
-        rate = _shaped_rate(rate, divisor, state.get("link_rate"), f"{node}'s link")
-        network.set_qdisc(network.node_link_ends(node_entry(state, node)), network.tbf_qdisc(rate))
-        _record_shaping(state, "link", node, rate=rate)
+        entry = node_entry(state, node)
+        if on is not None and on not in (entry.get("links") or {}):
+            known = ", ".join(net["name"] for net in state.get("networks") or []) or "none"
+            raise TestbedError(f"no network {on!r} in this testbed (its further networks: {known})")
+        what = f"{node}'s link" + (f" on {on}" if on else "")
+        rate = _shaped_rate(rate, divisor, state.get("link_rate"), what)
+        network.set_qdisc(network.node_link_ends(entry, on), network.tbf_qdisc(rate))
+        _record_shaping(state, "link", node, rate=rate, **({"network": on} if on else {}))
         write_state(state_dir, state)
         return rate
 
@@ -384,9 +392,9 @@ def undo_faults(state_dir: Path, state: State, *, restart_sshd: bool) -> None:
             if leaf.get("uplink") and link_exists(leaf["uplink"][0]):
                 network.set_qdisc(network.uplink_ends(leaf), None)
         else:
-            entry = node_entry(state, shaping["target"])
-            if entry.get("veth") and link_exists(entry["veth"][0]) and alive(entry.get("init")):
-                network.set_qdisc(network.node_link_ends(entry), network.base_qdisc(state))
+            entry, on = node_entry(state, shaping["target"]), shaping.get("network")
+            if network.link_is_up(entry, on) and alive(entry.get("init")):
+                network.set_qdisc(network.node_link_ends(entry, on), network.base_qdisc(state))
         state["shaped"].remove(shaping)
     if restart_sshd:
         for node, entry in state["nodes"].items():
@@ -415,7 +423,8 @@ def fault_lines(state: State) -> dict[str, list[str]]:
         elif shaping["kind"] == "linecard":
             text = f"line card: its nodes share one fabric link of {network.format_rate(shaping['rate'])}"
         else:
-            text = f"{shaping['kind']} shaped to {network.format_rate(shaping['rate'])}"
+            on = f" on {shaping['network']}" if shaping.get("network") else ""
+            text = f"{shaping['kind']}{on} shaped to {network.format_rate(shaping['rate'])}"
         if shaping["kind"] in _LEAF_KINDS:
             leaf = _leaf(state, shaping["target"])
             for node in leaf["nodes"]:

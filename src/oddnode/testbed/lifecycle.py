@@ -11,7 +11,7 @@ import signal
 import sys
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +84,8 @@ class Testbed:
     link_rate: int | None = None  # bits per second of every node's link, None: unshaped
     slurm_conf: Path | None = None  # the slurm.conf of its Slurm, None: no Slurm (see oddnode.testbed.slurm)
     names: config.Names = config.Names()  # its number's names and addresses (see oddnode.testbed.config)
+    # Further network -> node -> its address there (the nodes name each other NODE-NETWORK on it).
+    networks: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def nodeset(self) -> str:
@@ -110,6 +112,7 @@ class Testbed:
             link_rate=state.get("link_rate"),
             slurm_conf=testbed_slurm.conf_path(state_dir) if state.get("slurm") else None,
             names=config.names_of(state),
+            networks=network_addresses(state),
         )
 
     def ssh_argv(self, node: str, *command: str) -> list[str]:
@@ -223,13 +226,15 @@ def _is_blank(state_dir: Path) -> bool:
 
 def up(nodes: int = DEFAULT_NODES, state_dir: Path = DEFAULT_STATE_DIR, prefix: str = "node", *,
        leaves: int = 1, link_rate: int | None = None, slurm: bool = False, instance: int = 0,
-       on_created: OnCreated | None = None) -> Testbed:
+       networks: Sequence[str] = (), on_created: OnCreated | None = None) -> Testbed:
     """Bring up `nodes` virtual nodes (``node01``...) on this machine, each in its
     own network, UTS, mount and PID namespaces with its own sshd; with
     `leaves` > 1 they hang from that many leaf switches under the core one
     (see oddnode.testbed.network); `link_rate` (bits/s) shapes every node's link;
     `slurm` adds a Slurm controller on this machine and a slurmd in every
-    node (see oddnode.testbed.slurm).  `instance` numbers the testbed among
+    node (see oddnode.testbed.slurm); `networks` names further networks, a
+    switch each that every node is on as well (a second fabric, see
+    oddnode.testbed.config).  `instance` numbers the testbed among
     those of this machine (its interface names and subnet, see
     oddnode.testbed.config.Names).
 
@@ -247,6 +252,7 @@ def up(nodes: int = DEFAULT_NODES, state_dir: Path = DEFAULT_STATE_DIR, prefix: 
         if leaves > config.MAX_LEAVES:
             raise ValueError(f"at most {config.MAX_LEAVES} leaves, not {leaves}")
         naming = config.Names(instance)
+        networks = config.check_networks(networks)
         groups = network.leaf_groups(names, leaves)
         if leaves == 1:  # every node on the core switch
             groups = {}
@@ -263,12 +269,12 @@ def up(nodes: int = DEFAULT_NODES, state_dir: Path = DEFAULT_STATE_DIR, prefix: 
         raise TestbedError(f"a testbed is already up in {state_dir}: {_down_command(state_dir)} first")
     if state_dir.exists() and not _is_blank(state_dir):
         raise TestbedError(f"{state_dir} is not empty: the testbed needs a directory of its own")
-    _check_machine_free(naming, names, len(groups))
+    _check_machine_free(naming, names, len(groups), len(networks))
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     with locked(state_dir):
         if read_state(state_dir) is not None:
             raise TestbedError(f"a testbed is already up in {state_dir}: {_down_command(state_dir)} first")
-        state = _initial_state(state_dir, naming, names, prefix, groups, link_rate)
+        state = _initial_state(state_dir, naming, names, prefix, groups, link_rate, networks)
         state["slurm"] = {} if slurm else None
         write_state(state_dir, state)
         try:
@@ -285,7 +291,7 @@ def up(nodes: int = DEFAULT_NODES, state_dir: Path = DEFAULT_STATE_DIR, prefix: 
     return Testbed.load(state_dir)
 
 
-def _check_machine_free(naming: config.Names, names: list[str], leaves: int) -> None:
+def _check_machine_free(naming: config.Names, names: list[str], leaves: int, networks: int = 0) -> None:
     """Refuse to start over another testbed of the same number, leftovers or
     a network using its subnet."""
     if link_exists(naming.bridge):
@@ -302,9 +308,11 @@ def _check_machine_free(naming: config.Names, names: list[str], leaves: int) -> 
         namespace = naming.netns_name(node)
         if netns_exists(namespace):
             leftovers.append(f"ip netns delete {namespace}")
-        host_end, _ = naming.veth_names(index, len(names))
-        if link_exists(host_end):
-            leftovers.append(f"ip link delete {host_end}")
+        host_ends = [naming.veth_names(index, len(names))[0]]
+        host_ends += [naming.network_veth_names(k, index, len(names))[0] for k in range(1, networks + 1)]
+        leftovers += [f"ip link delete {end}" for end in host_ends if link_exists(end)]
+    leftovers += [f"ip link delete {bridge}" for k in range(1, networks + 1)
+                  if link_exists(bridge := naming.network_bridge(k))]
     for index in range(1, leaves + 1):
         for link in (naming.leaf_bridge(index), naming.uplink_names(index)[0]):
             if link_exists(link):
@@ -312,18 +320,20 @@ def _check_machine_free(naming: config.Names, names: list[str], leaves: int) -> 
     if leftovers:
         raise TestbedError("objects named like the testbed's exist but no state directory records them; "
                            "remove them with: " + "; ".join(leftovers))
-    used = [line.split()[1] + " " + line.split()[3]
-            for line in run(["ip", "-o", "-4", "addr", "show"]).stdout.splitlines()
-            if len(line.split()) > 3 and naming.in_subnet(line.split()[3])]
-    routes = run(["ip", "-4", "route", "show", "root", naming.subnet]).stdout.strip()
-    if used or routes:
-        detail = "; ".join(used) or routes.splitlines()[0]
-        raise TestbedError(f"{naming.subnet} is already in use on this machine ({detail}): "
-                           "the testbed needs it for itself")
+    for subnet in [naming.subnet] + [naming.network_subnet(k) for k in range(1, networks + 1)]:
+        prefix = subnet.rsplit(".", 1)[0] + "."
+        used = [line.split()[1] + " " + line.split()[3]
+                for line in run(["ip", "-o", "-4", "addr", "show"]).stdout.splitlines()
+                if len(line.split()) > 3 and line.split()[3].startswith(prefix)]
+        routes = run(["ip", "-4", "route", "show", "root", subnet]).stdout.strip()
+        if used or routes:
+            detail = "; ".join(used) or routes.splitlines()[0]
+            raise TestbedError(f"{subnet} is already in use on this machine ({detail}): "
+                               "the testbed needs it for itself")
 
 
 def _initial_state(state_dir: Path, naming: config.Names, names: list[str], prefix: str,
-                   groups: dict[str, list[str]], link_rate: int | None) -> State:
+                   groups: dict[str, list[str]], link_rate: int | None, networks: Sequence[str] = ()) -> State:
     nodes: dict[str, dict[str, Any]] = {}
     for index, node in enumerate(names, start=1):
         node_dir = state_dir / "nodes" / node
@@ -339,6 +349,9 @@ def _initial_state(state_dir: Path, naming: config.Names, names: list[str], pref
             "sshd_stopped": False,
             "cgroup": None,  # its CPU cgroup's directory, when the machine allows one
             "sshd_argv": [str(SSHD), "-D", "-f", str(node_dir / "sshd_config"), "-E", str(node_dir / "sshd.log")],
+            # per further network its address there and its veth pair (filled in as it is created)
+            "links": {name: {"address": naming.network_address(k, index), "veth": None}
+                      for k, name in enumerate(networks, start=1)},
         }
     return {
         "schema": 1,
@@ -357,6 +370,8 @@ def _initial_state(state_dir: Path, naming: config.Names, names: list[str], pref
         # names are filled in just before each is created.
         "leaves": [{"index": index, "name": name, "nodes": members, "bridge": None, "uplink": None}
                    for index, (name, members) in enumerate(groups.items(), start=1)],
+        # Further networks: a switch each (its name filled in just before it is created).
+        "networks": [{"index": k, "name": name, "bridge": None} for k, name in enumerate(networks, start=1)],
         "link_rate": link_rate,  # bits/s of every node's link, None: unshaped
         "shaped": [],  # link faults in force: {"kind": "link"|"uplink"|"delay", "target", ...}
     }
@@ -366,7 +381,7 @@ def _build(state_dir: Path, state: State, on_created: OnCreated) -> None:
     nodes: dict[str, dict[str, Any]] = state["nodes"]
     per_node_slurm = testbed_slurm.prepare(state_dir, state) if state.get("slurm") is not None else {}
     write_state(state_dir, state)
-    _write_files(state_dir, config.names_of(state), nodes, per_node_slurm)
+    _write_files(state_dir, config.names_of(state), nodes, per_node_slurm, state.get("networks") or [])
     if state["leaves"]:
         groups = {node: leaf["name"] for leaf in state["leaves"] for node in leaf["nodes"]}
         (state_dir / TOPOLOGY_FILE).write_text(format_topology(groups))
@@ -384,7 +399,7 @@ def _build(state_dir: Path, state: State, on_created: OnCreated) -> None:
 
 
 def _write_files(state_dir: Path, naming: config.Names, nodes: dict[str, dict[str, Any]],
-                 per_node_slurm: dict[str, dict[str, Any]]) -> None:
+                 per_node_slurm: dict[str, dict[str, Any]], networks: Sequence[Mapping[str, Any]] = ()) -> None:
     """Keys, ssh client and server configurations, and each node's init
     configuration (with its slurmd's, on a testbed with Slurm)."""
     # sshd's privilege separation directory (Debian creates it at boot only when ssh.service runs).
@@ -413,7 +428,7 @@ def _write_files(state_dir: Path, naming: config.Names, nodes: dict[str, dict[st
     (state_dir / "known_hosts").write_text(config.known_hosts_text(addresses, host_keys))
     (state_dir / "ssh_config").write_text(config.ssh_config_text(
         addresses, identity=identity, known_hosts=state_dir / "known_hosts"))
-    hosts = config.hosts_text(addresses)
+    hosts = config.hosts_text(addresses, network_addresses({"nodes": nodes, "networks": networks}))
 
     version = config.sshd_version(run([str(SSHD), "-V"], check=False).stderr)
     use_pam = config.root_account_locked(Path("/etc/shadow").read_text())
@@ -459,6 +474,9 @@ def _write_files(state_dir: Path, naming: config.Names, nodes: dict[str, dict[st
             "address": entry["address"],
             "prefixlen": config.PREFIXLEN,
             "veth": node_end,
+            "links": [{"veth": naming.network_veth_names(net["index"], entry["index"], len(nodes))[1],
+                       "interface": config.network_interface(net["name"]),
+                       "address": entry["links"][net["name"]]["address"]} for net in networks],
             "sys_class": sys_class,
             "private_files": private_files,
             "sshd_argv": entry["sshd_argv"],
@@ -498,6 +516,43 @@ def _create_network(state_dir: Path, state: State, on_created: OnCreated) -> Non
         # The node's end is renamed eth0 by its init; its qdisc goes with it.
         network.set_qdisc([(None, host_end), (namespace, node_end)], network.base_qdisc(state))
         on_created("veth", host_end)
+    for net in state.get("networks") or []:
+        _create_further_network(state_dir, state, net, on_created)
+
+
+def _create_further_network(state_dir: Path, state: State, net: dict[str, Any], on_created: OnCreated) -> None:
+    """A further network's switch (no address of this machine on it: the
+    nodes alone talk there) and every node's veth pair into it, shaped to
+    the link rate as the first network's."""
+    naming = config.names_of(state)
+    net["bridge"] = naming.network_bridge(net["index"])
+    write_state(state_dir, state)
+    run(["ip", "link", "add", net["bridge"], "type", "bridge"])
+    disable_ipv6(net["bridge"])
+    run(["ip", "link", "set", net["bridge"], "alias", str(state_dir), "up"])
+    on_created("bridge", net["bridge"])
+    count = len(state["nodes"])
+    for node, entry in state["nodes"].items():
+        host_end, node_end = naming.network_veth_names(net["index"], entry["index"], count)
+        entry["links"][net["name"]]["veth"] = [host_end, node_end]
+        write_state(state_dir, state)
+        run(["ip", "link", "add", host_end, "type", "veth", "peer", "name", node_end, "netns", entry["netns"]])
+        disable_ipv6(host_end)
+        run(["ip", "link", "set", host_end, "master", net["bridge"], "up"])
+        network.set_qdisc([(None, host_end), (entry["netns"], node_end)], network.base_qdisc(state))
+        on_created("veth", host_end)
+
+
+def network_addresses(state: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """Further network -> node -> its address there."""
+    return {net["name"]: {node: entry["links"][net["name"]]["address"] for node, entry in state["nodes"].items()}
+            for net in state.get("networks") or []}
+
+
+def _further_host_ends(state: Mapping[str, Any]) -> list[str]:
+    """The host ends of every node's veths on the further networks, as recorded."""
+    return [link["veth"][0] for entry in state["nodes"].values() for link in (entry.get("links") or {}).values()
+            if link.get("veth")]
 
 
 def _create_cgroups(state_dir: Path, state: State, on_created: OnCreated) -> None:
@@ -701,7 +756,7 @@ def teardown(state_dir: Path, state: State) -> None:
         problems.append(f"processes {', '.join(str(p['pid']) for p in left)} do not end")
     problems += testbed_slurm.stop(state)  # after the nodes: no slurmd is left to call the controller
 
-    commands = []
+    commands = [f"link delete {end}" for end in _further_host_ends(state) if link_exists(end)]
     for entry in nodes.values():
         if entry.get("veth") and link_exists(entry["veth"][0]):
             commands.append(f"link delete {entry['veth'][0]}")  # takes the node end with it
@@ -714,19 +769,20 @@ def teardown(state_dir: Path, state: State) -> None:
             commands.append(f"link delete {leaf['uplink'][0]}")  # takes the leaf end with it
         if leaf.get("bridge") and link_exists(leaf["bridge"]) and _bridge_is_ours(leaf["bridge"], state_dir):
             commands.append(f"link delete {leaf['bridge']}")
-    if state.get("bridge") and link_exists(state["bridge"]) and _bridge_is_ours(state["bridge"], state_dir):
-        commands.append(f"link delete {state['bridge']}")
+    bridges = [state.get("bridge")] + [net.get("bridge") for net in state.get("networks") or []]
+    commands += [f"link delete {bridge}" for bridge in bridges
+                 if bridge and link_exists(bridge) and _bridge_is_ours(bridge, state_dir)]
     if commands:
         run(["ip", "-force", "-batch", "-"], input="\n".join(commands) + "\n", check=False, timeout=60)
     remaining = [entry["veth"][0] for entry in nodes.values() if entry.get("veth") and link_exists(entry["veth"][0])]
+    remaining += [end for end in _further_host_ends(state) if link_exists(end)]
     remaining += [entry["netns"] for entry in nodes.values() if entry.get("netns") and netns_exists(entry["netns"])]
     for leaf in state.get("leaves") or []:
         if leaf.get("uplink") and link_exists(leaf["uplink"][0]):
             remaining.append(leaf["uplink"][0])
         if leaf.get("bridge") and link_exists(leaf["bridge"]) and _bridge_is_ours(leaf["bridge"], state_dir):
             remaining.append(leaf["bridge"])
-    if state.get("bridge") and link_exists(state["bridge"]) and _bridge_is_ours(state["bridge"], state_dir):
-        remaining.append(state["bridge"])
+    remaining += [bridge for bridge in bridges if bridge and link_exists(bridge) and _bridge_is_ours(bridge, state_dir)]
     if remaining:
         problems.append(f"{', '.join(remaining)} could not be deleted")
     if state.get("cgroup"):
@@ -737,6 +793,10 @@ def teardown(state_dir: Path, state: State) -> None:
         raise TestbedError("; ".join(problems) + f" (the state is kept: {_down_command(state_dir)} again)")
     for entry in nodes.values():
         entry.update(netns=None, veth=None, unshare=None, init=None, sshd=None, cgroup=None)
+        for link in (entry.get("links") or {}).values():
+            link["veth"] = None
+    for net in state.get("networks") or []:
+        net["bridge"] = None
     for leaf in state.get("leaves") or []:
         leaf.update(bridge=None, uplink=None)
     state["bridge"] = None

@@ -128,9 +128,19 @@ def netem_available(names: config.Names) -> str | None:
         run(["ip", "link", "delete", probe], check=False)
 
 
-def node_link_ends(entry: Mapping[str, Any]) -> list[tuple[str | None, str]]:
-    """Both ends of a node's link: its host end, and eth0 in its namespace."""
-    return [(None, entry["veth"][0]), (entry["netns"], config.NODE_INTERFACE)]
+def node_link_ends(entry: Mapping[str, Any], network: str | None = None) -> list[tuple[str | None, str]]:
+    """Both ends of a node's link: its host end, and eth0 in its namespace;
+    on the further network ``network``, its veth's host end there and its
+    interface there (ib0)."""
+    if network is None:
+        return [(None, entry["veth"][0]), (entry["netns"], config.NODE_INTERFACE)]
+    return [(None, entry["links"][network]["veth"][0]), (entry["netns"], config.network_interface(network))]
+
+
+def link_is_up(entry: Mapping[str, Any], network: str | None = None) -> bool:
+    """The node's link (on ``network``) is recorded and exists."""
+    veth = entry.get("veth") if network is None else ((entry.get("links") or {}).get(network) or {}).get("veth")
+    return bool(veth) and link_exists(veth[0])
 
 
 def create_linecard(leaf: Mapping[str, Any], host_ends: Sequence[str], rate_bps: int, alias: str) -> None:

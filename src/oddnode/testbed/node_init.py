@@ -47,14 +47,20 @@ def mount(source: str, target: str, fstype: str | None = None, flags: int = 0, d
         raise OSError(code, f"mount {source} on {target}: {os.strerror(code)}")
 
 
-def configure_network(node: dict) -> None:
-    """eth0 with the node's address, lo up; no IPv6 on eth0 (traffic stays on its testbed's subnet)."""
-    veth = node["veth"]
+def _without_ipv6(interface: str) -> None:
     try:
-        with open(f"/proc/sys/net/ipv6/conf/{veth}/disable_ipv6", "w") as knob:
+        with open(f"/proc/sys/net/ipv6/conf/{interface}/disable_ipv6", "w") as knob:
             knob.write("1\n")
     except FileNotFoundError:  # no IPv6 in this kernel
         pass
+
+
+def configure_network(node: dict) -> None:
+    """eth0 with the node's address, each further network's interface (ib0)
+    with its address there, lo up; no IPv6 on them (traffic stays on its
+    testbed's subnets)."""
+    veth = node["veth"]
+    _without_ipv6(veth)
     # eth0 on every node, as on identical machines (an inventory compares names).
     commands = [
         f"link set {veth} name eth0",
@@ -62,6 +68,11 @@ def configure_network(node: dict) -> None:
         f"addr add {node['address']}/{node['prefixlen']} dev eth0",
         "link set eth0 up",
     ]
+    for link in node.get("links") or []:
+        _without_ipv6(link["veth"])
+        commands += [f"link set {link['veth']} name {link['interface']}",
+                     f"addr add {link['address']}/{node['prefixlen']} dev {link['interface']}",
+                     f"link set {link['interface']} up"]
     subprocess.run(["ip", "-batch", "-"], input="\n".join(commands) + "\n", text=True, check=True, timeout=30)
 
 
