@@ -217,7 +217,7 @@ def test_store_upgrades_from_schema_2_with_raw_outputs_and_checks(tmp_path):
     con.close()
     with open_store(path) as store:
         version = store.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
-        assert version == str(SCHEMA_VERSION) == "9"
+        assert version == str(SCHEMA_VERSION) == "10"
         with store.transaction():
             store.add_raw_output(1, "memory", "n1", 1, "out", "err")
             store.start_check(7, {"nodes": ["n1"]}, {"stages": ["memory"]})

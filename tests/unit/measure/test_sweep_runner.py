@@ -84,7 +84,7 @@ def test_the_sweep_tables_are_added_to_an_older_store(tmp_path):
     con.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
     con.close()
     with open_store(path) as store:
-        assert store.con.execute("SELECT value FROM meta").fetchall()[0][0] == str(SCHEMA_VERSION) == "9"
+        assert store.con.execute("SELECT value FROM meta").fetchall()[0][0] == str(SCHEMA_VERSION) == "10"
         with pytest.raises(StoreError, match="no sweep in .*: run oddnode sweep first"):
             store.load_sweep()
         with store.transaction():
