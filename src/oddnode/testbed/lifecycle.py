@@ -165,6 +165,7 @@ class TestbedStatus:
     leaves: tuple[tuple[str, str], ...] = ()  # (leaf, its node set), when there are several
     link_rate: int | None = None
     slurm: tuple[tuple[str, str], ...] | None = None  # (Slurm state, its nodes folded); None: no Slurm
+    networks: tuple[tuple[str, str, str, bool], ...] = ()  # further networks: (name, switch, subnet, switch exists)
 
     @property
     def addresses(self) -> dict[str, str]:
@@ -186,6 +187,9 @@ class TestbedStatus:
                          + f" (topology file {self.state_dir / TOPOLOGY_FILE})")
         if self.link_rate:
             lines.append(f"  every node's link shaped to {network.format_rate(self.link_rate)}")
+        for name, bridge, subnet, exists in self.networks:
+            lines.append(f"  network {name}: switch {bridge} {subnet}{'' if exists else ' (missing)'}, "
+                         f"every node on it as NODE-{name} (interface {config.network_interface(name)})")
         if not self.complete:
             lines.append(f"  incomplete: `up` did not finish; {_down_command(self.state_dir)} removes it")
         elif self.cpu_sharing:
@@ -671,6 +675,8 @@ def status(state_dir: Path = DEFAULT_STATE_DIR) -> TestbedStatus:
         leaves=tuple((leaf["name"], fold(leaf["nodes"])) for leaf in state.get("leaves") or []),
         link_rate=state.get("link_rate"),
         slurm=_slurm_states(state_dir) if state.get("slurm") else None,
+        networks=tuple((net["name"], names.network_bridge(net["index"]), names.network_subnet(net["index"]),
+                        link_exists(names.network_bridge(net["index"]))) for net in state.get("networks") or []),
         nodes=tuple(
             NodeState(
                 name=node,

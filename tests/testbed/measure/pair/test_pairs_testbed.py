@@ -77,6 +77,8 @@ def bandwidths(store, benchmark: str) -> dict[str, float]:
 
 def test_each_network_keeps_its_own_series_and_a_slow_link_shows_on_its_network_alone(clean, tmp_path):
     tb.fault_link(clean.state_dir, "node03", SLOW_LINK, on="ib")
+    said = tb.status(clean.state_dir).summary()
+    assert "network ib: switch" in said and "node03: link on ib shaped to 10mbit" in said, said
     target = make_target(clean.nodes, "ssh", clean.ssh_config)
     options = PingPongOptions(sizes=(0, BULK), seconds_per_size=0.05)
     with open_store(tmp_path / "pairs.duckdb") as store:
