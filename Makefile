@@ -42,10 +42,14 @@ demo: install
 # The testbed tier runs one test at a time, and the unit tier beside it at
 # nice 19: the testbed's nodes are held to half the machine by their CPU
 # quotas and wait on their shaped links most of the time, so the unit tests
-# take the CPU time the testbed leaves.  (Two workers, each with a testbed
-# of its own, `-n 2 --dist loadgroup`, take 20 minutes instead of 33, but
-# on 2 CPUs the two testbeds' busy moments coincide and a timing-based test
-# then misses its fault now and then: not in the suite that gates a change.)  The kernel tier then
+# take the CPU time the testbed leaves: on 2 cores the testbed tier takes
+# 44-51 minutes, the unit tier 9-12 beside it.  Its time is the tests' own
+# (98 tests; bringing up and down all 14 testbeds takes a minute in all),
+# each sized to the statistics its fault needs.  (Two workers, each with a
+# testbed of its own, `-n 2 --dist loadgroup`, take about 60% of the time,
+# but on 2 CPUs the two testbeds' busy moments coincide and a timing-based
+# test then misses its fault now and then: not in the suite that gates a
+# change.)  The kernel tier then
 # runs two tests at a time, except those marked timing (they compare a
 # measured time or rate), which run alone afterwards.  The serial runs list
 # their slowest tests.  Every part runs even when one before it fails, and a
@@ -60,8 +64,8 @@ test: install
 	echo "exit statuses: unit $$unit, testbed $$testbed, kernels $$kernels, timing $$timing"; \
 	[ $$unit -eq 0 ] && [ $$kernels -eq 0 ] && [ $$timing -eq 0 ] && [ $$testbed -eq 0 ]
 
-# The unit tier only (tests/unit), for a quick loop: about three and a half
-# minutes on 2 cores.
+# The unit tier only (tests/unit), for a quick loop: about seven minutes on
+# 2 cores.
 test-fast: install
 	$(BIN)/python -m pytest -q -n auto tests/unit
 
