@@ -290,6 +290,15 @@ class Candidate:
     def label(self) -> str:
         return fold(list(self.members))
 
+    def merged(self, name: str) -> Candidate:
+        """This candidate with the placement ``name``, which chose the same
+        nodes: a placement by topology keeps its name (the rule compares
+        packed with striped); where the job ran, or a shuffle, that picked
+        the same nodes becomes its alias."""
+        if name in BY_TOPOLOGY and self.name not in BY_TOPOLOGY:
+            return Candidate(name, self.members, self.groups, (self.name, *self.aliases))
+        return Candidate(self.name, self.members, self.groups, (*self.aliases, name))
+
 
 def candidates(nodes: Sequence[str], count: int, groups: Mapping[str, str] | None, hosts: Sequence[str] = (),
                seed: int = 0, wanted: Sequence[str] = CANDIDATES) -> tuple[list[Candidate], list[str]]:
@@ -315,16 +324,9 @@ def candidates(nodes: Sequence[str], count: int, groups: Mapping[str, str] | Non
             members = partition.placement(nodes, groups, name, count, seed)
         same = next((i for i, c in enumerate(chosen) if c.members == members), None)
         if same is not None:
-            earlier = chosen[same]
-            # A placement by topology keeps its name (the rule compares
-            # packed with striped); where the job ran, or a shuffle, that
-            # picked the same nodes becomes its alias.
-            if name in BY_TOPOLOGY and earlier.name not in BY_TOPOLOGY:
-                chosen[same] = Candidate(name, members, earlier.groups, (earlier.name, *earlier.aliases))
-                notes.append(f"{earlier.name}: the same nodes as {name} ({fold(list(members))}); measured once")
-            else:
-                chosen[same] = Candidate(earlier.name, members, earlier.groups, (*earlier.aliases, name))
-                notes.append(f"{name}: the same nodes as {earlier.name} ({fold(list(members))}); measured once")
+            earlier, chosen[same] = chosen[same], chosen[same].merged(name)
+            alias = earlier.name if chosen[same].name == name else name
+            notes.append(f"{alias}: the same nodes as {chosen[same].name} ({fold(list(members))}); measured once")
             continue
         chosen.append(Candidate(name, members, spanned_groups(members, groups) if groups else ()))
     if not chosen:
@@ -401,12 +403,8 @@ def stored_models(dataset: Dataset) -> list[StoredModel]:
                 chosen.append(Candidate(name, members, groups))
                 predictions[name] = values
                 continue
-            earlier = chosen[same]
-            if name in BY_TOPOLOGY and earlier.name not in BY_TOPOLOGY:
-                chosen[same] = Candidate(name, members, earlier.groups, (earlier.name, *earlier.aliases))
-                predictions[name] = predictions.pop(earlier.name)
-            else:
-                chosen[same] = Candidate(earlier.name, members, earlier.groups, (*earlier.aliases, name))
+            earlier, chosen[same] = chosen[same], chosen[same].merged(name)
+            predictions[chosen[same].name] = predictions.pop(earlier.name)
         if chosen:
             models.append(StoredModel(metric, tuple(sorted(chosen, key=lambda c: order(c.name))), predictions))
     return models

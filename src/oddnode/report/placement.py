@@ -104,34 +104,34 @@ def model_view(selection: Selection, run: ModelRun, repetitions: int, notes: Seq
     return Group(*parts)
 
 
+def _placement_json(candidate: Candidate, predictions: Mapping[str, Mapping[int, float]]) -> dict[str, Any]:
+    return {"name": candidate.name, "aliases": list(candidate.aliases), "members": list(candidate.members),
+            "groups": list(candidate.groups),
+            "predictions_s": {str(r): v for r, v in predictions.get(candidate.name, {}).items()}}
+
+
+def _verdict_json(verdict: PlacementVerdict | None) -> dict[str, Any]:
+    return {"best": verdict.best if verdict else None, "factor": verdict.factor if verdict else None,
+            "medians_s": verdict.medians if verdict else {}}
+
+
 def model_document(selection: Selection, run: ModelRun, notes: Sequence[str], profile_id: int | None) -> dict:
     """The model run as JSON-ready data."""
-    verdict = rank_placements(run.predictions)
     return {
         "profile_id": profile_id, "run_id": run.run_id, "selection": selection_json(selection),
-        "placements": [{"name": c.name, "aliases": list(c.aliases), "members": list(c.members),
-                        "groups": list(c.groups),
-                        "predictions_s": {str(r): v for r, v in run.predictions.get(c.name, {}).items()},
-                        "measured_s": {str(r): {p.label: t for p, t in times.items()}
-                                       for r, times in run.measured.get(c.name, {}).items()}}
+        "placements": [_placement_json(c, run.predictions) | {
+                           "measured_s": {str(r): {p.label: t for p, t in times.items()}
+                                          for r, times in run.measured.get(c.name, {}).items()}}
                        for c in run.candidates],
-        "best": verdict.best if verdict else None, "factor": verdict.factor if verdict else None,
-        "medians_s": verdict.medians if verdict else {}, "notes": list(notes), "problems": list(run.problems),
+        **_verdict_json(rank_placements(run.predictions)), "notes": list(notes), "problems": list(run.problems),
     }
 
 
 def stored_model_json(model: StoredModel) -> dict[str, Any]:
     """A stored model's predictions as JSON-ready data (formats.md#analysis-json)."""
-    verdict = rank_placements(model.predictions)
-    return {
-        "profile_id": model.profile_id, "metric": model.metric,
-        "placements": [{"name": c.name, "aliases": list(c.aliases), "members": list(c.members),
-                        "groups": list(c.groups),
-                        "predictions_s": {str(r): v for r, v in model.predictions.get(c.name, {}).items()}}
-                       for c in model.candidates],
-        "best": verdict.best if verdict else None, "factor": verdict.factor if verdict else None,
-        "medians_s": verdict.medians if verdict else {},
-    }
+    return {"profile_id": model.profile_id, "metric": model.metric,
+            "placements": [_placement_json(c, model.predictions) for c in model.candidates],
+            **_verdict_json(rank_placements(model.predictions))}
 
 
 def stored_models_json(dataset) -> list[dict[str, Any]]:

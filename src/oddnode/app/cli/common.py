@@ -172,6 +172,7 @@ def analysis_document(analysis) -> documents.Analysis:
     from oddnode.report.interconnect import pattern_tables
     from oddnode.report.interconnect_json import pattern_json
     from oddnode.report.numa import numa_json
+    from oddnode.report.placement import stored_models_json
     from oddnode.report.sets import has_set_results, sets_json
     from oddnode.report.sync import sync_json
     from oddnode.readings.accounting import stored_tables
@@ -204,8 +205,6 @@ def analysis_document(analysis) -> documents.Analysis:
         from oddnode.report.profile import profile_json
 
         document["profiles"] = [profile_json(profile, profile_id) for profile_id, profile in analysis.profiles]
-    from oddnode.report.placement import stored_models_json
-
     if models := stored_models_json(dataset):
         document["models"] = models
     return document
