@@ -93,6 +93,7 @@ def testbed_up(nodes: Annotated[int, typer.Option("--nodes", help="Number of nod
                state_dir: StateDirOption = None) -> None:
     """Bring up N nodes, each with its own address, hostname, mounts, processes and sshd (and slurmd)."""
     from oddnode.testbed import format_rate, up
+    from oddnode.testbed.config import network_interface
 
     rate = parse_rate(link_rate, "--link-rate")
     with testbed_errors():
@@ -107,7 +108,7 @@ def testbed_up(nodes: Annotated[int, typer.Option("--nodes", help="Number of nod
     for name, addresses in bed.networks.items():
         first = next(iter(addresses))
         inform(f"network {name}: every node on it as NODE-{name} ({first}-{name} at {addresses[first]}), "
-               f"interface {name}0", highlight=False)
+               f"interface {network_interface(name)}", highlight=False)
     if bed.slurm_conf:
         inform(f"Slurm: every node idle in partition testbed; export SLURM_CONF={bed.slurm_conf}", highlight=False)
 

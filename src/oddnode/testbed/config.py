@@ -17,6 +17,7 @@ each node there ``node01-ib``.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -140,12 +141,16 @@ class Names:
 
     def node_address(self, index: int) -> str:
         """Address of the node numbered `index` (1-based)."""
-        if not 1 <= index <= MAX_NODES:
-            raise ValueError(f"node index {index} outside 1..{MAX_NODES}")
-        return f"10.77.{self.number}.{FIRST_NODE_HOST + index - 1}"
+        return f"10.77.{self.number}.{_node_host(index)}"
 
-    def in_subnet(self, address: str) -> bool:
-        return address.startswith(f"10.77.{self.number}.")
+    def subnets(self, networks: int = 0) -> list[str]:
+        """The first network's subnet, then those of `networks` further ones."""
+        return [self.subnet] + [self.network_subnet(k) for k in range(1, networks + 1)]
+
+    def in_subnet(self, address: str, subnet: str | None = None) -> bool:
+        """`address` (with or without its prefix length) is in `subnet`, by
+        default the first network's."""
+        return ipaddress.ip_interface(address).ip in ipaddress.ip_network(subnet or self.subnet)
 
     def netns_name(self, node: str) -> str:
         return f"{self.prefix}{node}"
@@ -182,9 +187,7 @@ class Names:
     def network_address(self, network: int, index: int) -> str:
         """Address of the node numbered `index` on further network ``network``."""
         _check_network(network)
-        if not 1 <= index <= MAX_NODES:
-            raise ValueError(f"node index {index} outside 1..{MAX_NODES}")
-        return f"10.{77 + network}.{self.number}.{FIRST_NODE_HOST + index - 1}"
+        return f"10.{77 + network}.{self.number}.{_node_host(index)}"
 
     def network_veth_names(self, network: int, index: int, count: int) -> tuple[str, str]:
         """Host end and node end of a node's veth pair on further network ``network``."""
@@ -195,6 +198,13 @@ class Names:
     def probe_name(self) -> str:
         """A short-lived interface made to see whether the kernel offers netem."""
         return f"{self.prefix}netem"
+
+
+def _node_host(index: int) -> int:
+    """The last byte of the node numbered `index` (1-based), on every network."""
+    if not 1 <= index <= MAX_NODES:
+        raise ValueError(f"node index {index} outside 1..{MAX_NODES}")
+    return FIRST_NODE_HOST + index - 1
 
 
 def _check_network(network: int) -> None:

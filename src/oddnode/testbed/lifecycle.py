@@ -27,7 +27,6 @@ from oddnode.testbed._system import (
     TestbedError,
     alive,
     children_by_parent,
-    disable_ipv6,
     find_in_pid_namespace,
     kill,
     link_exists,
@@ -324,11 +323,11 @@ def _check_machine_free(naming: config.Names, names: list[str], leaves: int, net
     if leftovers:
         raise TestbedError("objects named like the testbed's exist but no state directory records them; "
                            "remove them with: " + "; ".join(leftovers))
-    for subnet in [naming.subnet] + [naming.network_subnet(k) for k in range(1, networks + 1)]:
-        prefix = subnet.rsplit(".", 1)[0] + "."
-        used = [line.split()[1] + " " + line.split()[3]
-                for line in run(["ip", "-o", "-4", "addr", "show"]).stdout.splitlines()
-                if len(line.split()) > 3 and line.split()[3].startswith(prefix)]
+    # (interface, address/prefix length) of every IPv4 address of this machine
+    listing = run(["ip", "-o", "-4", "addr", "show"]).stdout.splitlines()
+    owned = [(fields[1], fields[3]) for fields in map(str.split, listing) if len(fields) > 3]
+    for subnet in naming.subnets(networks):
+        used = [f"{interface} {address}" for interface, address in owned if naming.in_subnet(address, subnet)]
         routes = run(["ip", "-4", "route", "show", "root", subnet]).stdout.strip()
         if used or routes:
             detail = "; ".join(used) or routes.splitlines()[0]
@@ -493,15 +492,11 @@ def _write_files(state_dir: Path, naming: config.Names, nodes: dict[str, dict[st
 def _create_network(state_dir: Path, state: State, on_created: OnCreated) -> None:
     """The core bridge with the host's address (10.77.N.1/24), the leaves
     under it, then per node a namespace and a veth pair into its switch,
-    shaped to the link rate."""
+    shaped to the link rate; then the further networks."""
     naming = config.names_of(state)
     state["bridge"] = naming.bridge
     write_state(state_dir, state)
-    run(["ip", "link", "add", naming.bridge, "type", "bridge"])
-    disable_ipv6(naming.bridge)
-    run(["ip", "addr", "add", f"{naming.host_address}/{config.PREFIXLEN}", "dev", naming.bridge])
-    # The alias names the owner, for the message of an `up` from another state directory.
-    run(["ip", "link", "set", naming.bridge, "alias", str(state_dir), "up"])
+    network.add_switch(naming.bridge, str(state_dir), f"{naming.host_address}/{config.PREFIXLEN}")
     on_created("bridge", naming.bridge)
     network.create_leaves(state, lambda: write_state(state_dir, state), on_created)
     count = len(state["nodes"])
@@ -511,15 +506,11 @@ def _create_network(state_dir: Path, state: State, on_created: OnCreated) -> Non
         write_state(state_dir, state)
         run(["ip", "netns", "add", namespace])
         on_created("netns", namespace)
-        host_end, node_end = naming.veth_names(entry["index"], count)
-        entry["veth"] = [host_end, node_end]
+        entry["veth"] = list(naming.veth_names(entry["index"], count))
         write_state(state_dir, state)
-        run(["ip", "link", "add", host_end, "type", "veth", "peer", "name", node_end, "netns", namespace])
-        disable_ipv6(host_end)
-        run(["ip", "link", "set", host_end, "master", network.switch_of(state, node), "up"])
         # The node's end is renamed eth0 by its init; its qdisc goes with it.
-        network.set_qdisc([(None, host_end), (namespace, node_end)], network.base_qdisc(state))
-        on_created("veth", host_end)
+        network.plug(state, namespace, entry["veth"], network.switch_of(state, node))
+        on_created("veth", entry["veth"][0])
     for net in state.get("networks") or []:
         _create_further_network(state_dir, state, net, on_created)
 
@@ -531,20 +522,15 @@ def _create_further_network(state_dir: Path, state: State, net: dict[str, Any], 
     naming = config.names_of(state)
     net["bridge"] = naming.network_bridge(net["index"])
     write_state(state_dir, state)
-    run(["ip", "link", "add", net["bridge"], "type", "bridge"])
-    disable_ipv6(net["bridge"])
-    run(["ip", "link", "set", net["bridge"], "alias", str(state_dir), "up"])
+    network.add_switch(net["bridge"], str(state_dir))
     on_created("bridge", net["bridge"])
     count = len(state["nodes"])
-    for node, entry in state["nodes"].items():
-        host_end, node_end = naming.network_veth_names(net["index"], entry["index"], count)
-        entry["links"][net["name"]]["veth"] = [host_end, node_end]
+    for entry in state["nodes"].values():
+        link = entry["links"][net["name"]]
+        link["veth"] = list(naming.network_veth_names(net["index"], entry["index"], count))
         write_state(state_dir, state)
-        run(["ip", "link", "add", host_end, "type", "veth", "peer", "name", node_end, "netns", entry["netns"]])
-        disable_ipv6(host_end)
-        run(["ip", "link", "set", host_end, "master", net["bridge"], "up"])
-        network.set_qdisc([(None, host_end), (entry["netns"], node_end)], network.base_qdisc(state))
-        on_created("veth", host_end)
+        network.plug(state, entry["netns"], link["veth"], net["bridge"])
+        on_created("veth", link["veth"][0])
 
 
 def network_addresses(state: Mapping[str, Any]) -> dict[str, dict[str, str]]:

@@ -188,6 +188,27 @@ def uplink_rate(state: Mapping[str, Any], leaf: Mapping[str, Any]) -> int | None
     return rate * len(leaf["nodes"]) if rate else None
 
 
+def add_switch(bridge: str, owner: str, address: str | None = None) -> None:
+    """A bridge, up, with this machine's ``address`` on it when given; its
+    alias names its testbed's state directory (``owner``), for the message
+    of an `up` from another one."""
+    run(["ip", "link", "add", bridge, "type", "bridge"])
+    disable_ipv6(bridge)
+    if address is not None:
+        run(["ip", "addr", "add", address, "dev", bridge])
+    run(["ip", "link", "set", bridge, "alias", owner, "up"])
+
+
+def plug(state: Mapping[str, Any], namespace: str, ends: Sequence[str], switch: str) -> None:
+    """A node's veth pair (host end, node end in ``namespace``) into
+    ``switch``, both ends shaped to the testbed's link rate."""
+    host_end, node_end = ends
+    run(["ip", "link", "add", host_end, "type", "veth", "peer", "name", node_end, "netns", namespace])
+    disable_ipv6(host_end)
+    run(["ip", "link", "set", host_end, "master", switch, "up"])
+    set_qdisc([(None, host_end), (namespace, node_end)], base_qdisc(state))
+
+
 def create_leaves(state: dict[str, Any], save, on_created) -> None:
     """Leaf bridges and their uplinks to the core bridge, each recorded (by
     `save()`) before it is made."""
@@ -195,9 +216,7 @@ def create_leaves(state: dict[str, Any], save, on_created) -> None:
     for leaf in state["leaves"]:
         leaf["bridge"] = names.leaf_bridge(leaf["index"])
         save()
-        run(["ip", "link", "add", leaf["bridge"], "type", "bridge"])
-        disable_ipv6(leaf["bridge"])
-        run(["ip", "link", "set", leaf["bridge"], "alias", state["state_dir"], "up"])
+        add_switch(leaf["bridge"], state["state_dir"])
         on_created("bridge", leaf["bridge"])
         core_end, leaf_end = names.uplink_names(leaf["index"])
         leaf["uplink"] = [core_end, leaf_end]
