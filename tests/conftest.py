@@ -64,6 +64,21 @@ def pytest_collection_modifyitems(items):
 
 # -- every --json document a unit test makes follows the schema ---------------------------------
 
+# The modules of ours that hold the JSON printer, found again only when a
+# module has been imported since (a scan of every module before each of
+# thousands of tests took seconds): (modules loaded, printer) -> holders.
+_holders: dict[tuple[int, int], list] = {}
+
+
+def _modules_holding(printer) -> list:
+    key = (len(sys.modules), id(printer))
+    if key not in _holders:
+        _holders.clear()
+        _holders[key] = [module for module in list(sys.modules.values())
+                         if module is not None and module.__name__.startswith("oddnode.")
+                         and getattr(module, "print_json", None) is printer]
+    return _holders[key]
+
 
 @pytest.fixture(autouse=True)
 def json_documents_follow_the_schema(request, monkeypatch):
@@ -89,10 +104,8 @@ def json_documents_follow_the_schema(request, monkeypatch):
         if names != () and problems:
             refused.append("\n".join(problems[:20]))
 
-    for module in list(sys.modules.values()):
-        if module is not None and module.__name__.startswith("oddnode.") \
-                and getattr(module, "print_json", None) is original:
-            monkeypatch.setattr(module, "print_json", print_checked_json)
+    for module in _modules_holding(original):
+        monkeypatch.setattr(module, "print_json", print_checked_json)
     yield
     if refused:
         pytest.fail("a --json document the schema refuses:\n" + "\n\n".join(refused), pytrace=False)

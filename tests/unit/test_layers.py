@@ -146,7 +146,11 @@ def package_cycles(imports: Imports, depth: int) -> list[list[str]]:
     return cycles
 
 
-IMPORTS = module_imports(SOURCE)
+@pytest.fixture(scope="module")
+def imports() -> Imports:
+    """The source's import graph, parsed once for the tests that read it
+    (not at collection, which every test run pays)."""
+    return module_imports(SOURCE)
 
 
 def test_every_package_sits_in_one_layer():
@@ -156,13 +160,13 @@ def test_every_package_sits_in_one_layer():
     assert packages == set(named)
 
 
-def test_packages_import_only_the_layers_below():
-    assert layer_violations(IMPORTS, layers.rank()) == []
+def test_packages_import_only_the_layers_below(imports):
+    assert layer_violations(imports, layers.rank()) == []
 
 
-def test_no_packages_import_each_other_at_any_depth():
+def test_no_packages_import_each_other_at_any_depth(imports):
     for depth in (1, 2, 3):
-        assert package_cycles(IMPORTS, depth) == [], depth
+        assert package_cycles(imports, depth) == [], depth
 
 
 def test_the_node_scripts_use_the_standard_library_alone():
@@ -170,9 +174,9 @@ def test_the_node_scripts_use_the_standard_library_alone():
         assert stdlib_violations(SOURCE, f"oddnode.{package}") == []
 
 
-def test_the_version_and_the_layer_list_import_nothing_of_ours():
+def test_the_version_and_the_layer_list_import_nothing_of_ours(imports):
     for module in ("oddnode", "oddnode.layers"):
-        assert IMPORTS.graph[module] == set(), module
+        assert imports.graph[module] == set(), module
 
 
 def sql_outside(root: Path, owner: str) -> list[str]:
@@ -191,6 +195,8 @@ def sql_outside(root: Path, owner: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow
+@pytest.mark.slow
 def test_sql_lives_in_the_store_alone():
     assert sql_outside(SOURCE, "store") == []
 

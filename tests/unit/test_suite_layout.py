@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from support.cli import REPOSITORY
 
 TESTS = REPOSITORY / "tests"
@@ -28,6 +30,7 @@ def imported_modules(path: Path) -> set[str]:
     return modules
 
 
+@pytest.mark.slow
 def test_no_module_imports_a_test_module_or_conftest():
     borrowed = {str(path.relative_to(TESTS)): sorted(module for module in imported_modules(path)
                                                     if module.split(".")[0].startswith("test_")
@@ -59,6 +62,7 @@ def test_support_holds_no_tests():
 SHARED_FIXTURES = ("store", "clean")
 
 
+@pytest.mark.slow
 def test_the_shared_fixtures_are_defined_once_in_support():
     """One store fixture and one testbed clean-up, in tests/support: a test
     module that needs another store names its own fixture otherwise."""

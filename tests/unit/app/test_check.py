@@ -45,6 +45,7 @@ def test_transport_choice():
         make_target(["node01"], "rsh")
 
 
+@pytest.mark.slow
 def test_check_judges_the_nodes_checked_not_others_the_store_remembers(tmp_path):
     from oddnode.app.check import CheckPlan, run_check
     from oddnode.store import open_store

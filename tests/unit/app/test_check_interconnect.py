@@ -48,6 +48,7 @@ def check(store, cluster, plan=PLAN, **options):
     return run_check(store, Target(TWELVE, cluster), plan, keep_going=True, **options)
 
 
+@pytest.mark.slow
 def test_the_pairs_step_measures_the_network_its_option_names(store):
     cluster = FabricCluster(weak="node04")
     cluster.pairs.hosts = {f"{node}-ib": node for node in TWELVE}
@@ -62,6 +63,7 @@ def test_the_pairs_step_measures_the_network_its_option_names(store):
     assert {(f.kind, f.nodes) for f in stage.blocking} == {("weak-pair-member", "node04")}
 
 
+@pytest.mark.slow
 def test_a_weak_node_is_named_from_its_slow_pairs_and_bisection_is_reported(store):
     result = check(store, FabricCluster(weak="node04"))
     (stage,) = [s for s in result.stages if s.name == "interconnect"]
@@ -77,6 +79,7 @@ def test_a_weak_node_is_named_from_its_slow_pairs_and_bisection_is_reported(stor
     assert not result.analysis.ready
 
 
+@pytest.mark.slow
 def test_a_healthy_fabric_gives_no_warning(store):
     result = check(store, FabricCluster())
     (stage,) = [s for s in result.stages if s.name == "interconnect"]
@@ -84,6 +87,7 @@ def test_a_healthy_fabric_gives_no_warning(store):
     assert result.analysis.ready
 
 
+@pytest.mark.slow
 def test_a_resumed_check_runs_only_the_steps_it_lacks(store):
     first = check(store, FabricCluster())
     with store.transaction():
@@ -125,6 +129,7 @@ class Progress:
     def stage_judged(self, result): ...
 
 
+@pytest.mark.slow
 def test_every_step_counts_its_progress_in_repetitions_up_to_those_wanted(store):
     progress = Progress()
     check(store, FabricCluster(), observer=progress)
@@ -154,6 +159,7 @@ class Composite:
         return self.network.run_each(commands, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_the_matrix_joins_a_check_and_names_the_bad_link(store):
     from support.clusters.matrix import MatrixCluster
     from support.clusters.pairs import NODES, OPTIONS
@@ -168,6 +174,7 @@ def test_the_matrix_joins_a_check_and_names_the_bad_link(store):
     assert slow.nodes == "node[02,05]" and "slow alone too" in slow.message
 
 
+@pytest.mark.slow
 def test_switchbench_s_three_join_a_check(store):
     from support.clusters.switchbench import ALLTOALL, CHAIN, NODES, STREAMS, SwitchCluster
 

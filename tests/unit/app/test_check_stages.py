@@ -21,6 +21,7 @@ def named(findings):
     return {(f.kind, f.subject, f.nodes) for f in findings}
 
 
+@pytest.mark.slow
 def test_identical_nodes_pass_every_stage(store):
     cluster = ScriptedCluster()
     result = run_check(store, Target(NODES, cluster), plan())
@@ -33,6 +34,7 @@ def test_identical_nodes_pass_every_stage(store):
         resumable_check(store)
 
 
+@pytest.mark.slow
 def test_a_slow_node_is_the_memory_stages_only_finding(store):
     result = run_check(store, Target(NODES, ScriptedCluster(speed={"node03": 0.5})), plan())
     memory = result.stages[1]
@@ -55,6 +57,7 @@ def test_a_slow_node_is_the_memory_stages_only_finding(store):
     assert shown.count("<svg") == flagged and folded.count("<svg") == 0
 
 
+@pytest.mark.slow
 def test_the_check_judges_with_the_sensitivity_it_is_given(tmp_path):
     # node03 20% slow: a warning by default, nothing when only 25% or more is worth one.
     for min_effect, expected in ((0.01, {"node03"}), (0.25, set())):
@@ -64,6 +67,7 @@ def test_the_check_judges_with_the_sensitivity_it_is_given(tmp_path):
         assert {f.nodes for f in result.stages[1].blocking} == expected, min_effect
 
 
+@pytest.mark.slow
 def test_diagnostics_warnings_stop_the_check_until_resumed_with_continue(store):
     cluster = ScriptedCluster(facts={"node05": {"kernel": "5.10.0-28-amd64"}})
     target = Target(NODES, cluster)
@@ -85,6 +89,7 @@ def test_diagnostics_warnings_stop_the_check_until_resumed_with_continue(store):
     assert store.latest_check()[1] == "finished"
 
 
+@pytest.mark.slow
 def test_an_interrupted_check_resumes_at_the_repetition_it_lacks(store):
     cluster = ScriptedCluster(interrupt_at=2)
     with pytest.raises(KeyboardInterrupt):

@@ -398,6 +398,7 @@ def test_other_sizes_place_every_fault(n, tmp_path):
     assert len(read_plot(tmp_path / "plot.spp.cut.bw.4194304")) == n // 2
 
 
+@pytest.mark.slow
 def test_fault_placement_holds_for_every_size():
     for n in [*range(32, 520), 999, 1000, 1001, 1386, 1387, 2048, 5000]:
         names = synth.node_names(n)

@@ -91,18 +91,21 @@ def _stab_dir(tmp_path: Path, name: str, text: str) -> Path:
     ("failed", "xhpl.ppc64.{label}.3\n"),
     ("nodes", "node01\n{label}\n"),
 ])
+@pytest.mark.slow
 def test_stab_import(site, tmp_path, label, file, line):
     directory = _stab_dir(tmp_path, file, line.format(label=label))
     assert_refused(run("import", "stab", directory, "--db", tmp_path / "s.duckdb", site=site, cwd=tmp_path),
                    tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", LABELS)
 def test_common_failed_file(site, tmp_path, label):
     failed = write(tmp_path / "failed", f"xhpl.ppc64.{label}.3\nxhpl.ppc64.node01.2\n")
     assert_refused(run("common", failed, "--db", tmp_path / "s.duckdb", site=site, cwd=tmp_path), tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", LABELS)
 def test_hostfile(site, tmp_path, label):
     hosts = write(tmp_path / "hosts", f"node01\n{label}\n")
@@ -112,12 +115,14 @@ def test_hostfile(site, tmp_path, label):
     assert "hosts:2" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [["--hostfile", "hosts"], ["-w", "bad[[x"], ["-w", "n[1-2]", "-x", "n[1-2]"]])
 def test_node_options_are_parsed_before_the_plan_is_shown(site, tmp_path, options):
     write(tmp_path / "hosts", f"node01\n{LABELS[0]}\n")
     assert_refused(run("check", *options, "--show-plan", site=site, cwd=tmp_path), tmp_path)
 
 
+@pytest.mark.slow
 def test_label_from_directory_names(site, tmp_path):
     output = tmp_path / LABELS[0] / "stream.out"
     output.parent.mkdir()
@@ -133,12 +138,14 @@ def test_label_from_directory_names(site, tmp_path):
     ("topology.conf", "SwitchName=leaf1 Nodes=node[01-04]\nSwitchName=leaf2 Nodes={label}\n"),
     ("topology.yaml", "- topology: t\n  tree:\n    switches:\n      - switch: leaf1\n        nodes: \"{label}\"\n"),
 ])
+@pytest.mark.slow
 def test_topology_files(site, tmp_path, label, name, text):
     topology = write(tmp_path / name, text.format(label=label))
     plot = write(tmp_path / "plot.triad", PLOT)
     assert_refused(run("analyze", plot, "--topology", topology, site=site, cwd=tmp_path), tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", LABELS)
 def test_expectations_sections(site, tmp_path, label):
     expect = write(tmp_path / "site.yaml", f"nodes:\n  \"{label}\":\n    smt: off\n")
@@ -148,6 +155,7 @@ def test_expectations_sections(site, tmp_path, label):
                        site=site, cwd=tmp_path), tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", LABELS)
 def test_baseline_expect_block(site, tmp_path, label):
     baseline = write(tmp_path / "baseline.yaml", f"expect: |\n  nodes:\n    \"{label}\":\n      smt: off\n")
@@ -179,6 +187,7 @@ def hostile_store(site, tmp_path) -> Path:
 @pytest.mark.parametrize("command", [
     ["analyze"], ["common"], ["stats"], ["export", "prometheus", "metrics.prom"], ["baseline", "-o", "b.yaml"],
 ])
+@pytest.mark.slow
 def test_labels_read_back_from_a_store(site, tmp_path, hostile_store, command):
     result = run(*command, "--db", hostile_store, site=site, cwd=tmp_path)
     assert not markers(tmp_path), f"a command ran: {markers(tmp_path)}"
@@ -186,6 +195,7 @@ def test_labels_read_back_from_a_store(site, tmp_path, hostile_store, command):
     assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
 
 
+@pytest.mark.slow
 def test_truth_file(site, tmp_path):
     dataset = tmp_path / "synth"
     assert run("synth", "--nodes", "32", dataset, site=site, cwd=tmp_path).returncode == 0
@@ -227,6 +237,7 @@ def test_the_node_set_functions_never_resolve_a_group(hostile_resolver, tmp_path
 # ---------------------------------------------------------------- the command line keeps the site's groups
 
 
+@pytest.mark.slow
 def test_groups_on_the_command_line_resolve_through_the_site(site, tmp_path):
     """-w @group resolves as clush resolves it; and so the trap works: a
     group resolved through this configuration leaves a marker (otherwise
@@ -265,6 +276,7 @@ def test_a_huge_node_set_is_refused_before_it_is_expanded():
     assert elapsed < 0.5 and peak < 1 << 20
 
 
+@pytest.mark.slow
 def test_a_large_node_set_under_the_cap_is_expanded():
     names = expand("node[1-200000]")
     assert len(names) == 200000 and names[0] == "node1" and names[-1] == "node200000"
@@ -331,6 +343,7 @@ def test_a_node_name_ends_where_its_text_ends():
         validate_node_name("x;" * 10000)
 
 
+@pytest.mark.slow
 def test_a_node_name_is_at_most_as_long_as_a_dns_name(tmp_path):
     from oddnode.core.nodes import MAX_NAME, is_node_name
 

@@ -208,6 +208,7 @@ WRITERS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("writer", WRITERS)
 def test_each_writer_writes_a_regular_file_and_dev_null(db, tmp_path, device, writer):
     out = tmp_path / "out.file"
@@ -220,6 +221,7 @@ def test_each_writer_writes_a_regular_file_and_dev_null(db, tmp_path, device, wr
     assert stat.S_ISCHR(os.lstat(null).st_mode)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
 @pytest.mark.parametrize("writer", WRITERS)
 def test_each_writer_on_a_full_device_exits_3_with_one_line(db, device, writer):
@@ -231,6 +233,7 @@ def test_each_writer_on_a_full_device_exits_3_with_one_line(db, device, writer):
     assert stat.S_ISCHR(os.lstat(full).st_mode)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("writer", WRITERS)
 @pytest.mark.parametrize("make", ["link", "directory", "missing parent"])
 def test_each_writer_refuses_and_leaves_the_target_as_it_was(db, tmp_path, writer, make):
@@ -255,6 +258,7 @@ def test_each_writer_refuses_and_leaves_the_target_as_it_was(db, tmp_path, write
         assert kind_of(out) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["plot", "csv"])
 def test_export_makes_its_directory_but_not_missing_parents(db, tmp_path, fmt):
     result = invoke("export", fmt, tmp_path / "no" / "out", "--db", db)
@@ -265,6 +269,7 @@ def test_export_makes_its_directory_but_not_missing_parents(db, tmp_path, fmt):
     assert (tmp_path / "out").is_dir() and os.listdir(tmp_path / "out")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["plot", "csv"])
 def test_export_refuses_a_link_inside_its_directory(db, tmp_path, fmt):
     out = tmp_path / "out"
@@ -277,6 +282,7 @@ def test_export_refuses_a_link_inside_its_directory(db, tmp_path, fmt):
     assert elsewhere.read_text() == "keep\n"
 
 
+@pytest.mark.slow
 def test_a_fio_job_named_with_dots_and_slashes_is_exported_inside(tmp_path):
     document = json.loads((FIXTURES / "fio" / "seqwrite.json").read_text())
     document["jobs"][0]["jobname"] = "../../x"

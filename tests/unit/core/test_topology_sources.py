@@ -258,6 +258,7 @@ def store_with_results(path: Path, slow: str | None) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("slow", ["ib-leaf2", None])
 def test_analyze_with_each_topology_source(tmp_path, std_resolver, slow):
     specs = {"own": write(tmp_path / "topology", OWN_FILE),

@@ -90,6 +90,7 @@ SIZES = (8, 100, 484, 10_000)
 CLUSTERS = 200
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", SIZES)
 def test_jitter_under_any_key_name_is_one_value_and_a_quarter_less_memory_is_named_alone(n):
     """Each cluster has a node with a quarter less memory in two of its four
@@ -118,6 +119,7 @@ def test_jitter_under_any_key_name_is_one_value_and_a_quarter_less_memory_is_nam
             assert f"{low} to {high}" in finding.message
 
 
+@pytest.mark.slow
 def test_10000_nodes_and_200_keys_warn_of_the_small_node_and_note_the_brief_command():
     rng = np.random.default_rng(10)
     names = node_names("cn", 10_000)
@@ -177,6 +179,7 @@ def close_facts(rng: np.random.Generator, names: list[str], kinds: int) -> dict[
     return facts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kinds", (2, 3))
 @pytest.mark.parametrize("n", SIZES)
 def test_close_memory_is_one_value_and_a_quarter_less_is_named_alone(n, kinds):

@@ -47,6 +47,7 @@ def kinds(findings, kind):
 # ---------------------------------------------------------------- healthy clusters
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [8, 12, 50, 484])
 def test_no_false_alarms_on_healthy_clusters(n):
     alarms = []
@@ -63,6 +64,7 @@ def test_no_false_alarms_on_large_healthy_clusters(n):
     assert alarms == []
 
 
+@pytest.mark.slow
 def test_odd_sizes_and_tiny_clusters_raise_nothing():
     for n in (2, 3, 5, 9, 13, 21, 201):
         for seed in range(20):

@@ -71,6 +71,7 @@ def test_nodes_with_the_same_period_are_one_finding_and_another_period_another()
     assert "every 100 ms, 4 ms detours" in hundred.message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("count", [8, 16, 64])
 def test_healthy_clusters_give_no_noisy_node_over_many_seeds(count):
     alarms = []

@@ -55,6 +55,7 @@ def test_slow_link_between_sockets_is_remote_and_its_ratio_stands_out(tmp_path):
     assert triad.evidence["nodes"]["gpu005"]["ratio"] < 0.5 * triad.evidence["others_median"]
 
 
+@pytest.mark.slow
 def test_nodes_with_the_same_fault_are_one_finding(tmp_path):
     nodes = expand("cn-a[01-16]")
     faults = {"cn-a04": ("slow-memory", 2), "cn-a11": ("slow-memory", 2)}
@@ -63,6 +64,7 @@ def test_nodes_with_the_same_fault_are_one_finding(tmp_path):
         (SLOW, "cn-a[04,11]", "the memory of NUMA node 2")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numa_nodes", [2, 4])
 def test_healthy_clusters_give_no_numa_finding(tmp_path, numa_nodes):
     nodes = expand("cn-a[01-12]")
@@ -71,6 +73,7 @@ def test_healthy_clusters_give_no_numa_finding(tmp_path, numa_nodes):
         assert numa_findings(path) == [], seed
 
 
+@pytest.mark.slow
 def test_one_numa_node_machines_beside_two_socket_ones(tmp_path):
     nodes = expand("cn-a[01-12]")
     counts = {node: 1 if i < 4 else 2 for i, node in enumerate(nodes)}

@@ -185,6 +185,7 @@ def test_the_finding_comes_from_a_store(tmp_path):
     assert findings[0].evidence["sorted_median"] == pytest.approx(1000.0, rel=0.05)
 
 
+@pytest.mark.slow
 def test_the_report_shows_sorted_against_shuffled():
     from oddnode.judge.analysis import analyze
     from oddnode.report.html import render_report

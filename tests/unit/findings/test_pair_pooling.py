@@ -74,6 +74,7 @@ def test_a_node_in_two_slow_pairs_among_fast_ones_is_not_called_weak():
     assert kinds(dataset) == set()
 
 
+@pytest.mark.slow
 def test_healthy_pairs_with_noise_give_no_finding():
     for seed in range(200):
         dataset = Dataset(series=pattern_series(EIGHT, lambda a, b: 100.0, seed))

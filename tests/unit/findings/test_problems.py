@@ -11,6 +11,8 @@ import numpy as np
 
 from rich.console import Console
 
+import pytest
+
 from oddnode.judge.analysis import analyze
 from oddnode.findings.problems import group_problems, symptom_summary
 from oddnode.core.model import Dataset, Severity
@@ -81,6 +83,7 @@ def test_the_terminal_shows_the_problem_with_its_cause_and_symptoms_and_the_caus
     assert "If the result stays poor" not in text
 
 
+@pytest.mark.slow
 def test_the_html_report_leads_with_one_reason_per_problem():
     html = render_report(analyze(hog_cluster(), correlations=False))
     reasons = html.split('<ul id="reasons">')[1].split("</ul>")[0]

@@ -142,6 +142,7 @@ def test_the_ratio_is_seaborgs_against_a_rest_that_runs_the_command_too():
     assert math.isinf(basename.ratio) and table.rows[0].ratio == math.inf
 
 
+@pytest.mark.slow
 def test_healthy_clusters_never_warn_over_many_seeds():
     """The background alone, 300 clusters of 4 to 64 nodes over 10 s to 10 minutes: no warning at all."""
     rng = np.random.default_rng(2024)
@@ -411,6 +412,7 @@ def test_healthy_clusters_with_a_topology_never_warn():
         assert [f for f in found if f.severity.rank >= Severity.WARNING.rank] == [], seed
 
 
+@pytest.mark.slow
 def test_analyze_carries_the_asymmetry_tables_in_its_json_and_its_report(tmp_path):
     """A store holding accounting and a topology alone: analyze --json has
     the node and the group tables (valid against the schema), the HTML

@@ -61,6 +61,7 @@ def leaves(nodes, size):
 # ---------------------------------------------------------------- weak-set-member
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n, size, repetitions", [(12, 4, 6), (12, 4, 10), (24, 4, 4), (24, 8, 6), (24, 8, 10),
                                                   (100, 4, 3), (100, 8, 4), (100, 8, 10)])
 def test_one_slow_node_is_named_and_nothing_else(tmp_path, n, size, repetitions):
@@ -113,6 +114,7 @@ def test_when_every_set_fails_no_node_is_singled_out(tmp_path):
     assert judged(dataset, ["weak-set-member"]) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n, size, repetitions", [(24, 4, 8), (100, 4, 4), (100, 8, 4)])
 def test_two_weak_nodes_are_both_named(tmp_path, n, size, repetitions):
     nodes = node_names("unpadded", n)
@@ -121,6 +123,7 @@ def test_two_weak_nodes_are_both_named(tmp_path, n, size, repetitions):
     assert sorted(judged(dataset)) == sorted([("weak-set-member", first), ("weak-set-member", second)])
 
 
+@pytest.mark.slow
 def test_a_slow_node_and_a_failing_node_are_both_named(tmp_path):
     nodes = node_names("unpadded", 24)
     dataset = stored(tmp_path, Fabric(nodes, slow={nodes[3]: 2.0}, failing={nodes[9]}), 4, 8, seed=4)
@@ -149,6 +152,7 @@ def test_sorted_sets_alone_cannot_tell_a_weak_node_from_its_set_mates(tmp_path):
     assert judged(dataset, ["weak-set-member"]) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_foreign_node_names(tmp_path, scheme):
     nodes = node_names(scheme, 24)
@@ -166,6 +170,7 @@ def test_node_names_that_fold_into_odd_ranges(tmp_path):
     assert judged(dataset) == [("weak-set-member", "node10")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n, size", [(12, 4), (16, 8), (40, 4), (100, 8)])
 def test_healthy_clusters_give_no_weak_set_member(n, size):
     """Over many seeds, with noise and random slow runs (OS jitter, another
@@ -194,6 +199,7 @@ def _one_random_slow_set_per_round(rows, seed):
     return out
 
 
+@pytest.mark.slow
 def test_slow_sets_that_follow_no_node_raise_false_alarms_at_most_at_alpha():
     """At alpha = 0.01, 12 nodes in sets of 4, 4 repetitions: chance alone
     puts some node in 7 of its 8 runs' slow sets one time in 30.  The test
@@ -284,6 +290,7 @@ def test_equal_variability_is_no_contention(tmp_path, seed):
     assert judged(dataset) == []
 
 
+@pytest.mark.slow
 def test_too_few_runs_say_nothing_of_contention(tmp_path):
     # 8 nodes in sets of 4, 2 repetitions: 4 runs per ordering.
     nodes = node_names("unpadded", 8)
@@ -488,6 +495,7 @@ def test_the_rules_are_registered():
     assert set(SET_RULES) <= set(RULES)
 
 
+@pytest.mark.slow
 def test_analyze_runs_the_set_rules_beside_the_others(tmp_path):
     nodes = node_names("cn", 24)
     weak = nodes[10]

@@ -20,6 +20,7 @@ def chain_dataset(tmp_path, nodes):
         return store.load_dataset()
 
 
+@pytest.mark.slow
 def test_a_full_switch_is_named_where_the_chain_stops_scaling(tmp_path):
     # The scripted switch carries 4000 MB/s: four 1000 MB/s hops fill it at
     # k = 5, and the sixth node adds nothing.
@@ -33,6 +34,7 @@ def test_a_full_switch_is_named_where_the_chain_stops_scaling(tmp_path):
     assert chain_scaling(dataset).joined_at_saturation == ("node06",)
 
 
+@pytest.mark.slow
 def test_a_chain_that_grows_with_every_node_gives_no_finding(tmp_path):
     dataset = chain_dataset(tmp_path, NODES[:5])
     scaling = chain_scaling(dataset)

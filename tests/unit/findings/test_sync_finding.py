@@ -58,12 +58,14 @@ def test_a_competing_process_makes_its_node_last_nearly_always():
     assert finding.evidence["set_runs"] == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nodes", [NODES, GPUS], ids=["cn", "gpu"])
 def test_healthy_clusters_give_no_laggard_over_many_seeds(nodes):
     found = [seed for seed in SEEDS if laggard_findings(SyncCluster(nodes, iterations=300), seed)]
     assert found == []
 
 
+@pytest.mark.slow
 def test_lateness_that_persists_over_a_set_run_is_dispersion_not_a_laggard():
     # Each rank keeps a random bias of 15 us for a whole run, against 10 us
     # of jitter: one rank is last in most iterations of each run, a
@@ -74,6 +76,7 @@ def test_lateness_that_persists_over_a_set_run_is_dispersion_not_a_laggard():
     assert reading.dispersion > 5
 
 
+@pytest.mark.slow
 def test_a_node_held_back_in_one_set_run_only_is_no_laggard():
     # In one of its set runs its host stalls it in 60% of the iterations by
     # 2 ms (a run whose CPU quota's period fell late, as on the testbed): the

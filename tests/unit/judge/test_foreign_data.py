@@ -21,6 +21,7 @@ def judged(tmp_path, scheme, n, seed, faults=()):
     return cluster, given, findings
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("n", [8, 100, 484])
 def test_a_healthy_foreign_cluster_gives_no_warning(tmp_path, scheme, n):
@@ -28,6 +29,7 @@ def test_a_healthy_foreign_cluster_gives_no_warning(tmp_path, scheme, n):
     assert given == set(), [f.message for f in findings if f.severity.rank >= Severity.WARNING.rank]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("n", [8, 100, 484])
 def test_every_planted_fault_and_nothing_else_is_named(tmp_path, scheme, n):
@@ -42,6 +44,7 @@ def test_a_node_that_never_booted_is_the_first_finding(tmp_path):
     assert ("missing", "", first.nodes) in cluster.truth
 
 
+@pytest.mark.slow
 def test_healthy_clusters_over_many_seeds_stay_silent(tmp_path):
     for seed in range(30):
         _, given, _ = judged(tmp_path / str(seed), SCHEMES[seed % len(SCHEMES)], 8 + seed, seed)

@@ -57,6 +57,7 @@ def test_an_analysis_of_nothing_is_not_ready_when_data_is_required():
     assert analyze(Dataset()).findings == []
 
 
+@pytest.mark.slow
 def test_analyze_of_an_empty_store_is_not_ready(empty_store):
     for fail_on in ("warning", "never"):  # never: exit 0 only when it could judge
         result = invoke("analyze", "--db", empty_store, "--fail-on", fail_on)
@@ -68,6 +69,7 @@ def test_analyze_of_an_empty_store_is_not_ready(empty_store):
     assert document["ready"] is False and document["verdict"] == "no data"
 
 
+@pytest.mark.slow
 def test_runs_with_nothing_judged_are_not_ready(tmp_path):
     store = tmp_path / "s.duckdb"
     with open_store(store) as opened:  # a run that declared its nodes and stored nothing
@@ -77,6 +79,7 @@ def test_runs_with_nothing_judged_are_not_ready(tmp_path):
     assert json.loads(result.stdout)["verdict"] == "no data"
 
 
+@pytest.mark.slow
 def test_junit_of_an_empty_store_is_not_all_green(empty_store, tmp_path):
     report = tmp_path / "junit.xml"
     result = invoke("analyze", "--db", empty_store, "--junit", report)
@@ -92,6 +95,7 @@ def test_junit_of_an_empty_store_is_not_all_green(empty_store, tmp_path):
     assert int(suite.get("failures")) == 1 and int(suite.get("skipped")) == len(cases) - 1
 
 
+@pytest.mark.slow
 def test_a_store_with_results_is_judged_as_before(tmp_path):
     store = tmp_path / "s.duckdb"
     assert invoke("import", "stab", results_directory(tmp_path / "r", failed=False), "--db", store).exit_code == 0
@@ -103,6 +107,7 @@ def test_a_store_with_results_is_judged_as_before(tmp_path):
 # -- a failed import ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_failed_import_leaves_no_store(tmp_path):
     store = tmp_path / "s.duckdb"
     result = invoke("import", "stab", tmp_path / "nonexistent", "--db", store)
@@ -116,6 +121,7 @@ def test_a_failed_import_leaves_no_store(tmp_path):
     assert invoke("analyze", "--db", store).exit_code == 2  # no store: said so, not judged
 
 
+@pytest.mark.slow
 def test_a_failed_import_leaves_an_existing_store_as_it_was(tmp_path):
     store = tmp_path / "s.duckdb"
     assert invoke("import", "stab", results_directory(tmp_path / "r"), "--db", store).exit_code == 0

@@ -136,6 +136,7 @@ def false_alarms(grid, shapes, seeds: int, alpha: float, turn_noise: float = 0.0
     return alarms, trials
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("alpha", [0.05, 0.2])
 def test_identical_settings_name_a_best_one_in_at_most_alpha_of_the_seeds(alpha):
     """Three settings that measure the same thing, every size and shape of
@@ -146,6 +147,7 @@ def test_identical_settings_name_a_best_one_in_at_most_alpha_of_the_seeds(alpha)
     assert alarms / trials <= alpha, f"{alarms} false alarms in {trials} sweeps at alpha {alpha}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("alpha", [0.05, 0.2])
 def test_a_disturbance_every_pair_of_a_turn_shares_is_no_setting_s_effect(alpha):
     """The pairs of one turn ran at the same time: a disturbance then (a
@@ -228,6 +230,7 @@ def test_the_json_names_settings_tests_and_the_best():
     assert set(row["tests"]) == {"4096", "1048576"} and len(row["settings"]) == 3
 
 
+@pytest.mark.slow
 def test_a_figure_per_series_is_written(tmp_path):
     analysis = analyze_sweep(scripted(GRID, rounds=3, seed=1, effect={(2, 65536): 0.6}))
     written = write_sweep_plots(analysis, tmp_path / "figures")

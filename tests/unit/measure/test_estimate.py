@@ -145,6 +145,7 @@ def test_sets_and_scale_refuse_a_budget_naming_the_estimate_their_step_makes(scr
     assert f"({estimate.line()})" in " ".join(result.text.split())
 
 
+@pytest.mark.slow
 def test_pairs_stopped_by_their_budget_keep_their_rounds_and_exit_3(scripted, tmp_path, monkeypatch):
     monkeypatch.setattr(Budget, "refuse", lambda self, estimates: None)
     monkeypatch.setattr(Budget, "spent", lambda self: True)
@@ -157,6 +158,7 @@ def test_pairs_stopped_by_their_budget_keep_their_rounds_and_exit_3(scripted, tm
     assert len(cluster.rounds) == 1 and str(db) in result.text
 
 
+@pytest.mark.slow
 def test_the_json_document_carries_the_estimate_and_where_the_budget_stopped_the_run(scripted, tmp_path,
                                                                                        monkeypatch):
     from support.clusters.sets import SIZES, SetCluster, TWELVE
@@ -179,6 +181,7 @@ def test_the_json_document_carries_the_estimate_and_where_the_budget_stopped_the
     assert estimate["steps"][0]["step"] == "pairs"
 
 
+@pytest.mark.slow
 def test_a_check_stopped_by_its_budget_keeps_what_it_did_and_resume_goes_on(tmp_path, monkeypatch):
     from oddnode.app.cli import check as check_cli
     from support.clusters.check import ScriptedCluster
@@ -208,6 +211,7 @@ def test_a_check_stopped_by_its_budget_keeps_what_it_did_and_resume_goes_on(tmp_
     assert repetitions == [(1,), (2,), (3,)]  # the first before the stop, the others resumed
 
 
+@pytest.mark.slow
 def test_a_check_stopped_by_its_budget_prints_its_json_document_and_drains_nothing(tmp_path, monkeypatch):
     """--json stays a document when the budget stops the check: the stages
     judged so far, the estimate saying where it stopped, exit 3; --drain

@@ -230,6 +230,7 @@ def test_store_upgrades_from_schema_2_with_raw_outputs_and_checks(tmp_path):
 # --- against the real kernel, on this machine ---------------------------------------
 
 
+@pytest.mark.slow
 def test_local_node_runs_the_real_kernel_three_times(store, tmp_path, monkeypatch):
     problem = openmp_problem(tmp_path)
     if problem:

@@ -149,6 +149,7 @@ def latency_step():
     catalog.STEPS.remove(LocalLatencyStep.name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("slow_node", ["node03", ""])
 def test_a_registered_step_joins_a_check_and_is_judged_with_its_stage(store, latency_step, slow_node):
     plan = CheckPlan(stages=("memory",), skip=("memory",), parameters={"latency-probe": {"slow_node": slow_node}})
@@ -158,6 +159,7 @@ def test_a_registered_step_joins_a_check_and_is_judged_with_its_stage(store, lat
     assert {(f.kind, f.nodes) for f in stage.blocking} == ({("outlier", "node03")} if slow_node else set())
 
 
+@pytest.mark.slow
 def test_steps_run_in_the_catalog_s_order_whatever_was_imported_first():
     import subprocess
     import sys

@@ -19,6 +19,7 @@ from oddnode.reach.base import Target
 from support.clusters.sweep import FIXED, NODES, TunableCluster
 
 
+@pytest.mark.slow
 def test_every_setting_runs_every_round_in_the_interleaved_order_with_its_environment(store):
     cluster = TunableCluster()
     grid = make_grid("memory", ["MEMORY_POLICY=local,interleave"], FIXED)
@@ -46,6 +47,7 @@ def test_every_setting_runs_every_round_in_the_interleaved_order_with_its_enviro
     assert row.change == pytest.approx(0.5, abs=0.05) and row.counts == [12, 12]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("default", ["local", "interleave"])
 def test_the_analysis_judges_the_default_setting_not_whichever_ran_last(store, default):
     grid = make_grid("memory", ["MEMORY_POLICY=local,interleave"], FIXED, [f"MEMORY_POLICY={default}"])
@@ -59,6 +61,7 @@ def test_the_analysis_judges_the_default_setting_not_whichever_ran_last(store, d
     assert max(runs) == max(judged)  # the default's newest round
 
 
+@pytest.mark.slow
 def test_identical_settings_are_no_different(store):
     grid = make_grid("memory", ["UNREAD_BY_THE_KERNEL=a,b"], FIXED)
     summary = run_sweep(store, Target(NODES, TunableCluster()), grid, 4, seed=0)
@@ -98,6 +101,7 @@ def test_the_sweep_tables_are_added_to_an_older_store(tmp_path):
 # -- the command line ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_command_runs_a_sweep_and_prints_its_json(tmp_path, scripted):
     scripted(TunableCluster(), NODES)
     db = tmp_path / "cli.duckdb"

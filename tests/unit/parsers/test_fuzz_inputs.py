@@ -169,6 +169,7 @@ def fixture_texts(tool: str) -> st.SearchStrategy[str]:
 
 # -- the parsers ----------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tool", TOOLS)
 @FUZZ
 @given(text=st.text(max_size=2000))
@@ -176,6 +177,7 @@ def test_parsers_on_arbitrary_text(tool, text):
     parse_or_refuse(tool, text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tool", TOOLS)
 @FUZZ
 @given(data=st.data())
@@ -184,6 +186,7 @@ def test_parsers_on_mutated_fixtures(tool, data):
     parse_or_refuse(tool, text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tool", JSON_TOOLS)
 @FUZZ
 @given(data=st.data())
@@ -224,6 +227,7 @@ def test_profile_readers_on_arbitrary_text(kind, text):
     profile_or_refuse(PROFILES[kind], text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", PROFILES)
 @FUZZ
 @given(data=st.data())
@@ -247,6 +251,7 @@ LONG_LINES = (
 LONG_LINE_SECONDS = 2.0  # per parse: a thousand times what a linear parse takes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader", [*TOOLS, *PROFILES])
 def test_long_lines_take_linear_time(reader):
     parse = PROFILES.get(reader) or (lambda text, tool=reader: get_parser(tool)(text, "long.out"))
@@ -274,6 +279,7 @@ STAB = {
 }
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=40)
 @given(data=st.data())
 def test_stab_import_of_mutated_directories(fuzz_store, tmp_path_factory, data):
@@ -390,6 +396,7 @@ def test_hpcc_value_that_overflows_once_scaled_is_refused():
         get_parser("hpcc")(text, "x.out")
 
 
+@pytest.mark.slow
 def test_a_16_mb_bad_line_is_quoted_short():
     text = (FIXTURES / "osu" / "osu_bw.out").read_text() + "4194304 " + "x" * 16_000_000 + "\n"
     with pytest.raises(ParseError) as caught:
@@ -499,6 +506,7 @@ def test_stab_plot_values_must_be_finite(store, tmp_path, bad):
         import_stab(store, [directory])
 
 
+@pytest.mark.slow
 def test_stab_16_mb_bad_line_is_quoted_short(store, tmp_path):
     directory = _stab(tmp_path, plot_d="x" * 16_000_000 + " node01\n")
     with pytest.raises(InputError, match=r"plot\.d:1: value 'xxx") as caught:

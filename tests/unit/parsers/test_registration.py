@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from support.cli import FIXTURES, oddnode
 from oddnode.findings import RULES
 from oddnode.measure.catalog import CATALOG, STEPS
@@ -32,12 +34,14 @@ def test_the_parser_list_registers_every_parser_in_its_order():
     assert set(OUR_KERNELS) <= set(parsers())
 
 
+@pytest.mark.slow
 def test_import_help_lists_every_parser_in_a_fresh_process(tmp_path):
     listed = oddnode("import", "--help", cwd=tmp_path).stdout
     for name in (*parsers(), *OUR_KERNELS):
         assert f" {name} " in listed, f"oddnode import --help does not list {name}"
 
 
+@pytest.mark.slow
 def test_a_leaf_module_imported_first_sees_every_parser():
     for leaf in ("oddnode.parsers.oddnode_noise", "oddnode.parsers.stream", "oddnode.store.tool_import",
                  "oddnode.measure.node.numa"):
@@ -45,6 +49,7 @@ def test_a_leaf_module_imported_first_sees_every_parser():
             == parsers(), leaf
 
 
+@pytest.mark.slow
 def test_a_leaf_module_imported_first_sees_every_transport_and_rule():
     assert fresh("import json, oddnode.reach.ssh; from oddnode.reach import transports; "
                  "print(json.dumps(transports()))") == transports()
@@ -52,12 +57,14 @@ def test_a_leaf_module_imported_first_sees_every_transport_and_rule():
                  "print(json.dumps(RULES.names()))") == RULES.names()
 
 
+@pytest.mark.slow
 def test_the_catalog_registers_every_step_in_its_order():
     assert STEPS.names()[:len(CATALOG)] == [step.name for step in CATALOG]
     assert fresh("import json, oddnode.measure.catalog as c; print(json.dumps(c.STEPS.names()))") \
         == [step.name for step in CATALOG]
 
 
+@pytest.mark.slow
 def test_import_oddnode_shm_pingpong_stores_a_real_output(tmp_path):
     output = FIXTURES / "numa" / "shm_pingpong.txt"  # a real run (tests/fixtures/README.md#numa)
     db = tmp_path / "shm.duckdb"

@@ -111,6 +111,7 @@ def long_command(pid_file: Path) -> list[str]:
     return ["sh", "-c", f"echo $$ > {pid_file}; exec sleep 60"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_ends_the_local_process_group_and_exits_128_plus_the_signal(tmp_path, signum, status):
     pid_file = tmp_path / "sleep.pid"
@@ -141,6 +142,7 @@ cli.main()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_every_command_exits_with_the_signal_s_status_not_findings(tmp_path, signum, status):
     ready = tmp_path / "ready"
@@ -152,6 +154,7 @@ def test_every_command_exits_with_the_signal_s_status_not_findings(tmp_path, sig
     assert stop(oddnode, signum) == status
 
 
+@pytest.mark.slow
 def test_the_node_runner_ends_the_tool_it_started_in_a_session_of_its_own(tmp_path):
     from oddnode.reach.jobs import tool_argv
 
@@ -232,6 +235,7 @@ def fake_ssh(tmp_path, monkeypatch):
     return config
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGKILL, -signal.SIGKILL)])
 def test_the_command_on_each_ssh_node_ends_with_its_ssh_client(tmp_path, fake_ssh, signum, status):
     """Even oddnode killed outright leaves nothing running on the nodes: the
@@ -266,6 +270,7 @@ def test_interrupts_read_as_the_shell_shows_a_signal():
 # -- resuming ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_resumed_check_redoes_the_interrupted_repetition_with_nothing_of_it_kept(tmp_path):
     cluster = ScriptedCluster(interrupt_at=2)
     with open_store(tmp_path / "check.duckdb") as store:

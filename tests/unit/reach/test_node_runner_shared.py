@@ -53,6 +53,7 @@ def test_a_shared_library_is_built_into_the_cache_and_not_run(cache_env, tmp_pat
     assert again["built"] is False and again["library"] == library
 
 
+@pytest.mark.slow
 def test_a_shared_build_keys_apart_from_an_executable_of_the_same_source(cache_env):
     shared = run_runner(spec(), cache_env)
     program = run_runner({"kernel": "answer", "source": LIBRARY_SOURCE + "int main(void) { return 0; }\n"},

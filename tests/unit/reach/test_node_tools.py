@@ -42,6 +42,7 @@ def test_a_missing_tool_is_unavailable_not_a_failure():
         parse_tool_output("node01", run_on_this_node(argv))
 
 
+@pytest.mark.slow
 def test_a_tool_cut_at_its_timeout_takes_its_children_along(tmp_path):
     marker = tmp_path / "child.pid"
     # The child outlives its parent shell unless the whole session is killed.

@@ -202,6 +202,7 @@ def test_wrapper_keeps_long_lines_whole_in_short_encoded_ones():
     assert lines[1:-1] == encoded(report) and all(len(line) <= PIECE + 1 for line in lines[1:-1])
 
 
+@pytest.mark.slow
 def test_wrapper_gives_the_program_s_status_even_when_it_leaves_a_child_behind():
     # The child keeps the program's output open, so the wrapper ends with it.
     done = run_wrapper(["sh", "-c", "sleep 2 & echo started; exit 7"], env={"PATH": os.environ["PATH"]})
@@ -345,6 +346,7 @@ def test_run_builds_the_expected_srun_argv(fake_srun):
     assert logged[1:] == srun_command(["node001", "node002", "node003"], ["true"], 30, marker=marker)[1:]
 
 
+@pytest.mark.slow
 def test_run_gives_per_node_output_and_exit_codes(fake_srun):
     script = (
         "import os, sys\n"
@@ -391,6 +393,7 @@ def test_run_uses_the_allocation_when_no_nodes_are_named(fake_srun, monkeypatch)
     assert sorted(results) == ["cn01", "cn02"]
 
 
+@pytest.mark.slow
 def test_run_timeout_cuts_srun_and_marks_unfinished_nodes(fake_srun):
     script = (
         "import os, time\n"

@@ -16,6 +16,8 @@ from oddnode.core.model import Direction, LabelKind
 from oddnode.store import ResultBatch, open_store
 from support.cli import FIXTURES
 
+pytestmark = pytest.mark.slow
+
 IMB_PINGPONG = FIXTURES / "imb" / "IMB-MPI1_PingPong.out"
 OSU_LATENCY = FIXTURES / "osu" / "osu_latency.out"
 OSU_BW = FIXTURES / "osu" / "osu_bw.out"

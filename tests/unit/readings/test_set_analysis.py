@@ -47,6 +47,7 @@ def values_of(rows, ordering, metric=BANDWIDTH, family="sets"):
 # ---------------------------------------------------------------- loading
 
 
+@pytest.mark.slow
 def test_the_direct_dataset_is_what_the_store_loads(tmp_path):
     """The sweeps build set runs without a store; they must be the store's."""
     nodes = node_names("cn", 13)  # 13: a node sits out every repetition
@@ -144,6 +145,7 @@ def test_an_ordering_not_measured_is_none():
 # ---------------------------------------------------------------- xcommon over failed set runs
 
 
+@pytest.mark.slow
 def test_failed_set_members_counts_each_failed_run_once_by_occurrence(tmp_path):
     nodes = node_names("rack", 32)
     bad, worse = nodes[3], nodes[20]
@@ -179,6 +181,7 @@ def test_failed_runs_of_each_benchmark_apart_and_not_scale_or_pairs_mixed_in(tmp
 # ---------------------------------------------------------------- a set against its worst member
 
 
+@pytest.mark.slow
 def test_sets_whose_worst_member_has_poor_memory_run_slowly(tmp_path):
     rng = np.random.default_rng(4)
     nodes = node_names("cn", 48)

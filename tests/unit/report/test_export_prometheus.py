@@ -77,6 +77,7 @@ def value(found: dict[str, list], family: str, **labels: str) -> float:
     return hits[0]
 
 
+@pytest.mark.slow
 def test_findings_per_node_kind_and_severity(db):
     with open_store(db, read_only=True) as store:
         found = samples(verdict_text(store, written=1_700_000_000.0))
@@ -96,6 +97,7 @@ def test_findings_per_node_kind_and_severity(db):
     assert {s.labels["node"] for s in found["oddnode_node_ok"]} == set(NODES)
 
 
+@pytest.mark.slow
 def test_newest_result_in_base_units_and_each_pair_and_set_once(db):
     with open_store(db, read_only=True) as store:
         found = samples(verdict_text(store, written=1_700_000_000.0))
@@ -160,6 +162,7 @@ def lint(text: str) -> list[str]:
     return problems
 
 
+@pytest.mark.slow
 def test_every_metric_follows_prometheus_naming_for_every_unit_a_result_can_have(tmp_path):
     units = [unit for unit in canonical_units() if unit]
     with open_store(tmp_path / "units.duckdb") as store:
@@ -201,6 +204,7 @@ def test_a_result_in_a_unit_oddnode_does_not_know_is_left_out(tmp_path):
     assert [s.labels["benchmark"] for name, family in found.items() if "_result" in name for s in family] == ["stream"]
 
 
+@pytest.mark.slow
 def test_check_times_and_written_time(db):
     with open_store(db, read_only=True) as store:
         started = {node: when for node, when in store.latest_run_per_node(CHECK_SOURCE).items()}
@@ -213,6 +217,7 @@ def test_check_times_and_written_time(db):
     assert abs(stamps["gpu010"] - datetime.now(timezone.utc).timestamp()) < 600
 
 
+@pytest.mark.slow
 def test_every_family_has_help_and_type(db):
     with open_store(db, read_only=True) as store:
         text = verdict_text(store, written=1.0)
@@ -239,6 +244,7 @@ def test_write_replaces_atomically(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == ["oddnode.prom"]  # no temporary left behind
 
 
+@pytest.mark.slow
 def test_command_writes_file_and_stdout(db, tmp_path):
     target = tmp_path / "prom" / "oddnode.prom"
     target.parent.mkdir()

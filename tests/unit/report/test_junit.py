@@ -160,6 +160,7 @@ def test_an_analysis_has_a_testcase_per_rule_and_one_per_kind_and_node_set_it_fo
 # -- the commands ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_check_writes_junit_from_the_command_line(tmp_path, monkeypatch):
     from oddnode.app.cli import check as check_cli
     from oddnode.reach.base import Target
@@ -191,6 +192,7 @@ def test_junit_and_json_cannot_share_stdout(tmp_path):
     assert result.exit_code == 2 and "both write to stdout" in result.text
 
 
+@pytest.mark.slow
 def test_analyze_junit_on_stdout_is_one_document(tmp_path):
     from oddnode.app.synth import generate
 

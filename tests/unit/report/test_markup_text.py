@@ -101,16 +101,19 @@ def test_a_fixed_table_prints_cells_headers_title_and_caption_as_they_are():
         assert text in out
 
 
+@pytest.mark.slow
 def test_stats_prints_every_odd_name(odd_store):
     result = invoke("stats", "--wide", "--db", odd_store)
     assert_plain(result, 0, *BENCHMARKS, METRIC, UNIT)
 
 
+@pytest.mark.slow
 def test_analyze_prints_findings_and_statistics_of_odd_names(odd_store):
     result = invoke("analyze", "--wide", "--db", odd_store)
     assert_plain(result, 1, *BENCHMARKS, FACT_KEY, *FACT_VALUES)
 
 
+@pytest.mark.slow
 def test_analyze_html_escapes_what_it_quotes(odd_store, tmp_path):
     html = tmp_path / "report.html"
     result = invoke("analyze", "--db", odd_store, "--html", html)
@@ -120,36 +123,43 @@ def test_analyze_html_escapes_what_it_quotes(odd_store, tmp_path):
     assert "bench[/bold]" in page
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["dist", "findn"])
 def test_a_one_benchmark_view_titles_it_as_it_is(odd_store, command):
     assert_plain(invoke(command, BENCHMARKS[0], "--db", odd_store), 0, BENCHMARKS[0], METRIC)
 
 
+@pytest.mark.slow
 def test_correlate_and_findc_name_both_sides(odd_store):
     assert_plain(invoke("correlate", BENCHMARKS[0], BENCHMARKS[1], "--db", odd_store), 0, BENCHMARKS[0], BENCHMARKS[1])
     assert_plain(invoke("findc", "--db", odd_store), 0, BENCHMARKS[2])
 
 
+@pytest.mark.slow
 def test_common_counts_the_failed_runs_of_odd_benchmarks(odd_store):
     assert_plain(invoke("common", "--db", odd_store), 0, "cn-a06")
 
 
+@pytest.mark.slow
 def test_compare_prints_odd_series_names(odd_store):
     result = invoke("compare", "1", "2", "--db", odd_store)
     assert_plain(result, 1 if result.exit_code == 1 else 0, BENCHMARKS[1])
 
 
+@pytest.mark.slow
 def test_diagnose_prints_odd_fact_keys_and_values(odd_store, tmp_path):
     expect = tmp_path / "expect.yaml"
     expect.write_text(f"'{FACT_KEY}': '{FACT_VALUES[0]}'\n", encoding="utf-8")
     assert_plain(invoke("diagnose", "--expect", expect, "--db", odd_store), 1, FACT_KEY)
 
 
+@pytest.mark.slow
 def test_profile_show_prints_odd_call_names(odd_store):
     result = invoke("profile", "--show", "1", "--db", odd_store)
     assert_plain(result, 0, f"MPI_Odd{CLOSING}", f"MPI_Colour{COLOUR}")
 
 
+@pytest.mark.slow
 def test_fit_names_an_odd_pattern(odd_store):
     result = invoke("fit", f"pingpong{COLOUR}", "--each", "--db", odd_store)
     assert_plain(result, 0)
@@ -183,6 +193,7 @@ def test_stats_fits_a_long_odd_name_to_80_columns(tmp_path, monkeypatch):
     assert long in cells
 
 
+@pytest.mark.slow
 def test_a_sweep_setting_with_markup_prints_as_it_is(tmp_path, scripted):
     from support.clusters.sweep import FIXED, NODES as SWEEP_NODES, TunableCluster
 
@@ -197,6 +208,7 @@ def test_a_sweep_setting_with_markup_prints_as_it_is(tmp_path, scripted):
     assert json.loads(listed.stdout)[0]["step"] == "memory"
 
 
+@pytest.mark.slow
 def test_a_name_with_dollar_signs_is_not_mathtext_in_a_figure(tmp_path):
     name = "cost$\\nosuchsymbol{$"  # mathtext would refuse the unknown symbol
     batch = ResultBatch()

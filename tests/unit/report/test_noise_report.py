@@ -31,6 +31,7 @@ def test_every_node_with_its_period_and_detours_in_the_json():
     assert noise_json(Dataset())["nodes"] == {}
 
 
+@pytest.mark.slow
 def test_analyze_json_and_the_report_carry_the_noise(tmp_path):
     from oddnode.app.cli.common import analysis_document
 

@@ -8,6 +8,8 @@ import json
 
 from rich.console import Console
 
+import pytest
+
 from support.numa_data import load, store_cluster
 from oddnode.judge.analysis import analyze
 from oddnode.app.cli import numa as numa_cli
@@ -24,6 +26,7 @@ def rendered(dataset, findings=(), width=80, **options) -> str:
     return console.export_text()
 
 
+@pytest.mark.slow
 def test_views_fit_the_terminal_and_show_the_flagged_node(tmp_path):
     nodes = expand("cn-a[01-20]")
     dataset = load(store_cluster(tmp_path / "s.duckdb", nodes, numa_nodes=4, faults={"cn-a07": ("slow-memory", 2)}))
@@ -70,6 +73,7 @@ def test_json_holds_every_matrix(tmp_path):
     json.dumps(document)
 
 
+@pytest.mark.slow
 def test_html_report_has_the_numa_section(tmp_path):
     nodes = expand("cn-a[01-12]")
     dataset = load(store_cluster(tmp_path / "s.duckdb", nodes, faults={"cn-a05": ("slow-link", 0)}))

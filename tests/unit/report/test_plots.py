@@ -76,6 +76,7 @@ def test_constant_series_still_plots():
     assert len(figure.axes[0].patches) == 1
 
 
+@pytest.mark.slow
 def test_save_png_and_svg(tmp_path, bimodal):
     figure = histogram_figure(bimodal)
     png, svg = tmp_path / "h.png", tmp_path / "h.SVG"
@@ -91,6 +92,7 @@ def test_save_rejects_unknown_suffix(tmp_path, bimodal):
         save_figure(histogram_figure(bimodal), tmp_path / "h.jpg")
 
 
+@pytest.mark.slow
 def test_inline_svg_and_base64_png(bimodal):
     figure = histogram_figure(bimodal)
     svg = figure_to_svg(figure)

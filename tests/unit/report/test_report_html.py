@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+import pytest
+
 from oddnode.judge.analysis import analyze
 from oddnode.core.model import Dataset, LabelKind, Severity
 from oddnode.report.html import render_report
@@ -20,6 +22,7 @@ def correlated(n: int) -> Dataset:
                            make_series("bisection.alone", pairs, 2.0 * values, kind=LabelKind.PAIR)])
 
 
+@pytest.mark.slow
 def test_a_correlation_over_a_handful_of_labels_is_neither_listed_nor_drawn():
     few = render_report(analyze(correlated(4)))
     section = few.split('id="correlations"')[1]
@@ -30,6 +33,7 @@ def test_a_correlation_over_a_handful_of_labels_is_neither_listed_nor_drawn():
 
 
 
+@pytest.mark.slow
 def test_the_terminal_and_the_report_give_the_same_counts():
     """Findings by severity and strong correlations, counted alike: a
     report that says 12 findings or no correlation where the terminal says
@@ -63,6 +67,7 @@ def test_the_terminal_and_the_report_give_the_same_counts():
     assert f"Correlations ({count} strong and significant" in html
 
 
+@pytest.mark.slow
 def test_the_title_names_the_cluster_and_where_the_data_came_from():
     nodes = [f"cn-a{i:02d}" for i in range(1, 9)]
     analysis = analyze(Dataset(series=[make_series("stream.triad", nodes, np.linspace(9000, 9010, 8))]))
@@ -75,6 +80,7 @@ def test_the_title_names_the_cluster_and_where_the_data_came_from():
     assert "<h1>oddnode report: 21 nodes</h1>" in render_report(many)
 
 
+@pytest.mark.slow
 def test_healthy_histograms_are_folded_away_below_those_a_finding_names():
     nodes = [f"gpu{i:03d}" for i in range(1, 41)]
     rng = np.random.default_rng(3)

@@ -147,6 +147,7 @@ def test_the_judged_metrics_are_the_latency_with_data_and_the_largest_bandwidth(
 # --- the ordering table --------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_ordering_table_fits_with_every_cell_whole(cluster, width):
     _, dataset = cluster
@@ -182,6 +183,7 @@ def test_the_ordering_table_fits_with_every_cell_whole(cluster, width):
         assert not left_out and "columns" not in caption
 
 
+@pytest.mark.slow
 def test_a_wide_terminal_puts_sorted_next_to_shuffled():
     dataset = scripted_store(our_names(NODES)).load_dataset()
     text = rendered(ordering_table_view(dataset, 200), 200)
@@ -238,6 +240,7 @@ def test_the_node_in_every_failed_set_run_comes_first(cluster, width):
     assert re.search(r"│   \d+ more nodes", text)
 
 
+@pytest.mark.slow
 def test_no_failed_set_run_no_table():
     dataset = scripted_store(our_names(12), weak="node03").load_dataset()
     assert failed_members_view(dataset) is None
@@ -347,6 +350,7 @@ def site_report():
     return nodes, analysis, render_report(analysis)
 
 
+@pytest.mark.slow
 def test_the_html_report_has_a_node_sets_section_with_its_plots(site_report):
     nodes, analysis, html = site_report
     assert '<a href="#node-sets">Node sets</a>' in html
@@ -383,6 +387,7 @@ def test_no_set_runs_no_node_sets_section():
     assert 'id="correlations"' in html and 'id="failures"' in html
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sets, scale", [(True, False), (False, True)], ids=["sets-only", "scale-only"])
 def test_a_section_holds_what_was_run(sets, scale):
     dataset = scripted_store(our_names(16), sets=sets, scale=scale, memory=False).load_dataset()

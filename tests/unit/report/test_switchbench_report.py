@@ -44,6 +44,7 @@ def test_the_three_sources_are_registered():
     assert {"switchbench.chain", "switchbench.stream", "switchbench.alltoall"} <= set(FIGURE_SOURCES)
 
 
+@pytest.mark.slow
 def test_chain_scaling_is_read_from_the_store_with_the_runners_saturation(switched):
     dataset, chain, _, _ = switched
     scaling = chain_scaling(dataset)
@@ -52,6 +53,7 @@ def test_chain_scaling_is_read_from_the_store_with_the_runners_saturation(switch
     assert scaling.saturation == chain.saturation == 6
 
 
+@pytest.mark.slow
 def test_stream_pairs_are_read_per_pattern_and_the_weak_pair_is_slow(switched):
     dataset, _, streams, _ = switched
     (sort,) = report.stream_pairs(dataset)
@@ -84,6 +86,7 @@ def switch_figures(dataset):
     return [f for section, figures in figure_sources(dataset) if section == SWITCH_BENCHMARKS for f in figures]
 
 
+@pytest.mark.slow
 def test_every_figure_with_its_data(switched):
     dataset, *_ = switched
     figures = switch_figures(dataset)
@@ -94,6 +97,7 @@ def test_every_figure_with_its_data(switched):
     assert "node[01-04]: every phase at 200 MB/s" in alltoall.caption  # node03 receives slowly from everyone
 
 
+@pytest.mark.slow
 def test_no_figure_without_switchbench_data(tmp_path):
     from support.clusters.bisection import OPTIONS as BISECTION_OPTIONS
     from support.clusters.bisection import BisectionCluster
@@ -108,6 +112,7 @@ def test_no_figure_without_switchbench_data(tmp_path):
     assert 'id="switch-benchmarks"' not in render_report(analyze(dataset))
 
 
+@pytest.mark.slow
 def test_each_figure_is_absent_without_its_own_data(tmp_path):
     with open_store(tmp_path / "c.duckdb") as store:
         run_chain(store, Target(NODES[:4], SwitchCluster()), 1, options=CHAIN)
@@ -119,6 +124,7 @@ def test_each_figure_is_absent_without_its_own_data(tmp_path):
         assert figure_sources(store.load_dataset()) == []
 
 
+@pytest.mark.slow
 def test_the_report_shows_the_switch_benchmarks_section(switched):
     dataset, *_ = switched
     html = render_report(analyze(dataset))
@@ -164,6 +170,7 @@ def test_phase_figure_marks_a_dip_only():
         phase_figure({}, "phases")
 
 
+@pytest.mark.slow
 def test_the_report_does_not_load_the_runners():
     """The report reads the store; the pure saturation rule lives apart from the runner."""
     code = ("import sys, oddnode.report.html; "
@@ -175,6 +182,7 @@ def test_the_report_does_not_load_the_runners():
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (make test installs it)")
 def test_chromium_renders_the_three_plots(switched, tmp_path):
     from support.browser import chromium

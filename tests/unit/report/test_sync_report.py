@@ -3,6 +3,8 @@ ordering, every node's row, the laggard marked; none without sync runs."""
 
 from __future__ import annotations
 
+import pytest
+
 from oddnode.judge.analysis import analyze
 from oddnode.report.html import render_report
 from oddnode.report.sync import sync_section
@@ -14,6 +16,7 @@ from oddnode.core.model import Dataset
 NODES = [f"r1n{i:02d}" for i in range(1, 9)]
 
 
+@pytest.mark.slow
 def test_the_laggard_is_marked_in_its_table(tmp_path):
     with open_store(tmp_path / "s.duckdb") as store:
         SyncCluster(NODES, laggards={"r1n05": (0.6, 300.0)}).store(store)

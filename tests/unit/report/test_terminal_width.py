@@ -93,6 +93,7 @@ def test_the_verdict_and_the_problems_come_before_the_statistics():
     assert lines[-1].startswith("NOT READY")
 
 
+@pytest.mark.slow
 def test_output_to_a_file_is_not_wrapped(tmp_path):
     """A long finding stays on one line when stdout is not a terminal, so that
     grep finds it whole; COLUMNS still sets a width when given."""

@@ -34,6 +34,7 @@ def test_a_broken_node_next_to_a_merely_slow_one():
     assert gross_low(values).tolist() == [4]
 
 
+@pytest.mark.slow
 def test_healthy_spreads_are_left_alone():
     rng = np.random.default_rng(7)
     for _ in range(3000):

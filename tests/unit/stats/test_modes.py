@@ -60,6 +60,7 @@ def trimmed_reference(ascending: np.ndarray, least: int):
 # ---------------------------------------------------------------- the split
 
 
+@pytest.mark.slow
 def test_trimmed_splits_of_many_rows_match_one_split_at_a_time():
     rng = np.random.default_rng(1)
     for n, least in ((5, 2), (8, 3), (13, 2), (30, 3), (120, 3), (500, 10)):
@@ -86,6 +87,7 @@ def test_split_ratio_is_between_over_within_sum_of_squares_even_far_from_zero():
 # ---------------------------------------------------------------- calibration
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [6, 8, 13, 21, 30])
 def test_healthy_nodes_of_every_kind_of_noise_are_named_bimodal_at_most_at_the_nominal_rate(n):
     # 40,000 healthy populations per kind of noise at alpha = 1e-2: at most
@@ -100,6 +102,7 @@ def test_healthy_nodes_of_every_kind_of_noise_are_named_bimodal_at_most_at_the_n
     assert max(alarms.values()) >= 330, alarms
 
 
+@pytest.mark.slow
 def test_at_a_thousandth_too():
     rng = np.random.default_rng(17)
     alarms = int((split_ratios(rng, 10, 200_000, "uniform") > modes.split_ratio_threshold(10, 1e-3)).sum())
@@ -121,6 +124,7 @@ def test_sizes_and_levels_outside_the_calibration_are_refused():
         modes.split_ratio_threshold(8, 0.05)
 
 
+@pytest.mark.slow
 def test_find_modes_names_healthy_normal_nodes_at_most_at_the_nominal_rate():
     # find_modes itself, every n from 5 to 30, 1,000 populations each at
     # alpha = 1e-2: at most 10 false alarms expected per n (sd 3.2), at most
@@ -153,6 +157,7 @@ def test_two_kinds_of_three_or_more_nodes_many_sigma_apart_are_found(n, minority
     assert found >= 190
 
 
+@pytest.mark.slow
 def test_no_bimodal_warning_on_healthy_small_clusters():
     rng = np.random.default_rng(29)
     for n in range(modes.MIN_N, modes.MAX_N + 1):

@@ -106,6 +106,7 @@ def _false_alarm_rate(n: int, alpha: float, replicates: int, seed: int) -> float
     return float(np.mean(largest > outlier_threshold(n, alpha)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [6, 11, 23, 64, 300])
 def test_false_alarm_rate_is_at_most_alpha(n):
     # 20,000 healthy populations at alpha = 1e-2: about 200 false alarms are

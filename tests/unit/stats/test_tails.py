@@ -78,6 +78,7 @@ print(sorted(m for m in ("scipy.stats", "scipy.optimize") if m in sys.modules))
 """
 
 
+@pytest.mark.slow
 def test_an_analysis_that_needs_no_rarer_test_does_not_import_scipy_stats():
     done = subprocess.run([sys.executable, "-c", ANALYSIS], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -81,6 +81,7 @@ def test_a_failed_write_leaves_nothing(store):
     assert store.con.execute("SELECT count(*) FROM profile_ranks").fetchall()[0][0] == 0
 
 
+@pytest.mark.slow
 def test_a_schema_7_store_gets_the_profile_tables(tmp_path):
     path = tmp_path / "v7.duckdb"
     open_store(path).close()

@@ -85,6 +85,7 @@ def test_repeated_labels_as_repetitions(store, tmp_path):
     ("topology.csv", "n1,rack1\nn1,rack2\n", r"topology.csv:2: n1 placed in a group twice"),
     ("failed", "xhpl.ppc64.node483.3\nbogus\n", r"failed:2: 'bogus' is not benchmark.arch.node.run"),
 ])
+@pytest.mark.slow
 def test_bad_input_names_file_and_line_and_writes_nothing(store, tmp_path, name, text, message):
     d = tmp_path / "results"
     write(d / "plot.good", "1.0 n1\n2.0 n2\n")
@@ -108,6 +109,7 @@ def test_binary_file_and_empty_directory_and_missing_path(store, tmp_path):
         import_stab(store, [tmp_path / "absent"])
 
 
+@pytest.mark.slow
 def test_plot_export_round_trip(store, tmp_path, tmp_path_factory):
     import_stab(store, [_directory(tmp_path)])
     out = tmp_path / "exported"

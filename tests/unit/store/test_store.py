@@ -291,6 +291,7 @@ def test_series_come_in_natural_order_message_sizes_as_numbers(store):
         "hpl9", "hpl10", *(f"osu_latency:latency.{size}" for size in (0, 1, 128, 1024, 1048576))]
 
 
+@pytest.mark.slow
 def test_affinity_samples_are_kept_per_node_and_an_older_store_gains_their_table(tmp_path):
     from support.affinity import bound_ranks, report
 

@@ -34,6 +34,7 @@ def one_line_error(result, *phrases):
         assert phrase in result.text, result.output
 
 
+@pytest.mark.slow
 def test_a_sqlite_file_is_named_fast_without_loading_an_extension(tmp_path):
     lite = tmp_path / "results.db"
     with sqlite3.connect(lite) as connection:
@@ -73,6 +74,7 @@ def test_a_directory_or_fifo_as_store_is_refused_without_blocking(tmp_path):
     one_line_error(invoke("import", "stab", tmp_path, "--db", fifo), "not a regular file")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fraction", [0.001, 0.05, 0.5, 0.99])
 def test_a_store_cut_short_is_damaged_with_what_to_do(tmp_path, fraction):
     whole = filled(tmp_path / "whole.duckdb", [f"node{i:04d}" for i in range(3000)]).read_bytes()
@@ -133,6 +135,7 @@ def test_a_bulk_import_relation_is_checked_too(tmp_path):
     ("node02@x", "node", True), ("@x';touch${IFS}%s;'", "set", False), ("[/bold]", "set", True),
     ("node03\n", "node", False),
 ])
+@pytest.mark.slow
 def test_a_store_holding_a_bad_label_is_named_not_run(tmp_path, label, kind, valid):
     marker = tmp_path / "M"
     label = label.replace("%s", str(marker))
@@ -158,6 +161,7 @@ def test_a_store_holding_a_bad_node_name_in_facts_is_named(tmp_path):
     one_line_error(invoke("analyze", "--db", path), "'[red]node04'")
 
 
+@pytest.mark.slow
 def test_a_block_that_fails_its_checksum_is_damaged_not_locked(tmp_path):
     whole = bytearray(filled(tmp_path / "whole.duckdb", [f"node{i:04d}" for i in range(3000)]).read_bytes())
     for block in (0, 1):  # the first block is read when opened, the second when the results are

@@ -22,6 +22,7 @@ def reader(path, lock_wait=0.5, hold_for=0.0, **options):
                           capture_output=True, text=True, **options)
 
 
+@pytest.mark.slow
 def test_another_process_reads_between_the_writes_of_a_store_not_held(tmp_path):
     path = tmp_path / "check.duckdb"
     with open_store(path, hold=False) as store:
@@ -33,6 +34,7 @@ def test_another_process_reads_between_the_writes_of_a_store_not_held(tmp_path):
         assert reader(path).stdout.strip() == "2"
 
 
+@pytest.mark.slow
 def test_a_held_store_keeps_others_out_and_says_why(tmp_path):
     path = tmp_path / "held.duckdb"
     with open_store(path) as store:
@@ -44,6 +46,7 @@ def test_a_held_store_keeps_others_out_and_says_why(tmp_path):
     assert reader(path).stdout.strip() == "1"
 
 
+@pytest.mark.slow
 def test_a_write_waits_for_a_reader_to_finish(tmp_path):
     path = tmp_path / "wait.duckdb"
     with open_store(path, hold=False) as store:
@@ -73,6 +76,7 @@ def test_a_store_in_memory_is_always_held():
         assert store.con.execute("SELECT count(*) FROM runs").fetchall()[0][0] == 1
 
 
+@pytest.mark.slow
 def test_a_wait_for_the_lock_is_said_at_once_naming_the_process_that_holds_it(tmp_path):
     path = tmp_path / "busy.duckdb"
     with open_store(path) as store:

@@ -19,6 +19,8 @@ from support.affinity import bound_ranks, process, report, thread
 from support.cli import invoke
 from support.clusters.accounting import use_scripted_cluster
 
+pytestmark = pytest.mark.slow
+
 NODES = ["ib-r3c07", "ib-r3c08", "ib-r3c09", "ib-r3c10", "ib-r4c01", "ib-r4c02"]
 FAULTY = "ib-r4c01"
 

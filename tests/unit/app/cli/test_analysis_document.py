@@ -14,6 +14,8 @@ from support.numa_data import store_cluster
 from support.set_data import Fabric, write_sets
 from support.sync_data import SyncCluster
 
+pytestmark = pytest.mark.slow
+
 NODES = [f"cn-{i:03d}" for i in range(1, 17)]
 SECTIONS = {"pairs", "sets", "sync", "numa"}
 

@@ -40,6 +40,7 @@ def stab_db(tmp_path):
     return db
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:As of SciPy:FutureWarning")  # scipy's anderson, the reference here
 def test_dist_json_has_the_series_histogram_and_tests(stab_db, tmp_path):
     result = invoke("dist", "stream.triad", "--bins", "6", "--json", "--plot", tmp_path / "h.svg", "--db", stab_db)
@@ -109,6 +110,7 @@ def test_dist_json_of_a_constant_series_gives_nulls(stab_db):
     assert tests["dip"]["statistic"] == 0.0
 
 
+@pytest.mark.slow
 def test_dist_without_json_prints_the_tables(stab_db):
     result = invoke("dist", "stream.triad", "--db", stab_db)
     assert result.exit_code == 0 and "Hartigan's dip" in result.text and "│" in result.output
@@ -116,6 +118,7 @@ def test_dist_without_json_prints_the_tables(stab_db):
         json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_findn_json_gives_each_bin_count_its_fit(stab_db):
     result = invoke("findn", "stream.triad", "--json", "--db", stab_db)
     assert result.exit_code == 0, result.output
@@ -135,6 +138,7 @@ def test_findn_json_gives_each_bin_count_its_fit(stab_db):
     assert known == sorted(known) and ps[:len(known)] == known
 
 
+@pytest.mark.slow
 def test_correlate_json_has_both_series_the_correlation_and_the_pairs(stab_db, tmp_path):
     result = invoke("correlate", "stream.triad", "lammps", "--json", "--plot", tmp_path / "s.png", "--db", stab_db)
     assert result.exit_code == 0, result.output
@@ -158,6 +162,7 @@ def test_correlate_json_has_both_series_the_correlation_and_the_pairs(stab_db, t
     assert "scatter plot written to" in result.stderr
 
 
+@pytest.mark.slow
 def test_correlate_json_with_a_constant_series_is_null_not_nan(stab_db):
     data = strict(invoke("correlate", "noise", "flat", "--json", "--db", stab_db).stdout)
     assert data["correlation"]["n"] == 36
@@ -173,6 +178,7 @@ def pearson(x_name, y_name):
     return stats.pearsonr([values[x_name][k] for k in shared], [values[y_name][k] for k in shared])
 
 
+@pytest.mark.slow
 def test_findc_json_lists_the_pairs_printed(stab_db):
     result = invoke("findc", "--limit", "2", "--json", "--db", stab_db)
     assert result.exit_code == 0, result.output
@@ -190,6 +196,7 @@ def test_findc_json_lists_the_pairs_printed(stab_db):
         assert row["n"] == (35 if "lammps" in (row["x"], row["y"]) else 36)
 
 
+@pytest.mark.slow
 def test_findc_json_grep_and_no_limit(stab_db):
     data = strict(invoke("findc", "--grep", "noise", "--limit", "0", "--json", "--db", stab_db).stdout)
     assert data["grep"] == "noise" and data["total"] == 2 and len(data["correlations"]) == 2
@@ -198,6 +205,7 @@ def test_findc_json_grep_and_no_limit(stab_db):
         frozenset(("stream.triad", "noise")), frozenset(("lammps", "noise"))}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [("dist", "nosuch"), ("findn", "nosuch"), ("correlate", "nosuch", "noise")])
 def test_json_keeps_the_exit_status_of_an_unknown_benchmark(stab_db, args):
     result = invoke(*args, "--json", "--db", stab_db)

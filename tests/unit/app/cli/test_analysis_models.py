@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from oddnode.measure.profile.placement_runs import _store_predictions
 from oddnode.report.schema import validate
 from oddnode.store import open_store
@@ -30,6 +32,7 @@ def model_store(path, packed=PACKED, striped=STRIPED):
     return path
 
 
+@pytest.mark.slow
 def test_the_analysis_carries_each_placements_predictions_and_the_finding(tmp_path):
     db = model_store(tmp_path / "m.duckdb")
     result = invoke("analyze", "--db", db, "--json")
@@ -48,6 +51,7 @@ def test_the_analysis_carries_each_placements_predictions_and_the_finding(tmp_pa
     assert by_name["striped"]["predictions_s"] == {str(r): v for r, v in enumerate(STRIPED, start=1)}
 
 
+@pytest.mark.slow
 def test_the_html_report_shows_the_placements_and_the_best(tmp_path):
     db = model_store(tmp_path / "m.duckdb", packed=[0.40] * 3, striped=[0.20] * 3)
     html = tmp_path / "r.html"

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from support.cli import invoke, write
 from support.schema import schema_errors
 from support.clusters.sweep import FIXED, NODES, TunableCluster
+
+pytestmark = pytest.mark.slow
 
 SWEEP = ("sweep", "memory", "--env", "MEMORY_POLICY=local,interleave", "--set", FIXED[0], "--set", FIXED[1],
          "-r", "4", "--seed", "1")

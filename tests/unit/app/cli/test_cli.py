@@ -18,15 +18,18 @@ def cluster(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_version(tmp_path):
     assert re.match(r"oddnode \d+\.\d+", oddnode("--version", cwd=tmp_path).stdout)
 
 
+@pytest.mark.slow
 def test_stats_table(cluster):
     out = oddnode("stats", "c.ppc64", "xhpl.ppc64", "--db", "s.duckdb", cwd=cluster).stdout
     assert "c.ppc64" in out and "484 nodes" in out and "xhpl.ppc64" in out and "%var" in out
 
 
+@pytest.mark.slow
 def test_dist_findn_with_plot(cluster):
     out = oddnode("dist", "c.ppc64", "--bins", "12", "--plot", "c.svg", "--db", "s.duckdb", cwd=cluster).stdout
     assert "Hartigan's dip" in out and "chi-squared" in out
@@ -35,6 +38,7 @@ def test_dist_findn_with_plot(cluster):
     assert "normal probability" in out
 
 
+@pytest.mark.slow
 def test_correlate_findc_common(cluster):
     out = oddnode("correlate", "c.ppc64", "c_omp.ppc64", "--plot", "sc.png", "--db", "s.duckdb", cwd=cluster).stdout
     assert "Spearman" in out and "not" in out.lower()
@@ -46,6 +50,7 @@ def test_correlate_findc_common(cluster):
     assert "node483" in rows[0]  # the node common to the failed runs leads the table
 
 
+@pytest.mark.slow
 def test_analyze_json_html_and_truth(cluster):
     result = oddnode("analyze", "cluster", "--json", "--html", "report.html", cwd=cluster, check=False)
     data = json.loads(result.stdout)
@@ -62,23 +67,27 @@ def test_analyze_json_html_and_truth(cluster):
     assert "match the ground truth" in result.stdout
 
 
+@pytest.mark.slow
 def test_analyze_healthy_cluster_is_ready_and_fail_on(tmp_path):
     oddnode("synth", "healthy", "--nodes", 64, "--healthy", cwd=tmp_path)
     out = oddnode("analyze", "healthy", "--fail-on", "warning", cwd=tmp_path).stdout
     assert "READY" in out and "NOT READY" not in out
 
 
+@pytest.mark.slow
 def test_fail_on_warning_exits_1(cluster):
     result = oddnode("analyze", "--db", "s.duckdb", "--fail-on", "warning", cwd=cluster, check=False)
     assert result.returncode == 1 and "NOT READY" in result.stdout
 
 
+@pytest.mark.slow
 def test_export_round_trip(cluster):
     oddnode("export", "plot", "exported", "--db", "s.duckdb", cwd=cluster)
     oddnode("export", "parquet", "pq", "--db", "s.duckdb", cwd=cluster)
     assert (cluster / "exported" / "plot.c.ppc64").exists() and (cluster / "pq" / "results.parquet").exists()
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_clear_line_and_nothing_written(tmp_path):
     write(tmp_path / "bad" / "plot.x", "1.0 n1\nnot-a-number n2\n")
     oddnode("import", "stab", write(tmp_path / "plot.ok", "1 n1\n2 n2\n"), cwd=tmp_path)
@@ -90,6 +99,7 @@ def test_bad_input_is_one_clear_line_and_nothing_written(tmp_path):
     assert "ok" in out and " x " not in out
 
 
+@pytest.mark.slow
 def test_missing_store_and_unknown_benchmark(tmp_path):
     result = oddnode("stats", "--db", "none.duckdb", cwd=tmp_path, check=False)
     assert result.returncode == 2 and "no results store" in result.stderr
@@ -98,6 +108,7 @@ def test_missing_store_and_unknown_benchmark(tmp_path):
     assert result.returncode == 2 and "no benchmark named 'nosuch'" in result.stderr
 
 
+@pytest.mark.slow
 def test_synth_refuses_a_foreign_directory(tmp_path):
     write(tmp_path / "mine" / "notes.txt", "keep me\n")
     result = oddnode("synth", "mine", cwd=tmp_path, check=False)
@@ -120,6 +131,7 @@ def test_testbed_without_root_says_so_in_one_line(monkeypatch, tmp_path):
 # -- interconnect commands on scripted clusters -------------------------------
 
 
+@pytest.mark.slow
 def test_matrix_command_names_the_bad_link_and_stores_the_topology(scripted, tmp_path):
     from support.clusters.matrix import MatrixCluster
     from support.clusters.pairs import NODES
@@ -142,6 +154,7 @@ def test_matrix_command_names_the_bad_link_and_stores_the_topology(scripted, tmp
     assert 'id="matrix"' in text and text.count("<svg") >= 2 and 'id="bisection"' not in text
 
 
+@pytest.mark.slow
 def test_bisection_command_prints_demonstrated_and_full(scripted, tmp_path):
     from support.clusters.bisection import BisectionCluster as SwitchCluster
     from support.clusters.pairs import NODES
@@ -153,6 +166,7 @@ def test_bisection_command_prints_demonstrated_and_full(scripted, tmp_path):
     assert "50.0% of it" in result.text
 
 
+@pytest.mark.slow
 def test_pairs_command_prints_the_pattern_table(scripted, tmp_path):
     from support.clusters.pairs import OPTIONS, PairCluster, TWELVE
 
@@ -181,6 +195,7 @@ def test_a_bad_topology_file_is_one_line_naming_it_and_nothing_runs(scripted, tm
     assert result.exit_code == 2 and f"{topology}:2:" in result.text
 
 
+@pytest.mark.slow
 def test_analyze_judges_a_store_it_may_not_write_and_says_the_findings_were_not_recorded(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 

@@ -25,6 +25,7 @@ def skewed_db(tmp_path):
     return db
 
 
+@pytest.mark.slow
 def test_analyze_quiet_gives_the_verdict_and_the_findings_only(skewed_db):
     default, quiet = invoke("analyze", "--db", skewed_db), invoke("-q", "analyze", "--db", skewed_db)
     assert default.exit_code == quiet.exit_code == 1  # not ready
@@ -40,6 +41,7 @@ def test_analyze_verbose_says_where_the_findings_are_recorded(skewed_db):
     assert "%var" in result.text  # everything the default shows
 
 
+@pytest.mark.slow
 def test_quiet_import_says_nothing(skewed_db, tmp_path):
     plot = write(tmp_path / "plot.copy", "1 n1\n2 n2\n")
     assert invoke("-q", "import", "stab", plot, "--db", skewed_db).output == ""
@@ -51,6 +53,7 @@ def test_quiet_and_verbose_together_is_an_error(skewed_db):
     assert result.exit_code == 2 and "give one" in result.text
 
 
+@pytest.mark.slow
 def test_quiet_and_verbose_after_the_command_are_as_before_it(skewed_db):
     before, after = invoke("-q", "analyze", "--db", skewed_db), invoke("analyze", "--db", skewed_db, "-q")
     assert before.exit_code == after.exit_code == 1 and before.output == after.output
@@ -90,6 +93,7 @@ def run_pairs(level, tmp_path, down=()):
             "--db", tmp_path / "p.duckdb"], PairCluster(weak="node03", down=down), TWELVE
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("level", [[], ["-q"], ["-v"]])
 def test_pairs_at_each_level(scripted, tmp_path, level):
     args, cluster, nodes = run_pairs(level, tmp_path)
@@ -104,6 +108,7 @@ def test_pairs_at_each_level(scripted, tmp_path, level):
                                           ("-v",): (True, True, True)}[tuple(level)]
 
 
+@pytest.mark.slow
 def test_quiet_pairs_still_names_the_pairs_that_failed(scripted, tmp_path):
     args, cluster, nodes = run_pairs(["-q"], tmp_path, down=["node04"])
     scripted(cluster, nodes)

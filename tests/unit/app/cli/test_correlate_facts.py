@@ -31,6 +31,7 @@ def temperatures(tmp_path):
     return db
 
 
+@pytest.mark.slow
 def test_a_hotter_node_is_a_slower_one(temperatures, tmp_path):
     result = oddnode("correlate", "fact:CPU Temp (C)", "triad", "--db", temperatures, "--json", cwd=tmp_path)
     document = json.loads(result.stdout)
@@ -50,6 +51,7 @@ def test_a_fact_that_is_not_a_number_or_not_there_is_said():
     assert fact_series(data, "fact:fans").labels.tolist() == ["gpu001"]
 
 
+@pytest.mark.slow
 def test_an_unknown_fact_on_the_command_line_is_one_line(temperatures, tmp_path):
     result = oddnode("correlate", "fact:nosuch", "triad", "--db", temperatures, cwd=tmp_path, check=False)
     assert result.returncode == 2 and "no fact named 'nosuch'" in result.stderr and "Traceback" not in result.stderr

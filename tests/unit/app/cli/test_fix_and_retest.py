@@ -11,6 +11,8 @@ import pytest
 
 from support.cli import oddnode, write
 
+pytestmark = pytest.mark.slow
+
 NODES = [f"r{rack:02d}n{slot:02d}" for rack in range(1, 4) for slot in range(1, 11)]
 SLOW = "r02n04"
 # What the analysis finds, and the repaired node's rerun: memory and BIOS.

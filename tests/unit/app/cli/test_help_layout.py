@@ -17,6 +17,7 @@ from support.cli import cli_commands
 COMMANDS = [()] + cli_commands()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", COMMANDS, ids=lambda path: " ".join(path) or "oddnode")
 def test_help_at_80_columns_cuts_no_word(path):
     result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"})
@@ -33,6 +34,7 @@ def test_a_long_default_is_folded_not_cut():
     assert "memory,noise,compute,disk,interconnect,sets" in joined
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", COMMANDS, ids=lambda path: " ".join(path) or "oddnode")
 def test_help_names_values_plainly_and_flags_by_nothing(path):
     result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "200"})

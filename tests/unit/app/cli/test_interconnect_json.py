@@ -37,6 +37,7 @@ def best(db, benchmark: str, metric: str) -> dict[str, float]:
                                       [benchmark, metric]).fetchall())
 
 
+@pytest.mark.slow
 def test_pairs_json_has_each_patterns_runs_every_pairs_latency_and_bandwidth_and_the_weak_node(scripted, tmp_path):
     from support.clusters.pairs import PairCluster
 
@@ -78,6 +79,7 @@ def test_pairs_json_has_each_patterns_runs_every_pairs_latency_and_bandwidth_and
     assert [f["kind"] for f in document["findings"]] == expected
 
 
+@pytest.mark.slow
 def test_pairs_over_a_network_name_its_series_and_the_network(scripted, tmp_path):
     from support.clusters.pairs import PairCluster
 
@@ -104,6 +106,7 @@ def test_a_network_that_is_not_a_name_and_template_is_refused(scripted, tmp_path
     assert mpi.exit_code == 2 and "TCP kernel" in mpi.text
 
 
+@pytest.mark.slow
 def test_pairs_without_json_prints_no_document(scripted, tmp_path):
     from support.clusters.pairs import PairCluster
 
@@ -114,6 +117,7 @@ def test_pairs_without_json_prints_no_document(scripted, tmp_path):
         json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_bisection_json_has_the_figures_and_each_cut_pair(scripted, tmp_path):
     from support.clusters.bisection import BisectionCluster as SwitchCluster
 
@@ -137,6 +141,7 @@ def test_bisection_json_has_the_figures_and_each_cut_pair(scripted, tmp_path):
         label: (pytest.approx(500.0), pytest.approx(1000.0)) for label in run["pairs"]}
 
 
+@pytest.mark.slow
 def test_bisection_json_says_null_when_no_repetition_streamed_every_pair(scripted, tmp_path):
     from support.clusters.bisection import BisectionCluster as SwitchCluster
 
@@ -149,6 +154,7 @@ def test_bisection_json_says_null_when_no_repetition_streamed_every_pair(scripte
     assert "cn-a17 sits out" in document["runs"]["bisection"]["notes"][0]
 
 
+@pytest.mark.slow
 def test_matrix_json_has_the_matrix_in_node_order_the_verdicts_and_the_slow_link(scripted, tmp_path):
     from support.clusters.matrix import MatrixCluster
 
@@ -183,6 +189,7 @@ def test_matrix_json_has_the_matrix_in_node_order_the_verdicts_and_the_slow_link
     assert slow["nodes"] == "cn-a[12,15]" and slow["severity"] == "warning"
 
 
+@pytest.mark.slow
 def test_matrix_json_says_null_when_no_pair_gave_a_bandwidth(scripted, tmp_path):
     from support.clusters.matrix import MatrixCluster
 
@@ -196,6 +203,7 @@ def test_matrix_json_says_null_when_no_pair_gave_a_bandwidth(scripted, tmp_path)
     assert result.exit_code == 1  # failed pairs are a problem found, as in bisection
 
 
+@pytest.mark.slow
 def test_chain_json_has_every_length_and_where_the_switch_stops_scaling(scripted, tmp_path):
     from support.clusters.switchbench import PORT, SwitchCluster
 
@@ -220,6 +228,7 @@ def test_chain_json_has_every_length_and_where_the_switch_stops_scaling(scripted
     assert rows[6]["gain_hops"] == pytest.approx(0.0) and rows[6]["problem"] is None
 
 
+@pytest.mark.slow
 def test_stream_json_has_each_patterns_pairs_slowest_first_and_the_weak_node(scripted, tmp_path):
     from support.clusters.switchbench import PORT, SwitchCluster
 
@@ -245,6 +254,7 @@ def test_stream_json_has_each_patterns_pairs_slowest_first_and_the_weak_node(scr
     assert [f["nodes"] for f in document["findings"] if f["kind"] == "weak-pair-member"] == ["gpu007"]
 
 
+@pytest.mark.slow
 def test_alltoall_json_has_the_phases_and_the_slowest_receiver(scripted, tmp_path):
     from support.clusters.switchbench import PORT, SwitchCluster
 
@@ -268,6 +278,7 @@ def test_alltoall_json_has_the_phases_and_the_slowest_receiver(scripted, tmp_pat
     assert table["charged_nodes"] == [] and table["problems"] == []
 
 
+@pytest.mark.slow
 def test_alltoall_json_without_a_valid_repetition_charges_the_node(scripted, tmp_path):
     from support.clusters.switchbench import PORT, SwitchCluster
 
@@ -283,6 +294,7 @@ def test_alltoall_json_without_a_valid_repetition_charges_the_node(scripted, tmp
     assert repetition["valid"] is False and repetition["phases"] == []
 
 
+@pytest.mark.slow
 def test_pairs_with_a_failed_pair_exit_1_and_with_no_pair_at_all_3(scripted, tmp_path):
     """As bisection and the matrix: a pair whose node never answered is a
     problem found even when no finding names it; nothing measured at all is

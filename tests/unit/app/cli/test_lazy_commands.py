@@ -12,6 +12,8 @@ import sys
 import typer
 from typer.testing import CliRunner
 
+import pytest
+
 import oddnode.main
 from oddnode.command_index import COMMANDS
 from oddnode.app.cli.lazy import CommandEntry, Registration, lazy_group_class
@@ -43,12 +45,14 @@ def test_the_index_is_what_the_families_say():
         "the command index is out of date: run python -m oddnode.main (make man)"
 
 
+@pytest.mark.slow
 def test_the_help_lists_every_command_and_loads_none():
     out, modules = loaded_by(["--help"])
     assert "check" in out and "testbed" in out and "switchbench" in out
     assert not modules & set(HEAVY), modules & set(HEAVY)
 
 
+@pytest.mark.slow
 def test_the_completion_of_a_command_name_loads_none():
     out, modules = loaded_by([], {"_ODDNODE_COMPLETE": "complete_bash", "COMP_WORDS": "oddnode ch",
                                   "COMP_CWORD": "1"})
@@ -56,6 +60,7 @@ def test_the_completion_of_a_command_name_loads_none():
     assert not modules & set(HEAVY), modules & set(HEAVY)
 
 
+@pytest.mark.slow
 def test_a_command_loads_its_own_family_and_completes_its_options():
     out, modules = loaded_by([], {"_ODDNODE_COMPLETE": "complete_bash", "COMP_WORDS": "oddnode check --memory-m",
                                   "COMP_CWORD": "2"})
@@ -63,6 +68,7 @@ def test_a_command_loads_its_own_family_and_completes_its_options():
     assert "oddnode.app.cli.check" in modules and "oddnode.app.cli.sweep" not in modules
 
 
+@pytest.mark.slow
 def test_the_root_help_is_the_help_of_the_command_line_with_every_family_loaded():
     lazy = CliRunner().invoke(oddnode.main.app, ["--help"], terminal_width=80)
     full = CliRunner().invoke(oddnode.main.full_app(), ["--help"], terminal_width=80)

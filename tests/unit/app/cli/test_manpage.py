@@ -33,6 +33,7 @@ def page(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_every_command_and_sub_command_is_in_the_page_with_its_options(page):
     text = page.read_text(encoding="utf-8")
     paths = list(command_paths(typer.main.get_command(app)))

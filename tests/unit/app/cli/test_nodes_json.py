@@ -38,6 +38,7 @@ def document(result) -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_inventory_json_has_every_nodes_facts_the_differences_and_the_silent_nodes(tmp_path, on_cluster):
     on_cluster(ProbeCluster(facts={"cn-a19": {"bios_version": "2.5.0"}, "cn-a20": {"bios_version": "2.5.0"}},
                             down=["cn-b01"], broken=["cn-a21"],
@@ -87,6 +88,7 @@ def test_inventory_without_json_prints_text(tmp_path, on_cluster):
         json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_diagnose_json_gives_every_expectations_verdict_per_node(tmp_path, on_cluster):
     on_cluster(ProbeCluster(facts={"cn-a19": {"bios_version": "2.5.0", "memory_total_kb": "263856012"}}),
                nodes=NODES[:5])
@@ -121,6 +123,7 @@ def test_diagnose_json_gives_every_expectations_verdict_per_node(tmp_path, on_cl
     assert findings["bios_version"]["evidence"]["violations"] == {"2.5.0": "cn-a19"}
 
 
+@pytest.mark.slow
 def test_diagnose_json_passes_with_exit_0(tmp_path, on_cluster):
     on_cluster(ProbeCluster(), nodes=NODES[:2])
     db = tmp_path / "inv.duckdb"

@@ -16,6 +16,7 @@ from support.placement import profile_of
 from support.placement import a_model_run
 
 
+@pytest.mark.slow
 def test_model_refuses_a_store_without_profiles_an_unknown_one_and_unknown_placements(tmp_path):
     db = tmp_path / "store.duckdb"
     result = invoke("model", "latest", "--db", db, "--nodes", "cn-a17,cn-a18")

@@ -49,6 +49,7 @@ def test_a_healthy_cluster_says_so(cluster, tmp_path):
     assert "No node or group runs commands far more often than the others." in result.text
 
 
+@pytest.mark.slow
 def test_old_against_new_nodes_by_bios_date(cluster, tmp_path):
     db = tmp_path / "s.duckdb"
     old = NODES[:4]

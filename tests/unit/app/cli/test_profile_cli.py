@@ -108,6 +108,7 @@ def test_nodes_build_on_the_target(profiler, tmp_path, monkeypatch):
     assert profiler.runs[0]["target"] == "TARGET" and profiler.runs[0]["work_dir"] == tmp_path
 
 
+@pytest.mark.slow
 def test_json_plot_show_and_list(profiler, tmp_path):
     db, plot = tmp_path / "p.duckdb", tmp_path / "p.png"
     result = invoke("profile", "--db", db, "--json", "--plot", plot, "--", "./app")
@@ -126,6 +127,7 @@ def test_json_plot_show_and_list(profiler, tmp_path):
     assert "Stored MPI profiles" in invoke("profile", "--db", db, "--list").text
 
 
+@pytest.mark.slow
 def test_show_of_a_missing_profile_or_an_empty_store(tmp_path):
     db = tmp_path / "p.duckdb"
     open_store(db).close()

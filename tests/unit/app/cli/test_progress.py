@@ -26,6 +26,7 @@ def progress_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("progress: ")]
 
 
+@pytest.mark.slow
 def test_a_standalone_command_says_its_progress_on_stderr_while_it_runs(fast_heartbeat, capsys):
     def run(on_progress):
         for done in range(4):
@@ -41,12 +42,14 @@ def test_a_standalone_command_says_its_progress_on_stderr_while_it_runs(fast_hea
     assert progress_lines(captured.out) == []  # stdout keeps the results
 
 
+@pytest.mark.slow
 def test_no_progress_line_with_quiet(fast_heartbeat, capsys, monkeypatch):
     monkeypatch.setattr(common, "quiet", lambda: True)
     common.progress_run("matrix", lambda on_progress: time.sleep(5 * PERIOD))
     assert progress_lines(capsys.readouterr().err) == []
 
 
+@pytest.mark.slow
 def test_the_check_says_its_stage_and_benchmark(fast_heartbeat, capsys):
     with check_cli._CheckProgress(Console(file=open("/dev/null", "w"))) as observer:
         observer.stage_started("memory")
@@ -84,6 +87,7 @@ def terminal(is_terminal: bool) -> Console:
     return Console(file=io.StringIO(), force_terminal=is_terminal, width=100)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stdout_is_terminal", [True, False])
 def test_bars_go_to_stderr_on_a_terminal_and_stdout_keeps_the_results(monkeypatch, stdout_is_terminal):
     out, err = terminal(stdout_is_terminal), terminal(True)

@@ -27,12 +27,14 @@ def pair_store(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_a_pattern_gives_a_row_per_message_size_in_size_order(pair_store):
     out = oddnode("stats", "pingpong.cut", "--db", "pairs.duckdb", cwd=pair_store).stdout
     rows = [line.strip("│ ").split()[0] for line in out.splitlines() if "pingpong.cut:" in line]
     assert rows == [f"pingpong.cut:bandwidth.{s}" for s in SIZES[1:]] + [f"pingpong.cut:latency.{s}" for s in SIZES]
 
 
+@pytest.mark.slow
 def test_a_metric_prefix_picks_one_quantity_and_json_gives_the_rows(pair_store):
     out = oddnode("stats", "pingpong.cut:bandwidth", "--json", "--db", "pairs.duckdb", cwd=pair_store).stdout
     rows = json.loads(out)
@@ -41,6 +43,7 @@ def test_a_metric_prefix_picks_one_quantity_and_json_gives_the_rows(pair_store):
     assert rows[0]["low"] == pytest.approx(2.56) and rows[0]["high"] == pytest.approx(5.56)
 
 
+@pytest.mark.slow
 def test_an_unknown_name_says_which_benchmarks_there_are(pair_store):
     result = oddnode("stats", "pingpong.sort", "--db", "pairs.duckdb", cwd=pair_store, check=False)
     assert result.returncode != 0 and "pingpong.cut" in result.stderr + result.stdout

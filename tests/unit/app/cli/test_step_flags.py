@@ -101,6 +101,7 @@ def show_plan(app: typer.Typer, *arguments: str):
     return result, (yaml.safe_load(result.stdout) if result.exit_code == 0 else None)
 
 
+@pytest.mark.slow
 def test_a_new_step_s_options_become_check_flags_with_their_help_default_and_check(probe_step):
     assert option_help(ProbeOptions, "width").help == "Bytes each probe sends"
     assert shown_default(ProbeOptions, "width") == "3"
@@ -196,6 +197,7 @@ FLAGS_BEFORE = {
 FLAGS_BEFORE["scale"] = {"counts": (["--counts"], None), **FLAGS_BEFORE["sets"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path, options, names", converted_commands(),
                          ids=[" ".join(path) for path, _, _ in converted_commands()])
 def test_a_command_s_step_option_flags_have_the_field_s_help_default_and_check(path, options, names):
@@ -220,6 +222,7 @@ def test_a_command_s_step_option_flags_have_the_field_s_help_default_and_check(p
         assert parameters[name].default == default, (path, name)
 
 
+@pytest.mark.slow
 def test_a_command_s_flag_follows_its_field_when_the_field_changes(monkeypatch):
     import dataclasses
     import types
@@ -249,6 +252,7 @@ def test_a_command_s_flag_follows_its_field_when_the_field_changes(monkeypatch):
                 90.0, "Seconds a command may run.")
 
 
+@pytest.mark.slow
 def test_flags_given_reach_the_options_a_command_builds(monkeypatch):
     """The values of the flags given, each parsed as its option's type, are
     what the command builds its options with; a value the options refuse is

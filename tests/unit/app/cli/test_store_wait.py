@@ -6,8 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from oddnode.store import ResultBatch, open_store
 from support.cli import oddnode
+
+pytestmark = pytest.mark.slow
 
 # Holds the store until told to let go (a line on its stdin).
 HOLD = ("import sys; from oddnode.store import open_store; store = open_store(sys.argv[1]); "

@@ -10,6 +10,8 @@ from support.cli import invoke
 from oddnode.store import open_store
 from support.clusters.switchbench import NODES, PORT, SwitchCluster, TWELVE, option
 
+pytestmark = pytest.mark.slow
+
 FAST = ["--message-size", 65536, "--seconds", 0.3, "--port", PORT]
 
 

@@ -36,6 +36,7 @@ def triad_median(db) -> float:
     return rows[0]["median"]
 
 
+@pytest.mark.slow
 def test_check_and_analyze_name_every_node_below_a_target_and_baseline_targets_hold(tmp_path, checked):
     plain = checked()
     assert plain.exit_code == 0, plain.output  # relative to the median, half speed everywhere is ready
@@ -71,6 +72,7 @@ def test_a_target_no_step_writes_is_refused_before_the_nodes_run(tmp_path, check
     assert "Traceback" not in result.output and "diagnostics" not in result.output
 
 
+@pytest.mark.slow
 def test_a_misspelt_metric_of_a_stage_that_ran_is_noted(tmp_path, checked):
     misspelt = write(tmp_path / "site.yaml", "benchmarks:\n  memory.tirad:bandwidth: {min: 5}\n")
     result = checked("--expect", misspelt)
@@ -79,6 +81,7 @@ def test_a_misspelt_metric_of_a_stage_that_ran_is_noted(tmp_path, checked):
         result.output.split())
 
 
+@pytest.mark.slow
 def test_a_unit_the_measured_series_cannot_take_is_said_and_the_check_kept(tmp_path, checked):
     wrong = write(tmp_path / "site.yaml", "benchmarks:\n  memory.triad:bandwidth: {min: 5 us}\n")
     result = checked("--expect", wrong)
@@ -87,6 +90,7 @@ def test_a_unit_the_measured_series_cannot_take_is_said_and_the_check_kept(tmp_p
         result.output.split())
 
 
+@pytest.mark.slow
 def test_analyze_refuses_an_unknown_series_in_one_line(tmp_path):
     from oddnode.app.synth import generate
 

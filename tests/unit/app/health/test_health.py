@@ -266,6 +266,7 @@ def expectations(tmp_path):
     return met, unmet
 
 
+@pytest.mark.slow
 def test_health_drains_its_node_for_a_problem_and_resumes_it_once_healthy(slurm, expectations):
     met, unmet = expectations
     result = invoke("health", "--node", "cn-a17", "--expect", str(unmet), "--drain", "--resume-when-healthy")

@@ -60,6 +60,7 @@ def site(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_the_program_is_one_executable_file_with_its_settings_beside_it(tmp_path, site):
     program = install(tmp_path, "--expect", site, "--benchmarks", "never", "--log", tmp_path / "health.log")
     assert os.access(program, os.X_OK) and program.read_text().startswith("#!/usr/bin/env python3\n")
@@ -76,6 +77,7 @@ def test_the_program_is_one_executable_file_with_its_settings_beside_it(tmp_path
     assert f"oddnode-health[" in (tmp_path / "health.log").read_text()
 
 
+@pytest.mark.slow
 def test_a_node_of_a_section_it_fails_has_the_problem_oddnode_health_names(tmp_path, site):
     program = install(tmp_path, "--expect", site, "--benchmarks", "never")
     done = run_program(program, "--node", "cn-a12", "--log", "none")
@@ -86,6 +88,7 @@ def test_a_node_of_a_section_it_fails_has_the_problem_oddnode_health_names(tmp_p
     assert same.exit_code == 1 and first in same.output.splitlines()
 
 
+@pytest.mark.slow
 def test_its_json_is_the_health_document(tmp_path, site):
     from support.schema import schema_errors
 
@@ -96,6 +99,7 @@ def test_its_json_is_the_health_document(tmp_path, site):
     assert schema_errors(document, ("health",)) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("minimum, status, said", [(1.0, 0, "memory ok: triad"), (1e12, 1, "memory bandwidth triad")])
 def test_the_memory_kernel_is_built_on_the_node_and_judged_against_the_baseline(tmp_path, minimum, status, said):
     baseline = tmp_path / "baseline.yaml"
@@ -108,6 +112,7 @@ def test_the_memory_kernel_is_built_on_the_node_and_judged_against_the_baseline(
     assert said in done.stdout
 
 
+@pytest.mark.slow
 def test_it_drains_its_node_for_a_problem_and_resumes_it_once_healthy(tmp_path, monkeypatch, site):
     slurm = fake_slurm(tmp_path, monkeypatch, ("cn-a12", "cn-a13"))
     program = install(tmp_path, "--expect", site, "--drain", "--resume-when-healthy", "--benchmarks", "never")
@@ -149,6 +154,7 @@ def test_without_slurm_it_cannot_drain_and_says_so(tmp_path, site):
      "unknown condition near"),
     ('{"format": "oddnode-health 1", "run": ["drain"]}', "run: a mapping"),
 ])
+@pytest.mark.slow
 def test_a_bad_settings_file_is_refused_by_its_name(tmp_path, site, text, said):
     program = install(tmp_path, "--expect", site)
     program.with_suffix(".json").write_text(text)
@@ -195,6 +201,7 @@ def oldest_python() -> str | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(oldest_python() is None, reason="no Python 3.6 on this machine (the syntax check covers it)")
 def test_the_program_runs_on_python_3_6(tmp_path):
     """The oldest python3 of the clusters oddnode meets: facts, the memory

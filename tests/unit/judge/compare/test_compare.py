@@ -62,6 +62,7 @@ def test_a_known_improvement_is_detected_and_exits_0(db):
     assert comparison.exit_status == 0
 
 
+@pytest.mark.slow
 def test_a_known_regression_is_detected_and_exits_1(db):
     with open_store(db) as store:
         write_run(store, NODES, seed=1)
@@ -74,6 +75,7 @@ def test_a_known_regression_is_detected_and_exits_1(db):
     assert document["series"][0]["overall"]["verdict"] == "regressed"
 
 
+@pytest.mark.slow
 def test_healthy_runs_change_nothing_and_exit_0(db):
     with open_store(db) as store:
         write_run(store, NODES, seed=1)
@@ -114,6 +116,7 @@ def test_lower_is_better_series_read_the_change_the_other_way(db, factor, expect
     assert comparison.exit_status == (1 if expected is Verdict.REGRESSED else 0)
 
 
+@pytest.mark.slow
 def test_the_baseline_option_swaps_the_sides(db):
     with open_store(db) as store:
         write_run(store, NODES, seed=1)
@@ -258,6 +261,7 @@ def test_runs_are_chosen_by_id_range_label_and_date(db):
             compare_runs(store, "1", "1")
 
 
+@pytest.mark.slow
 def test_a_check_id_stands_for_every_step_it_ran(db):
     with open_store(db) as store:
         for check in range(2):
@@ -279,6 +283,7 @@ def test_a_check_id_stands_for_every_step_it_ran(db):
     assert verdicts(comparison) == {"stream.triad:bandwidth": Verdict.REGRESSED, "dgemm": Verdict.UNCHANGED}
 
 
+@pytest.mark.slow
 def test_two_invocations_of_oddnode_sets_compare_sorted_per_set_and_shuffled_pooled(db):
     nodes = [f"gpu{i:03d}" for i in range(1, 17)]
     with open_store(db) as store:
@@ -434,6 +439,7 @@ def grouped_store(db, old_factor: float, seed: int = 0):
     return store
 
 
+@pytest.mark.slow
 def test_groups_by_a_fact_find_the_old_nodes_worse(db):
     with grouped_store(db, old_factor=1.3) as store:
         groups = group_by_fact(store, "bios_date", None)
@@ -457,6 +463,7 @@ def test_groups_that_do_not_differ_are_alike(db):
     assert "alike" in rendered(comparison, 120)
 
 
+@pytest.mark.slow
 def test_groups_given_one_by_one_and_from_a_topology(db, tmp_path):
     with grouped_store(db, old_factor=1.3) as store:
         explicit = groups_from_sets([("old", expand("r01n[01-08]")), ("new", expand("r02n[01-08]"))])
@@ -492,6 +499,7 @@ def test_a_fact_that_is_not_a_grouping_is_refused(db):
 # -- the command line -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_usage_errors_exit_2_with_a_clear_line(db):
     with open_store(db) as store:
         write_run(store, NODES, seed=1)
@@ -560,6 +568,7 @@ def test_every_subject_is_listed_with_all(db):
     assert "cn-a07" in rendered(comparison, 200, every_subject=True)
 
 
+@pytest.mark.slow
 def test_plots_and_json(db, tmp_path):
     with open_store(db) as store:
         write_run(store, NODES, seed=1)

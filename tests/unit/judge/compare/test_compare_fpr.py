@@ -44,6 +44,7 @@ def false_alarm(comparison) -> bool:
     return any(j.verdict in (Verdict.IMPROVED, Verdict.REGRESSED) for j in comparison.judgements)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("alpha", [0.05, 0.2])
 def test_identical_distributions_raise_a_false_alarm_in_at_most_alpha_of_the_seeds(alpha):
     settings = Settings(alpha=alpha, min_effect=0.0)  # no effect floor: the tests alone
@@ -58,6 +59,7 @@ def test_identical_distributions_raise_a_false_alarm_in_at_most_alpha_of_the_see
     assert alarms / trials <= alpha, f"{alarms} false alarms in {trials} comparisons at alpha {alpha}"
 
 
+@pytest.mark.slow
 def test_a_shift_of_every_node_is_found_in_every_shape():
     """The same shapes with every value 8% higher: the series are judged
     improved or regressed as their direction says, in nearly every seed."""

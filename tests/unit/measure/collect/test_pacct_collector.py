@@ -167,6 +167,7 @@ def run_collector(*arguments):
     return subprocess.run(argv, capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_the_script_runs_as_on_a_node_and_says_short_commands_are_missed():
     done = run_collector(0.3, None, "proc")
     assert done.returncode == 0, done.stderr
@@ -224,6 +225,7 @@ def test_a_login_banner_before_the_answer_is_ignored():
     assert report.commands == {"sed": CommandCount(4, 0.5, 1.0, 2)}
 
 
+@pytest.mark.slow
 def test_every_node_at_once_one_bad_node_costs_only_itself(store):
     cluster = ScriptedCluster({
         "gpu003": answer({"sed": (40, 30)}),

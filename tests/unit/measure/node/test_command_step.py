@@ -66,6 +66,7 @@ def check(tmp_path, cluster, **command):
         return run_check(store, Target(NODES, cluster), checked, keep_going=True), store.load_dataset()
 
 
+@pytest.mark.slow
 def test_the_program_runs_on_every_node_three_times_without_a_shell_and_a_slow_node_is_named(tmp_path):
     cluster = SiteCluster(speed={"r2n03": 0.6})
     result, dataset = check(tmp_path, cluster)
@@ -77,11 +78,13 @@ def test_the_program_runs_on_every_node_three_times_without_a_shell_and_a_slow_n
     assert {nodes for _, _, nodes in named} == {"r2n03"}
 
 
+@pytest.mark.slow
 def test_a_healthy_cluster_gives_no_finding(tmp_path):
     result, _ = check(tmp_path, SiteCluster())
     assert [f for f in result.analysis.findings if f.severity.rank >= 1] == []
 
 
+@pytest.mark.slow
 def test_a_run_that_fails_its_verification_is_a_failure_of_its_node(tmp_path):
     result, dataset = check(tmp_path, SiteCluster(failing={"r1n05"}))
     assert {f.label for f in dataset.failures} == {"r1n05"}

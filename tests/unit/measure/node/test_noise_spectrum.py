@@ -125,6 +125,7 @@ def test_periods_from_two_and_a_half_milliseconds_to_a_twentieth_of_the_window(p
     assert found.period_s == pytest.approx(period, rel=0.01)
 
 
+@pytest.mark.slow
 def test_no_period_is_claimed_for_random_detours_over_many_seeds():
     claimed = []
     for seed in range(300):

@@ -201,6 +201,7 @@ def test_a_slow_mpi_path_is_found_by_the_same_rule(tmp_path, names):
     assert "NUMA MPI ping-pong slower" in finding.message and "latency 0->0" in finding.message
 
 
+@pytest.mark.slow
 def test_healthy_mpi_cells_give_no_finding(tmp_path):
     nodes = expand("cn-a[01-12]")
     for seed in range(8):
@@ -208,6 +209,7 @@ def test_healthy_mpi_cells_give_no_finding(tmp_path):
         assert [f for f in find_all(dataset) if f.kind in (SLOW, RATIO)] == [], seed
 
 
+@pytest.mark.slow
 def test_report_shows_the_mpi_matrices(tmp_path):
     nodes = expand("r01n[01-06]")
     dataset = _load(_store_with_mpi(tmp_path / "s.duckdb", nodes, {}))

@@ -32,6 +32,7 @@ def test_demonstrated_is_the_best_sum_and_full_is_pairs_times_the_median_alone()
     assert empty.demonstrated is None and empty.full is None and empty.fraction is None
 
 
+@pytest.mark.slow
 def test_cut_pairs_stream_at_once_then_alone_and_the_figures_are_stored(store):
     cluster = SwitchCluster(link=1000.0, capacity=2000.0)
     summary = run_bisection(store, Target(NODES, cluster), 2, options=OPTIONS)
@@ -53,11 +54,13 @@ def test_cut_pairs_stream_at_once_then_alone_and_the_figures_are_stored(store):
     assert concurrency == 4
 
 
+@pytest.mark.slow
 def test_a_full_bisection_switch_reaches_one(store):
     summary = run_bisection(store, Target(NODES, SwitchCluster(capacity=1e9)), 1, options=OPTIONS)
     assert summary.figures.fraction == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_odd_count_leaves_a_node_out_and_a_dead_pair_voids_the_sum(store):
     cluster = SwitchCluster(down={"node06"})
     summary = run_bisection(store, Target(NODES[:7], cluster), 1, options=OPTIONS)
@@ -75,6 +78,7 @@ def test_repetitions_must_be_positive(store):
         run_bisection(store, Target(NODES, SwitchCluster()), 0, options=OPTIONS)
 
 
+@pytest.mark.slow
 def test_the_report_shows_the_bisection_only_when_stored(store):
     from oddnode.judge.analysis import analyze
     from oddnode.report.html import render_report

@@ -29,6 +29,7 @@ from support.clusters.pairs import NODES, OPTIONS
 from support.clusters.matrix import MatrixCluster
 
 
+@pytest.mark.slow
 def test_every_ordered_pair_once_in_rounds_of_disjoint_pairs(store):
     cluster = MatrixCluster()
     summary = run_matrix(store, Target(NODES, cluster), options=OPTIONS)
@@ -46,6 +47,7 @@ def test_every_ordered_pair_once_in_rounds_of_disjoint_pairs(store):
     assert [f for f in analyze(store.load_dataset()).findings if f.severity.value != "info"] == []
 
 
+@pytest.mark.slow
 def test_retest_tells_a_bad_link_from_contention(store):
     # 8 nodes: 4 pairs a round, so retests run at most 2 pairs at once, then 1.
     cluster = MatrixCluster(bad=[("node02", "node05")],
@@ -74,6 +76,7 @@ def test_retest_tells_a_bad_link_from_contention(store):
     assert not [f for f in findings if f.kind == "weak-pair-member"]
 
 
+@pytest.mark.slow
 def test_a_weak_node_makes_every_link_of_it_bad_and_is_named(store):
     cluster = MatrixCluster(bad=[("node04", other) for other in NODES if other != "node04"])
     summary = run_matrix(store, Target(NODES, cluster), options=OPTIONS)
@@ -84,6 +87,7 @@ def test_a_weak_node_makes_every_link_of_it_bad_and_is_named(store):
     assert [f.nodes for f in findings if f.kind == "weak-pair-member"] == ["node04"]
 
 
+@pytest.mark.slow
 def test_a_node_held_up_in_the_matrix_and_fine_in_its_retests_is_not_named(store, tmp_path):
     # node04 five times slower in every round of the matrix (14 rounds) on
     # every message size, latency included, then fine: its pairs retested
@@ -101,6 +105,7 @@ def test_a_node_held_up_in_the_matrix_and_fine_in_its_retests_is_not_named(store
     assert weak.nodes == "node04" and any("latency.0" in series for series in weak.evidence["series"])
 
 
+@pytest.mark.slow
 def test_without_retest_the_slow_pairs_are_said_untested(store):
     cluster = MatrixCluster(bad=[("node02", "node05")])
     summary = run_matrix(store, Target(NODES, cluster), options=OPTIONS, retest=False)

@@ -56,6 +56,7 @@ def test_a_dead_partner_fails_its_pair_only(store):
     assert status == [("node04", "unreachable")]
 
 
+@pytest.mark.slow
 def test_the_node_common_to_slow_pairs_is_named_weak(store):
     cluster = PairCluster(weak="node03")
     for pattern in ("sort", "cut", "fold"):
@@ -68,6 +69,7 @@ def test_the_node_common_to_slow_pairs_is_named_weak(store):
                                                                             "node03-node07"}
 
 
+@pytest.mark.slow
 def test_sizes_cut_by_their_time_are_stored_so_and_named_once_per_run(store):
     cluster = PairCluster(weak="node03", cut_sizes={4096, 65536})
     summary = run_pairs(store, Target(NODES, cluster), "sort", 2, options=OPTIONS)
@@ -86,6 +88,7 @@ def test_the_cut_of_genuine_output_reads_as_the_kernel_writes_it():
     assert {m.metric for m in parsed.measurements if m.parameters.get("cut_by_time")} == {"latency.64", "bandwidth.64"}
 
 
+@pytest.mark.slow
 def test_no_weak_node_no_pair_finding(store):
     cluster = PairCluster()
     for pattern in ("sort", "cut", "fold"):
@@ -94,6 +97,7 @@ def test_no_weak_node_no_pair_finding(store):
     assert [f for f in findings if f.severity.value == "warning"] == []
 
 
+@pytest.mark.slow
 def test_over_a_network_each_server_is_reached_at_its_address_there_and_the_series_are_that_network_s(store):
     network = Network.parse("ib={node}-ib")
     cluster = PairCluster(weak="node03", hosts={network.address(node): node for node in TWELVE})

@@ -29,6 +29,7 @@ def rows(store, benchmark, metric=None):
 # --- the daisy chain ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_each_chain_streams_from_the_first_node_through_relays_to_the_last(store):
     cluster = SwitchCluster()
     summary = run_chain(store, Target(NODES[:6], cluster), 1, options=CHAIN)
@@ -59,6 +60,7 @@ def test_each_chain_streams_from_the_first_node_through_relays_to_the_last(store
     assert raw == (2 + 3 + 4 + 5 + 6,)
 
 
+@pytest.mark.slow
 def test_a_dead_node_fails_the_chains_through_it_and_only_those(store):
     cluster = SwitchCluster(down={"node04"})
     summary = run_chain(store, Target(NODES[:6], cluster), 2, options=CHAIN)
@@ -74,6 +76,7 @@ def test_a_dead_node_fails_the_chains_through_it_and_only_those(store):
     assert status == [("node04", "unreachable")]
 
 
+@pytest.mark.slow
 def test_chain_lengths_can_be_chosen(store):
     cluster = SwitchCluster()
     summary = run_chain(store, Target(NODES, cluster), 1, options=ChainOptions(port=PORT, lengths=(8, 2, 5)))
@@ -138,6 +141,7 @@ def test_a_dead_partner_fails_its_stream_pair_only(store):
                       ("node05-node06", False, True), ("node07-node08", False, True)]
 
 
+@pytest.mark.slow
 def test_the_node_common_to_slow_streams_is_named_weak(store):
     cluster = SwitchCluster(weak="node05")
     for pattern in ("sort", "cut", "fold"):

@@ -94,6 +94,7 @@ def test_a_set_whose_data_came_back_wrong_is_invalid_and_says_who_sent_it(store)
     assert valid == [(False,)]
 
 
+@pytest.mark.slow
 def test_a_slow_node_is_named_weak_set_member_and_a_healthy_cluster_nothing(tmp_path):
     for weak, expected in (({"node07"}, ["node07"]), (set(), [])):
         with open_store(tmp_path / f"weak{len(weak)}.duckdb") as store:
@@ -118,6 +119,7 @@ def test_sizes_a_slow_set_cut_by_their_time_are_named_once_per_ordering(store):
     assert labels == ["node[05-08]"]
 
 
+@pytest.mark.slow
 def test_scale_runs_one_set_per_count_alone_and_stores_a_curve_per_ordering(store):
     cluster = SetCluster()
     target = Target(TWELVE, cluster)
@@ -133,6 +135,7 @@ def test_scale_runs_one_set_per_count_alone_and_stores_a_curve_per_ordering(stor
     assert curve.counts == [2, 4, 8, 12] and all(p.n == 2 for p in curve.points)
 
 
+@pytest.mark.slow
 def test_the_shuffled_curve_falling_behind_a_slow_uplink_is_a_scaling_loss_healthy_is_not(tmp_path):
     groups = {node: f"leaf{1 + i // 4}" for i, node in enumerate(TWELVE)}
     topology = {node: group for node, group in groups.items()}
@@ -212,6 +215,7 @@ def test_set_options_refuse_what_would_fail_the_step():
         SetsOptions(size=1)
 
 
+@pytest.mark.slow
 def test_the_sets_command_prints_the_table_and_the_weak_member_and_offers_it_all_as_json(scripted, tmp_path):
     scripted(SetCluster(weak={"node03"}), TWELVE)
     db = tmp_path / "cli.duckdb"

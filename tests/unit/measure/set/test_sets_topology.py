@@ -43,6 +43,7 @@ def _record_topology(store) -> None:
         store.set_topology(store.new_run("topology", source="topology:test", nodes=NODES), GROUPS)
 
 
+@pytest.mark.slow
 def test_packed_sets_keep_to_one_switch_striped_ones_span_all_three_and_run_slower_behind_the_uplink(store):
     _record_topology(store)
     cluster = slow_uplink_cluster()
@@ -124,6 +125,7 @@ def _render(view, width: int) -> str:
     return out.getvalue()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [60, 80, 120])
 def test_the_groups_table_fits_and_names_the_groups_each_set_spans(topology_dataset, width):
     text = _render(placed_sets_view(topology_dataset, width), width)
@@ -138,6 +140,7 @@ def test_the_groups_table_fits_and_names_the_groups_each_set_spans(topology_data
         assert "runs left out to fit 60 columns" in " ".join(text.split())
 
 
+@pytest.mark.slow
 def test_packed_and_striped_stand_side_by_side_with_their_variability(topology_dataset):
     text = _render(ordering_table_view(topology_dataset, None, True, ("packed", "striped")), 400)
     assert "packed against striped" in text and "striped %var" in text and "packed median" in text
@@ -172,6 +175,7 @@ def _common(tmp_path) -> list:
             "--db", tmp_path / "cli.duckdb"]
 
 
+@pytest.mark.slow
 def test_the_command_runs_packed_and_striped_with_a_topology_and_offers_it_as_json(scripted, tmp_path):
     topology = tmp_path / "leaves.txt"
     topology.write_text(TOPOLOGY_TEXT)
@@ -223,6 +227,7 @@ def test_the_check_accepts_packed_and_striped_orderings_and_scale_does_not():
         make_plan(stages=("sets",), add=("scale",), parameters=parse_settings(["scale.orderings=striped"]))
 
 
+@pytest.mark.slow
 def test_the_check_runs_packed_on_the_recorded_topology_and_refuses_without_one(store):
     cluster = slow_uplink_cluster()
     target = Target(NODES, cluster)
@@ -254,11 +259,13 @@ def _findings(store, weak=(), orderings=("packed", "striped")):
             if f.kind in ("weak-set-member", "set-contention")]
 
 
+@pytest.mark.slow
 def test_striped_sets_all_slow_behind_an_uplink_name_no_weak_member(store):
     # Every striped set crosses the slow uplink alike: no member stands out.
     assert _findings(store) == []
 
 
+@pytest.mark.slow
 def test_a_weak_node_is_named_with_packed_and_striped_runs_judged_beside_the_others(store):
     # Fixed orders alone keep a node with the same set-mates; with the
     # reshuffled runs beside them the weak node stands out.

@@ -31,6 +31,7 @@ def test_the_kernel_is_mpi_where_every_node_has_it_else_tcp():
     assert choose_kernel(Target(NODES, SyncCluster(without_mpi={"cn-a01"})), "mpi")[0] == KERNEL
 
 
+@pytest.mark.slow
 def test_an_mpi_set_run_is_launched_from_its_first_member_and_stored_per_set_and_per_rank(store):
     cluster = SyncCluster(slow={"cn-a06"})
     target = Target(NODES, cluster)
@@ -55,6 +56,7 @@ def test_an_mpi_set_run_is_launched_from_its_first_member_and_stored_per_set_and
     assert [p.ranks for p in scaling.points] == [2, 4, 8]
 
 
+@pytest.mark.slow
 def test_a_tcp_set_run_starts_every_members_rank_at_once(store):
     cluster = SyncCluster()
     target = Target(NODES, cluster)
@@ -81,6 +83,7 @@ def test_the_step_is_opt_in_and_takes_its_options_from_plans():
         make_options(step, {"kernel": "pvm"})
 
 
+@pytest.mark.slow
 def test_the_step_runs_its_orderings_and_says_which_kernel(store):
     cluster = SyncCluster(without_mpi={"cn-a02"})
     context = StepContext(store, Target(NODES, cluster), repetitions=1, timeout=60)
@@ -102,6 +105,7 @@ def test_options_refuse_what_the_kernel_cannot_run(options, message):
         SyncOptions(**options)
 
 
+@pytest.mark.slow
 def test_the_command_prints_the_tables_and_names_the_laggard(scripted, tmp_path):
     scripted(SyncCluster(slow={"cn-a03"}), NODES)
     db = tmp_path / "sync.duckdb"
@@ -114,6 +118,7 @@ def test_the_command_prints_the_tables_and_names_the_laggard(scripted, tmp_path)
     assert "sync-laggard" in text and "cn-a03 arrived last at MPI_Allreduce" in text
 
 
+@pytest.mark.slow
 def test_the_command_gives_it_all_as_json(scripted, tmp_path):
     scripted(SyncCluster(slow={"cn-a03"}, without_mpi={"cn-a01"}), NODES)
     result = invoke("sync", "--db", tmp_path / "s.duckdb", "--iterations", ITERATIONS, "--sizes", "4,8", "--json",

@@ -286,6 +286,7 @@ PRODUCERS = [config_documents, health_documents, stats_documents, common_documen
              process_documents, profile_documents, builder_documents]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("producer", PRODUCERS, ids=lambda p: p.__name__)
 def test_every_document_a_command_prints_is_valid(producer, tmp_path, monkeypatch, scripted):
     produced = list(producer(tmp_path=tmp_path, monkeypatch=monkeypatch, scripted=scripted))
@@ -297,17 +298,20 @@ def test_every_document_a_command_prints_is_valid(producer, tmp_path, monkeypatc
         validate(document, name)
 
 
+@pytest.mark.slow
 def test_stats_of_a_series_with_a_zero_is_json(tmp_path):
     validate(document_of(invoke("stats", "--json", "--db", stab_store(tmp_path, with_zero=True))), "stats")
 
 
 
+@pytest.mark.slow
 def test_dist_with_automatic_bins_is_valid(tmp_path):
     document = document_of(invoke("dist", "stream.triad", "--bins", "auto", "--json", "--db", stab_store(tmp_path)))
     assert document["histogram"]["bins"] == "auto"
     validate(document, "dist")
 
 
+@pytest.mark.slow
 def test_common_on_a_store_is_valid(tmp_path):
     write(tmp_path / "results" / "failed", "xhpl.x86_64.cn-a17.1\nmpi.x86_64.gpu003-gpu009.2\n")
     db = stab_store(tmp_path)
@@ -411,6 +415,7 @@ def test_a_document_of_the_wrong_type_fails_the_check_every_test_makes():
 # -- the schema itself --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_schema_generated_from_the_models_is_a_valid_draft_2020_12_schema():
     from importlib import resources
 
@@ -509,6 +514,7 @@ def test_every_document_is_produced_by_a_test_here():
 # -- oddnode schema -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_command_prints_the_schema_one_document_and_the_list():
     whole = invoke("schema")
     assert whole.exit_code == 0 and strict(whole.stdout) == load_schema()
