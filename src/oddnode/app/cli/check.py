@@ -4,6 +4,7 @@ a progress bar per benchmark and the verdict at the end."""
 from __future__ import annotations
 
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -66,6 +67,7 @@ from oddnode.measure.plan import (
     read_plan_file,
 )
 from oddnode.app.cli.nodes import print_unanswered
+from oddnode.app.cli.option_groups import option_group, with_option_groups
 from oddnode.app.cli.step_flags import FROM_FLAGS, StepFlags, check_step_flags, with_step_flags
 from oddnode.report import summaries
 from oddnode.core.atomic import check_target
@@ -244,51 +246,94 @@ def _testbed_noise() -> dict[str, object]:
     return capped_noise_options(quota, cpus)
 
 
+@option_group
+@dataclass(frozen=True)
+class PlanOptions:
+    """What makes a check's plan: a plan file, then the flags and --set over it."""
+
+    timeout: Annotated[Optional[float], typer.Option(
+        callback=positive_seconds,
+        help=f"Seconds the inventory probe may take on a node (default {CheckPlan.probe_timeout:g}).")] = None
+    expect: Annotated[Optional[Path], typer.Option(
+        "--expect", help="Expectations file (YAML): the facts, and the benchmarks: targets every node must reach.")] = None
+    plan_file: Annotated[Optional[Path], typer.Option(
+        "--plan", help="Plan file (YAML): stages, repetitions, skip, add, steps: {STEP: {OPTION: VALUE}}; "
+                       "flags and --set override it. --show-plan writes one.")] = None
+    settings: Annotated[Optional[list[str]], typer.Option(
+        "--set", help="A step's option, STEP.OPTION=VALUE (e.g. memory.threads=1, pairs.sizes=0,1024); "
+                      "repeatable; --show-plan lists them all.")] = None
+    stages: Annotated[Optional[str], typer.Option(
+        help="Stages after diagnostics, in this order: memory,noise,compute,disk,interconnect,sets (the default); "
+             "'none' for diagnostics only.")] = None
+    skip: Annotated[Optional[str], typer.Option(
+        help=f"Steps to leave out of their stage, comma-separated: {STEP_NAMES}.")] = None
+    add: Annotated[Optional[str], typer.Option(
+        "--with", help=f"Steps a check runs only when asked, comma-separated: {OPT_IN}.")] = None
+    repetitions: Annotated[Optional[int], typer.Option(
+        "--repetitions", "-r", help=f"Runs of each benchmark per node (default {CheckPlan.repetitions}).")] = None
+    benchmark_timeout: Annotated[Optional[float], typer.Option(
+        callback=positive_seconds,
+        help=f"Seconds one repetition may take on a node (default {CheckPlan.benchmark_timeout:g}).")] = None
+
+    def plan(self, step_flags: StepFlags, testbed: bool) -> CheckPlan:
+        """The plan of these options and the check's step flags given (each
+        sets step options, catalog.CHECK_FLAGS; --set any of them, a plan
+        file all); PlanError or ValueError for one they cannot make."""
+        flags = _settings(step_flags)
+        file = read_plan_file(self.plan_file) if self.plan_file else {}
+        if testbed:
+            # The testbed's nodes share capped CPUs: MPI ranks yield when idle
+            # (see reach/launch.py), unless the plan file says otherwise.
+            steps = file["steps"] = dict(file.get("steps") or {})
+            for step in ("sets", "scale", "sync"):
+                steps[step] = {"mpi_yield": True, **(steps.get(step) or {})}
+            # ... and the noise kernel keeps within each node's quota (measure/node/noise.py).
+            steps["noise"] = {**_testbed_noise(), **(steps.get("noise") or {})}
+        # --command names a program to run: its step runs without --with command.
+        wanted = _names(self.add)
+        if flags.get(COMMAND_STEP, {}).get("command") and COMMAND_STEP not in (wanted or ()):
+            wanted = (*(wanted or ()), COMMAND_STEP)
+        return make_plan(file, layered_parameters(flags, parse_settings(self.settings or ())),
+                         stages=_names(self.stages), skip=_names(self.skip), add=wanted,
+                         repetitions=self.repetitions, benchmark_timeout=self.benchmark_timeout,
+                         probe_timeout=self.timeout, expectations=str(self.expect) if self.expect else None)
+
+
+@option_group
+@dataclass(frozen=True)
+class DrainOptions:
+    """Whether a check drains in Slurm the nodes its findings name, and how far."""
+
+    drain: Annotated[bool, typer.Option(
+        "--drain", help="Drain in Slurm every node a finding at warning or above names (reason 'oddnode: ...'); "
+                        "nodes drained by someone else keep their reason.")] = False
+    drain_max: Annotated[Optional[int], typer.Option(
+        "--drain-max", help="Drain nothing when the findings name more nodes than this (default: a quarter of "
+                            "the checked nodes).")] = None
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="With --drain: print the scontrol commands instead of running them.")] = False
+
+    def check(self) -> None:
+        if self.dry_run and not self.drain:
+            raise typer.BadParameter("--dry-run shows what --drain would do: give both")
+
+
 def check_command(
     nodes: NodesOption = None, exclude: ExcludeOption = None, hostfile: HostfileOption = None,
     connection: Connection = FROM_OPTIONS,
-    timeout: Annotated[Optional[float], typer.Option(
-        callback=positive_seconds,
-        help=f"Seconds the inventory probe may take on a node (default {CheckPlan.probe_timeout:g}).")] = None,
     testbed: TestbedOption = False, db: DbOption = DEFAULT_DB,
-    expect: Annotated[Optional[Path], typer.Option(
-        "--expect", help="Expectations file (YAML): the facts, and the benchmarks: targets every node must reach.")] = None,
-    plan_file: Annotated[Optional[Path], typer.Option(
-        "--plan", help="Plan file (YAML): stages, repetitions, skip, add, steps: {STEP: {OPTION: VALUE}}; "
-                       "flags and --set override it. --show-plan writes one.")] = None,
-    settings: Annotated[Optional[list[str]], typer.Option(
-        "--set", help="A step's option, STEP.OPTION=VALUE (e.g. memory.threads=1, pairs.sizes=0,1024); "
-                      "repeatable; --show-plan lists them all.")] = None,
+    planning: PlanOptions = PlanOptions(),
     show_plan: Annotated[bool, typer.Option(
         "--show-plan", help="Print the plan, every option of every step, as YAML, and run nothing.")] = False,
-    stages: Annotated[Optional[str], typer.Option(
-        help="Stages after diagnostics, in this order: memory,noise,compute,disk,interconnect,sets (the default); "
-             "'none' for diagnostics only.")] = None,
-    skip: Annotated[Optional[str], typer.Option(
-        help=f"Steps to leave out of their stage, comma-separated: {STEP_NAMES}.")] = None,
-    add: Annotated[Optional[str], typer.Option(
-        "--with", help=f"Steps a check runs only when asked, comma-separated: {OPT_IN}.")] = None,
-    repetitions: Annotated[Optional[int], typer.Option(
-        "--repetitions", "-r", help=f"Runs of each benchmark per node (default {CheckPlan.repetitions}).")] = None,
     keep_going: Annotated[bool, typer.Option(
         "--continue", help="Run the next stage even when one has warnings.")] = False,
     resume: Annotated[bool, typer.Option(
         help="Go on with the newest unfinished check in --db (its nodes and plan).")] = False,
-    benchmark_timeout: Annotated[Optional[float], typer.Option(
-        callback=positive_seconds,
-        help=f"Seconds one repetition may take on a node (default {CheckPlan.benchmark_timeout:g}).")] = None,
     step_flags: StepFlags = FROM_FLAGS,
     html: Annotated[Optional[Path], typer.Option(help="HTML report (default: oddnode-report.html).")] = Path("oddnode-report.html"),
     json_out: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
     junit: JunitOption = None,
-    drain: Annotated[bool, typer.Option(
-        "--drain", help="Drain in Slurm every node a finding at warning or above names (reason 'oddnode: ...'); "
-                        "nodes drained by someone else keep their reason.")] = False,
-    drain_max: Annotated[Optional[int], typer.Option(
-        "--drain-max", help="Drain nothing when the findings name more nodes than this (default: a quarter of "
-                            "the checked nodes).")] = None,
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="With --drain: print the scontrol commands instead of running them.")] = False,
+    draining: DrainOptions = DrainOptions(),
     wide: WideOption = False,
     max_minutes: MaxMinutesOption = None,
     topology: TopologyOption = None,
@@ -308,33 +353,13 @@ def check_command(
 
     command = command_line()
     out = err_console if json_out else console
-    # Each step flag sets step options (catalog.CHECK_FLAGS); --set sets any of them, a plan file all.
-    flags = _settings(step_flags)
     try:
-        file = read_plan_file(plan_file) if plan_file else {}
-        if testbed:
-            # The testbed's nodes share capped CPUs: MPI ranks yield when idle
-            # (see reach/launch.py), unless the plan file says otherwise.
-            steps = file["steps"] = dict(file.get("steps") or {})
-            for step in ("sets", "scale", "sync"):
-                steps[step] = {"mpi_yield": True, **(steps.get(step) or {})}
-            # ... and the noise kernel keeps within each node's quota (measure/node/noise.py).
-            steps["noise"] = {**_testbed_noise(), **(steps.get("noise") or {})}
-        # --command names a program to run: its step runs without --with command.
-        wanted = _names(add)
-        if flags.get(COMMAND_STEP, {}).get("command") and COMMAND_STEP not in (wanted or ()):
-            wanted = (*(wanted or ()), COMMAND_STEP)
-        plan = make_plan(file,
-                         layered_parameters(flags, parse_settings(settings or ())),
-                         stages=_names(stages), skip=_names(skip), add=wanted, repetitions=repetitions,
-                         benchmark_timeout=benchmark_timeout, probe_timeout=timeout,
-                         expectations=str(expect) if expect else None)
+        plan = planning.plan(step_flags, testbed)
         sensitivity = Sensitivity(alpha=alpha, min_effect=min_effect)
         refuse_both_on_stdout(junit, json_out)
     except (PlanError, ValueError) as err:
         raise fail(str(err)) from None
-    if dry_run and not drain:
-        raise typer.BadParameter("--dry-run shows what --drain would do: give both")
+    draining.check()
     if resume and (nodes or hostfile or exclude or testbed):
         raise fail("--resume goes on with the nodes of the interrupted check: name none")
     with user_errors():  # the node options read before anything is shown, opened or run
@@ -385,11 +410,11 @@ def check_command(
     # exits 3 with the way to go on.
     stopped = budget.stopped = result.budget_stopped
     drained = None
-    if drain and not stopped:
+    if draining.drain and not stopped:
         from oddnode.app.cli.health import drain_for_check
 
-        drained = drain_for_check(result.analysis.problems, len(target.nodes), dry_run=dry_run, limit=drain_max,
-                                  out=out, check_id=result.check_id)
+        drained = drain_for_check(result.analysis.problems, len(target.nodes), dry_run=draining.dry_run,
+                                  limit=draining.drain_max, out=out, check_id=result.check_id)
     try:
         _report(result, target, db, html, json_out or junit == STDOUT, wide, junit == STDOUT, drained, budget)
     except typer.Exit as verdict:
@@ -403,4 +428,4 @@ def check_command(
 
 def register(app: typer.Typer) -> None:
     # The step flags made now, from the steps registered when the command line is built.
-    app.command("check")(with_step_flags(check_command, check_step_flags()))
+    app.command("check")(with_step_flags(with_option_groups(check_command), check_step_flags()))
