@@ -71,7 +71,7 @@ test: install
 	[ $$unit -eq 0 ] && [ $$kernels -eq 0 ] && [ $$timing -eq 0 ] && [ $$testbed -eq 0 ]
 
 # The unit tier's quick loop, under two minutes on 2 cores: every unit test
-# but those marked slow (half a second or more each: the whole command line
+# but those marked slow (0.3 s or more each on 2 shared cores: the command line
 # in a subprocess, thousands of nodes, many seeds; `make test` runs them).
 test-fast: install
 	$(BIN)/python -m pytest -q -n auto -m "not slow" tests/unit
