@@ -55,6 +55,7 @@ class SetCluster:
         self.slow_groups = slow_groups or {}  # node -> its group, for groups behind a slow uplink
         self.prepared: list[list[str]] = []
         self.rounds: list[dict[str, list[str]]] = []
+        self.starts: list[dict[str, tuple[str, ...]]] = []  # per round: node -> its --start-at option, if any
 
     def run(self, nodes, argv, *, timeout):
         if PREPARE_OPTION in argv:
@@ -81,6 +82,7 @@ class SetCluster:
     def run_each(self, commands, *, timeout):
         round_members = {}
         results = {}
+        self.starts.append({node: tuple(a for a in argv if a.startswith("--start-at=")) for node, argv in commands.items()})
         for index, (node, argv) in enumerate(sorted(commands.items())):
             members = self.members(job_spec(argv))
             assert members[0] == node

@@ -163,8 +163,12 @@ def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, famil
     parse = cuts.noting(job.parse)
     for done, (repetition, sets) in enumerate(rounds, start=1):
         sent = time.time()
-        commands = {node: with_runner_options(argv, start_option(sent + lead))
-                    for members in sets for node, argv in job.commands(members).items()}
+        jobs = {node: argv for members in sets for node, argv in job.commands(members).items()}
+        # Processes of one round start together (the sets that contend, the
+        # ranks of one set that the transport starts); one alone, as a set
+        # that mpirun launches on a cluster of its own, starts at once.
+        start = (start_option(sent + lead),) if len(jobs) > 1 else ()
+        commands = {node: with_runner_options(argv, *start) for node, argv in jobs.items()}
         results = target.transport.run_each(commands, timeout=timeout + lead)
         lead = start_lead(results, sent)
         batch = ResultBatch()

@@ -135,6 +135,16 @@ def test_scale_runs_one_set_per_count_alone_and_stores_a_curve_per_ordering(stor
     assert curve.counts == [2, 4, 8, 12] and all(p.n == 2 for p in curve.points)
 
 
+def test_the_sets_of_a_round_start_together_and_a_set_alone_at_once(store):
+    cluster = SetCluster()
+    target = Target(TWELVE, cluster)
+    run_sets(store, target, job_for(target, 4), "sorted", 1, size=4)
+    run_scale(store, target, job_for(target, 12), "sorted", 1, counts=[2, 12])
+    together, *alone = cluster.starts
+    assert len(together) == 3 and len(set(together.values())) == 1 and all(together.values())
+    assert alone == [{"node01": ()}, {"node01": ()}]
+
+
 @pytest.mark.slow
 def test_the_shuffled_curve_falling_behind_a_slow_uplink_is_a_scaling_loss_healthy_is_not(tmp_path):
     groups = {node: f"leaf{1 + i // 4}" for i, node in enumerate(TWELVE)}
