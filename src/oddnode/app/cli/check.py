@@ -314,6 +314,7 @@ class DrainOptions:
         "--dry-run", help="With --drain: print the scontrol commands instead of running them.")] = False
 
     def check(self) -> None:
+        """Refuse a dry run without a drain, before anything runs."""
         if self.dry_run and not self.drain:
             raise typer.BadParameter("--dry-run shows what --drain would do: give both")
 
