@@ -66,18 +66,18 @@ def pytest_collection_modifyitems(items):
 
 # The modules of ours that hold the JSON printer, found again only when a
 # module has been imported since (a scan of every module before each of
-# thousands of tests took seconds): (modules loaded, printer) -> holders.
-_holders: dict[tuple[int, int], list] = {}
+# thousands of tests took seconds): ((modules loaded, printer), holders).
+_holders: tuple[tuple[int, int], list] = ((0, 0), [])
 
 
 def _modules_holding(printer) -> list:
+    global _holders
     key = (len(sys.modules), id(printer))
-    if key not in _holders:
-        _holders.clear()
-        _holders[key] = [module for module in list(sys.modules.values())
-                         if module is not None and module.__name__.startswith("oddnode.")
-                         and getattr(module, "print_json", None) is printer]
-    return _holders[key]
+    if _holders[0] != key:
+        _holders = (key, [module for module in list(sys.modules.values())
+                          if module is not None and module.__name__.startswith("oddnode.")
+                          and getattr(module, "print_json", None) is printer])
+    return _holders[1]
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,6 @@
 """Options that belong together, taken by a command as one typed parameter.
 
-A command declares ``drain: DrainOptions = DrainOptions()``, where
+A command declares ``draining: DrainOptions = DrainOptions()``, where
 ``DrainOptions`` is a frozen dataclass marked with ``option_group`` whose
 fields are annotated as typer options; ``with_option_groups`` shows each
 field as an option of its own, where the parameter stands, and hands the
