@@ -1,3 +1,3 @@
-from oddnode.main import main
+from oddnode.start import main
 
 main()

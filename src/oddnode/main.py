@@ -4,8 +4,9 @@ testbed on top.  The testbed is the top layer: it adds its command group
 the command line below it imports nothing of it.
 
 The app loads a family of commands only when one of them is used, from
-the index in oddnode.command_index, so that ``oddnode --help`` and
-completion load no library.  ``python -m oddnode.main`` rewrites the index
+the index in oddnode.command_index, which also holds what ``oddnode
+--help`` and the completion of a command's name print before the app
+loads at all (oddnode.start).  ``python -m oddnode.main`` rewrites the index
 (``make man`` runs it) after a command is added or changed; a unit test
 says when that is due."""
 
@@ -15,9 +16,9 @@ import functools
 import sys
 from pathlib import Path
 
-from oddnode.app.cli import Registration, build_app, build_lazy_app, command_index, run
 from oddnode.app.cli.common import register_testbed
 from oddnode.app.cli.lazy import CommandEntry, index_source
+from oddnode.app.cli.root import Registration, build_app, build_lazy_app, command_index, root_index, run
 
 # The families of this layer's commands.
 TESTBED = (Registration("oddnode.testbed.cli"),)
@@ -50,7 +51,7 @@ def full_app():
 
 def written_index() -> str:
     """The index as the families give it now."""
-    return index_source(command_index(TESTBED), INDEX_DOCSTRING)
+    return index_source(command_index(TESTBED), root_index(), INDEX_DOCSTRING)
 
 
 def __getattr__(name: str):

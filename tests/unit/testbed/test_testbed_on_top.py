@@ -9,7 +9,8 @@ import typer
 from typer.testing import CliRunner
 
 import oddnode.main  # registers the testbed, before a test here takes it away and puts it back
-from oddnode.app.cli import build_app, common
+from oddnode.app.cli import common
+from oddnode.app.cli.root import build_app
 
 
 @pytest.mark.parametrize("args", [["inventory", "--testbed"], ["check", "--testbed"],

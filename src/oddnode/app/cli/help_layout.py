@@ -78,6 +78,12 @@ def _fold_in_layout() -> None:
     rich_utils._get_parameter_help = folding
 
 
+def prepare_help(command, ctx) -> None:
+    """Lay ``command``'s help out readably: long words folded, plain metavars."""
+    _fold_in_layout()
+    _plain_metavars(command, ctx)
+
+
 def readable_help() -> None:
     """From the first help a command prints on, fold long words in option
     help and name values plainly.  Where typer lays help out another way
@@ -90,8 +96,7 @@ def readable_help() -> None:
             continue
 
         def readable_format_help(self, ctx, formatter, _format_help=format_help):
-            _fold_in_layout()
-            _plain_metavars(self, ctx)
+            prepare_help(self, ctx)
             return _format_help(self, ctx, formatter)
 
         setattr(readable_format_help, _INSTALLED, True)

@@ -16,7 +16,10 @@ from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
+
+from oddnode.app.cli.help_layout import prepare_help
+from oddnode.app.cli.quick import CommandEntry, Root, RootOption, StyledText
 
 
 class Registration(NamedTuple):
@@ -24,17 +27,6 @@ class Registration(NamedTuple):
 
     module: str
     function: str = "register"
-
-
-class CommandEntry(NamedTuple):
-    """One command as the index keeps it: enough to list it and to load it."""
-
-    name: str
-    module: str
-    function: str
-    panel: str | None
-    hidden: bool
-    help: str
 
 
 def register_family(app: typer.Typer, registration: Registration) -> None:
@@ -60,16 +52,70 @@ def command_entries(registrations: Sequence[Registration], prepare=None) -> list
     for registration in registrations:
         for name, command in load_family(registration, prepare).commands.items():
             panel = getattr(command, "rich_help_panel", None)  # typer's placeholder where none was given
+            help_text = command.short_help or command.help or ""
             (groups if isinstance(command, TyperGroup) else entries).append(CommandEntry(
                 name, registration.module, registration.function, panel if isinstance(panel, str) else None,
-                bool(command.hidden), command.short_help or command.help or ""))
+                bool(command.hidden), help_text, TyperCommand(name, help=help_text).get_short_help_str()))
     return entries + groups
 
 
-def index_source(entries: Sequence[CommandEntry], docstring: str) -> str:
-    """The index as a Python module of plain tuples, which loads nothing."""
+def _styled(text) -> StyledText:
+    return StyledText(text.plain, str(text.style), tuple((span.start, span.end, str(span.style))
+                                                         for span in text.spans), text.overflow)
+
+
+def root_listing(group: TyperGroup, program: str = "oddnode") -> Root | None:
+    """What the root's help shows besides its commands, as quick.print_help
+    needs it; None where that help would not be typer's (arguments, an
+    epilog, markdown), so that the command line answers itself."""
+    from rich.text import Text
+    from typer import rich_utils
+
+    ctx = group.make_context(program, [], resilient_parsing=True)
+    prepare_help(group, ctx)
+    if group.epilog or group.deprecated or group.rich_markup_mode != "rich":
+        return None
+    options = []
+    for param in group.get_params(ctx):
+        if getattr(param, "hidden", False):
+            continue
+        if not isinstance(param, TyperOption):
+            return None
+        help_items = rich_utils._get_parameter_help(param=param, ctx=ctx, markup_mode="rich").renderables
+        if not all(isinstance(item, Text) for item in help_items):
+            return None
+        value = param.display_type_rich(ctx=ctx) or ""
+        value_range = param._get_number_range_help_str()
+        options.append(RootOption(
+            getattr(param, "rich_help_panel", None),
+            *(",".join(name for name in names if ("--" in name) == long)
+              for names in (param.opts, param.secondary_opts) for long in (True, False)),
+            value + (f" [{value_range}]" if value_range else ""), bool(param.required),
+            tuple(_styled(item) for item in help_items)))
+    return Root(" ".join(group.collect_usage_pieces(ctx)), group.help or "", tuple(ctx.help_option_names),
+                bool(group.no_args_is_help), tuple(options))
+
+
+def _plain_tuples(value):
+    """Named tuples as plain ones, to be written as literals that load nothing."""
+    return tuple(_plain_tuples(item) for item in value) if isinstance(value, tuple) else value
+
+
+def index_source(entries: Sequence[CommandEntry], root: Root | None, docstring: str) -> str:
+    """The index as a Python module of plain tuples, which loads nothing:
+    the commands, and the root's usage, help and options (quick.Root)."""
     rows = "".join(f"    {tuple(entry)!r},\n" for entry in entries)
-    return f'"""{docstring}"""\n\n# (name, module, function, help panel, hidden, help)\nCOMMANDS = (\n{rows})\n'
+    if root is None:
+        root_source = "None"
+    else:
+        head = "".join(f"    {field!r},\n" for field in root[:-1])
+        options = "".join(f"        {_plain_tuples(option)!r},\n" for option in root.options)
+        root_source = f"(\n{head}    (\n{options}    ),\n)"
+    return (f'"""{docstring}"""\n\n# (name, module, function, help panel, hidden, help, short help)\n'
+            f"COMMANDS = (\n{rows})\n\n"
+            f"# (usage, help, help options, no arguments is help, options: (panel, long, short, negative long,\n"
+            f"# negative short, value, required, help texts: (text, style, spans, overflow)))\n"
+            f"ROOT = {root_source}\n")
 
 
 class _Commands(Mapping):

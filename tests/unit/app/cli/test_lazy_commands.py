@@ -82,7 +82,8 @@ def test_a_wrong_name_is_still_suggested_its_neighbour():
 
 
 def test_commands_registered_on_the_root_app_sit_beside_the_index():
-    entries = [CommandEntry("greet", "tests.unit.app.cli.no_such_module", "register", None, False, "Say hello.")]
+    entries = [CommandEntry("greet", "tests.unit.app.cli.no_such_module", "register", None, False, "Say hello.",
+                            "Say hello.")]
     app = typer.Typer(cls=lazy_group_class(entries))
     app.callback()(lambda: None)
 

@@ -12,7 +12,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from oddnode.app.cli import build_app
+from oddnode.app.cli.root import build_app
 from oddnode.app.cli.common import positive_seconds, seconds_or_zero
 from oddnode.measure import catalog
 from oddnode.measure.steps import Step, StepOutcome, check_flag, option, option_help, register_step, shown_default
