@@ -3,7 +3,7 @@ loading any: written by ``python -m oddnode.main`` (``make man``); do not edit."
 
 # (name, module, function, help panel, hidden, help, short help)
 COMMANDS = (
-    ('export', 'oddnode.app.cli.analysis', 'register', 'Results and statistics', False, 'Export benchmarks back to plot files, every table to CSV, Parquet or\nJSON, or the verdict per node to a Prometheus textfile.', 'Export benchmarks back to plot files,...'),
+    ('export', 'oddnode.app.cli.analysis', 'register', 'Results and statistics', False, 'Export benchmarks to plot files, tables to CSV, Parquet or JSON, the verdict per node to Prometheus.\n\nBenchmarks go back to STAB plot files, every table to CSV, Parquet or\nJSON, or the verdict per node to a Prometheus textfile.', 'Export benchmarks to plot files, tables to...'),
     ('stats', 'oddnode.app.cli.analysis', 'register', 'Results and statistics', False, "Descriptive statistics per benchmark metric (STAB's anal).\n\nn, low, high, %variability, mean, median, std dev; a benchmark with\nseveral metrics (a pair pattern's message sizes) gets a row for each.", 'Descriptive statistics per benchmark...'),
     ('dist', 'oddnode.app.cli.analysis', 'register', 'Results and statistics', False, "Distribution of one benchmark (STAB's dplot).\n\nA text histogram, the chi-squared fit to the normal, normality, skew\nand dip tests.", "Distribution of one benchmark (STAB's dplot)."),
     ('findn', 'oddnode.app.cli.analysis', 'register', 'Results and statistics', False, 'Chi-squared fit to the normal over many bin counts, to see how bin choice sways it.', 'Chi-squared fit to the normal over many...'),

@@ -126,7 +126,9 @@ def export_command(
     db: DbOption = DEFAULT_DB,
     benchmark: Annotated[Optional[list[str]], typer.Option(help="Only these benchmarks (plot format).")] = None,
 ) -> None:
-    """Export benchmarks back to plot files, every table to CSV, Parquet or
+    """Export benchmarks to plot files, tables to CSV, Parquet or JSON, the verdict per node to Prometheus.
+
+    Benchmarks go back to STAB plot files, every table to CSV, Parquet or
     JSON, or the verdict per node to a Prometheus textfile."""
     from oddnode.judge.analysis import analyze
     from oddnode.store.exports import export_plot_files, export_tables
