@@ -53,7 +53,7 @@ def main() -> None:
     seconds = {label: best_of(argv, env, args.rounds) for label, argv, env in CASES}
     reference = seconds[CASES[0][0]]
     for label, taken in seconds.items():
-        print(f"{label:42s} {taken:6.3f} s   {taken / reference:5.1f}x the interpreter's start")
+        print(f"{label:46s} {taken:6.3f} s   {taken / reference:5.1f}x the interpreter's start")
     for label in (CASES[1][0], CASES[2][0], CASES[3][0]):
         met = seconds[label] <= GOAL_SECONDS
         print(f"goal: {label} <= {GOAL_SECONDS} s -> {'met' if met else 'NOT met'} ({seconds[label]:.3f} s)")
