@@ -8,10 +8,11 @@ import sys
 
 
 def main() -> None:
+    from oddnode import command_index
     from oddnode.app.cli.quick import answer
-    from oddnode.command_index import COMMANDS, ROOT
 
-    status = answer(sys.argv[1:], COMMANDS, ROOT)
+    # An index written before it held the root answers nothing here.
+    status = answer(sys.argv[1:], command_index.COMMANDS, getattr(command_index, "ROOT", None))
     if status is not None:
         sys.exit(status)
     from oddnode.main import main as command_line
