@@ -636,12 +636,12 @@ def read_topology(path: Optional[Path], testbed: bool = False) -> tuple[dict[str
     """Node -> group from a --topology value (a file or a ClusterShell group
     spec; the testbed's file when none is given), and its source: the path for
     oddnode's own file, slurm:PATH or clustershell:SPEC for the others."""
-    from oddnode.core.topology import load_topology
-
     if path is None and testbed:
         path = registered_testbed().running().topology
     if path is None:
         return None
+    from oddnode.core.topology import load_topology  # its parsers only where a topology is given
+
     topology = load_topology(path)
     return topology.groups, topology.source
 
