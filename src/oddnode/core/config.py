@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from oddnode.core.connection import DEFAULT_CONNECT_TIMEOUT, DEFAULT_FANOUT
 from oddnode.core.inputs import InputError, parse_yaml, quote, read_text
 
@@ -156,6 +154,8 @@ def parse_config(text: str, source: str, base: Path) -> dict[str, Setting]:
     """The settings one file's text gives, checked; ``source`` names it in
     errors and origins.  A key given twice, or YAML nested past the limit
     of oddnode.core.inputs, is refused."""
+    import yaml  # only where a file is read: every command loads the settings, few have a file
+
     try:
         data = parse_yaml(text, source)
         root = yaml.compose(text, Loader=yaml.SafeLoader)

@@ -425,10 +425,12 @@ def _gib(kb: float) -> str:
 
 def sampled_reports(dataset: Dataset) -> dict[str, NodeAffinity]:
     """The sampler reports the dataset carries (the newest of each node)."""
+    carried = dataset.details.get(AFFINITY_DETAILS, {})
+    if not carried:  # every analysis asks; most datasets carry none, and need not import the reader
+        return {}
     from oddnode.readings.affinity import node_affinity_from_json
 
-    return {node: node_affinity_from_json(node, entries[-1])
-            for node, entries in dataset.details.get(AFFINITY_DETAILS, {}).items() if entries}
+    return {node: node_affinity_from_json(node, entries[-1]) for node, entries in carried.items() if entries}
 
 
 @rule("oversubscribed-core")

@@ -1036,14 +1036,16 @@ class Store:
         """Node -> its newest affinity sampler report (a node sampled again
         alone replaces its own), each checked as the sampler's output is: a
         StoreError names the node and run of one that is not."""
-        from oddnode.readings.affinity import node_affinity_from_json
-
         self.check_names()
         rows = self.con.execute(f"""
             WITH latest AS (SELECT node, max(run_id) AS run_id FROM affinity_samples WHERE {self._visible()}
                             GROUP BY node)
             SELECT node, run_id, report FROM affinity_samples JOIN latest USING (node, run_id) ORDER BY node
         """).fetchall()
+        if not rows:  # every load_dataset asks; most stores hold none, and need not import the checker
+            return {}
+        from oddnode.readings.affinity import node_affinity_from_json
+
         reports = {}
         for node, run_id, text in rows:
             where = f"{self.path} (affinity report of {node}, run {run_id})"

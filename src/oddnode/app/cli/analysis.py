@@ -401,21 +401,29 @@ def judge(paths: list[Path] | None, location: Path, groups, sensitivity, nodes: 
     (for the JSON and the HTML report, which show them) the store's sweeps
     are judged and its profiles read too."""
     from oddnode.findings.registry import sort_findings
-    from oddnode.findings.targets import check_targets, load_targets
     from oddnode.judge.analysis import analyze as analyze_dataset
-    from oddnode.judge.sweep import judge_stored_sweeps
     from oddnode.store.stab import import_stab
     from oddnode.store import StoreError, open_store
 
-    targets = load_targets(expect) if expect is not None else []  # a bad file refused before the work
+    # The targets (with yaml) and the sweeps' judgement are imported only
+    # where asked for: each costs every plain analyze tens of milliseconds.
+    targets = []
+    if expect is not None:
+        from oddnode.findings.targets import load_targets
+
+        targets = load_targets(expect)  # a bad file refused before the work
 
     def analyze(store):
         dataset = judged_part(load_as_of(store, run, since), nodes, exclude)
         result = analyze_dataset(dataset, sensitivity, require_data=True)
         if targets and dataset.series:  # no results at all is the no-data finding's, not a bad file
+            from oddnode.findings.targets import check_targets
+
             result.findings = sort_findings(result.findings + check_targets(targets, dataset.series))
         if not sections:
             return result
+        from oddnode.judge.sweep import judge_stored_sweeps
+
         # Each sweep judged whole and at its own alpha, as `oddnode sweep --stored` judges it: it compares
         # a few settings, not hundreds of nodes, and its settings are no nodes to subset.
         with store.as_of(run, since):

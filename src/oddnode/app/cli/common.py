@@ -300,6 +300,14 @@ def exit_for_findings(findings: Iterable[Any], *, problems: bool = False) -> Non
         raise typer.Exit(code=int(ExitStatus.FINDINGS))
 
 
+def loaded_error(module: str, name: str) -> tuple[type[BaseException], ...]:
+    """The exception class ``name`` of ``module`` when that module is loaded,
+    else none: an error of a module never imported cannot have been raised,
+    so a handler need not import the module (and what it loads) to catch it."""
+    error = getattr(sys.modules.get(module), name, None)
+    return (error,) if error is not None else ()
+
+
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Turn the library's errors into one clear line: the input's, or a
@@ -310,14 +318,16 @@ def user_errors() -> Iterator[None]:
     from oddnode.store.exports import ExportError
     from oddnode.core.nodes import NodeNameError
     from oddnode.store import StoreError, StoreUnavailable
-    from oddnode.app.synth import SynthError
-    from oddnode.reach import TransportError
 
+    # The transports' error only where they were loaded: importing
+    # oddnode.reach loads every transport and ClusterShell's Task, which
+    # most commands (analyze) never use.  oddnode.app.synth's SynthError
+    # is a ValueError.
     try:
         yield
-    except (StoreUnavailable, TransportError, OutputUnwritable) as err:
+    except (StoreUnavailable, OutputUnwritable, *loaded_error("oddnode.reach.base", "TransportError")) as err:
         raise could_not_run(str(err)) from None
-    except (InputError, StoreError, ExportError, NodeNameError, SynthError, KeyError, ValueError) as err:
+    except (InputError, StoreError, ExportError, NodeNameError, KeyError, ValueError) as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         raise fail(message) from None
 
@@ -626,12 +636,12 @@ def read_topology(path: Optional[Path], testbed: bool = False) -> tuple[dict[str
     """Node -> group from a --topology value (a file or a ClusterShell group
     spec; the testbed's file when none is given), and its source: the path for
     oddnode's own file, slurm:PATH or clustershell:SPEC for the others."""
-    from oddnode.core.topology import load_topology
-
     if path is None and testbed:
         path = registered_testbed().running().topology
     if path is None:
         return None
+    from oddnode.core.topology import load_topology  # its parsers only where a topology is given
+
     topology = load_topology(path)
     return topology.groups, topology.source
 
