@@ -50,7 +50,7 @@ demo: install
 # quotas and wait on their shaped links most of the time, so the unit tests
 # take the CPU time the testbed leaves: on 2 cores the testbed tier takes
 # 44-51 minutes, the unit tier 9-12 beside it.  Its time is the tests' own
-# (98 tests; bringing up and down all 14 testbeds takes a minute in all),
+# (99 tests; bringing up and down all 14 testbeds takes a minute in all),
 # each sized to the statistics its fault needs.  (Two workers, each with a
 # testbed of its own, `-n 2 --dist loadgroup`, take about 60% of the time,
 # but on 2 CPUs the two testbeds' busy moments coincide and a timing-based
