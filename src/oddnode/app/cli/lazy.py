@@ -59,19 +59,14 @@ def command_entries(registrations: Sequence[Registration], prepare=None) -> list
     return entries + groups
 
 
-def _styled(text) -> StyledText:
-    return StyledText(text.plain, str(text.style), tuple((span.start, span.end, str(span.style))
-                                                         for span in text.spans), text.overflow)
-
-
-def root_listing(group: TyperGroup, program: str = "oddnode") -> Root | None:
+def root_listing(group: TyperGroup) -> Root | None:
     """What the root's help shows besides its commands, as quick.print_help
     needs it; None where that help would not be typer's (arguments, an
     epilog, markdown), so that the command line answers itself."""
     from rich.text import Text
     from typer import rich_utils
 
-    ctx = group.make_context(program, [], resilient_parsing=True)
+    ctx = group.make_context("oddnode", [], resilient_parsing=True)
     prepare_help(group, ctx)
     if group.epilog or group.deprecated or group.rich_markup_mode != "rich":
         return None
@@ -91,7 +86,7 @@ def root_listing(group: TyperGroup, program: str = "oddnode") -> Root | None:
             *(",".join(name for name in names if ("--" in name) == long)
               for names in (param.opts, param.secondary_opts) for long in (True, False)),
             value + (f" [{value_range}]" if value_range else ""), bool(param.required),
-            tuple(_styled(item) for item in help_items)))
+            tuple(StyledText.of(item) for item in help_items)))
     return Root(" ".join(group.collect_usage_pieces(ctx)), group.help or "", tuple(ctx.help_option_names),
                 bool(group.no_args_is_help), tuple(options))
 

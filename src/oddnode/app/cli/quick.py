@@ -40,6 +40,19 @@ class StyledText(NamedTuple):
     spans: tuple[tuple[int, int, str], ...]
     overflow: str | None
 
+    @classmethod
+    def of(cls, text) -> StyledText:
+        """The data of a rich ``Text``."""
+        return cls(text.plain, str(text.style), tuple((span.start, span.end, str(span.style)) for span in text.spans),
+                   text.overflow)
+
+    def text(self):
+        """The rich ``Text`` again."""
+        from rich.text import Span, Text
+
+        return Text(self.plain, style=self.style, overflow=self.overflow,
+                    spans=[Span(start, end, style) for start, end, style in self.spans])
+
 
 class RootOption(NamedTuple):
     """An option of the root command as its help shows it."""
@@ -130,7 +143,7 @@ def _usage_line(program: str, usage: str) -> str | None:
     return line if len(line) <= width else None
 
 
-def help_console(*, stderr: bool = False):
+def help_console():
     """A console as typer's help has it: its theme, highlighter, colours,
     width (TERMINAL_WIDTH) and terminal forced by FORCE_COLOR and the like."""
     from rich.console import Console
@@ -141,7 +154,7 @@ def help_console(*, stderr: bool = False):
         forced = False
     width = os.environ.get("TERMINAL_WIDTH")
     return Console(theme=Theme(_THEME), highlighter=_highlighter(_OPTION_PATTERNS), color_system="auto",
-                   force_terminal=forced, width=int(width) if width else None, stderr=stderr)
+                   force_terminal=forced, width=int(width) if width else None)
 
 
 @functools.cache
@@ -161,13 +174,6 @@ def _rich_text(text: str, style: str = ""):
     text = inspect.cleandoc(text)
     made = Text.from_ansi(text, style=style) if "\033[" in text else Text.from_markup(text, style=style)
     return _highlighter(_OPTION_PATTERNS)(made)
-
-
-def _styled(text: StyledText):
-    from rich.text import Span, Text
-
-    return Text(text.plain, style=text.style, overflow=text.overflow,
-                spans=[Span(start, end, style) for start, end, style in text.spans])
 
 
 def _help_text(help_text: str):
@@ -210,7 +216,7 @@ def _options_panel(title: str, options: Sequence[RootOption]):
     for option in options:
         row = [names(option.long), names(option.short), negative(option.negative_long),
                negative(option.negative_short), types(Text(option.value, style="bold yellow", overflow="fold")),
-               Columns([_styled(text) for text in option.help])]
+               Columns([text.text() for text in option.help])]
         if required:
             row.insert(0, Text("*", style="red") if option.required else "")
         table.add_row(*row)
