@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterable, Iterator, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterable, Iterator, Mapping, Optional, Protocol, Sequence
 
 import typer
 from rich.console import Console
@@ -547,20 +547,28 @@ SITE_ONLY = frozenset({"ssh_config", "transport", "topology", "user"})
 TOPOLOGY_OPTIONS = (TopologyOption, StoredTopologyOption)
 
 
-def in_place_of(signature: inspect.Signature, name: str,
-                replacements: Iterable[tuple[str, Any, Any]]) -> list[inspect.Parameter]:
-    """``signature``'s parameters with the one called ``name`` replaced, where
-    it stands, by ``replacements`` (name, annotation, default): how one
-    typed parameter of a command (its connection, its step options) becomes
+def splice_parameters(wrapper: Callable, signature: inspect.Signature, hints: Mapping[str, Any],
+                      replacements: Mapping[str, Sequence[tuple[str, Any, Any]]],
+                      added: Mapping[str, Any] | None = None) -> None:
+    """Give ``wrapper`` a command's ``signature`` and type ``hints`` with each
+    parameter named in ``replacements`` replaced, where it stands, by its
+    (name, annotation, default) options, and the keyword-only parameters
+    ``added`` (name -> annotation) last: how one typed parameter of a
+    command (its connection, its step options, an option group) becomes
     the several options the command line shows."""
+    added = dict(added or {})
     parameters = []
     for parameter in signature.parameters.values():
-        if parameter.name == name:
+        if parameter.name in replacements:
             parameters += [inspect.Parameter(new, parameter.kind, annotation=annotation, default=default)
-                           for new, annotation, default in replacements]
+                           for new, annotation, default in replacements[parameter.name]]
         else:
             parameters.append(parameter)
-    return parameters
+    parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation)
+                   for name, annotation in added.items()]
+    wrapper.__signature__ = signature.replace(parameters=parameters)
+    wrapper.__annotations__ = {name: hint for name, hint in hints.items() if name not in replacements} | {
+        new: annotation for options in replacements.values() for new, annotation, _ in options} | added
 
 
 def with_configuration(command: Callable) -> Callable:
@@ -576,8 +584,6 @@ def with_configuration(command: Callable) -> Callable:
     reaches_nodes = hints.get("connection") is Connection
     if not reaches_nodes and not names & set(CONFIGURED_PARAMETERS):
         return command
-    if reaches_nodes:
-        hints = {name: hint for name, hint in hints.items() if name != "connection"} | CONNECTION_OPTIONS
     added = {"oddnode_context": typer.Context}
 
     @functools.wraps(command)
@@ -604,15 +610,9 @@ def with_configuration(command: Callable) -> Callable:
             options["connection"] = Connection(**{name: options.pop(name) for name in CONNECTION_OPTIONS})
         return command(*args, **options)
 
-    parameters = (in_place_of(signature, "connection", [(name, annotation, None)
-                                                        for name, annotation in CONNECTION_OPTIONS.items()])
-                  if reaches_nodes else list(signature.parameters.values()))
-    parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                                     default=inspect.Parameter.empty)
-                   for name, annotation in added.items()]
-    configured.__signature__ = signature.replace(parameters=parameters)
+    connection = [(name, annotation, None) for name, annotation in CONNECTION_OPTIONS.items()]
+    splice_parameters(configured, signature, hints, {"connection": connection} if reaches_nodes else {}, added)
     configured.oddnode_configured = True
-    configured.__annotations__ = {**hints, **added}
     return configured
 
 

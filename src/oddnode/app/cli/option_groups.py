@@ -17,7 +17,7 @@ import inspect
 import typing
 from typing import Any, Callable, TypeVar
 
-from oddnode.app.cli.common import in_place_of
+from oddnode.app.cli.common import splice_parameters
 
 Group = TypeVar("Group", bound=type)
 
@@ -61,10 +61,5 @@ def with_option_groups(command: Callable) -> Callable:
             options[name] = kind(**{field: options.pop(field) for field, _, _ in fields[name]})
         return command(*args, **options)
 
-    parameters = signature
-    for name in groups:
-        parameters = parameters.replace(parameters=in_place_of(parameters, name, fields[name]))
-    grouped.__signature__ = parameters
-    grouped.__annotations__ = {name: hint for name, hint in hints.items() if name not in groups} | {
-        field: annotation for group in fields.values() for field, annotation, _ in group}
+    splice_parameters(grouped, signature, hints, fields)
     return grouped

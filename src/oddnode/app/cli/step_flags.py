@@ -18,7 +18,7 @@ import typer
 
 from oddnode.app.cli.common import (
     chain_lengths,
-    in_place_of,
+    splice_parameters,
     message_sizes,
     node_counts,
     positive_seconds,
@@ -129,10 +129,8 @@ def with_step_flags(command: Callable, flags: list[StepFlag]) -> Callable:
                 given.update(dict.fromkeys(flag.settings, value))
         return command(*args, step_flags=given, **options)
 
-    flagged.__signature__ = signature.replace(parameters=in_place_of(
-        signature, "step_flags", [(flag.parameter, flag.annotation, None) for flag in flags]))
-    flagged.__annotations__ = {name: hint for name, hint in hints.items() if name != "step_flags"} | {
-        flag.parameter: flag.annotation for flag in flags}
+    splice_parameters(flagged, signature, hints,
+                      {"step_flags": [(flag.parameter, flag.annotation, None) for flag in flags]})
     return flagged
 
 
@@ -216,10 +214,8 @@ def with_option_flags(command: Callable, options: type, names: tuple[str, ...], 
     def flagged(*args, **given):
         return command(*args, **{parameter: hand(given_options(made, given))}, **given)
 
-    flagged.__signature__ = signature.replace(parameters=in_place_of(
-        signature, parameter, [(flag.parameter, flag.annotation, default) for flag, default in made]))
-    flagged.__annotations__ = {name: hint for name, hint in hints.items() if name != parameter} | {
-        flag.parameter: flag.annotation for flag, _ in made}
+    splice_parameters(flagged, signature, hints,
+                      {parameter: [(flag.parameter, flag.annotation, default) for flag, default in made]})
     return flagged
 
 
