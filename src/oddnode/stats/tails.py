@@ -5,9 +5,8 @@ through scipy.special they cost a third of its import (scipy.stats formats
 its functions' documentation as it loads, about a second at each command's
 start).  The functions are the ones scipy.stats evaluates for these laws
 (``norm.isf(q)`` is ``-ndtri(q)``, ``t.isf(q, df)`` is ``-stdtrit(df, q)``),
-so their values are the same; the rarer tests (Anderson-Darling,
-Shapiro-Wilk, Mann-Whitney, the hypergeometric) import scipy.stats where
-they run.
+so their values are the same; the rarer tests (Mann-Whitney, the
+hypergeometric, Levene, Fligner) import scipy.stats where they run.
 """
 
 from __future__ import annotations

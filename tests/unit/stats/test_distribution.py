@@ -20,6 +20,7 @@ from oddnode.stats.distribution import (
     dip_test,
     findn,
     normality,
+    shapiro_wilk,
 )
 
 
@@ -160,6 +161,46 @@ def test_normality_fields_equal_scipy(rng, n):
         anderson = stats.anderson(values, dist="norm")
     assert result.anderson_stat == pytest.approx(anderson.statistic, rel=1e-9)
     assert result.anderson_critical_5pct == pytest.approx(anderson.critical_values[2])
+
+
+# Populations of every shape Shapiro-Wilk meets in a cluster: normal, skewed,
+# flat, one far outlier, few distinct values (ties) and two modes.
+SHAPES = {
+    "normal": lambda rng, n: rng.normal(100.0, 2.0, n),
+    "skewed": lambda rng, n: rng.gamma(2.0, 2.0, n),
+    "flat": lambda rng, n: rng.uniform(size=n),
+    "outlier": lambda rng, n: np.r_[rng.normal(size=n - 1), 8.0],
+    "ties": lambda rng, n: np.r_[rng.integers(0, 4, n - 1), 4].astype(float),
+    "two modes": lambda rng, n: np.r_[rng.normal(0.0, 1.0, n // 2), rng.normal(6.0, 1.0, n - n // 2)],
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("n", [*range(3, 24), 30, 31, 57, 100, 211, 1000, 4999, 5000])
+def test_shapiro_wilk_equals_scipy_at_every_size_on_every_shape(rng, n, shape):
+    values = SHAPES[shape](rng, n)
+    w, p = shapiro_wilk(values)
+    theirs = stats.shapiro(values)
+    assert w == pytest.approx(theirs.statistic, rel=1e-8)
+    # Royston's p from the same W: equal but for scipy's own rounding, which
+    # shows at p below 1e-9 (a relative 1e-5 there).
+    assert p == pytest.approx(theirs.pvalue, rel=1e-5, abs=1e-15)
+
+
+def test_shapiro_wilk_at_its_edges_as_scipy():
+    for values in ([0.0, 0.0, 1.0], [0.0, 1.0, 2.0], [0.0] * 4 + [1.0], [0.0] * 11 + [1.0], list(range(12)),
+                   [0.0] * 30 + [1.0]):
+        theirs = stats.shapiro(values)
+        assert shapiro_wilk(values) == pytest.approx((theirs.statistic, theirs.pvalue), rel=1e-6, abs=1e-15)
+    # the order of the values does not matter
+    assert shapiro_wilk([3.0, 1.0, 2.0, 7.0]) == shapiro_wilk([1.0, 2.0, 3.0, 7.0])
+
+
+@pytest.mark.parametrize("values, why", [([1.0, 2.0], "3 to 5000 values"), ([1.0] * 5001, "3 to 5000 values"),
+                                         ([2.0, 2.0, 2.0], "not all equal")])
+def test_shapiro_wilk_refuses_what_it_cannot_judge(values, why):
+    with pytest.raises(ValueError, match=why):
+        shapiro_wilk(values)
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 5, 7, 8, 19, 20])
