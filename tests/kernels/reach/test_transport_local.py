@@ -6,7 +6,6 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -14,20 +13,13 @@ from oddnode.core.nodes import NodeNameError
 from oddnode.reach import NodeStatus, TransportError, UnknownTransportError, get_transport, python_command, transports
 from oddnode.reach.local import LocalTransport, local_node_name, run_process_group
 
+from support.processes import alive
+
 
 def run_one(argv, timeout=30.0, nodes=()):
     results = get_transport("local").run(list(nodes), argv, timeout=timeout)
     assert len(results) == 1
     return next(iter(results.values()))
-
-
-def alive(pid: int) -> bool:
-    """Whether a process still runs (a zombie waiting to be reaped does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_registered_names():

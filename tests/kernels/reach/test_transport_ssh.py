@@ -28,6 +28,8 @@ from oddnode.core.nodes import NodeNameError
 from oddnode.reach import NodeStatus, TransportError, get_transport, python_command
 from oddnode.reach.ssh import REMOTE_WRAPPER, SSH_CONNECTION_ERRORS, SshTransport, classify, remote_command, ssh_options
 
+from support.processes import alive
+
 ECHO_ARGS = "import json, sys; print(json.dumps(sys.argv[1:]))"
 
 
@@ -227,8 +229,7 @@ def test_timeout_cuts_one_node_and_not_the_others(fake_ssh):
     deadline = time.monotonic() + 2
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    stat = Path(f"/proc/{pid}/stat")
-    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    assert not alive(pid)
 
 
 def test_fanout_limits_concurrent_connections(fake_ssh, tmp_path):
@@ -285,15 +286,6 @@ def _free_port(address: str) -> int:
     with socket.socket() as probe:
         probe.bind((address, 0))
         return probe.getsockname()[1]
-
-
-def _alive(pid: int) -> bool:
-    """A process that exists and is not a zombie waiting to be reaped."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def _descendants(pid: int) -> list[int]:
@@ -433,9 +425,9 @@ def test_live_timeout(live_cluster):
     # The node enforces the timeout itself: the remote command is gone too,
     # not left running by sshd to disturb what is measured next.
     deadline = time.monotonic() + 3
-    while time.monotonic() < deadline and any(_alive(pid) for pid in remote_shells):
+    while time.monotonic() < deadline and any(alive(pid) for pid in remote_shells):
         time.sleep(0.1)
-    left = [pid for pid in remote_shells if _alive(pid)]
+    left = [pid for pid in remote_shells if alive(pid)]
     for pid in left:  # clean up before failing
         for stray in [*_descendants(pid), pid]:
             with contextlib.suppress(ProcessLookupError):

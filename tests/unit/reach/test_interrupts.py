@@ -19,6 +19,7 @@ from oddnode.app.check import resumable_check, run_check
 from oddnode.store import open_store
 from oddnode.reach.base import NodeStatus, Target, Terminated, interrupt_status
 from support.clusters.check import NODES, ScriptedCluster, kernel_stdout, plan
+from support.processes import alive
 
 # Seconds a process may take to go once oddnode was told to stop: the local
 # grace (1 s) and a margin for a loaded machine.
@@ -52,18 +53,6 @@ FAKE_SSH = """\
 import os, sys
 os.execvpe("sh", ["sh", "-c", sys.argv[-1]], dict(os.environ, FAKE_NODE=sys.argv[-2]))
 """
-
-
-def alive(pid: int) -> bool:
-    """Whether the process exists and is not a zombie waiting for its reaper."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
 
 
 def wait_for(predicate, within: float) -> bool:
