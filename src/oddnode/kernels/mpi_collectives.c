@@ -64,6 +64,19 @@
  * first bad byte and its values; element: allreduce's first wrong sum, the
  * sum expected and the one received, as numbers).
  *
+ * Rounds of sets in one launch (-P PLAN): the ranks of every node of a
+ * check start once, and each round splits them into its sets, each timed as
+ * above on a communicator of its own, all of a round's sets at once, the
+ * next round after the last set's end.  PLAN lists the rounds separated by
+ * '/', a round's sets by ';', a set's ranks (of comm) by ',', in
+ * the set's order: "0,1;2,3/0,2;1,3" is two rounds of two pairs; a rank in
+ * no set of a round sits it out.  Rank 0 prints, round after round, each
+ * set's output as a run of that set alone prints it, after a line
+ *   == round R set S
+ * (both from 1, in the plan's order); ODDNODE_CORRUPT_RANK then names a
+ * rank of every set.  A launch's start (mpirun reaching every node, the
+ * library's wire-up) is paid once instead of once per set and round.
+ *
  * Exit status: 0 done (even if the check failed: the output says so), 2 bad
  * arguments, 3 fewer than two MPI ranks.
  */
@@ -108,6 +121,9 @@ static const char *const NAMES[BENCHMARKS] = {"sendrecv", "allreduce", "alltoall
 enum { BAD, CHECKED, BYTES, BATCH, FROM_RANK, OFFSET, EXPECTED, GOT, FIELDS };
 
 static int rank, ranks;
+/* The set's communicator: comm, or one set of a plan's round;
+ * rank and ranks are this rank's place in it and its size. */
+static MPI_Comm comm;
 /* Bcast's root: the batch's first call's, and the next call's. */
 static int bcast_first_root, bcast_root;
 
@@ -115,11 +131,12 @@ static void usage(const char *program)
 {
     if (rank == 0)
         fprintf(stderr,
-                "usage: mpirun -np K %s [-b BENCHMARKS] [-s SIZES] [-T SECONDS_PER_SIZE]\n"
+                "usage: mpirun -np K %s [-b BENCHMARKS] [-s SIZES] [-T SECONDS_PER_SIZE] [-P PLAN]\n"
                 "  -b BENCHMARKS  a comma list of sendrecv, allreduce, alltoall, bcast, barrier (default all)\n"
                 "  -s SIZES       message sizes in bytes, a comma list (default 0 and 1 B to 4 MiB in powers "
                 "of two)\n"
                 "  -T SECONDS     time per message size (default 0.2)\n"
+                "  -P PLAN        rounds of sets in this launch: rounds split by '/', sets by ';', ranks by ','\n"
                 "  ODDNODE_CORRUPT_RANK=R spoils what rank R sends in the first timed batch of every size\n",
                 program);
 }
@@ -320,25 +337,25 @@ static void calls(int benchmark, const struct buffers *b, long size, long iterat
     case SENDRECV:
         for (long i = 0; i < iterations; i++)
             MPI_Sendrecv(b->send, count, MPI_BYTE, right, TAG_SENDRECV, b->receive, count, MPI_BYTE, left,
-                         TAG_SENDRECV, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                         TAG_SENDRECV, comm, MPI_STATUS_IGNORE);
         break;
     case ALLREDUCE:
         for (long i = 0; i < iterations; i++)
-            MPI_Allreduce(b->send, b->receive, count / (int)sizeof(double), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            MPI_Allreduce(b->send, b->receive, count / (int)sizeof(double), MPI_DOUBLE, MPI_SUM, comm);
         break;
     case ALLTOALL:
         for (long i = 0; i < iterations; i++)
-            MPI_Alltoall(b->send, count, MPI_BYTE, b->receive, count, MPI_BYTE, MPI_COMM_WORLD);
+            MPI_Alltoall(b->send, count, MPI_BYTE, b->receive, count, MPI_BYTE, comm);
         break;
     case BCAST:
         for (long i = 0; i < iterations; i++) {
-            MPI_Bcast(b->receive, count, MPI_BYTE, bcast_root, MPI_COMM_WORLD);
+            MPI_Bcast(b->receive, count, MPI_BYTE, bcast_root, comm);
             bcast_root = (bcast_root + 1) % ranks;
         }
         break;
     default:
         for (long i = 0; i < iterations; i++)
-            MPI_Barrier(MPI_COMM_WORLD);
+            MPI_Barrier(comm);
     }
 }
 
@@ -351,7 +368,7 @@ static void calls(int benchmark, const struct buffers *b, long size, long iterat
 static double timed_calls(int benchmark, const struct buffers *b, long size, long iterations)
 {
     calls(benchmark, b, size, 1);
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Barrier(comm);
     double started = now_seconds();
     calls(benchmark, b, size, iterations);
     return (now_seconds() - started) / (double)iterations;
@@ -365,7 +382,7 @@ enum { ITERATIONS, BATCH_NUMBER, SPOIL, ORDERS };
 static int batch(int benchmark, struct buffers *b, long size, int corrupt_rank, long long *seen,
                  long orders[ORDERS], double *slowest)
 {
-    MPI_Bcast(orders, ORDERS, MPI_LONG, 0, MPI_COMM_WORLD);
+    MPI_Bcast(orders, ORDERS, MPI_LONG, 0, comm);
     if (orders[ITERATIONS] == STOP)
         return 0;
     /* Every rank knows the batch's first root: the spoiling rank when it
@@ -377,7 +394,7 @@ static int batch(int benchmark, struct buffers *b, long size, int corrupt_rank, 
     double mine = timed_calls(benchmark, b, size, orders[ITERATIONS]);
     check(benchmark, b, size, orders[BATCH_NUMBER], seen);
     *slowest = 0.0;
-    MPI_Reduce(&mine, slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&mine, slowest, 1, MPI_DOUBLE, MPI_MAX, 0, comm);
     return 1;
 }
 
@@ -431,7 +448,7 @@ static void run_size(int benchmark, struct buffers *b, long size, double seconds
             iterations = iterations * 2 < MAX_BATCH_ROUNDS ? iterations * 2 : MAX_BATCH_ROUNDS;
     }
     orders[ITERATIONS] = STOP;
-    MPI_Bcast(orders, ORDERS, MPI_LONG, 0, MPI_COMM_WORLD);
+    MPI_Bcast(orders, ORDERS, MPI_LONG, 0, comm);
     if (sample == NULL) {
         fprintf(stderr, "mpi_collectives: cannot allocate the sample table\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -467,16 +484,17 @@ static void release(struct buffers *b)
     free(b->receive);
 }
 
-static void print_list(const char *key, const long long *values, int count)
+static void print_list(FILE *out, const char *key, const long long *values, int count)
 {
-    printf("# %s:", key);
+    fprintf(out, "# %s:", key);
     for (int i = 0; i < count; i++)
-        printf("%s%lld", i ? "," : " ", values[i]);
-    printf("\n");
+        fprintf(out, "%s%lld", i ? "," : " ", values[i]);
+    fprintf(out, "\n");
 }
 
 /* Rank 0: one line per rank and benchmark that saw bad data; 1 if any did. */
-static int report_failures(const long long *all, const char *hosts, const int chosen[BENCHMARKS])
+static int report_failures(FILE *out, const long long *all, const char *hosts,
+                           const int chosen[BENCHMARKS])
 {
     int failed = 0;
     for (int b = 0; b < BENCHMARKS; b++) {
@@ -487,51 +505,273 @@ static int report_failures(const long long *all, const char *hosts, const int ch
             if (seen[BAD] == 0)
                 continue;
             failed = 1;
-            printf("validation failed %s rank=%d host=%s", NAMES[b], r, hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME);
+            fprintf(out, "validation failed %s rank=%d host=%s", NAMES[b], r, hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME);
             if (seen[FROM_RANK] >= 0)
-                printf(" from_rank=%lld from_host=%s", seen[FROM_RANK],
+                fprintf(out, " from_rank=%lld from_host=%s", seen[FROM_RANK],
                        hosts + (size_t)seen[FROM_RANK] * MPI_MAX_PROCESSOR_NAME);
-            printf(" bad=%lld/%lld bytes=%lld batch=%lld", seen[BAD], seen[CHECKED], seen[BYTES], seen[BATCH]);
+            fprintf(out, " bad=%lld/%lld bytes=%lld batch=%lld", seen[BAD], seen[CHECKED], seen[BYTES], seen[BATCH]);
             if (b == ALLREDUCE)
-                printf(" element=%lld expected=%.17g got=%.17g\n", seen[OFFSET], bits_double(seen[EXPECTED]),
+                fprintf(out, " element=%lld expected=%.17g got=%.17g\n", seen[OFFSET], bits_double(seen[EXPECTED]),
                        bits_double(seen[GOT]));
             else
-                printf(" offset=%lld expected=%lld got=%lld\n", seen[OFFSET], seen[EXPECTED], seen[GOT]);
+                fprintf(out, " offset=%lld expected=%lld got=%lld\n", seen[OFFSET], seen[EXPECTED], seen[GOT]);
         }
     }
     return failed;
 }
 
+/* What every set of a launch runs: the arguments, read once. */
+struct settings {
+    int chosen[BENCHMARKS];
+    long long sizes[MAX_SIZES], reduced[MAX_SIZES]; /* reduced: Allreduce's */
+    int count, reduced_count;
+    long largest;
+    double seconds_per_size, target;
+    long long granularity;
+    int corrupt_rank;
+};
+
+/* Every rank of `comm`: the benchmarks on this set; `out` (set rank 0's
+ * alone, NULL elsewhere) gets what a run of the set prints. */
+static void run_set(const struct settings *s, FILE *out)
+{
+    char host[MPI_MAX_PROCESSOR_NAME] = "";
+    int length;
+    MPI_Get_processor_name(host, &length);
+    char *hosts = rank == 0 ? calloc((size_t)ranks, MPI_MAX_PROCESSOR_NAME) : NULL;
+    if (rank == 0 && hosts == NULL) {
+        fprintf(stderr, "mpi_collectives: cannot allocate the host table\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Gather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, comm);
+
+    if (rank == 0) {
+        char library[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+        MPI_Get_library_version(library, &length);
+        library[strcspn(library, "\n,")] = '\0';
+        fprintf(out, "# oddnode mpi_collectives kernel v%d\n", KERNEL_VERSION);
+        fprintf(out, "# compiler: %s\n", compiler_name());
+        fprintf(out, "# cflags: %s\n", ODDNODE_CFLAGS);
+        fprintf(out, "# mpi_library: %s\n", library);
+        fprintf(out, "# processes: %d\n", ranks);
+        for (int r = 0; r < ranks; r++)
+            fprintf(out, "# rank: %d %s\n", r, hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME);
+        fprintf(out, "# benchmarks:");
+        for (int b = 0, first = 1; b < BENCHMARKS; b++)
+            if (s->chosen[b]) {
+                fprintf(out, "%s%s", first ? " " : ",", NAMES[b]);
+                first = 0;
+            }
+        fprintf(out, "\n");
+        print_list(out, "sizes", s->sizes, s->count);
+        print_list(out, "allreduce_sizes", s->reduced, s->reduced_count);
+        fprintf(out, "# allreduce_datatype: MPI_DOUBLE, MPI_SUM; sizes rounded down to whole 8-byte elements\n");
+        fprintf(out, "# timer: clock_gettime(CLOCK_MONOTONIC)\n");
+        fprintf(out, "# timer_granularity_ns: %lld\n", s->granularity);
+        fprintf(out, "# seconds_per_size: %g\n", s->seconds_per_size);
+        fprintf(out, "# min_batches: %d\n", MIN_BATCHES);
+        fprintf(out, "# min_batch_ns: %.0f\n", 1.0e9 * s->target);
+        fprintf(out, "# time: per call = a rank's batch time / iterations; the maximum over ranks per batch (t_max); "
+                     "min and median over batches\n");
+        fprintf(out, "# buffers: reused by every call of a size (cache-warm, as IMB without -off_cache)\n");
+        fprintf(out, "# check: the last call's received data of every batch, on every rank\n");
+        if (s->corrupt_rank >= 0)
+            fprintf(out, "# corrupt_rank: %d\n", s->corrupt_rank);
+        fflush(out);
+    }
+
+    long long seen[BENCHMARKS][FIELDS];
+    memset(seen, 0, sizeof seen);
+    struct buffers b;
+    const int sized[] = {SENDRECV, ALLREDUCE, ALLTOALL, BCAST}; /* the barrier has no sizes */
+    for (size_t i = 0; i < sizeof sized / sizeof sized[0]; i++) {
+        const int benchmark = sized[i];
+        if (!s->chosen[benchmark])
+            continue;
+        const long long *sizes = benchmark == ALLREDUCE ? s->reduced : s->sizes;
+        const int count = benchmark == ALLREDUCE ? s->reduced_count : s->count;
+        allocate(&b, s->largest, benchmark == ALLTOALL ? ranks : 1);
+        for (int k = 0; k < count; k++)
+            run_size(benchmark, &b, sizes[k], s->seconds_per_size, s->target, s->corrupt_rank, seen[benchmark], out);
+        release(&b);
+    }
+    if (s->chosen[BARRIER])
+        run_size(BARRIER, NULL, 0, s->seconds_per_size, s->target, s->corrupt_rank, seen[BARRIER], out);
+
+    long long *all = rank == 0 ? malloc((size_t)ranks * sizeof seen) : NULL;
+    if (rank == 0 && all == NULL) {
+        fprintf(stderr, "mpi_collectives: cannot allocate the validation table\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Gather(seen, BENCHMARKS * FIELDS, MPI_LONG_LONG, all, BENCHMARKS * FIELDS, MPI_LONG_LONG, 0, comm);
+    if (rank == 0) {
+        if (!report_failures(out, all, hosts, s->chosen))
+            fprintf(out, "validation ok\n");
+        fflush(out);
+        free(all);
+        free(hosts);
+    }
+}
+
+/* A plan's rounds: per round its number of sets and each set's first rank
+ * (world ranks, rounds x world), and this rank's set and place in each. */
+struct plan {
+    int rounds;
+    int *sets, *leaders, *color, *key;
+};
+
+/* -P's text for `world` ranks, from rank `me`'s side; 0, or -1 when it is
+ * not a plan (a rank out of range or twice in a round, a set of fewer
+ * than two, an empty round). */
+static int parse_plan(const char *text, int world, int me, struct plan *plan)
+{
+    int rounds = 1;
+    for (const char *c = text; *c; c++)
+        rounds += *c == '/';
+    plan->rounds = rounds;
+    plan->sets = calloc((size_t)rounds, sizeof *plan->sets);
+    plan->leaders = calloc((size_t)rounds * (size_t)world, sizeof *plan->leaders);
+    plan->color = malloc((size_t)rounds * sizeof *plan->color);
+    plan->key = calloc((size_t)rounds, sizeof *plan->key);
+    char *in_round = malloc((size_t)world);
+    if (!plan->sets || !plan->leaders || !plan->color || !plan->key || !in_round) {
+        fprintf(stderr, "mpi_collectives: cannot allocate the plan of %d rounds\n", rounds);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    const char *c = text;
+    for (int r = 0; r < rounds; r++) {
+        memset(in_round, 0, (size_t)world);
+        plan->color[r] = MPI_UNDEFINED;
+        for (;;) { /* one set */
+            int members = 0;
+            for (;;) { /* one rank */
+                if (*c < '0' || *c > '9')
+                    return -1;
+                char *end;
+                long value = strtol(c, &end, 10);
+                if (value >= world || in_round[value])
+                    return -1;
+                in_round[value] = 1;
+                if (members == 0)
+                    plan->leaders[(size_t)r * (size_t)world + (size_t)plan->sets[r]] = (int)value;
+                if (value == me) {
+                    plan->color[r] = plan->sets[r];
+                    plan->key[r] = members;
+                }
+                members++;
+                c = end;
+                if (*c != ',')
+                    break;
+                c++;
+            }
+            if (members < 2)
+                return -1;
+            plan->sets[r]++;
+            if (*c != ';')
+                break;
+            c++;
+        }
+        if (*c != (r + 1 < rounds ? '/' : '\0'))
+            return -1;
+        c++;
+    }
+    free(in_round);
+    return 0;
+}
+
+/* Every rank: the plan's rounds, each split into its sets; world rank 0
+ * prints every set's output in the plan's order, a round at a time. */
+static void run_plan(const struct settings *s, const struct plan *plan, int world, int me)
+{
+    int *lengths = me == 0 ? malloc((size_t)world * sizeof *lengths) : NULL;
+    int *offsets = me == 0 ? malloc((size_t)world * sizeof *offsets) : NULL;
+    if (me == 0 && (lengths == NULL || offsets == NULL)) {
+        fprintf(stderr, "mpi_collectives: cannot allocate the output table\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (int r = 0; r < plan->rounds; r++) {
+        MPI_Comm_split(MPI_COMM_WORLD, plan->color[r], plan->key[r], &comm);
+        /* The round's sets start together, as separate jobs started at one
+         * moment would. */
+        MPI_Barrier(MPI_COMM_WORLD);
+        char *text = NULL;
+        size_t size = 0;
+        if (comm != MPI_COMM_NULL) {
+            MPI_Comm_rank(comm, &rank);
+            MPI_Comm_size(comm, &ranks);
+            FILE *out = rank == 0 ? open_memstream(&text, &size) : NULL;
+            if (rank == 0 && out == NULL) {
+                fprintf(stderr, "mpi_collectives: cannot open a buffer for a set's output\n");
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+            run_set(s, out);
+            if (out != NULL)
+                fclose(out);
+            MPI_Comm_free(&comm);
+        }
+        int mine = (int)size;
+        MPI_Gather(&mine, 1, MPI_INT, lengths, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        char *all = NULL;
+        if (me == 0) {
+            size_t total = 0;
+            for (int w = 0; w < world; w++) {
+                offsets[w] = (int)total;
+                total += (size_t)lengths[w];
+            }
+            all = malloc(total > 0 ? total : 1);
+            if (all == NULL) {
+                fprintf(stderr, "mpi_collectives: cannot allocate a round's output of %zu bytes\n", total);
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+        }
+        MPI_Gatherv(text, mine, MPI_CHAR, all, lengths, offsets, MPI_CHAR, 0, MPI_COMM_WORLD);
+        if (me == 0) {
+            for (int set = 0; set < plan->sets[r]; set++) {
+                int leader = plan->leaders[(size_t)r * (size_t)world + (size_t)set];
+                printf("== round %d set %d\n", r + 1, set + 1);
+                fwrite(all + offsets[leader], 1, (size_t)lengths[leader], stdout);
+            }
+            fflush(stdout);
+        }
+        free(all);
+        free(text);
+    }
+    free(lengths);
+    free(offsets);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    comm = MPI_COMM_WORLD;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &ranks);
+    const int world = ranks, me = rank;
     const char *program = argv[0];
 
-    int chosen[BENCHMARKS] = {1, 1, 1, 1, 1};
-    long long sizes[MAX_SIZES];
-    int count = 0;
-    sizes[count++] = 0;
-    for (long long s = 1; s <= (4LL << 20); s *= 2)
-        sizes[count++] = s;
-    double seconds_per_size = 0.2;
+    struct settings s = {.chosen = {1, 1, 1, 1, 1}, .seconds_per_size = 0.2, .corrupt_rank = -1};
+    s.sizes[s.count++] = 0;
+    for (long long size = 1; size <= (4LL << 20); size *= 2)
+        s.sizes[s.count++] = size;
+    const char *plan_text = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-b") == 0 && i + 1 < argc) {
-            if (parse_benchmarks(argv[++i], chosen) < 0)
+            if (parse_benchmarks(argv[++i], s.chosen) < 0)
                 return bad_arguments(program,
                                      "-b wants a comma list of distinct benchmarks: sendrecv, allreduce, alltoall, "
                                      "bcast, barrier",
                                      argv[i]);
         } else if (strcmp(argv[i], "-s") == 0 && i + 1 < argc) {
-            count = parse_count_list(argv[++i], MAX_SIZE, sizes, MAX_SIZES);
-            if (count < 0)
+            s.count = parse_count_list(argv[++i], MAX_SIZE, s.sizes, MAX_SIZES);
+            if (s.count < 0)
                 return bad_arguments(program, "-s wants a comma list of distinct sizes in bytes, 0-67108864 each",
                                      argv[i]);
         } else if (strcmp(argv[i], "-T") == 0 && i + 1 < argc) {
-            seconds_per_size = parse_seconds(argv[++i], 1.0e-6, 3600.0);
-            if (seconds_per_size < 0.0)
+            s.seconds_per_size = parse_seconds(argv[++i], 1.0e-6, 3600.0);
+            if (s.seconds_per_size < 0.0)
                 return bad_arguments(program, "-T wants seconds per size, > 0 and <= 3600", argv[i]);
+        } else if (strcmp(argv[i], "-P") == 0 && i + 1 < argc) {
+            plan_text = argv[++i];
         } else {
             return bad_arguments(program, "unknown option or missing value", argv[i]);
         }
@@ -542,122 +782,41 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return EXIT_RANKS;
     }
+    struct plan plan = {0};
+    if (plan_text != NULL && parse_plan(plan_text, world, me, &plan) < 0)
+        return bad_arguments(program,
+                             "-P wants rounds split by '/' of sets split by ';' of two or more distinct ranks "
+                             "split by ',', each below the ranks' count",
+                             plan_text);
     const char *corrupt_text = getenv("ODDNODE_CORRUPT_RANK");
-    int corrupt_rank = -1;
     if (corrupt_text != NULL && *corrupt_text != '\0') {
         long long value = parse_count(corrupt_text, 0, ranks - 1);
         if (value < 0)
             return bad_arguments(program, "ODDNODE_CORRUPT_RANK wants a rank number below the ranks' count",
                                  corrupt_text);
-        corrupt_rank = (int)value;
+        s.corrupt_rank = (int)value;
     }
 
     /* Allreduce's sizes: whole doubles, each rounded size once. */
-    long long reduced[MAX_SIZES];
-    int reduced_count = 0;
-    for (int i = 0; i < count; i++) {
-        long long whole = sizes[i] - sizes[i] % (long long)sizeof(double);
+    for (int i = 0; i < s.count; i++) {
+        long long whole = s.sizes[i] - s.sizes[i] % (long long)sizeof(double);
         int seen_before = 0;
-        for (int j = 0; j < reduced_count; j++)
-            seen_before |= reduced[j] == whole;
+        for (int j = 0; j < s.reduced_count; j++)
+            seen_before |= s.reduced[j] == whole;
         if (!seen_before)
-            reduced[reduced_count++] = whole;
+            s.reduced[s.reduced_count++] = whole;
     }
-    long largest = 1;
-    for (int i = 0; i < count; i++)
-        if (sizes[i] > largest)
-            largest = sizes[i];
+    s.largest = 1;
+    for (int i = 0; i < s.count; i++)
+        if (s.sizes[i] > s.largest)
+            s.largest = s.sizes[i];
+    s.granularity = timer_granularity_ns();
+    s.target = min_batch_seconds(s.granularity);
 
-    char host[MPI_MAX_PROCESSOR_NAME] = "";
-    int length;
-    MPI_Get_processor_name(host, &length);
-    char *hosts = rank == 0 ? calloc((size_t)ranks, MPI_MAX_PROCESSOR_NAME) : NULL;
-    if (rank == 0 && hosts == NULL) {
-        fprintf(stderr, "mpi_collectives: cannot allocate the host table\n");
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    MPI_Gather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD);
-
-    const long long granularity = timer_granularity_ns();
-    const double target = min_batch_seconds(granularity);
-    if (rank == 0) {
-        char library[MPI_MAX_LIBRARY_VERSION_STRING] = "";
-        MPI_Get_library_version(library, &length);
-        library[strcspn(library, "\n,")] = '\0';
-        printf("# oddnode mpi_collectives kernel v%d\n", KERNEL_VERSION);
-        printf("# compiler: %s\n", compiler_name());
-        printf("# cflags: %s\n", ODDNODE_CFLAGS);
-        printf("# mpi_library: %s\n", library);
-        printf("# processes: %d\n", ranks);
-        for (int r = 0; r < ranks; r++)
-            printf("# rank: %d %s\n", r, hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME);
-        printf("# benchmarks:");
-        for (int b = 0, first = 1; b < BENCHMARKS; b++)
-            if (chosen[b]) {
-                printf("%s%s", first ? " " : ",", NAMES[b]);
-                first = 0;
-            }
-        printf("\n");
-        print_list("sizes", sizes, count);
-        print_list("allreduce_sizes", reduced, reduced_count);
-        printf("# allreduce_datatype: MPI_DOUBLE, MPI_SUM; sizes rounded down to whole 8-byte elements\n");
-        printf("# timer: clock_gettime(CLOCK_MONOTONIC)\n");
-        printf("# timer_granularity_ns: %lld\n", granularity);
-        printf("# seconds_per_size: %g\n", seconds_per_size);
-        printf("# min_batches: %d\n", MIN_BATCHES);
-        printf("# min_batch_ns: %.0f\n", 1.0e9 * target);
-        printf("# time: per call = a rank's batch time / iterations; the maximum over ranks per batch (t_max); "
-               "min and median over batches\n");
-        printf("# buffers: reused by every call of a size (cache-warm, as IMB without -off_cache)\n");
-        printf("# check: the last call's received data of every batch, on every rank\n");
-        if (corrupt_rank >= 0)
-            printf("# corrupt_rank: %d\n", corrupt_rank);
-        fflush(stdout);
-    }
-
-    long long seen[BENCHMARKS][FIELDS];
-    memset(seen, 0, sizeof seen);
-    struct buffers b;
-    if (chosen[SENDRECV]) {
-        allocate(&b, largest, 1);
-        for (int i = 0; i < count; i++)
-            run_size(SENDRECV, &b, sizes[i], seconds_per_size, target, corrupt_rank, seen[SENDRECV], stdout);
-        release(&b);
-    }
-    if (chosen[ALLREDUCE]) {
-        allocate(&b, largest, 1);
-        for (int i = 0; i < reduced_count; i++)
-            run_size(ALLREDUCE, &b, reduced[i], seconds_per_size, target, corrupt_rank, seen[ALLREDUCE], stdout);
-        release(&b);
-    }
-    if (chosen[ALLTOALL]) {
-        allocate(&b, largest, ranks);
-        for (int i = 0; i < count; i++)
-            run_size(ALLTOALL, &b, sizes[i], seconds_per_size, target, corrupt_rank, seen[ALLTOALL], stdout);
-        release(&b);
-    }
-    if (chosen[BCAST]) {
-        allocate(&b, largest, 1);
-        for (int i = 0; i < count; i++)
-            run_size(BCAST, &b, sizes[i], seconds_per_size, target, corrupt_rank, seen[BCAST], stdout);
-        release(&b);
-    }
-    if (chosen[BARRIER])
-        run_size(BARRIER, NULL, 0, seconds_per_size, target, corrupt_rank, seen[BARRIER], stdout);
-
-    long long *all = rank == 0 ? malloc((size_t)ranks * sizeof seen) : NULL;
-    if (rank == 0 && all == NULL) {
-        fprintf(stderr, "mpi_collectives: cannot allocate the validation table\n");
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    MPI_Gather(seen, BENCHMARKS * FIELDS, MPI_LONG_LONG, all, BENCHMARKS * FIELDS, MPI_LONG_LONG, 0,
-               MPI_COMM_WORLD);
-    if (rank == 0) {
-        if (!report_failures(all, hosts, chosen))
-            printf("validation ok\n");
-        free(all);
-        free(hosts);
-    }
+    if (plan_text != NULL)
+        run_plan(&s, &plan, world, me);
+    else
+        run_set(&s, rank == 0 ? stdout : NULL);
     MPI_Finalize();
     return 0;
 }

@@ -258,3 +258,35 @@ def parse_collectives_output(text: str, source: str) -> ParsedOutput:
                                 "formula": _FORMULAS[benchmark]}))
     return ParsedOutput(tool=TOOL, measurements=measurements, valid=valid, problems=problems,
                         configuration=configuration)
+
+
+# The line before each set's section in the output of a launch that ran a
+# plan's rounds (the kernel's -P).
+_SECTION_LINE = re.compile(r"^== round (\d+) set (\d+)$")
+
+
+def plan_sections(text: str, source: str, *, complete: bool) -> dict[tuple[int, int], str]:
+    """(round, set) -> that set's output, each as a run of the set alone
+    prints it, from rank 0's output of a launch that ran a plan (both
+    numbered from 1).  The kernel prints a round once all its sets have
+    ended, so a launch cut short ends in the middle of its last round at
+    worst: unless ``complete`` (the launch exited cleanly), that last
+    round is left out.  ParseError for text before the first section or a
+    section given twice."""
+    sections: dict[tuple[int, int], list[str]] = {}
+    current: list[str] | None = None
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        marker = _SECTION_LINE.match(line)
+        if marker:
+            key = (int(marker.group(1)), int(marker.group(2)))
+            if key in sections:
+                raise ParseError(source, lineno, f"round {key[0]} set {key[1]} given twice")
+            current = sections[key] = []
+        elif current is not None:
+            current.append(line)
+        elif line.strip():
+            raise ParseError(source, lineno, f"output before the first round's section: {line[:80]!r}")
+    if not complete and sections:
+        last = max(round_number for round_number, _ in sections)
+        sections = {key: lines for key, lines in sections.items() if key[0] != last}
+    return {key: "\n".join(lines) + "\n" for key, lines in sections.items()}

@@ -56,6 +56,7 @@ class SetCluster:
         self.prepared: list[list[str]] = []
         self.rounds: list[dict[str, list[str]]] = []
         self.starts: list[dict[str, tuple[str, ...]]] = []  # per round: node -> its --start-at option, if any
+        self.launches: list[list[str]] = []  # the nodes of each launch of several rounds
 
     def run(self, nodes, argv, *, timeout):
         if PREPARE_OPTION in argv:
@@ -80,6 +81,11 @@ class SetCluster:
         return factor
 
     def run_each(self, commands, *, timeout):
+        if len(commands) == 1:
+            ((node, argv),) = commands.items()
+            spec = job_spec(argv)
+            if "-P" in spec["args"]:
+                return {node: self.run_plan(node, spec)}
         round_members = {}
         results = {}
         self.starts.append({node: tuple(a for a in argv if a.startswith("--start-at=")) for node, argv in commands.items()})
@@ -97,3 +103,27 @@ class SetCluster:
             results[node] = NodeResult(node, NodeStatus.OK, runner_report(output), "", 0, 1.0)
         self.rounds.append(round_members)
         return results
+
+    def run_plan(self, node: str, spec: dict) -> NodeResult:
+        """One launch of several rounds (the kernel's -P plan): each round's
+        sets as run_each runs them, their outputs in sections; a down node
+        anywhere fails the launch before any round."""
+        nodes = self.members(spec)
+        assert nodes[0] == node
+        self.launches.append(nodes)
+        if self.down & set(nodes):
+            return NodeResult(node, NodeStatus.FAILED, "", "ORTE was unable to reach a node", 1, 2.0)
+        plan = spec["args"][spec["args"].index("-P") + 1]
+        sections = []
+        for number, round_text in enumerate(plan.split("/"), start=1):
+            sets = [[nodes[int(rank)] for rank in text.split(",")] for text in round_text.split(";")]
+            self.rounds.append({members[0]: members for members in sets})
+            self.starts.append({})
+            for index, members in sorted(enumerate(sets, start=1), key=lambda item: item[1][0]):
+                factor = self.factor_of(members)
+                output = set_output(members, factor * (1 + (index - 1) / 500))
+                if factor > 1:
+                    output = cut(output, self.cut_sizes)
+                sections.append((number, index, output))
+        text = "".join(f"== round {number} set {index}\n{output}" for number, index, output in sorted(sections))
+        return NodeResult(node, NodeStatus.OK, runner_report(text), "", 0, 1.0)

@@ -6,6 +6,7 @@ refused when it cannot fit, a run stopped between rounds once spent."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -68,8 +69,12 @@ def test_the_slowest_pairs_best_rate_in_bytes_per_second_whatever_its_unit():
 def test_sets_run_one_round_per_ordering_and_repetition_and_a_command_is_not_estimated():
     options = SetsOptions(sizes=(0, 1024), benchmarks=("sendrecv", "barrier"), seconds_per_size=0.1)
     estimate = catalog.get_step("sets").estimate(options, 12, 3)
-    # sendrecv at 2 sizes, the barrier once (no size): 0.11 s each (a 10 ms batch more).
-    assert estimate.seconds == pytest.approx(2 * PREPARE_SECONDS + 6 * (ROUND_SECONDS + 2.0 + 3 * 0.11))
+    # sendrecv at 2 sizes, the barrier once (no size): 0.11 s each (a 10 ms
+    # batch more); under mpirun one launch (2 s) per ordering runs its rounds.
+    assert estimate.seconds == pytest.approx(2 * PREPARE_SECONDS + 6 * (ROUND_SECONDS + 3 * 0.11) + 2 * 2.0)
+    # srun launches each set of each round.
+    by_srun = catalog.get_step("sets").estimate(replace(options, launcher="srun"), 12, 3)
+    assert by_srun.seconds == pytest.approx(2 * PREPARE_SECONDS + 6 * (ROUND_SECONDS + 2.0 + 3 * 0.11))
     command = SetsOptions(command="mpirun -np {ranks} --host {hosts} app", parser="npb")
     assert catalog.get_step("sets").estimate(command, 12, 3) is None
 

@@ -3,7 +3,9 @@ set of nodes, one rank on each: the argv that builds it with ``mpicc`` and
 starts its ranks with Open MPI's ``mpirun`` from the first node, and the
 runner's report of a run read with the parser of what comes back.  What the
 kernel times and the measurements it gives are described with that parser,
-``oddnode.parsers.oddnode_mpi_collectives``.
+``oddnode.parsers.oddnode_mpi_collectives``.  One launch may also run
+rounds of sets (a plan, see round_plan): the ranks start once on every node
+and each round splits them into its sets.
 """
 
 from __future__ import annotations
@@ -56,6 +58,12 @@ _SLACK_PER_SIZE = 1.0
 # and a part per node.
 _LAUNCH_SLACK = 60.0
 _LAUNCH_SLACK_PER_NODE = 0.1
+
+
+# The longest plan one launch takes: its text travels in the job's argv, which
+# a node's kernel caps at 128 KiB an argument (MAX_ARG_STRLEN); the job's own
+# encoding takes a third more.  Rounds beyond it go in further launches.
+MAX_PLAN_CHARS = 64 * 1024
 
 
 # --- the argv -----------------------------------------------------------------------
@@ -159,6 +167,27 @@ def run_seconds(benchmarks: Sequence[str] = DEFAULT_BENCHMARKS, sizes: Sequence[
     return total
 
 
+def round_plan(nodes: Sequence[str], rounds: Sequence[Sequence[Sequence[str]]]) -> str:
+    """The kernel's -P text for ``rounds`` (each a round's sets, each set its
+    members in order) over a launch of one rank on each of ``nodes``, in
+    their order: rounds split by '/', sets by ';', ranks by ','.
+    ValueError for a member not among the nodes, twice in a round, or a set
+    of fewer than two."""
+    place = {node: rank for rank, node in enumerate(check_nodes(nodes))}
+    texts = []
+    for number, sets in enumerate(rounds, start=1):
+        if not sets:
+            raise ValueError(f"round {number} of the plan has no set")
+        members = [member for members in sets for member in members]
+        unknown = sorted(set(members) - place.keys())
+        if unknown:
+            raise ValueError(f"round {number}: {', '.join(unknown)} not among the launch's nodes")
+        if len(set(members)) != len(members) or any(len(members) < 2 for members in sets):
+            raise ValueError(f"round {number}: each node in one set at most, each set of two or more")
+        texts.append(";".join(",".join(str(place[member]) for member in members) for members in sets))
+    return "/".join(texts)
+
+
 def collectives_argv(
     nodes: Sequence[str],
     benchmarks: Sequence[str] = DEFAULT_BENCHMARKS,
@@ -171,17 +200,28 @@ def collectives_argv(
     hostfile: bool = False,
     timeout: float | None = None,
     interpreter: str = "python3",
+    rounds: Sequence[Sequence[Sequence[str]]] | None = None,
 ) -> list[str]:
     """The argv, run on the first of ``nodes``, that times the collectives
     over all of them, one rank per node in their order (``launcher``
-    replaces collectives_launcher's, for another MPI's launcher or a test's).
+    replaces collectives_launcher's, for another MPI's launcher or a test's);
+    with ``rounds``, over each set of each round instead (round_plan), its
+    output one section per set (parsers.oddnode_mpi_collectives.plan_sections).
     Open MPI refuses to run as root unless its environment allows it, which
     changes nothing for other users."""
     nodes = check_nodes(nodes)
     args = kernel_args(benchmarks, sizes, seconds_per_size)
+    if rounds is not None:
+        plan = round_plan(nodes, rounds)
+        if len(plan) > MAX_PLAN_CHARS:
+            raise ValueError(f"a plan of {len(plan)} characters is longer than one launch takes "
+                             f"({MAX_PLAN_CHARS}): run its rounds in several")
+        args += ["-P", plan]
     if timeout is None:
-        timeout = (run_seconds(benchmarks, sizes, seconds_per_size, ranks=len(nodes)) + _LAUNCH_SLACK
-                   + _LAUNCH_SLACK_PER_NODE * len(nodes))
+        timeout = (sum(run_seconds(benchmarks, sizes, seconds_per_size, ranks=len(max(sets, key=len)))
+                       for sets in rounds)
+                   if rounds is not None else run_seconds(benchmarks, sizes, seconds_per_size, ranks=len(nodes)))
+        timeout += _LAUNCH_SLACK + _LAUNCH_SLACK_PER_NODE * len(nodes)
     env = dict(OPEN_MPI_ROOT_ENV)
     return runner_argv(KERNEL, args, env=env, timeout=timeout, interpreter=interpreter, compiler="mpicc",
                        launcher=launcher if launcher is not None

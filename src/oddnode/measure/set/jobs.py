@@ -64,7 +64,11 @@ class SetJob:
     at once by the transport; the first member's output is still the set's.
     ``parameters`` go into every stored result (how the ranks started);
     ``launch_reasons(first's output, members)``: member -> what the
-    launcher said of its rank, for a failed set."""
+    launcher said of its rank, for a failed set.  ``rounds_argv(nodes,
+    rounds)``, for a job that can (our collectives kernel under mpirun):
+    one launch on the first of ``nodes`` with a rank on each, running every
+    set of several rounds in turn (``rounds``: each round's sets, each its
+    members), its output one section per set (plan_sections)."""
 
     name: str
     argv: Callable[[Sequence[str]], list[str]]
@@ -75,6 +79,7 @@ class SetJob:
     rank_argvs: Callable[[Sequence[str]], dict[str, list[str]]] | None = None
     parameters: Mapping[str, str] = field(default_factory=dict)
     launch_reasons: Callable[[str, Sequence[str]], dict[str, str]] | None = None
+    rounds_argv: Callable[[Sequence[str], Sequence[Sequence[Sequence[str]]]], list[str]] | None = None
 
     def commands(self, members: Sequence[str]) -> dict[str, list[str]]:
         """Node -> argv of one run on a set: its first member's, or every member's rank."""
@@ -149,13 +154,18 @@ def collectives_job(target: Target, benchmarks: Sequence[str] = collectives.DEFA
         return collectives.collectives_argv(members, benchmarks, sizes, seconds_per_size, rsh_agent=rsh_agent,
                                             yield_when_idle=mpi_yield)
 
+    def rounds_argv(nodes: Sequence[str], rounds: Sequence[Sequence[Sequence[str]]]) -> list[str]:
+        return collectives.collectives_argv(nodes, benchmarks, sizes, seconds_per_size, rsh_agent=rsh_agent,
+                                            yield_when_idle=mpi_yield, rounds=rounds)
+
     # Every node builds the kernel: mpirun (or srun) starts each member's
     # rank from the same path, its own build's.
     nodes = target.nodes
     build = argv([nodes[0], nodes[-1]]) if len(nodes) >= 2 else None
     return SetJob(COLLECTIVES, argv, collectives.parse_collectives_run, tuple(expected), seconds, build,
                   parameters=launcher.parameters,
-                  launch_reasons=srun_launch_reasons if launcher.name == SRUN else None)
+                  launch_reasons=srun_launch_reasons if launcher.name == SRUN else None,
+                  rounds_argv=None if launcher.name == SRUN else rounds_argv)
 
 
 def check_template(template: str) -> list[str]:

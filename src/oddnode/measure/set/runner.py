@@ -8,23 +8,30 @@ for the sorted list and a shuffled one.
 A set's benchmark is started on its first node, which launches the ranks on
 all the members (Open MPI's ``mpirun`` over ssh, or inside a Slurm
 allocation srun itself; one rank per node); that node's output is the
-set's result.  A set that fails is kept, invalid, with
-the reason; every member the transport cannot reach then gets its own
-reason, so that the failed sets' common node is named, not only the node
-that launched them.
+set's result.  Our collectives kernel under mpirun runs several rounds in
+one launch instead, a rank on every node, each round split into its sets
+(the kernel's plan): the launch's start, seconds on a large or busy
+cluster, is paid once, not once per set and round.  A set that fails is
+kept, invalid, with the reason; every member the transport cannot reach
+then gets its own reason, so that the failed sets' common node is named,
+not only the node that launched them.  A launch of several rounds that
+fails leaves its unfinished rounds, and every later one, to a launch per
+set, which pins the failure on its sets.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from oddnode.reach.jobs import start_option, with_runner_options
+from oddnode.reach.jobs import last_json_object, start_option, with_runner_options
 from oddnode.core.model import LabelKind
 from oddnode.core.nodes import fold
-from oddnode.parsers.base import ParsedOutput
+from oddnode.parsers.base import ParsedOutput, ParseError
 from oddnode.measure.runner import (
     CutSizes,
     new_target_run,
@@ -34,6 +41,7 @@ from oddnode.measure.runner import (
     raw_outputs,
     start_lead,
     store_round,
+    why_failed,
 )
 from oddnode.measure.estimate import (
     COLLECTIVE_BATCH_SECONDS,
@@ -45,7 +53,7 @@ from oddnode.measure.estimate import (
 )
 from oddnode.measure.set import collectives
 from oddnode.measure.set.collectives import moved_bytes
-from oddnode.parsers.oddnode_mpi_collectives import benchmark_sizes
+from oddnode.parsers.oddnode_mpi_collectives import benchmark_sizes, plan_sections
 from oddnode.reach.launch import AUTO, MPIRUN, check_launcher
 from oddnode.measure.set.jobs import DEFAULT_COMMAND_TIMEOUT, SetJob, collectives_job, command_job, mpi_launcher
 from oddnode.readings.partition import (
@@ -82,6 +90,11 @@ LAUNCH_SLACK = 60.0
 # Seconds each member of a failed set has to answer a `true`: who of them
 # is down, for the failure's reasons.
 PROBE_SECONDS = 20.0
+# The most one launch of several rounds may run, by the job's bound of a
+# round (its run_seconds) times its rounds: what an interrupt, a spent
+# --max-minutes budget or a failed launch may cost of measuring, and the
+# longest wait between two reports of progress.
+MAX_LAUNCH_RUN_SECONDS = 300.0
 
 
 @dataclass
@@ -153,43 +166,136 @@ def _record_set(batch: ResultBatch, job: SetJob, family: str, ordering: str, mem
     return "invalid", "; ".join(parsed.problems), {}
 
 
+Round = tuple[int, Sequence[Sequence[str]]]  # (repetition, its sets' members)
+
+
 def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, family: str, ordering: str,
-                   rounds: Sequence[tuple[int, Sequence[Sequence[str]]]], summary: SetRunSummary, *,
+                   rounds: Sequence[Round], summary: SetRunSummary, *,
                    lead: float, on_progress: Callable[[int, int], None] | None = None) -> None:
-    """Run rounds of sets, each round's sets at once from one wall-clock
-    moment, each round stored in one transaction as it ends."""
-    timeout = job.run_seconds + LAUNCH_SLACK
+    """Run rounds of sets, each round's sets at once, each round stored in
+    one transaction as it ends: as many rounds as one launch takes in one
+    launch where the job can (``rounds_argv``), else each set its own from
+    one wall-clock moment."""
     cuts = CutSizes()
     parse = cuts.noting(job.parse)
-    for done, (repetition, sets) in enumerate(rounds, start=1):
-        sent = time.time()
-        jobs = {node: argv for members in sets for node, argv in job.commands(members).items()}
-        # Processes of one round start together (the sets that contend, the
-        # ranks of one set that the transport starts); one alone, as a set
-        # that mpirun launches on a cluster of its own, starts at once.
-        start = (start_option(sent + lead),) if len(jobs) > 1 else ()
-        commands = {node: with_runner_options(argv, *start) for node, argv in jobs.items()}
-        results = target.transport.run_each(commands, timeout=timeout + lead)
-        lead = start_lead(results, sent)
-        batch = ResultBatch()
-        raw, statuses = [], []
-        for members in sets:
-            label, first = fold(members), members[0]
-            raw_ref = f"raw:{set_series(family, job.name, ordering)}:{label}:{repetition}"
-            outcome, why, reasons = _record_set(
-                batch, job, family, ordering, members, repetition, results.get(first),
-                lambda: member_reasons(target, members), raw_ref, parse)
-            summary.outcomes[(repetition, label)] = (outcome, why)
-            raw += raw_outputs(results, (first,), label)
-            where = f"repetition {repetition}, set {label}"
-            statuses += [(node, reason.split(":", 1)[0], f"{where}: {reason}") for node, reason in reasons.items()]
-            if outcome != "ok" and first not in reasons:
-                statuses.append((first, "ok" if outcome == "invalid" else _status(results.get(first)),
-                                 f"{where}: {why}"))
-        store_round(store, run_id, set_series(family, job.name, ordering), batch, repetition, raw, statuses)
+
+    def record(repetition: int, sets: Sequence[Sequence[str]], results: Mapping[str, NodeResult]) -> None:
+        _record_round(store, target, run_id, job, family, ordering, summary, parse, repetition, sets, results)
+
+    pending, done = list(rounds), 0
+    one_launch = job.rounds_argv is not None
+    while pending:
+        batch = _launch_batch(job, pending) if one_launch else []
+        if len(batch) > 1:
+            finished, failure = _run_in_one_launch(target, job, batch)
+            if failure is not None:
+                # The rest runs a launch per set, which pins the failure on its sets.
+                one_launch = False
+                unfinished = f"rounds {done + len(finished) + 1}-{done + len(batch)} of {len(rounds)}"
+                summary.notes.append(f"{family}.{ordering}: one launch of several rounds failed ({failure}); "
+                                     f"{unfinished} and every later one ran a launch per set")
+            for (repetition, sets), results in zip(batch, finished):
+                record(repetition, sets, results)
+            del pending[:len(finished)]
+            # Told once every finished round is stored: a spent budget stops here.
+            for _ in finished:
+                done += 1
+                if on_progress is not None:
+                    on_progress(done, len(rounds))
+            continue
+        repetition, sets = pending.pop(0)
+        results, lead = _run_round_apart(target, job, sets, lead)
+        record(repetition, sets, results)
+        done += 1
         if on_progress is not None:
             on_progress(done, len(rounds))
     summary.notes += cuts.notes(f"{family}.{ordering}")
+
+
+def _launch_batch(job: SetJob, pending: Sequence[Round]) -> list[Round]:
+    """The next rounds one launch runs: as many as MAX_LAUNCH_RUN_SECONDS
+    allows, at least one."""
+    count = max(1, min(len(pending), int(MAX_LAUNCH_RUN_SECONDS // max(job.run_seconds, 1e-9))))
+    return list(pending[:count])
+
+
+def _run_round_apart(target: Target, job: SetJob, sets: Sequence[Sequence[str]], lead: float
+                     ) -> tuple[Mapping[str, NodeResult], float]:
+    """One round, each set its own launch, all from one wall-clock moment
+    ``lead`` seconds ahead; the results and the next round's lead."""
+    sent = time.time()
+    jobs = {node: argv for members in sets for node, argv in job.commands(members).items()}
+    # Processes of one round start together (the sets that contend, the
+    # ranks of one set that the transport starts); one alone, as a set
+    # that mpirun launches on a cluster of its own, starts at once.
+    start = (start_option(sent + lead),) if len(jobs) > 1 else ()
+    commands = {node: with_runner_options(argv, *start) for node, argv in jobs.items()}
+    results = target.transport.run_each(commands, timeout=job.run_seconds + LAUNCH_SLACK + lead)
+    return results, start_lead(results, sent)
+
+
+def _run_in_one_launch(target: Target, job: SetJob, batch: Sequence[Round]
+                       ) -> tuple[list[dict[str, NodeResult]], str | None]:
+    """Several rounds in one launch from the target's first node; per round
+    that finished, its sets' results as each set's first node would have
+    given them (the runner's report, its output that set's section), and
+    why the launch failed (None when it did not).  A launch whose job
+    cannot be made (a plan too long for it) fails before it starts."""
+    assert job.rounds_argv is not None
+    first = target.nodes[0]
+    try:
+        argv = job.rounds_argv(target.nodes, [sets for _, sets in batch])
+    except ValueError as error:
+        return [], str(error)
+    result = target.transport.run_each({first: argv}, timeout=len(batch) * job.run_seconds + LAUNCH_SLACK).get(first)
+    if result is None or result.status is not NodeStatus.OK:
+        return [], why_failed(result)
+    report = last_json_object(result.stdout)
+    if report is None or "error" in report or not isinstance(report.get("stdout"), str):
+        return [], quote_detail(str((report or {}).get("detail") or (report or {}).get("error")
+                                    or "no runner report")) or "no runner report"
+    complete = report.get("returncode") == 0
+    try:
+        sections = plan_sections(report["stdout"], f"{first}: one launch", complete=complete)
+    except ParseError as error:
+        return [], quote_detail(str(error))
+    finished = []
+    for number, (_, sets) in enumerate(batch, start=1):
+        if any((number, index) not in sections for index in range(1, len(sets) + 1)):
+            break
+        # Each section is a whole run of its set: the report a launch of that
+        # set alone would have given.
+        finished.append({members[0]: NodeResult(
+            members[0], NodeStatus.OK,
+            json.dumps({**report, "stdout": sections[(number, index)], "stderr": "", "returncode": 0}), "", 0,
+            result.duration) for index, members in enumerate(sets, start=1)})
+    if len(finished) == len(batch):
+        return finished, None
+    said = str(report.get("stderr") or "").strip()
+    return finished, (f"exit status {report.get('returncode')}" + (f": {quote_detail(said)}" if said else ""))
+
+
+def _record_round(store: Store, target: Target, run_id: int, job: SetJob, family: str, ordering: str,
+                  summary: SetRunSummary, parse: Callable[[str, str], ParsedOutput], repetition: int,
+                  sets: Sequence[Sequence[str]], results: Mapping[str, NodeResult]) -> None:
+    """One round's sets from their first nodes' ``results``, stored in one
+    transaction: their results, raw outputs and every node's status."""
+    batch = ResultBatch()
+    raw, statuses = [], []
+    for members in sets:
+        label, first = fold(members), members[0]
+        raw_ref = f"raw:{set_series(family, job.name, ordering)}:{label}:{repetition}"
+        outcome, why, reasons = _record_set(
+            batch, job, family, ordering, members, repetition, results.get(first),
+            lambda: member_reasons(target, members), raw_ref, parse)
+        summary.outcomes[(repetition, label)] = (outcome, why)
+        raw += raw_outputs(results, (first,), label)
+        where = f"repetition {repetition}, set {label}"
+        statuses += [(node, reason.split(":", 1)[0], f"{where}: {reason}") for node, reason in reasons.items()]
+        if outcome != "ok" and first not in reasons:
+            statuses.append((first, "ok" if outcome == "invalid" else _status(results.get(first)),
+                             f"{where}: {why}"))
+    store_round(store, run_id, set_series(family, job.name, ordering), batch, repetition, raw, statuses)
 
 
 def _status(result: NodeResult | None) -> str:
@@ -315,17 +421,24 @@ class SetBenchmarkOptions:
         """How long the set runs of these member counts take, every ordering
         ``repetitions`` times, one run after the other (the sets of a round
         run at once: the largest stands for them); None for a command's,
-        whose time is its own."""
+        whose time is its own.  Under mpirun an ordering's rounds share a
+        launch as far as MAX_LAUNCH_RUN_SECONDS allows (run_set_rounds)."""
         if self.command is not None:
             return None
         runs = list(counts) * len(self.orderings) * repetitions
+        launch = MPI_START_SECONDS
+        if self.launcher == MPIRUN and runs:
+            bound = collectives.run_seconds(self.benchmarks, self.sizes, self.seconds_per_size, ranks=max(counts))
+            per_launch = max(1, int(MAX_LAUNCH_RUN_SECONDS // bound))
+            launches = len(self.orderings) * math.ceil(len(counts) * repetitions / per_launch)
+            launch = MPI_START_SECONDS * launches / len(runs)
         per_run = [sum(size_seconds(moved_bytes(benchmark, size, ranks) / 2 / link_bytes_per_s if link_bytes_per_s
                                     else 0.0, self.seconds_per_size, COLLECTIVE_BATCH_SECONDS)
                        for benchmark in self.benchmarks for size in benchmark_sizes(benchmark, self.sizes))
                    for ranks in runs]
         what = (f"{len(self.benchmarks)} benchmarks × {len(self.sizes)} sizes at most {self.seconds_per_size:g} s "
                 f"each, {rate_words(link_bytes_per_s)}")
-        return rounds_estimate(step, len(runs), sum(per_run) / len(runs) if runs else 0.0, MPI_START_SECONDS, what,
+        return rounds_estimate(step, len(runs), sum(per_run) / len(runs) if runs else 0.0, launch, what,
                                prepares=len(self.orderings))
 
     def job(self, target: Target, largest_set: int, rsh_agent: str | None = None) -> SetJob:

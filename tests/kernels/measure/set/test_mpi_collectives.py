@@ -7,6 +7,7 @@ asserted beyond what any run must satisfy."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from oddnode.measure.set.collectives import (
     collectives_argv,
     collectives_launcher,
     parse_collectives_run,
+    round_plan,
     run_seconds,
 )
 from oddnode.parsers.oddnode_mpi_collectives import (
@@ -33,6 +35,7 @@ from oddnode.parsers.oddnode_mpi_collectives import (
     allreduce_sizes,
     benchmark_sizes,
     parse_collectives_output,
+    plan_sections,
 )
 from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError
@@ -155,12 +158,48 @@ def test_a_rank_that_spoils_what_it_sends_is_named_by_the_ranks_that_received_it
     assert sum(f"a bad broadcast from its root, rank 1 on {host}" in p for p in parsed.problems) == 3
 
 
+def test_one_launch_runs_every_set_of_every_round_of_a_plan_each_as_a_run_of_its_own(mpi_env):
+    nodes = [f"rank{r}.localhost" for r in range(4)]
+    rounds = [[nodes[0:2], nodes[2:4]], [[nodes[3], nodes[1], nodes[0]]], [[nodes[2], nodes[0]]]]
+    argv = collectives_argv(nodes, BENCHMARKS, sizes=SIZES, seconds_per_size=SECONDS_PER_SIZE,
+                            launcher=local_launcher(4), rounds=rounds)
+    assert job_spec(argv)["args"][-2:] == ["-P", "0,1;2,3/3,1,0/2,0"]
+    report = parse_runner_output("plan", run_alone(argv, mpi_env))
+    assert report.returncode == 0, report.stderr
+    sections = plan_sections(report.stdout, "plan", complete=True)
+    assert sorted(sections) == [(1, 1), (1, 2), (2, 1), (3, 1)]
+    # Each section is what a launch of that set alone prints: the set's
+    # ranks in its order (a rank's host is this machine's name for all).
+    for (number, index), text in sections.items():
+        members = rounds[number - 1][index - 1]
+        parsed = parse_collectives_output(text, f"round {number} set {index}")
+        assert parsed.valid, parsed.problems
+        assert parsed.configuration["processes"] == len(members)
+        assert_complete(dataclasses.replace(parsed, configuration={
+            **parsed.configuration, "compiler": report.compiler, "cache_key": report.cache_key}), len(members))
+
+
+def test_a_plan_names_each_set_s_own_spoiling_rank(mpi_env):
+    nodes = [f"rank{r}.localhost" for r in range(4)]
+    argv = collectives_argv(nodes, ["sendrecv"], sizes=[64], seconds_per_size=SECONDS_PER_SIZE,
+                            launcher=local_launcher(4), rounds=[[nodes[0:2], nodes[2:4]]])
+    report = parse_runner_output("plan", run_alone(argv, dict(mpi_env, **{CORRUPT_RANK_VARIABLE: "1"})))
+    for index, text in sorted(plan_sections(report.stdout, "plan", complete=True).items()):
+        parsed = parse_collectives_output(text, f"set {index}")
+        assert not parsed.valid
+        assert {(f["rank"], f["from_rank"]) for f in parsed.configuration["validation_failures"]} == {(0, 1)}
+
+
 @pytest.mark.parametrize("ranks, env, args, status, message", [
     (1, {}, [], 3, "run as two or more MPI ranks (mpirun -np K, K >= 2), not 1"),
     (2, {CORRUPT_RANK_VARIABLE: "2"}, [], 2, "ODDNODE_CORRUPT_RANK wants a rank number below the ranks' count"),
     (2, {}, ["-s", "8,8"], 2, "-s wants a comma list of distinct sizes"),
     (2, {}, ["-b", "sendrecv,gather"], 2, "-b wants a comma list of distinct benchmarks"),
     (2, {}, ["-T", "0"], 2, "-T wants seconds per size"),
+    (2, {}, ["-P", "0,2"], 2, "-P wants rounds split by '/' of sets split by ';' of two or more distinct ranks"),
+    (2, {}, ["-P", "0,1/0,0"], 2, "-P wants rounds"),
+    (2, {}, ["-P", "0,1;"], 2, "-P wants rounds"),
+    (2, {}, ["-P", "0/"], 2, "-P wants rounds"),
 ])
 def test_the_kernel_refuses_what_it_cannot_run(mpi_env, ranks, env, args, status, message):
     spec = job_spec(local_argv(2))
@@ -188,6 +227,21 @@ def test_the_argv_builds_with_mpicc_and_starts_one_rank_per_node_in_their_order(
     assert spec["timeout"] > run_seconds(["sendrecv", "barrier"], [0, 8, 1024], 0.05, ranks=3)
     # One self-contained source: the package's headers pasted in.
     assert '#include "oddnode_' not in spec["source"] and "static inline uint64_t mix64" in spec["source"]
+
+
+def test_a_plan_is_the_ranks_of_each_set_of_each_round_in_the_launch_s_order():
+    nodes = ["node03", "node01", "node02", "node04"]
+    assert round_plan(nodes, [[["node01", "node03"], ["node04", "node02"]], [["node02", "node03", "node01"]]]) == \
+        "1,0;3,2/2,0,1"
+    for rounds, match in (([[["node01", "node05"]]], "node05 not among the launch's nodes"),
+                          ([[["node01", "node02"], ["node02", "node03"]]], "each node in one set at most"),
+                          ([[["node01"]]], "each set of two or more"), ([[]], "round 1 of the plan has no set")):
+        with pytest.raises(ValueError, match=match):
+            round_plan(nodes, rounds)
+    spec = job_spec(collectives_argv(nodes, ["sendrecv"], [8], 0.05, rounds=[[nodes[:2], nodes[2:]]] * 3))
+    assert spec["args"][-2:] == ["-P", "0,1;2,3/0,1;2,3/0,1;2,3"]
+    # The launch's timeout holds every round's.
+    assert spec["timeout"] > 3 * run_seconds(["sendrecv"], [8], 0.05, ranks=2)
 
 
 def test_the_launcher_reaches_the_nodes_as_told():

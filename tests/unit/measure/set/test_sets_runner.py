@@ -5,6 +5,7 @@ check's sets stage, and the ``sets`` and ``scale`` commands."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -12,7 +13,13 @@ from oddnode.judge.analysis import analyze
 from oddnode.core.nodes import fold
 from oddnode.readings.sets import failed_set_members, scaling_curves
 from oddnode.measure.set.jobs import HOSTFILE, check_template, command_job, template_argv
-from oddnode.measure.set.runner import SetsOptions, check_set_size_for, run_scale, run_sets
+from oddnode.measure.set.runner import (
+    MAX_LAUNCH_RUN_SECONDS,
+    SetsOptions,
+    check_set_size_for,
+    run_scale,
+    run_sets,
+)
 from oddnode.store import open_store
 from oddnode.reach.base import NodeResult, NodeStatus, Target
 
@@ -25,12 +32,14 @@ def job_for(target: Target, size: int):
     return SetsOptions(sizes=SIZES, seconds_per_size=0.05).job(target, size)
 
 
-def test_each_set_is_launched_from_its_first_member_all_sets_at_once_and_stored_under_its_node_set(store):
+def test_the_rounds_of_an_ordering_run_in_one_launch_and_each_set_is_stored_under_its_node_set(store):
     cluster = SetCluster()
     target = Target(TWELVE, cluster)
     summary = run_sets(store, target, job_for(target, 4), "sorted", 2, size=4)
     # mpirun starts every member's rank from its own build: all nodes build.
     assert cluster.prepared == [TWELVE]
+    # One launch from the first node, a rank on every node, both rounds in it.
+    assert cluster.launches == [TWELVE]
     assert cluster.rounds == [{"node01": TWELVE[0:4], "node05": TWELVE[4:8], "node09": TWELVE[8:12]}] * 2
     assert summary.count("ok") == 6 and summary.notes == []
     labels = {label for (label,) in store.con.execute(
@@ -139,10 +148,56 @@ def test_the_sets_of_a_round_start_together_and_a_set_alone_at_once(store):
     cluster = SetCluster()
     target = Target(TWELVE, cluster)
     run_sets(store, target, job_for(target, 4), "sorted", 1, size=4)
-    run_scale(store, target, job_for(target, 12), "sorted", 1, counts=[2, 12])
+    # A job that launches each set on its own (a command template, srun):
+    run_scale(store, target, replace(job_for(target, 12), rounds_argv=None), "sorted", 1, counts=[2, 12])
     together, *alone = cluster.starts
     assert len(together) == 3 and len(set(together.values())) == 1 and all(together.values())
     assert alone == [{"node01": ()}, {"node01": ()}]
+    assert cluster.launches == []
+
+
+def test_a_failed_launch_of_several_rounds_leaves_them_and_the_rest_to_a_launch_per_set(store):
+    cluster = SetCluster(down={"node06"})
+    target = Target(TWELVE, cluster)
+    summary = run_sets(store, target, job_for(target, 4), "sorted", 3, size=4)
+    assert cluster.launches == [TWELVE]
+    assert summary.notes == ["sets.sorted: one launch of several rounds failed (failed: ORTE was unable to reach a "
+                             "node); rounds 1-3 of 3 and every later one ran a launch per set"]
+    # Set by set, the failure is pinned on the set of the node that is down.
+    assert len(cluster.rounds) == 3 and summary.count("ok") == 6
+    assert {label for (_, label), (outcome, _) in summary.outcomes.items() if outcome == "failed"} == {"node[05-08]"}
+
+
+def test_a_launch_cut_short_keeps_the_rounds_it_finished(store):
+    class DyingInRoundThree(SetCluster):
+        def run_plan(self, node, spec):
+            result = super().run_plan(node, spec)
+            report = json.loads(result.stdout)
+            stdout = report["stdout"]
+            cut = stdout[:stdout.index("== round 3 set 2")]
+            return NodeResult(node, NodeStatus.OK, runner_report(cut, returncode=1,
+                                                                  stderr="mpirun noticed that node09 died"), "", 0, 1.0)
+
+    cluster = DyingInRoundThree()
+    target = Target(TWELVE, cluster)
+    summary = run_sets(store, target, job_for(target, 4), "sorted", 4, size=4)
+    assert summary.count("ok") == 12
+    assert summary.notes == ["sets.sorted: one launch of several rounds failed (exit status 1: mpirun noticed that "
+                             "node09 died); rounds 3-4 of 4 and every later one ran a launch per set"]
+    # Rounds 1 and 2 came from the launch; round 3, cut, and 4 ran set by set.
+    assert [len(starts) for starts in cluster.starts] == [0, 0, 0, 0, 3, 3]
+    repetitions = store.con.execute("""SELECT repetition, count(DISTINCT label) FROM results
+                                       WHERE benchmark = 'sets.sendrecv.sorted' GROUP BY ALL ORDER BY 1""").fetchall()
+    assert repetitions == [(1, 3), (2, 3), (3, 3), (4, 3)]
+
+
+def test_a_launch_takes_as_many_rounds_as_its_time_bound_allows(store):
+    cluster = SetCluster()
+    target = Target(TWELVE, cluster)
+    job = job_for(target, 4)
+    run_sets(store, target, replace(job, run_seconds=MAX_LAUNCH_RUN_SECONDS / 2), "sorted", 5, size=4)
+    assert [len(nodes) for nodes in cluster.launches] == [12, 12]  # rounds 1-2, 3-4, then 5 alone: set by set
+    assert [len(starts) for starts in cluster.starts] == [0, 0, 0, 0, 3]
 
 
 @pytest.mark.slow
