@@ -118,17 +118,29 @@ def check_seconds_per_size(seconds: float) -> None:
 
 
 def collectives_launcher(nodes: Sequence[str], rsh_agent: str | None = None, hostfile: bool = False,
-                         yield_when_idle: bool = False) -> list[str]:
+                         yield_when_idle: bool = False, bind_to: str | None = None) -> list[str]:
     """Open MPI's mpirun for one rank on each node, in the nodes' order.
     ``rsh_agent`` is the command it reaches the other nodes with (``ssh -F
     FILE``); by default its own (ssh).  ``hostfile``: name no hosts and let
     mpirun take them from its allocation (Slurm, PBS) or its default
     hostfile, one rank per node all the same; the kernel's header records
     the order it chose.  ``yield_when_idle`` for nodes whose CPUs are
-    capped or shared, as the testbed's (see reach/launch.py)."""
+    capped or shared, as the testbed's (see reach/launch.py); ``bind_to``:
+    what each rank is bound to (default: Open MPI's choice)."""
     nodes = check_nodes(nodes)
-    return mpirun_line(len(nodes), None if hostfile else nodes, map_by="node", rsh_agent=rsh_agent,
+    return mpirun_line(len(nodes), None if hostfile else nodes, map_by="node", bind_to=bind_to, rsh_agent=rsh_agent,
                        yield_when_idle=yield_when_idle)
+
+
+def pairs_only(sets: Sequence[Sequence[str]]) -> bool:
+    """Whether every set of a round is of two nodes.  Open MPI binds each of
+    a launch's ranks to a core when it starts two and to a package when it
+    starts more: a launch of several rounds binds sets of two to a core,
+    and takes rounds of pairs or rounds without, never both, so that every
+    set is bound as a launch of it alone would bind it (a rank bound to a
+    core shares it with a competing process pinned there, a free one does
+    not)."""
+    return all(len(members) == 2 for members in sets)
 
 
 def kernel_args(benchmarks: Sequence[str] = DEFAULT_BENCHMARKS, sizes: Sequence[int] = DEFAULT_SIZES,
@@ -211,11 +223,16 @@ def collectives_argv(
     changes nothing for other users."""
     nodes = check_nodes(nodes)
     args = kernel_args(benchmarks, sizes, seconds_per_size)
+    bind_to = None
     if rounds is not None:
         plan = round_plan(nodes, rounds)
         if len(plan) > MAX_PLAN_CHARS:
             raise ValueError(f"a plan of {len(plan)} characters is longer than one launch takes "
                              f"({MAX_PLAN_CHARS}): run its rounds in several")
+        kinds = {pairs_only(sets) for sets in rounds}
+        if len(kinds) > 1:
+            raise ValueError("a launch runs rounds of pairs or rounds of larger sets, not both (see pairs_only)")
+        bind_to = "core" if kinds == {True} else None
         args += ["-P", plan]
     if timeout is None:
         timeout = (sum(run_seconds(benchmarks, sizes, seconds_per_size, ranks=len(max(sets, key=len)))
@@ -225,7 +242,7 @@ def collectives_argv(
     env = dict(OPEN_MPI_ROOT_ENV)
     return runner_argv(KERNEL, args, env=env, timeout=timeout, interpreter=interpreter, compiler="mpicc",
                        launcher=launcher if launcher is not None
-                       else collectives_launcher(nodes, rsh_agent, hostfile, yield_when_idle))
+                       else collectives_launcher(nodes, rsh_agent, hostfile, yield_when_idle, bind_to))
 
 
 def parse_collectives_run(text: str, source: str) -> ParsedOutput:

@@ -21,8 +21,8 @@ set, which pins the failure on its sets.
 
 from __future__ import annotations
 
+import itertools
 import json
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,7 +52,7 @@ from oddnode.measure.estimate import (
     size_seconds,
 )
 from oddnode.measure.set import collectives
-from oddnode.measure.set.collectives import moved_bytes
+from oddnode.measure.set.collectives import moved_bytes, pairs_only
 from oddnode.parsers.oddnode_mpi_collectives import benchmark_sizes, plan_sections
 from oddnode.reach.launch import AUTO, MPIRUN, check_launcher
 from oddnode.measure.set.jobs import DEFAULT_COMMAND_TIMEOUT, SetJob, collectives_job, command_job, mpi_launcher
@@ -214,9 +214,11 @@ def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, famil
 
 def _launch_batch(job: SetJob, pending: Sequence[Round]) -> list[Round]:
     """The next rounds one launch runs: as many as MAX_LAUNCH_RUN_SECONDS
-    allows, at least one."""
+    allows, at least one, all of pairs or none (collectives.pairs_only:
+    each set bound as a launch of it alone binds it)."""
     count = max(1, min(len(pending), int(MAX_LAUNCH_RUN_SECONDS // max(job.run_seconds, 1e-9))))
-    return list(pending[:count])
+    kind = pairs_only(pending[0][1])
+    return list(itertools.takewhile(lambda round_: pairs_only(round_[1]) == kind, pending[:count]))
 
 
 def _run_round_apart(target: Target, job: SetJob, sets: Sequence[Sequence[str]], lead: float
@@ -429,9 +431,8 @@ class SetBenchmarkOptions:
         launch = MPI_START_SECONDS
         if self.launcher == MPIRUN and runs:
             bound = collectives.run_seconds(self.benchmarks, self.sizes, self.seconds_per_size, ranks=max(counts))
-            per_launch = max(1, int(MAX_LAUNCH_RUN_SECONDS // bound))
-            launches = len(self.orderings) * math.ceil(len(counts) * repetitions / per_launch)
-            launch = MPI_START_SECONDS * launches / len(runs)
+            launch = MPI_START_SECONDS * len(self.orderings) * _launches(
+                [count == 2 for count in counts] * repetitions, max(1, int(MAX_LAUNCH_RUN_SECONDS // bound))) / len(runs)
         per_run = [sum(size_seconds(moved_bytes(benchmark, size, ranks) / 2 / link_bytes_per_s if link_bytes_per_s
                                     else 0.0, self.seconds_per_size, COLLECTIVE_BATCH_SECONDS)
                        for benchmark in self.benchmarks for size in benchmark_sizes(benchmark, self.sizes))
@@ -479,6 +480,18 @@ class ScaleOptions(SetBenchmarkOptions):
 
     counts: tuple[int, ...] | None = option(None, help="Node counts, comma-separated", check="counts",
                                             shown_default="2, 4, 8, ... and all the nodes")
+
+
+def _launches(pairs: Sequence[bool], per_launch: int) -> int:
+    """How many launches an ordering's rounds take, each round's sets of two
+    or not (``pairs``), as run_set_rounds groups them (_launch_batch)."""
+    launches = start = 0
+    while start < len(pairs):
+        end = start + 1
+        while end < len(pairs) and end - start < per_launch and pairs[end] == pairs[start]:
+            end += 1
+        launches, start = launches + 1, end
+    return launches
 
 
 def check_set_size_for(nodes: int, size: int) -> tuple[int, str | None]:

@@ -160,10 +160,10 @@ def test_a_rank_that_spoils_what_it_sends_is_named_by_the_ranks_that_received_it
 
 def test_one_launch_runs_every_set_of_every_round_of_a_plan_each_as_a_run_of_its_own(mpi_env):
     nodes = [f"rank{r}.localhost" for r in range(4)]
-    rounds = [[nodes[0:2], nodes[2:4]], [[nodes[3], nodes[1], nodes[0]]], [[nodes[2], nodes[0]]]]
+    rounds = [[nodes[0:2], nodes[2:4]], [[nodes[3], nodes[1]]], [[nodes[2], nodes[0]]]]
     argv = collectives_argv(nodes, BENCHMARKS, sizes=SIZES, seconds_per_size=SECONDS_PER_SIZE,
                             launcher=local_launcher(4), rounds=rounds)
-    assert job_spec(argv)["args"][-2:] == ["-P", "0,1;2,3/3,1,0/2,0"]
+    assert job_spec(argv)["args"][-2:] == ["-P", "0,1;2,3/3,1/2,0"]
     report = parse_runner_output("plan", run_alone(argv, mpi_env))
     assert report.returncode == 0, report.stderr
     sections = plan_sections(report.stdout, "plan", complete=True)
@@ -242,6 +242,13 @@ def test_a_plan_is_the_ranks_of_each_set_of_each_round_in_the_launch_s_order():
     assert spec["args"][-2:] == ["-P", "0,1;2,3/0,1;2,3/0,1;2,3"]
     # The launch's timeout holds every round's.
     assert spec["timeout"] > 3 * run_seconds(["sendrecv"], [8], 0.05, ranks=2)
+    # Sets of two are bound to a core each, as Open MPI binds a launch of two
+    # ranks; larger ones as it binds larger launches; never both in one launch.
+    assert spec["launcher"][:5] == ["mpirun", "-np", "4", "--bind-to", "core"]
+    spec = job_spec(collectives_argv(nodes, ["sendrecv"], [8], 0.05, rounds=[[nodes[:3]], [nodes]]))
+    assert "--bind-to" not in spec["launcher"]
+    with pytest.raises(ValueError, match="rounds of pairs or rounds of larger sets, not both"):
+        collectives_argv(nodes, ["sendrecv"], [8], 0.05, rounds=[[nodes[:2]], [nodes[:3]]])
 
 
 def test_the_launcher_reaches_the_nodes_as_told():

@@ -191,6 +191,17 @@ def test_a_launch_cut_short_keeps_the_rounds_it_finished(store):
     assert repetitions == [(1, 3), (2, 3), (3, 3), (4, 3)]
 
 
+def test_rounds_of_pairs_and_of_larger_sets_never_share_a_launch(store):
+    # Open MPI binds a launch of two ranks to cores, a larger one to
+    # packages: each set must be bound as it would be alone.
+    cluster = SetCluster()
+    target = Target(TWELVE, cluster)
+    run_scale(store, target, job_for(target, 12), "sorted", 2, counts=[2, 4, 12])
+    assert [len(sets["node01"]) for sets in cluster.rounds] == [2, 4, 12, 2, 4, 12]
+    assert cluster.launches == [TWELVE, TWELVE]  # 4 and 12 of each repetition; each pair alone, set by set
+    assert [len(starts) for starts in cluster.starts] == [1, 0, 0, 1, 0, 0]
+
+
 def test_a_launch_takes_as_many_rounds_as_its_time_bound_allows(store):
     cluster = SetCluster()
     target = Target(TWELVE, cluster)
