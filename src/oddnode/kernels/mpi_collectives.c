@@ -68,8 +68,8 @@
  * check start once, and each round splits them into its sets, each timed as
  * above on a communicator of its own, all of a round's sets at once, the
  * next round after the last set's end.  PLAN lists the rounds separated by
- * '/', a round's sets by ';', a set's ranks (of comm) by ',', in
- * the set's order: "0,1;2,3/0,2;1,3" is two rounds of two pairs; a rank in
+ * '/', a round's sets by ';', a set's ranks (of MPI_COMM_WORLD) by ',',
+ * in the set's order: "0,1;2,3/0,2;1,3" is two rounds of two pairs; a rank in
  * no set of a round sits it out.  Rank 0 prints, round after round, each
  * set's output as a run of that set alone prints it, after a line
  *   == round R set S
@@ -121,7 +121,7 @@ static const char *const NAMES[BENCHMARKS] = {"sendrecv", "allreduce", "alltoall
 enum { BAD, CHECKED, BYTES, BATCH, FROM_RANK, OFFSET, EXPECTED, GOT, FIELDS };
 
 static int rank, ranks;
-/* The set's communicator: comm, or one set of a plan's round;
+/* The set's communicator: MPI_COMM_WORLD, or one set of a plan's round;
  * rank and ranks are this rank's place in it and its size. */
 static MPI_Comm comm;
 /* Bcast's root: the batch's first call's, and the next call's. */
@@ -493,8 +493,7 @@ static void print_list(FILE *out, const char *key, const long long *values, int 
 }
 
 /* Rank 0: one line per rank and benchmark that saw bad data; 1 if any did. */
-static int report_failures(FILE *out, const long long *all, const char *hosts,
-                           const int chosen[BENCHMARKS])
+static int report_failures(FILE *out, const long long *all, const char *hosts, const int chosen[BENCHMARKS])
 {
     int failed = 0;
     for (int b = 0; b < BENCHMARKS; b++) {
@@ -505,14 +504,15 @@ static int report_failures(FILE *out, const long long *all, const char *hosts,
             if (seen[BAD] == 0)
                 continue;
             failed = 1;
-            fprintf(out, "validation failed %s rank=%d host=%s", NAMES[b], r, hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME);
+            fprintf(out, "validation failed %s rank=%d host=%s", NAMES[b], r,
+                    hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME);
             if (seen[FROM_RANK] >= 0)
                 fprintf(out, " from_rank=%lld from_host=%s", seen[FROM_RANK],
-                       hosts + (size_t)seen[FROM_RANK] * MPI_MAX_PROCESSOR_NAME);
+                        hosts + (size_t)seen[FROM_RANK] * MPI_MAX_PROCESSOR_NAME);
             fprintf(out, " bad=%lld/%lld bytes=%lld batch=%lld", seen[BAD], seen[CHECKED], seen[BYTES], seen[BATCH]);
             if (b == ALLREDUCE)
-                fprintf(out, " element=%lld expected=%.17g got=%.17g\n", seen[OFFSET], bits_double(seen[EXPECTED]),
-                       bits_double(seen[GOT]));
+                fprintf(out, " element=%lld expected=%.17g got=%.17g\n", seen[OFFSET],
+                        bits_double(seen[EXPECTED]), bits_double(seen[GOT]));
             else
                 fprintf(out, " offset=%lld expected=%lld got=%lld\n", seen[OFFSET], seen[EXPECTED], seen[GOT]);
         }
