@@ -25,10 +25,10 @@ import itertools
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from oddnode.reach.jobs import last_json_object, start_option, with_runner_options
+from oddnode.reach.jobs import parse_runner_output, start_option, with_runner_options
 from oddnode.core.model import LabelKind
 from oddnode.core.nodes import fold
 from oddnode.parsers.base import ParsedOutput, ParseError
@@ -212,13 +212,22 @@ def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, famil
     summary.notes += cuts.notes(f"{family}.{ordering}")
 
 
+def _rounds_per_launch(round_seconds: float) -> int:
+    """The most rounds one launch takes, each bounded by ``round_seconds``."""
+    return max(1, int(MAX_LAUNCH_RUN_SECONDS // max(round_seconds, 1e-9)))
+
+
+def _batch_length(pairs: Sequence[bool], per_launch: int) -> int:
+    """How many of the next rounds (of pairs or not, ``pairs``, at least
+    one) one launch takes: up to ``per_launch``, all of the first one's kind
+    (collectives.pairs_only: each set bound as a launch of it alone)."""
+    return sum(1 for _ in itertools.takewhile(lambda kind: kind == pairs[0], pairs[:per_launch]))
+
+
 def _launch_batch(job: SetJob, pending: Sequence[Round]) -> list[Round]:
-    """The next rounds one launch runs: as many as MAX_LAUNCH_RUN_SECONDS
-    allows, at least one, all of pairs or none (collectives.pairs_only:
-    each set bound as a launch of it alone binds it)."""
-    count = max(1, min(len(pending), int(MAX_LAUNCH_RUN_SECONDS // max(job.run_seconds, 1e-9))))
-    kind = pairs_only(pending[0][1])
-    return list(itertools.takewhile(lambda round_: pairs_only(round_[1]) == kind, pending[:count]))
+    """The next rounds one launch runs."""
+    per_launch = _rounds_per_launch(job.run_seconds)
+    return list(pending[:_batch_length([pairs_only(sets) for _, sets in pending[:per_launch]], per_launch)])
 
 
 def _run_round_apart(target: Target, job: SetJob, sets: Sequence[Sequence[str]], lead: float
@@ -245,6 +254,7 @@ def _run_in_one_launch(target: Target, job: SetJob, batch: Sequence[Round]
     cannot be made (a plan too long for it) fails before it starts."""
     assert job.rounds_argv is not None
     first = target.nodes[0]
+    source = f"{first}: one launch"
     try:
         argv = job.rounds_argv(target.nodes, [sets for _, sets in batch])
     except ValueError as error:
@@ -252,13 +262,9 @@ def _run_in_one_launch(target: Target, job: SetJob, batch: Sequence[Round]
     result = target.transport.run_each({first: argv}, timeout=len(batch) * job.run_seconds + LAUNCH_SLACK).get(first)
     if result is None or result.status is not NodeStatus.OK:
         return [], why_failed(result)
-    report = last_json_object(result.stdout)
-    if report is None or "error" in report or not isinstance(report.get("stdout"), str):
-        return [], quote_detail(str((report or {}).get("detail") or (report or {}).get("error")
-                                    or "no runner report")) or "no runner report"
-    complete = report.get("returncode") == 0
     try:
-        sections = plan_sections(report["stdout"], f"{first}: one launch", complete=complete)
+        report = parse_runner_output(source, result.stdout)
+        sections = plan_sections(report.stdout, source, complete=report.returncode == 0)
     except ParseError as error:
         return [], quote_detail(str(error))
     finished = []
@@ -269,12 +275,12 @@ def _run_in_one_launch(target: Target, job: SetJob, batch: Sequence[Round]
         # set alone would have given.
         finished.append({members[0]: NodeResult(
             members[0], NodeStatus.OK,
-            json.dumps({**report, "stdout": sections[(number, index)], "stderr": "", "returncode": 0}), "", 0,
-            result.duration) for index, members in enumerate(sets, start=1)})
+            json.dumps({**asdict(report), "stdout": sections[(number, index)], "stderr": "", "returncode": 0}),
+            "", 0, result.duration) for index, members in enumerate(sets, start=1)})
     if len(finished) == len(batch):
         return finished, None
-    said = str(report.get("stderr") or "").strip()
-    return finished, (f"exit status {report.get('returncode')}" + (f": {quote_detail(said)}" if said else ""))
+    said = quote_detail(report.stderr)
+    return finished, f"exit status {report.returncode}" + (f": {said}" if said else "")
 
 
 def _record_round(store: Store, target: Target, run_id: int, job: SetJob, family: str, ordering: str,
@@ -432,7 +438,7 @@ class SetBenchmarkOptions:
         if self.launcher == MPIRUN and runs:
             bound = collectives.run_seconds(self.benchmarks, self.sizes, self.seconds_per_size, ranks=max(counts))
             launch = MPI_START_SECONDS * len(self.orderings) * _launches(
-                [count == 2 for count in counts] * repetitions, max(1, int(MAX_LAUNCH_RUN_SECONDS // bound))) / len(runs)
+                [count == 2 for count in counts] * repetitions, _rounds_per_launch(bound)) / len(runs)
         per_run = [sum(size_seconds(moved_bytes(benchmark, size, ranks) / 2 / link_bytes_per_s if link_bytes_per_s
                                     else 0.0, self.seconds_per_size, COLLECTIVE_BATCH_SECONDS)
                        for benchmark in self.benchmarks for size in benchmark_sizes(benchmark, self.sizes))
@@ -484,13 +490,10 @@ class ScaleOptions(SetBenchmarkOptions):
 
 def _launches(pairs: Sequence[bool], per_launch: int) -> int:
     """How many launches an ordering's rounds take, each round's sets of two
-    or not (``pairs``), as run_set_rounds groups them (_launch_batch)."""
-    launches = start = 0
+    or not (``pairs``), as run_set_rounds groups them (_batch_length)."""
+    launches, start = 0, 0
     while start < len(pairs):
-        end = start + 1
-        while end < len(pairs) and end - start < per_launch and pairs[end] == pairs[start]:
-            end += 1
-        launches, start = launches + 1, end
+        launches, start = launches + 1, start + _batch_length(pairs[start:], per_launch)
     return launches
 
 
