@@ -80,6 +80,14 @@ class SetCluster:
             factor *= 10.0 * leaving if leaving else 1.0
         return factor
 
+    def output(self, members: list[str], place: int) -> str:
+        """A set's output, the ``place``-th of its round by first node."""
+        factor = self.factor_of(members)
+        output = set_output(members, factor * (1 + place / 500))
+        if factor > 1:  # a slow set runs out of time first
+            output = cut(output, self.cut_sizes)
+        return output
+
     def run_each(self, commands, *, timeout):
         if len(commands) == 1:
             ((node, argv),) = commands.items()
@@ -96,11 +104,7 @@ class SetCluster:
             if self.down & set(members):
                 results[node] = NodeResult(node, NodeStatus.FAILED, "", "ORTE was unable to reach a node", 1, 2.0)
                 continue
-            factor = self.factor_of(members)
-            output = set_output(members, factor * (1 + index / 500))
-            if factor > 1:  # a slow set runs out of time first
-                output = cut(output, self.cut_sizes)
-            results[node] = NodeResult(node, NodeStatus.OK, runner_report(output), "", 0, 1.0)
+            results[node] = NodeResult(node, NodeStatus.OK, runner_report(self.output(members, index)), "", 0, 1.0)
         self.rounds.append(round_members)
         return results
 
@@ -119,11 +123,9 @@ class SetCluster:
             sets = [[nodes[int(rank)] for rank in text.split(",")] for text in round_text.split(";")]
             self.rounds.append({members[0]: members for members in sets})
             self.starts.append({})
-            for index, members in sorted(enumerate(sets, start=1), key=lambda item: item[1][0]):
-                factor = self.factor_of(members)
-                output = set_output(members, factor * (1 + (index - 1) / 500))
-                if factor > 1:
-                    output = cut(output, self.cut_sizes)
-                sections.append((number, index, output))
+            # Each set as run_each runs it: its place among the round's first nodes.
+            places = {first: place for place, first in enumerate(sorted(members[0] for members in sets))}
+            sections += [(number, index, self.output(members, places[members[0]]))
+                         for index, members in enumerate(sets, start=1)]
         text = "".join(f"== round {number} set {index}\n{output}" for number, index, output in sorted(sections))
         return NodeResult(node, NodeStatus.OK, runner_report(text), "", 0, 1.0)
