@@ -86,12 +86,18 @@ def _failed_rows(batch: ResultBatch, spec: BenchmarkSpec, node: str, repetition:
                   parameters={"error": reason}, raw_ref=raw_ref)
 
 
+def raw_reference(benchmark: str, label: str, repetition: int) -> str:
+    """The reference a run's stored rows give its raw output by, and the
+    source its parser names in what it says."""
+    return f"raw:{benchmark}:{label}:{repetition}"
+
+
 def _record_node(batch: ResultBatch, spec: BenchmarkSpec, result: NodeResult, repetition: int) -> _NodeOutcome:
     """Add one node's rows for one repetition and say how it fared.  A
     synchronized run's rows say how late the node was for the common start
     (``start_late_s``): a late node ran while others were already going."""
     node = result.node
-    raw_ref = f"raw:{spec.name}:{node}:{repetition}"
+    raw_ref = raw_reference(spec.name, node, repetition)
     if result.status in (NodeStatus.UNREACHABLE, NodeStatus.TIMEOUT):
         detail = f"repetition {repetition}: {quote_detail(result.stderr, DETAIL_CHARS) or result.status.value}"
         return _NodeOutcome(result.status.value, result.status.value, detail)

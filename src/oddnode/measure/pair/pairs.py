@@ -52,6 +52,7 @@ from oddnode.measure.runner import (
     parsed_client_run,
     prepare,
     raw_outputs,
+    raw_reference,
     start_lead,
     store_round,
     transport_trouble,
@@ -320,7 +321,7 @@ def run_pair_rounds(
         statuses, raw = [], []
         for client, server in group:
             label = pair_label(client, server)
-            raw_ref = f"raw:{benchmark}:{label}:{repetition}"
+            raw_ref = raw_reference(benchmark, label, repetition)
             outcome, problem = record(batch, client, server, repetition, results, raw_ref)
             if per_pair is not None:
                 counts = per_pair.setdefault(label, {"ok": 0, "invalid": 0, "failed": 0})

@@ -74,10 +74,15 @@ from oddnode.measure.pair.pairs import (
     stream_client_argv,
 )
 from oddnode.measure.runner import (
+    DEFAULT_REPETITIONS,
+    new_target_run,
     parsed_client_run,
     parsed_run,
+    prepare,
     quote_detail,
     raw_outputs,
+    raw_reference,
+    start_lead,
     store_round,
     transport_trouble,
     why_failed,
@@ -106,7 +111,6 @@ from oddnode.parsers.kernel_output import number, read_kernel_output, whole
 from oddnode.core.model import Direction, LabelKind
 from oddnode.core.nodes import fold
 from oddnode.parsers.base import Measurement, ParsedOutput, ParseError
-from oddnode.measure.runner import DEFAULT_REPETITIONS, new_target_run, prepare, start_lead
 from oddnode.measure.steps import Step, StepContext, StepOutcome, option
 from oddnode.store import ResultBatch, Store
 from oddnode.reach.base import NodeResult, NodeStatus, Target
@@ -401,7 +405,7 @@ def run_chain(
         label = chain_label(chain)
         batch = ResultBatch()
         point = _record_chain(batch, chain, repetition, results, options,
-                              f"raw:{CHAIN_BENCHMARK}:{label}:{repetition}")
+                              raw_reference(CHAIN_BENCHMARK, label, repetition))
         summary.points.append(point)
         where = f"repetition {repetition}, chain of {length}"
         statuses = transport_trouble(results, chain, where)
@@ -938,7 +942,7 @@ def run_alltoall(
         results = target.transport.run_each(commands, timeout=timeout)
         lead = start_lead(results, sent)
         batch = ResultBatch()
-        raw_ref = f"raw:{ALLTOALL_BENCHMARK}:{set_label}:{repetition}"
+        raw_ref = raw_reference(ALLTOALL_BENCHMARK, set_label, repetition)
         outcome, outcomes, notes = _record_alltoall(batch, nodes, repetition, results, options, raw_ref,
                                                     set_label)
         summary.repetitions.append(outcome)

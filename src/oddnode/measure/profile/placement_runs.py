@@ -7,7 +7,8 @@ hosts, in rank order, when the target holds them all), ``packed``,
 in the same order are measured once, under the first name.  Every
 repetition runs each candidate once, one at a time on an otherwise idle
 set of nodes, in an order shuffled from the seed (a drift of the cluster
-then falls on every placement alike).
+then falls on every placement alike); under mpirun, as many of these runs
+as one launch takes share it, a round each (measure.set.runner).
 
 Stored, in one run over the placements' nodes (the target's others were
 asked for nothing): the kernel's results per placement as
@@ -36,7 +37,7 @@ from oddnode.readings.placement import (
     prediction_metric,
     predictions_by_repetition,
 )
-from oddnode.measure.runner import new_target_run, prepare
+from oddnode.measure.runner import new_target_run, prepare, raw_reference
 from oddnode.measure.set.jobs import collectives_job
 from oddnode.measure.set.runner import PREPARE_TIMEOUT, SetRunSummary, run_set_rounds
 from oddnode.readings.sets_series import set_series
@@ -88,29 +89,33 @@ def measure(store: Store, target: Target, selection: Selection, placements: Sequ
         order = list(placements)
         rng.shuffle(order)
         plan += [(repetition, c) for c in order]
-    for done, (repetition, candidate) in enumerate(plan, start=1):
-        summary = SetRunSummary(run_id, MODEL, candidate.name)
-        parsed: list[ParsedOutput] = []
-        run_set_rounds(store, target, run_id, replace(job, parse=_keeping(job.parse, parsed)), MODEL,
-                       candidate.name, [(repetition, [candidate.members])], summary, lead=lead)
-        lead = 0.0
-        result.problems += [f"{candidate.name}: {p}" for p in summary.problems]
-        times = _point_times(parsed[-1], points) if parsed else {}
+    # Each placement's run is a round of its own; as many rounds as one
+    # launch takes share it (run_set_rounds), each stored under its placement.
+    parsed: dict[str, ParsedOutput] = {}
+    summary = SetRunSummary(run_id, MODEL, "placements")
+    summaries = {c.name: SetRunSummary(run_id, MODEL, c.name) for c in placements}
+    run_set_rounds(store, target, run_id, replace(job, parse=_keeping(job.parse, parsed)), MODEL, summary.ordering,
+                   [(repetition, [candidate.members]) for repetition, candidate in plan], summary, lead=lead,
+                   on_progress=on_progress, round_summaries=[summaries[candidate.name] for _, candidate in plan])
+    result.problems += [f"{name}: {problem}" for name, kept in summaries.items() for problem in kept.problems]
+    result.problems += summary.notes
+    for repetition, candidate in plan:
+        run = parsed.get(raw_reference(set_series(MODEL, job.name, candidate.name), candidate.label, repetition))
+        times = _point_times(run, points) if run is not None else {}
         if set(points) <= set(times):
             result.measured.setdefault(candidate.name, {})[repetition] = times
-        if on_progress is not None:
-            on_progress(done, len(plan))
     result.predictions = predictions_by_repetition(selection, result.measured)
     _store_predictions(store, run_id, result, profile_id)
     return result
 
 
-def _keeping(parse: Callable[[str, str], ParsedOutput], kept: list[ParsedOutput]
+def _keeping(parse: Callable[[str, str], ParsedOutput], kept: dict[str, ParsedOutput]
              ) -> Callable[[str, str], ParsedOutput]:
-    """``parse`` that also keeps what it returns."""
+    """``parse`` that also keeps what it returns, by the source it read (a
+    set run's raw reference)."""
     def parse_and_keep(text: str, source: str) -> ParsedOutput:
         parsed = parse(text, source)
-        kept.append(parsed)
+        kept[source] = parsed
         return parsed
     return parse_and_keep
 

@@ -39,6 +39,7 @@ from oddnode.measure.runner import (
     prepare,
     quote_detail,
     raw_outputs,
+    raw_reference,
     start_lead,
     store_round,
     why_failed,
@@ -171,16 +172,25 @@ Round = tuple[int, Sequence[Sequence[str]]]  # (repetition, its sets' members)
 
 def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, family: str, ordering: str,
                    rounds: Sequence[Round], summary: SetRunSummary, *,
-                   lead: float, on_progress: Callable[[int, int], None] | None = None) -> None:
+                   lead: float, on_progress: Callable[[int, int], None] | None = None,
+                   round_summaries: Sequence[SetRunSummary] | None = None) -> None:
     """Run rounds of sets, each round's sets at once, each round stored in
     one transaction as it ends: as many rounds as one launch takes in one
     launch where the job can (``rounds_argv``), else each set its own from
-    one wall-clock moment."""
+    one wall-clock moment.  Each round is stored under ``ordering`` and its
+    outcomes kept in ``summary``, or under the ordering of its own of
+    ``round_summaries`` and there (the model's placements, a round each);
+    the notes go to ``summary``."""
+    if round_summaries is not None and len(round_summaries) != len(rounds):
+        raise ValueError(f"{len(round_summaries)} summaries for {len(rounds)} rounds")
     cuts = CutSizes()
     parse = cuts.noting(job.parse)
 
-    def record(repetition: int, sets: Sequence[Sequence[str]], results: Mapping[str, NodeResult]) -> None:
-        _record_round(store, target, run_id, job, family, ordering, summary, parse, repetition, sets, results)
+    def record(index: int, repetition: int, sets: Sequence[Sequence[str]],
+               results: Mapping[str, NodeResult]) -> None:
+        kept = summary if round_summaries is None else round_summaries[index]
+        _record_round(store, target, run_id, job, family, kept.ordering if round_summaries else ordering, kept,
+                      parse, repetition, sets, results)
 
     pending, done = list(rounds), 0
     one_launch = job.rounds_argv is not None
@@ -194,8 +204,8 @@ def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, famil
                 unfinished = f"rounds {done + len(finished) + 1}-{done + len(batch)} of {len(rounds)}"
                 summary.notes.append(f"{family}.{ordering}: one launch of several rounds failed ({failure}); "
                                      f"{unfinished} and every later one ran a launch per set")
-            for (repetition, sets), results in zip(batch, finished):
-                record(repetition, sets, results)
+            for index, ((repetition, sets), results) in enumerate(zip(batch, finished), start=done):
+                record(index, repetition, sets, results)
             del pending[:len(finished)]
             # Told once every finished round is stored: a spent budget stops here.
             for _ in finished:
@@ -205,7 +215,7 @@ def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, famil
             continue
         repetition, sets = pending.pop(0)
         results, lead = _run_round_apart(target, job, sets, lead)
-        record(repetition, sets, results)
+        record(done, repetition, sets, results)
         done += 1
         if on_progress is not None:
             on_progress(done, len(rounds))
@@ -292,7 +302,7 @@ def _record_round(store: Store, target: Target, run_id: int, job: SetJob, family
     raw, statuses = [], []
     for members in sets:
         label, first = fold(members), members[0]
-        raw_ref = f"raw:{set_series(family, job.name, ordering)}:{label}:{repetition}"
+        raw_ref = raw_reference(set_series(family, job.name, ordering), label, repetition)
         outcome, why, reasons = _record_set(
             batch, job, family, ordering, members, repetition, results.get(first),
             lambda: member_reasons(target, members), raw_ref, parse)
