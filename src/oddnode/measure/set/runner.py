@@ -188,9 +188,9 @@ def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, famil
 
     def record(index: int, repetition: int, sets: Sequence[Sequence[str]],
                results: Mapping[str, NodeResult]) -> None:
-        kept = summary if round_summaries is None else round_summaries[index]
-        _record_round(store, target, run_id, job, family, kept.ordering if round_summaries else ordering, kept,
-                      parse, repetition, sets, results)
+        kept, stored_as = (summary, ordering) if round_summaries is None else (
+            round_summaries[index], round_summaries[index].ordering)
+        _record_round(store, target, run_id, job, family, stored_as, kept, parse, repetition, sets, results)
 
     pending, done = list(rounds), 0
     one_launch = job.rounds_argv is not None
