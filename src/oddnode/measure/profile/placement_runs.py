@@ -94,7 +94,7 @@ def measure(store: Store, target: Target, selection: Selection, placements: Sequ
     parsed: dict[str, ParsedOutput] = {}
     summary = SetRunSummary(run_id, MODEL, "placements")
     summaries = {c.name: SetRunSummary(run_id, MODEL, c.name) for c in placements}
-    run_set_rounds(store, target, run_id, replace(job, parse=_keeping(job.parse, parsed)), MODEL, summary.ordering,
+    run_set_rounds(store, target, run_id, replace(job, parse=_keeping(job.parse, parsed)), MODEL,
                    [(repetition, [candidate.members]) for repetition, candidate in plan], summary, lead=lead,
                    on_progress=on_progress, round_summaries=[summaries[candidate.name] for _, candidate in plan])
     result.problems += [f"{name}: {problem}" for name, kept in summaries.items() for problem in kept.problems]

@@ -170,15 +170,15 @@ def _record_set(batch: ResultBatch, job: SetJob, family: str, ordering: str, mem
 Round = tuple[int, Sequence[Sequence[str]]]  # (repetition, its sets' members)
 
 
-def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, family: str, ordering: str,
+def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, family: str,
                    rounds: Sequence[Round], summary: SetRunSummary, *,
                    lead: float, on_progress: Callable[[int, int], None] | None = None,
                    round_summaries: Sequence[SetRunSummary] | None = None) -> None:
     """Run rounds of sets, each round's sets at once, each round stored in
     one transaction as it ends: as many rounds as one launch takes in one
     launch where the job can (``rounds_argv``), else each set its own from
-    one wall-clock moment.  Each round is stored under ``ordering`` and its
-    outcomes kept in ``summary``, or under the ordering of its own of
+    one wall-clock moment.  Each round is stored under the ordering of
+    ``summary`` and its outcomes kept there, or under that of its own of
     ``round_summaries`` and there (the model's placements, a round each);
     the notes go to ``summary``."""
     if round_summaries is not None and len(round_summaries) != len(rounds):
@@ -188,9 +188,8 @@ def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, famil
 
     def record(index: int, repetition: int, sets: Sequence[Sequence[str]],
                results: Mapping[str, NodeResult]) -> None:
-        kept, stored_as = (summary, ordering) if round_summaries is None else (
-            round_summaries[index], round_summaries[index].ordering)
-        _record_round(store, target, run_id, job, family, stored_as, kept, parse, repetition, sets, results)
+        kept = summary if round_summaries is None else round_summaries[index]
+        _record_round(store, target, run_id, job, family, kept.ordering, kept, parse, repetition, sets, results)
 
     pending, done = list(rounds), 0
     one_launch = job.rounds_argv is not None
@@ -202,7 +201,7 @@ def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, famil
                 # The rest runs a launch per set, which pins the failure on its sets.
                 one_launch = False
                 unfinished = f"rounds {done + len(finished) + 1}-{done + len(batch)} of {len(rounds)}"
-                summary.notes.append(f"{family}.{ordering}: one launch of several rounds failed ({failure}); "
+                summary.notes.append(f"{family}.{summary.ordering}: one launch of several rounds failed ({failure}); "
                                      f"{unfinished} and every later one ran a launch per set")
             for index, ((repetition, sets), results) in enumerate(zip(batch, finished), start=done):
                 record(index, repetition, sets, results)
@@ -219,7 +218,7 @@ def run_set_rounds(store: Store, target: Target, run_id: int, job: SetJob, famil
         done += 1
         if on_progress is not None:
             on_progress(done, len(rounds))
-    summary.notes += cuts.notes(f"{family}.{ordering}")
+    summary.notes += cuts.notes(f"{family}.{summary.ordering}")
 
 
 def _rounds_per_launch(round_seconds: float) -> int:
@@ -339,7 +338,7 @@ def run_sets(store: Store, target: Target, job: SetJob, ordering: str, repetitio
                                 for p in plans if p.idle))
     run_id, lead = _start(store, target, job, command)
     summary = SetRunSummary(run_id, SETS, ordering, notes=notes)
-    run_set_rounds(store, target, run_id, job, SETS, ordering, [(p.repetition, p.sets) for p in plans], summary,
+    run_set_rounds(store, target, run_id, job, SETS, [(p.repetition, p.sets) for p in plans], summary,
                    lead=lead, on_progress=on_progress)
     return summary
 
@@ -358,7 +357,7 @@ def run_scale(store: Store, target: Target, job: SetJob, ordering: str, repetiti
     plans = scale_plans(target.nodes, counts, ordering, repetitions, seed)
     run_id, lead = _start(store, target, job, command)
     summary = SetRunSummary(run_id, SCALE, ordering)
-    run_set_rounds(store, target, run_id, job, SCALE, ordering, [(r, [members]) for r, _, members in plans],
+    run_set_rounds(store, target, run_id, job, SCALE, [(r, [members]) for r, _, members in plans],
                    summary, lead=lead, on_progress=on_progress)
     return summary
 
