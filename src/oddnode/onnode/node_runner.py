@@ -29,6 +29,16 @@ or, for an installed tool,
      "collect": [name], "args": [str], "env": {...}, "timeout": seconds,
      "parent": directory for the private one, or null for $TMPDIR}
 
+or a schedule of such jobs, run one after the other, each held until its
+own start (null: as soon as the one before it has ended), so that a node
+takes part in several rounds of a measurement for one start of this runner:
+
+    {"schedule": [{"start_at": T or null, "job": a kernel's or a tool's spec,
+                   "source": i}], "sources": [C text]}
+
+where a job's C source, which several jobs share, travels once: "source"
+names its place in "sources" (the job then has none of its own).
+
 Builds are cached under ``$XDG_CACHE_HOME/oddnode/kernels/<key[:16]>/``
 (``~/.cache`` by default); the key is the sha256 of the source, the flags,
 the compiler's version line and the CPU model, because ``-march=native``
@@ -49,8 +59,9 @@ Output: {"runner_version": 1, "cache_key", "built", "compiler", "flags",
 of those fields as were known -- never a traceback.  Every report that got
 as far as running (or preparing) says when: "start": {"at": T or null,
 "launched": the wall clock when the runner started, "arrived": when it was
-ready to run}; a prepared
-one has "prepared": true and no output.
+ready to run}, and one that ran "finished": the wall clock when its run
+ended; a prepared one has "prepared": true and no output.  A schedule's
+report is {"runner_version": 1, "schedule": [each job's report, in order]}.
 """
 
 import base64
@@ -84,6 +95,9 @@ DEFAULT_RUN_TIMEOUT = 600
 # The furthest ahead a start time may lie, in seconds: a later one is a
 # mistake (a clock far off), not a plan.
 MAX_START_WAIT = 3600
+# The most jobs one schedule holds: a bound on what a spec may ask, far
+# above any batch of rounds.
+MAX_SCHEDULE = 1000
 # What srun gives each task of a job step.  The runner may be such a task
 # (the slurm transport), but what it starts is not: an MPI program that
 # finds these believes srun launched it as a rank and, without Slurm's PMI,
@@ -100,6 +114,11 @@ STEP_VARIABLES = ("SLURM_LABELIO", "SLURM_STEPID", "SLURM_PROCID", "SLURM_LOCALI
 STEP_PREFIXES = ("SLURM_STEP_", "SLURM_SRUN_COMM_", "PMI_", "PMIX_")
 JOB_VIEW = {"SLURM_NODELIST": "SLURM_JOB_NODELIST", "SLURM_NNODES": "SLURM_JOB_NUM_NODES",
             "SLURM_TASKS_PER_NODE": "SLURM_JOB_CPUS_PER_NODE"}
+
+
+# Each compiler's version line, asked once per start of the runner: the
+# jobs of a schedule build with the same compilers.
+_COMPILER_LINES = {}
 
 
 def compiler_version(compiler):
@@ -232,7 +251,8 @@ def run(spec, start_at=None, prepare=False):
         report.update(error="bad spec", detail="compiler {!r} is not a plain command name".format(compiler))
         return report
     try:
-        compiler_line = compiler_version(compiler)
+        compiler_line = _COMPILER_LINES.get(compiler) or compiler_version(compiler)
+        _COMPILER_LINES[compiler] = compiler_line
     except (OSError, subprocess.SubprocessError) as problem:
         report.update(error="no compiler", detail="{} --version: {}".format(compiler, problem))
         return report
@@ -285,12 +305,14 @@ def run(spec, start_at=None, prepare=False):
             returncode=None,
             stdout=_text(expired.stdout),
             stderr=_text(expired.stderr),
+            finished=time.time(),
         )
         return report
     except OSError as problem:
         report.update(error="run failed", detail=str(problem))
         return report
-    report.update(returncode=completed.returncode, stdout=completed.stdout, stderr=completed.stderr)
+    report.update(returncode=completed.returncode, stdout=completed.stdout, stderr=completed.stderr,
+                  finished=time.time())
     return report
 
 
@@ -412,7 +434,7 @@ def run_tool(spec, start_at=None, prepare=False):
                     collected[name] = handle.read()
             except OSError:
                 collected[name] = None
-        report.update(returncode=code, stdout=out, stderr=err, collected=collected)
+        report.update(returncode=code, stdout=out, stderr=err, collected=collected, finished=time.time())
         if code is None:
             report.update(error="run timed out", detail="{} did not finish in {} s".format(tool, timeout))
         return report
@@ -428,6 +450,15 @@ def _text(data):
     return data
 
 
+def checked_start(start_at):
+    """A start time as a number of epoch seconds, refused when it lies
+    more than MAX_START_WAIT ahead (or is not a number)."""
+    start_at = float(start_at)
+    if not start_at - time.time() <= MAX_START_WAIT:
+        raise ValueError("start time {} is more than {} s ahead".format(start_at, MAX_START_WAIT))
+    return start_at
+
+
 def parse_options(options):
     """(start_at, prepare) from the options before the job."""
     start_at, prepare = None, False
@@ -435,12 +466,54 @@ def parse_options(options):
         if option == "--prepare":
             prepare = True
         elif option.startswith("--start-at="):
-            start_at = float(option[len("--start-at="):])
-            if not start_at - time.time() <= MAX_START_WAIT:
-                raise ValueError("start time {} is more than {} s ahead".format(start_at, MAX_START_WAIT))
+            start_at = checked_start(option[len("--start-at="):])
         else:
             raise ValueError("unknown option {!r}".format(option))
     return start_at, prepare
+
+
+def run_job(spec, start_at=None, prepare=False):
+    """One job's report: a kernel's or an installed tool's run."""
+    if not isinstance(spec, dict) or "schedule" in spec:
+        raise ValueError("a job is one kernel's or tool's spec")
+    return (run_tool if "tool" in spec else run)(spec, start_at, prepare)
+
+
+def run_schedule(spec):
+    """Each job of a schedule in turn, held until its own start; the report
+    of each, in order.  A job that fails does not stop the ones after it."""
+    jobs, sources = spec["schedule"], spec.get("sources", [])
+    if not isinstance(jobs, list) or not 0 < len(jobs) <= MAX_SCHEDULE:
+        raise ValueError("a schedule is a list of 1 to {} jobs".format(MAX_SCHEDULE))
+    if not isinstance(sources, list) or not all(isinstance(source, str) for source in sources):
+        raise ValueError("a schedule's sources are a list of texts")
+    for item in jobs:
+        if not isinstance(item, dict) or not isinstance(item.get("job"), dict):
+            raise ValueError("a schedule's item is {\"start_at\": T or null, \"job\": spec}")
+        if item.get("start_at") is not None:
+            checked_start(item["start_at"])
+        source = item.get("source")
+        if source is not None and not (isinstance(source, int) and 0 <= source < len(sources)):
+            raise ValueError("a schedule's item names source {!r} of {}".format(source, len(sources)))
+    reports = []
+    for item in jobs:
+        start_at = None if item.get("start_at") is None else float(item["start_at"])
+        job = dict(item["job"])
+        if item.get("source") is not None:
+            job["source"] = sources[item["source"]]
+        reports.append(report_of(lambda: run_job(job, start_at)))
+    return {"runner_version": RUNNER_VERSION, "schedule": reports}
+
+
+def report_of(make_report):
+    """The report ``make_report()`` makes, or one that says why it made none:
+    the output stays one JSON object, whatever broke."""
+    try:
+        return make_report()
+    except (ValueError, KeyError, TypeError) as problem:
+        return {"runner_version": RUNNER_VERSION, "error": "bad spec", "detail": str(problem)}
+    except Exception as problem:
+        return {"runner_version": RUNNER_VERSION, "error": "runner failed", "detail": repr(problem)}
 
 
 def unpack(word):
@@ -450,6 +523,20 @@ def unpack(word):
         return zlib.decompress(base64.b64decode(word)).decode("utf-8")
     except (binascii.Error, zlib.error, UnicodeDecodeError) as problem:
         raise ValueError("the spec is not packed JSON: {}".format(problem))
+
+
+def run_argv(argv):
+    """The report of the job (or the schedule) argv holds last, run with
+    the options before it."""
+    if len(argv) < 2:
+        raise ValueError("expected the packed JSON spec as the last argument")
+    start_at, prepare = parse_options(argv[1:-1])
+    spec = json.loads(unpack(argv[-1]))
+    if isinstance(spec, dict) and "schedule" in spec:
+        if start_at is not None or prepare:
+            raise ValueError("a schedule's jobs carry their own starts and are not prepared")
+        return run_schedule(spec)
+    return run_job(spec, start_at, prepare)
 
 
 def main(argv):
@@ -462,17 +549,7 @@ def main(argv):
 
 
 def _main(argv):
-    try:
-        if len(argv) < 2:
-            raise ValueError("expected the packed JSON spec as the last argument")
-        start_at, prepare = parse_options(argv[1:-1])
-        spec = json.loads(unpack(argv[-1]))
-        runner = run_tool if "tool" in spec else run
-        report = runner(spec, start_at, prepare)
-    except (ValueError, KeyError, TypeError) as problem:
-        report = {"runner_version": RUNNER_VERSION, "error": "bad spec", "detail": str(problem)}
-    except Exception as problem:  # the report must stay one JSON object, whatever broke
-        report = {"runner_version": RUNNER_VERSION, "error": "runner failed", "detail": repr(problem)}
+    report = report_of(lambda: run_argv(argv))
     sys.stdout.write(json.dumps(report) + "\n")
     sys.stdout.flush()
     return 0

@@ -20,7 +20,7 @@ from importlib import resources
 from typing import Any
 
 from oddnode.parsers.base import ParseError, ToolUnavailable
-from oddnode.reach.base import pack_text, unpack_text
+from oddnode.reach.base import NodeResult, NodeStatus, pack_text, unpack_text
 from oddnode.reach.scripts import onnode_script, python_command
 
 RUNNER_VERSION = 1
@@ -134,6 +134,59 @@ def runner_job(spec: dict[str, Any], interpreter: str = "python3") -> list[str]:
     return python_command(runner_source(), interpreter) + [encode_job(spec)]
 
 
+# --- several jobs for one start of the runner ----------------------------------------
+
+
+def scheduled_argv(items: Sequence[tuple[float | None, Sequence[str]]]) -> list[str]:
+    """One runner argv that runs the jobs of several runner argvs
+    (runner_argv, tool_argv; without runner options) on a node in turn,
+    each held until its start (epoch seconds; None: as soon as the one
+    before it has ended): a node's part in several rounds of a measurement
+    for one connection and one start of the runner.  Its report is split
+    back into one per job by schedule_results."""
+    if not items:
+        raise ValueError("a schedule holds at least one job")
+    interpreter = items[0][1][0]
+    runner = python_command(runner_source(), interpreter)
+    schedule: list[dict[str, Any]] = []
+    sources: list[str] = []  # each C source once: the jobs of a round share a kernel
+    for start_at, argv in items:
+        if list(argv[:-1]) != runner:
+            raise ValueError("a scheduled job is a node runner argv without options, as runner_argv makes it")
+        job = decode_job(argv[-1])
+        item: dict[str, Any] = {"start_at": None if start_at is None else round(start_at, 3), "job": job}
+        if isinstance(job.get("source"), str):
+            source = job.pop("source")
+            if source not in sources:
+                sources.append(source)
+            item["source"] = sources.index(source)
+        schedule.append(item)
+    return runner_job({"schedule": schedule, "sources": sources}, interpreter)
+
+
+def schedule_results(result: NodeResult, jobs: int) -> list[NodeResult]:
+    """A node's result of a scheduled_argv of ``jobs`` jobs, as the result
+    each job's own argv would have given: its report, in turn.  A node that
+    could not run the schedule (unreachable, cut, failed) gives that
+    result for every job; a report that is no schedule's (the runner's own
+    error, garbled output) goes to every job as it is, for its parser to
+    say what is wrong; a job the report lacks failed, saying so."""
+    data = last_json_object(result.stdout) if result.ok else None
+    reports = data.get("schedule") if data is not None else None
+    if not isinstance(reports, list):
+        return [result] * jobs
+    results = []
+    for index in range(jobs):
+        if index < len(reports) and isinstance(reports[index], dict):
+            results.append(NodeResult(result.node, NodeStatus.OK, json.dumps(reports[index]), result.stderr,
+                                      result.exit_code, result.duration))
+        else:
+            results.append(NodeResult(result.node, NodeStatus.FAILED, "",
+                                      f"the node runner reported {len(reports)} of the {jobs} jobs of its schedule",
+                                      result.exit_code, result.duration))
+    return results
+
+
 # Runs on the node: gives the node runner the tool's job when the tool is on
 # PATH (the test the runner itself makes), our kernel's job otherwise.  Its
 # arguments: the runner's options (see with_runner_options), then the
@@ -188,6 +241,7 @@ class StartTiming:
     launched: float
     arrived: float
     start_at: float | None
+    finished: float | None = None  # when its run ended; None if it did not run
 
     @property
     def late(self) -> float:
@@ -199,12 +253,14 @@ def start_timing(stdout: str) -> StartTiming | None:
     """The start timing in a runner report, None when it has none (a run
     that failed before it got ready, or output that is not a report)."""
     try:
-        start = _runner_json("", stdout).get("start")
+        report = _runner_json("", stdout)
+        start = report.get("start")
         launched, arrived = float(start["launched"]), float(start["arrived"])
         start_at = None if start.get("at") is None else float(start["at"])
+        finished = None if report.get("finished") is None else float(report["finished"])
     except (ParseError, TypeError, KeyError, ValueError, AttributeError):
         return None
-    return StartTiming(launched, arrived, start_at)
+    return StartTiming(launched, arrived, start_at, finished)
 
 
 # --- what comes back --------------------------------------------------------------

@@ -8,6 +8,7 @@ import re
 from oddnode.measure.pair.bisection import StreamOptions
 from oddnode.reach.base import NodeResult, NodeStatus
 
+from support.clusters.batches import round_by_round
 from support.clusters.pairs import job_args
 from support.outputs import GOOD_STREAM, prepared_report, runner_report
 
@@ -38,6 +39,7 @@ class BisectionCluster:
     def run(self, nodes, argv, *, timeout):
         return {node: NodeResult(node, NodeStatus.OK, prepared_report(), "", 0, 0.5) for node in nodes}
 
+    @round_by_round
     def run_each(self, commands, *, timeout):
         pairs = [(node, job_args(argv)[job_args(argv).index("-H") + 1]) for node, argv in sorted(commands.items())
                  if job_args(argv)[0] == "stream"]

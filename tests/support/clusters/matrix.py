@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from oddnode.reach.base import NodeResult, NodeStatus
 
+from support.clusters.batches import round_by_round
 from support.clusters.pairs import job_args, slowed
 from support.outputs import prepared_report, runner_report
 
@@ -28,6 +29,7 @@ class MatrixCluster:
     def run(self, nodes, argv, *, timeout):
         return {node: NodeResult(node, NodeStatus.OK, prepared_report(), "", 0, 0.5) for node in nodes}
 
+    @round_by_round
     def run_each(self, commands, *, timeout):
         pairs = []
         for node, argv in sorted(commands.items()):

@@ -8,6 +8,7 @@ from oddnode.measure.pair.pairs import PingPongOptions
 from oddnode.reach.base import NodeResult, NodeStatus
 from oddnode.reach.jobs import PREPARE_OPTION, decode_job
 
+from support.clusters.batches import round_by_round
 from support.outputs import GOOD_PING, prepared_report, runner_report
 
 
@@ -73,6 +74,7 @@ class PairCluster:
         self.prepared += 1
         return {node: NodeResult(node, NodeStatus.OK, prepared_report(), "", 0, 0.5) for node in nodes}
 
+    @round_by_round
     def run_each(self, commands, *, timeout):
         self.rounds.append({node: job_args(argv) + [a for a in argv if a.startswith("--start-at=")]
                             for node, argv in commands.items()})

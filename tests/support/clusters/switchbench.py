@@ -7,6 +7,7 @@ from oddnode.measure.pair.switchbench import AllToAllOptions, ChainOptions, Stre
 from oddnode.reach.base import NodeResult, NodeStatus
 from oddnode.reach.jobs import PREPARE_OPTION, decode_job
 
+from support.clusters.batches import round_by_round
 from support.outputs import GOOD_ALLTOALL, GOOD_RELAY, GOOD_STREAM, prepared_report, runner_report
 
 
@@ -89,6 +90,7 @@ class SwitchCluster:
         self.prepared.append(job_args(argv))
         return {node: NodeResult(node, NodeStatus.OK, prepared_report(), "", 0, 0.5) for node in nodes}
 
+    @round_by_round
     def run_each(self, commands, *, timeout):
         assert timeout > 0
         self.rounds.append({node: job_args(argv) + [a for a in argv if a.startswith("--start-at=")]

@@ -11,6 +11,7 @@ import pytest
 
 from oddnode.app.check import CheckPlan, run_check
 from oddnode.reach.base import Target
+from support.clusters.batches import unbatch
 from support.clusters.bisection import BisectionCluster as SwitchCluster
 from support.clusters.check import ScriptedCluster
 from support.clusters.pairs import PairCluster, job_args
@@ -38,9 +39,10 @@ class FabricCluster:
         return self.inventory.run(nodes, argv, timeout=timeout)
 
     def run_each(self, commands, *, timeout):
-        modes = {job_args(argv)[0] for argv in commands.values()}
+        rounds = unbatch(commands, lambda host: self.pairs.hosts.get(host, host)) or [commands]
+        modes = {job_args(argv)[0] for commands_of_round in rounds for argv in commands_of_round.values()}
         cluster = self.streams if "stream" in modes else self.pairs
-        self.steps.append("stream" if "stream" in modes else "ping")
+        self.steps += ["stream" if "stream" in modes else "ping"] * len(rounds)  # one a round
         return cluster.run_each(commands, timeout=timeout)
 
 

@@ -202,8 +202,9 @@ def run_bisection(
     summary = BisectionSummary(run_id, plan, options, BisectionFigures(len(labels), None, None, None))
     per_round = 1 + len(plan.pairs)
     total = repetitions * per_round
-    common = dict(client_argv=stream_client_argv(options), session_seconds=options.run_seconds, port=options.port,
-                  connect_wait=options.connect_wait, per_pair=summary.per_pair)
+    common = dict(client_argv=stream_client_argv(options), session_seconds=options.run_seconds,
+                  measure_seconds=options.measure_seconds, port=options.port, connect_wait=options.connect_wait,
+                  per_pair=summary.per_pair)
     lead = prepare(target, pingpong_serve_argv(options.port), PREPARE_TIMEOUT)
     for repetition in range(1, repetitions + 1):
         done = (repetition - 1) * per_round

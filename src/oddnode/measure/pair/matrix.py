@@ -182,8 +182,8 @@ def run_matrix(
         if on_progress is not None:
             on_progress(done + step, total)
 
-    common = dict(client_argv=ping_client_argv(options), session_seconds=options.run_seconds, port=options.port,
-                  connect_wait=options.connect_wait)
+    common = dict(client_argv=ping_client_argv(options), session_seconds=options.run_seconds,
+                  measure_seconds=options.measure_seconds, port=options.port, connect_wait=options.connect_wait)
     # Both ends run one build of the kernel: building it for the server builds it.
     lead = prepare(target, pingpong_serve_argv(options.port), PREPARE_TIMEOUT)
     record = ping_recorder(MATRIX_BENCHMARK, sizes,

@@ -548,8 +548,8 @@ def run_streams(
     lead = prepare(target, pingpong_serve_argv(options.port), PREPARE_TIMEOUT)
     client_argv = stream_client_argv(replace(options, both=True))
     run_pair_rounds(store, target, run_id, benchmark, rounds, client_argv=client_argv,
-                    session_seconds=options.run_seconds, record=record, port=options.port,
-                    connect_wait=options.connect_wait, lead=lead, per_pair=summary.per_pair,
+                    session_seconds=options.run_seconds, measure_seconds=options.measure_seconds, record=record,
+                    port=options.port, connect_wait=options.connect_wait, lead=lead, per_pair=summary.per_pair,
                     on_progress=on_progress)
     return summary
 

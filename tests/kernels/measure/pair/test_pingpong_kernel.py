@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 import pytest
 
@@ -24,7 +25,17 @@ from oddnode.measure.pair.pingpong import (
     pingpong_serve_argv,
     pingpong_stream_argv,
 )
-from oddnode.reach.jobs import decode_job, parse_runner_output, runner_argv
+from oddnode.reach.base import NodeResult, NodeStatus
+from oddnode.reach.jobs import (
+    decode_job,
+    parse_runner_output,
+    runner_argv,
+    runner_job,
+    schedule_results,
+    scheduled_argv,
+    start_timing,
+)
+from oddnode.reach.ssh import MAX_REMOTE_COMMAND, remote_command
 from oddnode.core.model import Direction
 from oddnode.parsers.base import ParseError
 from support.outputs import GOOD_PING, GOOD_STREAM
@@ -368,3 +379,50 @@ def test_runner_report_errors_reach_the_wrappers():
         parse_pingpong_run("", "node1")
     with pytest.raises(ParseError, match="compile failed"):
         parse_stream_run('{"runner_version": 1, "error": "compile failed", "detail": "x.c:1: error"}', "node1")
+
+
+# --- several rounds for one start of each end's runner ------------------------------
+
+
+def test_a_schedule_runs_each_round_of_a_pair_at_its_start_and_reports_each(kernel_env):
+    """Two rounds of one pair, each end's jobs one schedule: the client's
+    rounds start at their moments, the server's each as soon as the one
+    before it ended; each round's report comes back as its own run's."""
+    ports = [free_port(), free_port()]
+    first = time.time() + 2.0
+    starts = [first, first + 1.5]
+    client = scheduled_argv([(start, pingpong_ping_argv("127.0.0.1", port, sizes=[0, 64], seconds_per_size=0.05))
+                             for start, port in zip(starts, ports)])
+    server = scheduled_argv([(None, pingpong_serve_argv(port, wait=30)) for port in ports])
+    assert len(remote_command(client).encode()) <= MAX_REMOTE_COMMAND  # one source for both rounds
+    server_stdout, client_stdout = run_pair(server, client, kernel_env)
+    clients = schedule_results(NodeResult("node2", NodeStatus.OK, client_stdout, "", 0, 1.0), 2)
+    servers = schedule_results(NodeResult("node1", NodeStatus.OK, server_stdout, "", 0, 1.0), 2)
+    for start, port, client_run, server_run in zip(starts, ports, clients, servers):
+        parsed = parse_pingpong_run(client_run.stdout, "node2")
+        assert parsed.valid and parsed.configuration["port"] == port
+        timing = start_timing(client_run.stdout)
+        assert timing.start_at == pytest.approx(start, abs=1e-3) and timing.arrived < start < timing.finished
+        assert served_lines(server_run.stdout)[-1].startswith("served echoes ")
+    # The second round began after the first ended; the client started once.
+    first_run, second_run = (start_timing(run.stdout) for run in clients)
+    assert first_run.finished <= second_run.start_at and first_run.launched == second_run.launched
+
+
+def test_a_failed_job_of_a_schedule_does_not_stop_the_next(kernel_env):
+    port = free_port()
+    stdout = run_alone(scheduled_argv([(None, pingpong_serve_argv(port, wait=1)),
+                                       (None, pingpong_ping_argv("127.0.0.1", port, sizes=[1], wait=1))]), kernel_env)
+    served, pinged = schedule_results(NodeResult("node1", NodeStatus.OK, stdout, "", 0, 1.0), 2)
+    assert parse_runner_output("node1", served.stdout).returncode == 3  # nobody came
+    assert parse_runner_output("node1", pinged.stdout).returncode == 3  # nobody served
+
+
+def test_a_schedule_with_a_bad_job_reports_it_in_that_job_alone(kernel_env):
+    bad = runner_job({"kernel": "../pingpong", "source": "", "args": []})
+    port = free_port()
+    stdout = run_alone(scheduled_argv([(None, bad), (None, pingpong_serve_argv(port, wait=1))]), kernel_env)
+    wrong, served = schedule_results(NodeResult("node1", NodeStatus.OK, stdout, "", 0, 1.0), 2)
+    with pytest.raises(ParseError, match=r"bad spec:\s+kernel name '\.\./pingpong' is not a plain file name"):
+        parse_runner_output("node1", wrong.stdout)
+    assert parse_runner_output("node1", served.stdout).returncode == 3
