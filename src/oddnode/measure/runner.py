@@ -23,7 +23,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from oddnode.measure.benchmarks import BenchmarkSpec
-from oddnode.reach.jobs import PREPARE_OPTION, start_option, start_timing, with_runner_options
+from oddnode.reach.jobs import (
+    PREPARE_OPTION,
+    schedule_results,
+    scheduled_argv,
+    start_option,
+    start_timing,
+    with_runner_options,
+)
 from oddnode.core.model import DEFAULT_METRIC, Direction, LabelKind
 from oddnode.parsers.base import ParsedOutput, ParseError, ToolUnavailable
 from oddnode.store import ResultBatch, Store
@@ -298,6 +305,105 @@ def store_round(store: Store, run_id: int, benchmark: str, batch: ResultBatch, r
         for label, stdout, stderr in raw:
             store.add_raw_output(run_id, benchmark, label, repetition, stdout, stderr)
         store.add_node_status(run_id, benchmark, statuses)
+
+
+# --- rounds sent to the nodes together ----------------------------------------------
+
+# Rounds whose every process is a job of our node runner (the TCP kernels'
+# clients, relays and servers) go to the nodes in batches: each node's jobs
+# in a batch's rounds are one start of its runner (reach.jobs.scheduled_argv),
+# and round i of a batch starts i slots after the first, whose start is the
+# lead's as a single round's is.  A node's runner starts once a batch, not
+# once a round: with ssh to many nodes, or on nodes whose CPUs are capped,
+# that start takes longer than the measuring.  A slot is ROUND_SAFETY times
+# the longest a round's measurements are expected or were seen to take,
+# plus ROUND_MARGIN for the kernels' start and connections: a size's seconds
+# are an upper bound its kernel keeps but for the batch under way, about a
+# tenth of them on a sound link (kernels.md#time-budgets), so a fifth more
+# leaves twice that.  A round that outlasts its slot (a link too slow for
+# its sizes' seconds) makes the next one start while it still runs: said in
+# the node status, and the next batch's slots fit it.  A batch holds at most
+# BATCH_SECONDS of slots (Ctrl-C loses what the nodes measured of the batch
+# under way; a --max-minutes budget is checked between batches) and
+# MAX_BATCH_ROUNDS rounds (each round's job adds to the command line).
+ROUND_SAFETY = 1.2
+ROUND_MARGIN = 0.5
+BATCH_SECONDS = 60.0
+MAX_BATCH_ROUNDS = 40
+
+# A round's jobs: each node's plain runner argv and its start (None: as
+# soon as the node's job before it has ended).
+RoundJobs = Mapping[str, tuple[float | None, Sequence[str]]]
+
+
+def round_slot(measure_seconds: float) -> float:
+    """The seconds between the starts of a batch's rounds (see ROUND_SAFETY)."""
+    return ROUND_SAFETY * measure_seconds + ROUND_MARGIN
+
+
+def rounds_per_batch(slot: float) -> int:
+    """How many rounds of ``slot`` seconds a batch holds (see BATCH_SECONDS)."""
+    return max(1, min(MAX_BATCH_ROUNDS, int(BATCH_SECONDS // slot)))
+
+
+def run_scheduled_rounds(target: Target, rounds: Sequence[RoundJobs], timeout: float) -> list[dict[str, NodeResult]]:
+    """Rounds sent to the nodes together, each node's jobs in them one start
+    of its runner (one round: each job its own, with its start as the
+    runner's option): each round's node results, as its jobs' own runs
+    would have given them."""
+    if len(rounds) == 1:
+        commands = {node: list(argv) if start is None else with_runner_options(argv, start_option(start))
+                    for node, (start, argv) in rounds[0].items()}
+        return [target.transport.run_each(commands, timeout=timeout)]
+    jobs: dict[str, list[tuple[float | None, Sequence[str]]]] = {}
+    rounds_of: dict[str, list[int]] = {}
+    for index, round_jobs in enumerate(rounds):
+        for node, job in round_jobs.items():
+            jobs.setdefault(node, []).append(job)
+            rounds_of.setdefault(node, []).append(index)
+    results = target.transport.run_each(
+        {node: scheduled_argv(node_jobs) for node, node_jobs in jobs.items()},
+        timeout=timeout)
+    outcomes: list[dict[str, NodeResult]] = [{} for _ in rounds]
+    for node, indices in rounds_of.items():
+        if node in results:
+            for index, result in zip(indices, schedule_results(results[node], len(indices))):
+                outcomes[index][node] = result
+    return outcomes
+
+
+def timed_runs(starters: Sequence[str], results: Mapping[str, NodeResult]) -> list[tuple[str, float, float]]:
+    """(node, when it began, when it finished) for each of a round's
+    ``starters`` (the nodes held until its start) whose report says both."""
+    times = []
+    for node in starters:
+        timing = start_timing(results[node].stdout) if node in results else None
+        if timing is not None and timing.finished is not None:
+            times.append((node, max(timing.arrived, timing.start_at or timing.arrived), timing.finished))
+    return times
+
+
+def longest_run(starters: Sequence[Sequence[str]], outcomes: Sequence[Mapping[str, NodeResult]]) -> float:
+    """The longest a starter of these rounds ran (0 if none said)."""
+    return max((end - began for nodes, results in zip(starters, outcomes)
+                for _, began, end in timed_runs(nodes, results)), default=0.0)
+
+
+def late_starters(starters: Sequence[Sequence[str]], outcomes: Sequence[Mapping[str, NodeResult]]
+                  ) -> dict[tuple[int, str], str]:
+    """The starters of a batch's rounds, by (round, node), that began while
+    a starter of the round before theirs still ran, with a line saying so:
+    that round outlasted its slot."""
+    late: dict[tuple[int, str], str] = {}
+    for index in range(1, len(starters)):
+        ended = max((end for _, _, end in timed_runs(starters[index - 1], outcomes[index - 1])), default=None)
+        if ended is None:
+            continue
+        for node, began, _ in timed_runs(starters[index], outcomes[index]):
+            if began < ended:
+                late[index, node] = (f"began {ended - began:.2f} s before the round before it had ended, "
+                                     "which outlasted its slot")
+    return late
 
 
 @dataclass

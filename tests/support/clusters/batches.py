@@ -34,29 +34,35 @@ def _option(args: list[str], name: str) -> str:
 
 
 def unbatch(commands: dict[str, list[str]], host_node=lambda host: host) -> list[dict[str, list[str]]] | None:
-    """A batch's commands as its rounds' commands, in order: a client's job
-    is in the round of its start, a server's in the round whose client
-    names it (``host_node``: the node a client's -H names), in turn.  None
-    when the commands hold no schedule."""
+    """A batch's commands as its rounds' commands, in order: a job held
+    until a start is in the round of that start; one that runs as soon as
+    it can (a server, a relay) in the round whose job names its node with
+    -H (``host_node``: the node a host name is), its node's such jobs in
+    turn.  None when the commands hold no schedule."""
     schedules = {node: _schedule(argv) for node, argv in commands.items()}
     if not any(schedules.values()):
         return None
     jobs = {node: [(item, _job_argv(item, spec.get("sources", []), commands[node][0])) for item in spec["schedule"]]
             for node, spec in schedules.items()}
+    waiting = {node: [(item, argv) for item, argv in node_jobs if item["start_at"] is None]
+               for node, node_jobs in jobs.items()}
     starts = sorted({item["start_at"] for node_jobs in jobs.values() for item, _ in node_jobs
                      if item["start_at"] is not None})
-    rounds: list[dict[str, list[str]]] = [{} for _ in starts]
-    served: list[list[str]] = [[] for _ in starts]  # each round's servers, as its clients name them
-    for node, node_jobs in jobs.items():
-        for item, argv in node_jobs:
-            if item["start_at"] is not None:
-                index = starts.index(item["start_at"])
-                rounds[index][node] = argv
-                served[index].append(host_node(_option(item["job"]["args"], "-H")))
-    for node, node_jobs in jobs.items():
-        serving = [index for index, servers in enumerate(served) if node in servers]
-        for index, (_, argv) in zip(serving, [(item, argv) for item, argv in node_jobs if item["start_at"] is None]):
-            rounds[index][node] = argv
+    rounds: list[dict[str, list[str]]] = []
+    for start in starts:
+        round_commands, named = {}, []
+        for node, node_jobs in jobs.items():
+            for item, argv in node_jobs:
+                if item["start_at"] == start:
+                    round_commands[node] = argv
+                    named.append(item)
+        while named:
+            args = named.pop()["job"]["args"]
+            node = host_node(_option(args, "-H")) if "-H" in args else None
+            if node is not None and node not in round_commands and waiting.get(node):
+                item, round_commands[node] = waiting[node].pop(0)
+                named.append(item)
+        rounds.append(round_commands)
     return rounds
 
 

@@ -11,8 +11,7 @@ from dataclasses import replace
 import pytest
 import yaml
 
-from oddnode.measure import catalog
-from oddnode.measure.pair import pairs
+from oddnode.measure import catalog, runner
 from oddnode.measure.estimate import (
     PREPARE_SECONDS,
     ROUND_SECONDS,
@@ -100,7 +99,7 @@ def test_a_plan_over_its_budget_is_refused_naming_its_estimate():
 
 
 def test_a_spent_budget_stops_a_run_after_the_rounds_under_way_which_are_stored(store, monkeypatch):
-    monkeypatch.setattr(pairs, "MAX_BATCH_ROUNDS", 2)  # the rounds sent to the nodes together
+    monkeypatch.setattr(runner, "MAX_BATCH_ROUNDS", 2)  # the rounds sent to the nodes together
     seen = []
     budget = Budget(1e-9)  # spent at once
     with pytest.raises(BudgetSpent, match="spent after round 2 of 3"):
@@ -154,7 +153,7 @@ def test_sets_and_scale_refuse_a_budget_naming_the_estimate_their_step_makes(scr
 
 @pytest.mark.slow
 def test_pairs_stopped_by_their_budget_keep_their_rounds_and_exit_3(scripted, tmp_path, monkeypatch):
-    monkeypatch.setattr(pairs, "MAX_BATCH_ROUNDS", 1)  # a round at a time: stopped after the first
+    monkeypatch.setattr(runner, "MAX_BATCH_ROUNDS", 1)  # a round at a time: stopped after the first
     monkeypatch.setattr(Budget, "refuse", lambda self, estimates: None)
     monkeypatch.setattr(Budget, "spent", lambda self: True)
     cluster = scripted(PairCluster(), NODES)
@@ -180,7 +179,7 @@ def test_the_json_document_carries_the_estimate_and_where_the_budget_stopped_the
     assert (estimate["max_minutes"], estimate["stopped"], estimate["not_estimated"]) == (30, None, [])
 
     monkeypatch.setattr(Budget, "spent", lambda self: True)
-    monkeypatch.setattr(pairs, "MAX_BATCH_ROUNDS", 1)  # a round at a time: stopped after the first
+    monkeypatch.setattr(runner, "MAX_BATCH_ROUNDS", 1)  # a round at a time: stopped after the first
     scripted(PairCluster(), NODES)
     stopped = invoke("pairs", "--patterns", "sort,cut", "-r", 3, "--sizes", "0,1024", "--port", 6211,
                      "--max-minutes", 30, "--json", "--db", tmp_path / "p.duckdb")

@@ -9,7 +9,7 @@ clients start together at one wall-clock moment, after the servers listen.
 A pair whose client cannot reach its server is kept, invalid, with the
 reason, and so is everything the other pairs measured.  Several rounds go
 to the nodes at once, each node's part in them one start of its runner
-(see BATCH_SECONDS).
+(measure.runner.BATCH_SECONDS).
 
 Series: ``pingpong.<pattern>`` with ``latency.<bytes>`` (us) and
 ``bandwidth.<bytes>`` (MB/s) per pair, and the least-squares fit of each
@@ -44,17 +44,22 @@ from oddnode.measure.pair.pingpong import (
     pingpong_stream_argv,
     stream_run_seconds,
 )
-from oddnode.reach.jobs import schedule_results, scheduled_argv, start_option, start_timing, with_runner_options
 from oddnode.core.model import Direction, LabelKind
 from oddnode.parsers.base import ParsedOutput
 from oddnode.measure.runner import (
     DEFAULT_REPETITIONS,
     CutSizes,
+    RoundJobs,
+    late_starters,
+    longest_run,
     new_target_run,
     parsed_client_run,
     prepare,
     raw_outputs,
     raw_reference,
+    round_slot,
+    rounds_per_batch,
+    run_scheduled_rounds,
     start_lead,
     store_round,
     transport_trouble,
@@ -77,27 +82,6 @@ FIT_MIN_SIZE = 1024
 # the runner's start, reporting back).
 PREPARE_TIMEOUT = 360.0
 ROUND_SLACK = 60.0
-# The rounds of a run whose servers are ours go to the nodes in batches:
-# each node's jobs in a batch's rounds are one start of the node runner
-# (reach.jobs.scheduled_argv), and round i of a batch starts i slots after
-# the first, whose start is the lead's as a single round's is.  A node's
-# runner starts once a batch, not once a round: with ssh to many nodes, or
-# on nodes whose CPUs are capped, that start takes longer than the
-# measuring.  A slot is ROUND_SAFETY times the longest a client's
-# measurements are expected or were seen to take, plus ROUND_MARGIN for
-# the kernel's start and the connection: a size's seconds are an upper
-# bound its kernel keeps but for the batch under way, about a tenth of them
-# on a sound link (kernels.md#time-budgets), so a fifth more leaves twice
-# that.  A round that outlasts its slot (a link too slow for its sizes'
-# seconds) makes the next one start while it still runs: said in the node
-# status, and the next batch's slots fit it.  A batch holds at most
-# BATCH_SECONDS of slots (Ctrl-C loses what the nodes measured of the
-# batch under way; a --max-minutes budget is checked between batches) and
-# MAX_BATCH_ROUNDS rounds (each round's job adds to the command line).
-ROUND_SAFETY = 1.2
-ROUND_MARGIN = 0.5
-BATCH_SECONDS = 60.0
-MAX_BATCH_ROUNDS = 40
 _US = canonical_unit("us")
 _MB_PER_S = canonical_unit("MB/s")
 
@@ -331,9 +315,9 @@ def run_pair_rounds(
     the second serves one session of at most ``session_seconds`` (unless not
     ``serve``: the client's command starts its partner itself, as mpirun
     does, and each round goes to the nodes alone; otherwise rounds go in
-    batches, see BATCH_SECONDS).  ``record(batch, client, server,
-    repetition, results, raw_ref)`` adds a pair's rows and returns its
-    outcome (ok, invalid, failed) and why, counted in ``per_pair``.
+    batches, see measure.runner.BATCH_SECONDS).  ``record(batch, client,
+    server, repetition, results, raw_ref)`` adds a pair's rows and returns
+    its outcome (ok, invalid, failed) and why, counted in ``per_pair``.
     """
     # A client's argv by server (the TCP kernel's depends on the server
     # only), or by pair when the client starts its partner.
@@ -345,21 +329,22 @@ def run_pair_rounds(
             commands_of[key] = client_argv(client, server)
         return commands_of[key]
 
-    slot = _round_slot(measure_seconds)
+    slot = round_slot(measure_seconds)
     done = 0
     while done < len(rounds):
-        batch = rounds[done:done + (_batch_rounds(slot) if serve else 1)]
+        batch = rounds[done:done + (rounds_per_batch(slot) if serve else 1)]
         sent = time.time()
         starts = [sent + lead + index * slot for index in range(len(batch))]
-        if len(batch) == 1:
-            outcomes = [_run_round(target, batch[0][1], starts[0], client_command, lead=lead, port=port,
-                                   connect_wait=connect_wait, session_seconds=session_seconds, serve=serve)]
-        else:
-            outcomes = _run_batch(target, [group for _, group in batch], starts, sent, client_command, port=port,
-                                  connect_wait=connect_wait, session_seconds=session_seconds)
+        # Servers wait for their client through its round's start and its
+        # connection; clients have their wait after the start.
+        jobs = [_round_jobs(group, start, start - sent + connect_wait, client_command, port, session_seconds, serve)
+                for (_, group), start in zip(batch, starts)]
+        timeout = starts[-1] - sent + connect_wait + len(batch) * session_seconds + ROUND_SLACK
+        outcomes = run_scheduled_rounds(target, jobs, timeout)
         first_clients = {c: outcomes[0][c] for c, _ in batch[0][1] if c in outcomes[0]}
         lead = start_lead(first_clients, sent)
-        late = _late_clients([group for _, group in batch], outcomes)
+        clients = [[client for client, _ in group] for _, group in batch]
+        late = late_starters(clients, outcomes)
         for index, ((repetition, group), results) in enumerate(zip(batch, outcomes)):
             batch_rows = ResultBatch()
             statuses, raw = [], []
@@ -377,101 +362,28 @@ def run_pair_rounds(
                 if problem is not None and outcome == "invalid":
                     statuses.append((client, "ok", f"{where}: {problem}"))
                 if (index, client) in late:
-                    statuses.append((client, "ok", f"{where}: began {late[index, client]:.2f} s before the round "
-                                                   "before it had ended, which outlasted its slot"))
+                    statuses.append((client, "ok", f"{where}: {late[index, client]}"))
             store_round(store, run_id, benchmark, batch_rows, repetition, raw, statuses)
-        slot = max(slot, _round_slot(_longest_client_run([group for _, group in batch], outcomes)))
+        slot = max(slot, round_slot(longest_run(clients, outcomes)))
         done += len(batch)
         if on_progress is not None:
             on_progress(done, len(rounds))
     return lead
 
 
-def _round_slot(measure_seconds: float) -> float:
-    """The seconds between the starts of a batch's rounds (see ROUND_SAFETY)."""
-    return ROUND_SAFETY * measure_seconds + ROUND_MARGIN
-
-
-def _batch_rounds(slot: float) -> int:
-    """How many rounds of ``slot`` seconds a batch holds (see BATCH_SECONDS)."""
-    return max(1, min(MAX_BATCH_ROUNDS, int(BATCH_SECONDS // slot)))
-
-
-def _run_round(target: Target, group: Sequence[tuple[str, str]], start: float,
-               client_command: Callable[[str, str], list[str]], *, lead: float, port: int, connect_wait: float,
-               session_seconds: float, serve: bool) -> dict[str, NodeResult]:
-    """One round of pairs, a runner start per node: its node results."""
-    # Servers wait for their client through the clients' common start and
-    # connection; clients have their wait after the start.
-    serve_wait = lead + connect_wait
-    server_argv = pingpong_serve_argv(port, serve_wait, session_seconds=session_seconds)
-    commands = {}
+def _round_jobs(group: Sequence[tuple[str, str]], start: float, serve_wait: float,
+                client_command: Callable[[str, str], list[str]], port: int, session_seconds: float,
+                serve: bool) -> RoundJobs:
+    """A round's jobs: each client held until the round's start; each
+    server (unless the client starts its partner) as soon as its node can,
+    waiting ``serve_wait`` for its client."""
+    jobs: dict[str, tuple[float | None, list[str]]] = {}
     for client, server in group:
-        commands[client] = with_runner_options(client_command(client, server), start_option(start))
-        if serve:
-            commands[server] = server_argv
-    return target.transport.run_each(commands, timeout=serve_wait + session_seconds + ROUND_SLACK)
-
-
-def _run_batch(target: Target, groups: Sequence[Sequence[tuple[str, str]]], starts: Sequence[float], sent: float,
-               client_command: Callable[[str, str], list[str]], *, port: int, connect_wait: float,
-               session_seconds: float) -> list[dict[str, NodeResult]]:
-    """Several rounds of pairs, one runner start per node: each round's
-    node results.  A client's job holds until its round's start; a server's
-    starts as soon as its node's job before it has ended and waits for its
-    client through that start and the client's connection."""
-    jobs: dict[str, list[tuple[float | None, list[str]]]] = {}
-    rounds_of: dict[str, list[int]] = {}
-    for index, group in enumerate(groups):
-        for client, server in group:
-            serve_wait = starts[index] - sent + connect_wait
-            for node, job in ((client, (starts[index], client_command(client, server))),
-                              (server, (None, pingpong_serve_argv(port, serve_wait, session_seconds=session_seconds)))):
-                jobs.setdefault(node, []).append(job)
-                rounds_of.setdefault(node, []).append(index)
-    timeout = starts[-1] - sent + connect_wait + len(groups) * session_seconds + ROUND_SLACK
-    results = target.transport.run_each({node: scheduled_argv(node_jobs) for node, node_jobs in jobs.items()},
-                                        timeout=timeout)
-    outcomes: list[dict[str, NodeResult]] = [{} for _ in groups]
-    for node, indices in rounds_of.items():
-        if node in results:
-            for index, result in zip(indices, schedule_results(results[node], len(indices))):
-                outcomes[index][node] = result
-    return outcomes
-
-
-def _client_times(group: Sequence[tuple[str, str]], results: dict[str, NodeResult]) -> list[tuple[str, float, float]]:
-    """(client, when it began measuring, when it finished) for each client
-    of a round whose report says both."""
-    times = []
-    for client, _ in group:
-        timing = start_timing(results[client].stdout) if client in results else None
-        if timing is not None and timing.finished is not None:
-            times.append((client, max(timing.arrived, timing.start_at or timing.arrived), timing.finished))
-    return times
-
-
-def _longest_client_run(groups: Sequence[Sequence[tuple[str, str]]], outcomes: Sequence[dict[str, NodeResult]]
-                        ) -> float:
-    """The longest a client of these rounds took from its start to its end (0 if none said)."""
-    return max((end - began for group, results in zip(groups, outcomes)
-                for _, began, end in _client_times(group, results)), default=0.0)
-
-
-def _late_clients(groups: Sequence[Sequence[tuple[str, str]]], outcomes: Sequence[dict[str, NodeResult]]
-                  ) -> dict[tuple[int, str], float]:
-    """The clients of a batch, by (round, client), that began while a client
-    of the round before theirs still ran, with by how many seconds: that
-    round outlasted its slot."""
-    late: dict[tuple[int, str], float] = {}
-    for index in range(1, len(groups)):
-        ended = max((end for _, _, end in _client_times(groups[index - 1], outcomes[index - 1])), default=None)
-        if ended is None:
-            continue
-        for client, began, _ in _client_times(groups[index], outcomes[index]):
-            if began < ended:
-                late[index, client] = ended - began
-    return late
+        jobs[client] = (start, client_command(client, server))
+    if serve:
+        server_argv = pingpong_serve_argv(port, serve_wait, session_seconds=session_seconds)
+        jobs.update((server, (None, server_argv)) for _, server in group)
+    return jobs
 
 
 def ping_recorder(benchmark: str, sizes: Sequence[int], parameters: Callable[[int, str, str], dict] | None = None,

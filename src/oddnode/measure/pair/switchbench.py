@@ -75,6 +75,9 @@ from oddnode.measure.pair.pairs import (
 )
 from oddnode.measure.runner import (
     DEFAULT_REPETITIONS,
+    RoundJobs,
+    late_starters,
+    longest_run,
     new_target_run,
     parsed_client_run,
     parsed_run,
@@ -82,6 +85,9 @@ from oddnode.measure.runner import (
     quote_detail,
     raw_outputs,
     raw_reference,
+    round_slot,
+    rounds_per_batch,
+    run_scheduled_rounds,
     start_lead,
     store_round,
     transport_trouble,
@@ -299,18 +305,19 @@ def _chain_lengths(nodes: Sequence[str], lengths: Sequence[int] | None) -> list[
     return chosen
 
 
-def _chain_commands(chain: Sequence[str], options: ChainOptions, wait: float, start_at: float) -> dict[str, list[str]]:
+def _chain_jobs(chain: Sequence[str], options: ChainOptions, wait: float, start_at: float) -> RoundJobs:
     """stream on the first node to the second, relays forwarding to the
-    next, serve on the last; only the first waits for the common start."""
+    next, serve on the last; only the first is held until the round's
+    start, the others listen as soon as they can and wait ``wait``."""
     session = options.run_seconds
-    commands = {chain[-1]: pingpong_serve_argv(options.port, wait, session_seconds=session)}
+    jobs: dict[str, tuple[float | None, list[str]]] = {
+        chain[-1]: (None, pingpong_serve_argv(options.port, wait, session_seconds=session))}
     for position in range(1, len(chain) - 1):
-        commands[chain[position]] = pingpong_relay_argv(options.port, chain[position + 1], options.port, wait,
-                                                        session_seconds=session)
-    source = pingpong_stream_argv(chain[1], options.port, options.message_size, options.seconds,
-                                  wait=options.connect_wait)
-    commands[chain[0]] = with_runner_options(source, start_option(start_at))
-    return commands
+        jobs[chain[position]] = (None, pingpong_relay_argv(options.port, chain[position + 1], options.port, wait,
+                                                           session_seconds=session))
+    jobs[chain[0]] = (start_at, pingpong_stream_argv(chain[1], options.port, options.message_size, options.seconds,
+                                                     wait=options.connect_wait))
+    return jobs
 
 
 def _run_nodes(target: Target, repetitions: int, what: str) -> list[str]:
@@ -393,25 +400,39 @@ def run_chain(
     summary = ChainRunSummary(run_id)
     # Relays and servers run one build of the pingpong kernel, the source's too.
     lead = prepare(target, pingpong_serve_argv(options.port), PREPARE_TIMEOUT)
-    for done, (repetition, length) in enumerate(rounds, start=1):
-        chain = nodes[:length]
-        # Relays and the server listen at once and wait through the
-        # source's start and connection; the source starts at `lead`.
-        wait = lead + options.connect_wait
+    # The chains go to the nodes in batches, as pair rounds do (measure.runner.BATCH_SECONDS).
+    slot = round_slot(options.seconds)
+    done = 0
+    while done < len(rounds):
+        batch = rounds[done:done + rounds_per_batch(slot)]
+        chains = [nodes[:length] for _, length in batch]
         sent = time.time()
-        commands = _chain_commands(chain, options, wait, sent + lead)
-        results = target.transport.run_each(commands, timeout=wait + options.run_seconds + ROUND_SLACK)
-        lead = start_lead({chain[0]: results[chain[0]]} if chain[0] in results else {}, sent)
-        label = chain_label(chain)
-        batch = ResultBatch()
-        point = _record_chain(batch, chain, repetition, results, options,
-                              raw_reference(CHAIN_BENCHMARK, label, repetition))
-        summary.points.append(point)
-        where = f"repetition {repetition}, chain of {length}"
-        statuses = transport_trouble(results, chain, where)
-        if point.problem is not None and all(row[0] != chain[0] for row in statuses):
-            statuses.append((chain[0], "ok", f"{where}: {point.problem}"))
-        store_round(store, run_id, CHAIN_BENCHMARK, batch, repetition, raw_outputs(results, chain, label), statuses)
+        starts = [sent + lead + index * slot for index in range(len(batch))]
+        # Relays and the server listen at once and wait through the
+        # source's start and connection.
+        jobs = [_chain_jobs(chain, options, start - sent + options.connect_wait, start)
+                for chain, start in zip(chains, starts)]
+        timeout = starts[-1] - sent + options.connect_wait + len(batch) * options.run_seconds + ROUND_SLACK
+        outcomes = run_scheduled_rounds(target, jobs, timeout)
+        sources = [[chain[0]] for chain in chains]
+        lead = start_lead({chains[0][0]: outcomes[0][chains[0][0]]} if chains[0][0] in outcomes[0] else {}, sent)
+        late = late_starters(sources, outcomes)
+        for index, ((repetition, length), chain, results) in enumerate(zip(batch, chains, outcomes)):
+            label = chain_label(chain)
+            rows = ResultBatch()
+            point = _record_chain(rows, chain, repetition, results, options,
+                                  raw_reference(CHAIN_BENCHMARK, label, repetition))
+            summary.points.append(point)
+            where = f"repetition {repetition}, chain of {length}"
+            statuses = transport_trouble(results, chain, where)
+            if point.problem is not None and all(row[0] != chain[0] for row in statuses):
+                statuses.append((chain[0], "ok", f"{where}: {point.problem}"))
+            if (index, chain[0]) in late:
+                statuses.append((chain[0], "ok", f"{where}: {late[index, chain[0]]}"))
+            store_round(store, run_id, CHAIN_BENCHMARK, rows, repetition, raw_outputs(results, chain, label),
+                        statuses)
+        slot = max(slot, round_slot(longest_run(sources, outcomes)))
+        done += len(batch)
         if on_progress is not None:
             on_progress(done, len(rounds))
     return summary

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from oddnode.measure.pair import pairs
+from oddnode.measure import runner
 from oddnode.measure.pair.pairs import PingPongOptions, run_pairs
 from oddnode.reach.base import NodeResult, Target
 from support.clusters.batches import round_by_round
@@ -38,7 +38,7 @@ def test_a_run_goes_to_the_nodes_once_its_rounds_a_slot_apart_each_stored_as_its
     cluster = CountedCluster()
     summary = run_pairs(store, Target(NODES, cluster), "sort", 3, options=OPTIONS)
     assert cluster.calls == 1 and len(cluster.rounds) == 3
-    slot = pairs.ROUND_SAFETY * OPTIONS.measure_seconds + pairs.ROUND_MARGIN
+    slot = runner.ROUND_SAFETY * OPTIONS.measure_seconds + runner.ROUND_MARGIN
     starts = client_starts(cluster)
     assert [b - a for a, b in zip(starts, starts[1:])] == pytest.approx([slot, slot], abs=2e-3)
     assert summary.per_pair["node01-node02"] == {"ok": 3, "invalid": 0, "failed": 0}
@@ -50,7 +50,7 @@ def test_a_batch_holds_a_minute_of_rounds(store):
     options = PingPongOptions(sizes=OPTIONS.sizes, seconds_per_size=2.6, port=OPTIONS.port)  # slots of 20 s
     cluster = CountedCluster()
     run_pairs(store, Target(NODES, cluster), "sort", 7, options=options)
-    assert pairs._batch_rounds(pairs._round_slot(options.measure_seconds)) == 3
+    assert runner.rounds_per_batch(runner.round_slot(options.measure_seconds)) == 3
     assert cluster.calls == 3 and len(cluster.rounds) == 7
 
 
@@ -90,16 +90,16 @@ class TimedCluster(PairCluster):
 
 
 def test_a_round_that_outlasts_its_slot_is_said_and_widens_the_next_slots(store, monkeypatch):
-    monkeypatch.setattr(pairs, "MAX_BATCH_ROUNDS", 2)
+    monkeypatch.setattr(runner, "MAX_BATCH_ROUNDS", 2)
     cluster = TimedCluster(first=2.0)
     run_pairs(store, Target(NODES, cluster), "sort", 4, options=OPTIONS)
     assert cluster.calls == 2 and len(cluster.rounds) == 4
     starts = client_starts(cluster)
-    slot = pairs.ROUND_SAFETY * OPTIONS.measure_seconds + pairs.ROUND_MARGIN
+    slot = runner.ROUND_SAFETY * OPTIONS.measure_seconds + runner.ROUND_MARGIN
     assert starts[1] - starts[0] == pytest.approx(slot, abs=2e-3)
     # The first round took 2 s: the second began before it had ended, and
     # the next batch's slots fit a 2 s round.
-    assert starts[3] - starts[2] == pytest.approx(pairs.ROUND_SAFETY * 2.0 + pairs.ROUND_MARGIN, abs=2e-3)
+    assert starts[3] - starts[2] == pytest.approx(runner.ROUND_SAFETY * 2.0 + runner.ROUND_MARGIN, abs=2e-3)
     late = store.con.execute("SELECT node, detail FROM node_status WHERE detail LIKE '%outlasted%' "
                              "ORDER BY node").fetchall()
     assert [node for node, _ in late] == ["node01", "node03", "node05", "node07"]

@@ -10,6 +10,7 @@ import re
 import pytest
 
 from oddnode.judge.analysis import analyze
+from oddnode.measure import runner
 from oddnode.measure.pair.switchbench import ChainOptions, chain_saturation, run_alltoall, run_chain, run_streams
 from oddnode.reach.base import Target
 from support.clusters.switchbench import ALLTOALL, CHAIN, LINK_MBPS, NODES, PORT, STREAMS, SwitchCluster, TWELVE, option
@@ -27,6 +28,27 @@ def rows(store, benchmark, metric=None):
 
 
 # --- the daisy chain ------------------------------------------------------------------------
+
+
+class CountedSwitchCluster(SwitchCluster):
+    """SwitchCluster, counting the transport's calls (a batch of rounds each)."""
+
+    calls = 0
+
+    def run_each(self, commands, *, timeout):
+        self.calls += 1
+        return super().run_each(commands, timeout=timeout)
+
+
+def test_the_chains_go_to_the_nodes_together_a_slot_apart(store):
+    cluster = CountedSwitchCluster()
+    summary = run_chain(store, Target(NODES[:4], cluster), 2, options=CHAIN)
+    assert cluster.calls == 1 and [sorted(commands) for commands in cluster.rounds] == 2 * [NODES[:k] for k in (2, 3, 4)]
+    starts = [float(commands["node01"][-1].split("=")[1]) for commands in cluster.rounds]
+    slot = runner.round_slot(CHAIN.seconds)
+    assert [b - a for a, b in zip(starts, starts[1:])] == pytest.approx(5 * [slot], abs=2e-3)
+    assert [point.length for point in summary.points] == [2, 3, 4, 2, 3, 4] and all(p.valid for p in summary.points)
+    assert store.con.execute("SELECT DISTINCT repetition FROM results ORDER BY 1").fetchall() == [(1,), (2,)]
 
 
 @pytest.mark.slow
