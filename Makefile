@@ -49,7 +49,7 @@ demo: install
 # unit tier and then the kernel tier's tests that time nothing: the
 # testbed's nodes are held to half the machine by their CPU quotas and wait
 # on their shaped links most of the time, so the tests beside them take the
-# CPU time the testbed leaves (on 2 cores the testbed tier takes 42-51
+# CPU time the testbed leaves (on 2 cores the testbed tier takes 34-45
 # minutes; the unit tier 7-12 and the kernel tier 2.5 beside it, as long as
 # alone).  Its time is the tests' own (99 tests; bringing up and down all 14
 # testbeds takes a minute in all), each sized to the statistics its fault
