@@ -372,6 +372,47 @@ def run_scheduled_rounds(target: Target, rounds: Sequence[RoundJobs], timeout: f
     return outcomes
 
 
+def run_round_batches(target: Target, rounds: int, jobs: Callable[[int, float, float], RoundJobs],
+                      starters: Callable[[int], Sequence[str]],
+                      record: Callable[[int, Mapping[str, NodeResult], Mapping[str, str]], None], *,
+                      measure_seconds: float, session_seconds: float, connect_wait: float, slack: float,
+                      lead: float, batches: bool = True,
+                      on_progress: Callable[[int, int], None] | None = None) -> float:
+    """Run ``rounds`` rounds, as many at once as a batch holds (one at a
+    time unless ``batches``), from ``lead`` seconds ahead; returns the lead
+    for the next synchronized round.
+
+    ``jobs(index, start, wait)`` makes round ``index``'s jobs for its
+    ``start``, ``wait`` being how long a job that runs as soon as it can
+    waits for its partners (through that start and ``connect_wait``);
+    ``starters(index)`` names the nodes held until the start, whose runs
+    measure the round's length.  ``record(index, results, late)`` stores
+    the round from its node results, ``late`` giving a line for each
+    starter that began before the round before had ended; ``on_progress(done,
+    total)`` follows each batch, once it is recorded.  A job's session lasts
+    at most ``session_seconds``, and ``slack`` is what a round may take
+    beyond its waits and sessions."""
+    slot = round_slot(measure_seconds)
+    done = 0
+    while done < rounds:
+        indices = range(done, min(rounds, done + (rounds_per_batch(slot) if batches else 1)))
+        sent = time.time()
+        starts = [sent + lead + position * slot for position in range(len(indices))]
+        timeout = starts[-1] - sent + connect_wait + len(indices) * session_seconds + slack
+        outcomes = run_scheduled_rounds(target, [jobs(index, start, start - sent + connect_wait)
+                                                 for index, start in zip(indices, starts)], timeout)
+        held = [starters(index) for index in indices]
+        lead = start_lead({node: outcomes[0][node] for node in held[0] if node in outcomes[0]}, sent)
+        late = late_starters(held, outcomes)
+        for position, (index, results) in enumerate(zip(indices, outcomes)):
+            record(index, results, {node: line for (at, node), line in late.items() if at == position})
+        slot = max(slot, round_slot(longest_run(held, outcomes)))
+        done = indices.stop
+        if on_progress is not None:
+            on_progress(done, rounds)
+    return lead
+
+
 def timed_runs(starters: Sequence[str], results: Mapping[str, NodeResult]) -> list[tuple[str, float, float]]:
     """(node, when it began, when it finished) for each of a round's
     ``starters`` (the nodes held until its start) whose report says both."""

@@ -21,8 +21,7 @@ size by more than the fit's tolerance).
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,17 +49,12 @@ from oddnode.measure.runner import (
     DEFAULT_REPETITIONS,
     CutSizes,
     RoundJobs,
-    late_starters,
-    longest_run,
     new_target_run,
     parsed_client_run,
     prepare,
     raw_outputs,
     raw_reference,
-    round_slot,
-    rounds_per_batch,
-    run_scheduled_rounds,
-    start_lead,
+    run_round_batches,
     store_round,
     transport_trouble,
 )
@@ -329,46 +323,36 @@ def run_pair_rounds(
             commands_of[key] = client_argv(client, server)
         return commands_of[key]
 
-    slot = round_slot(measure_seconds)
-    done = 0
-    while done < len(rounds):
-        batch = rounds[done:done + (rounds_per_batch(slot) if serve else 1)]
-        sent = time.time()
-        starts = [sent + lead + index * slot for index in range(len(batch))]
-        # Servers wait for their client through its round's start and its
-        # connection; clients have their wait after the start.
-        jobs = [_round_jobs(group, start, start - sent + connect_wait, client_command, port, session_seconds, serve)
-                for (_, group), start in zip(batch, starts)]
-        timeout = starts[-1] - sent + connect_wait + len(batch) * session_seconds + ROUND_SLACK
-        outcomes = run_scheduled_rounds(target, jobs, timeout)
-        first_clients = {c: outcomes[0][c] for c, _ in batch[0][1] if c in outcomes[0]}
-        lead = start_lead(first_clients, sent)
-        clients = [[client for client, _ in group] for _, group in batch]
-        late = late_starters(clients, outcomes)
-        for index, ((repetition, group), results) in enumerate(zip(batch, outcomes)):
-            batch_rows = ResultBatch()
-            statuses, raw = [], []
-            for client, server in group:
-                label = pair_label(client, server)
-                raw_ref = raw_reference(benchmark, label, repetition)
-                outcome, problem = record(batch_rows, client, server, repetition, results, raw_ref)
-                if per_pair is not None:
-                    counts = per_pair.setdefault(label, {"ok": 0, "invalid": 0, "failed": 0})
-                    counts[outcome] += 1
-                where = f"repetition {repetition}, pair {label}"
-                ran = (client, server) if serve else (client,)
-                raw += raw_outputs(results, ran, label)
-                statuses += transport_trouble(results, ran, where)
-                if problem is not None and outcome == "invalid":
-                    statuses.append((client, "ok", f"{where}: {problem}"))
-                if (index, client) in late:
-                    statuses.append((client, "ok", f"{where}: {late[index, client]}"))
-            store_round(store, run_id, benchmark, batch_rows, repetition, raw, statuses)
-        slot = max(slot, round_slot(longest_run(clients, outcomes)))
-        done += len(batch)
-        if on_progress is not None:
-            on_progress(done, len(rounds))
-    return lead
+    def record_round(index: int, results: Mapping[str, NodeResult], late: Mapping[str, str]) -> None:
+        repetition, group = rounds[index]
+        batch = ResultBatch()
+        statuses, raw = [], []
+        for client, server in group:
+            label = pair_label(client, server)
+            raw_ref = raw_reference(benchmark, label, repetition)
+            outcome, problem = record(batch, client, server, repetition, results, raw_ref)
+            if per_pair is not None:
+                counts = per_pair.setdefault(label, {"ok": 0, "invalid": 0, "failed": 0})
+                counts[outcome] += 1
+            where = f"repetition {repetition}, pair {label}"
+            ran = (client, server) if serve else (client,)
+            raw += raw_outputs(results, ran, label)
+            statuses += transport_trouble(results, ran, where)
+            if problem is not None and outcome == "invalid":
+                statuses.append((client, "ok", f"{where}: {problem}"))
+            if client in late:
+                statuses.append((client, "ok", f"{where}: {late[client]}"))
+        store_round(store, run_id, benchmark, batch, repetition, raw, statuses)
+
+    # Servers wait for their client through its round's start and its
+    # connection; clients have their wait after the start.
+    return run_round_batches(
+        target, len(rounds),
+        lambda index, start, wait: _round_jobs(rounds[index][1], start, wait, client_command, port,
+                                               session_seconds, serve),
+        lambda index: [client for client, _ in rounds[index][1]], record_round,
+        measure_seconds=measure_seconds, session_seconds=session_seconds, connect_wait=connect_wait,
+        slack=ROUND_SLACK, lead=lead, batches=serve, on_progress=on_progress)
 
 
 def _round_jobs(group: Sequence[tuple[str, str]], start: float, serve_wait: float,

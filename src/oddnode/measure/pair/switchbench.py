@@ -76,8 +76,6 @@ from oddnode.measure.pair.pairs import (
 from oddnode.measure.runner import (
     DEFAULT_REPETITIONS,
     RoundJobs,
-    late_starters,
-    longest_run,
     new_target_run,
     parsed_client_run,
     parsed_run,
@@ -85,9 +83,7 @@ from oddnode.measure.runner import (
     quote_detail,
     raw_outputs,
     raw_reference,
-    round_slot,
-    rounds_per_batch,
-    run_scheduled_rounds,
+    run_round_batches,
     start_lead,
     store_round,
     transport_trouble,
@@ -400,41 +396,31 @@ def run_chain(
     summary = ChainRunSummary(run_id)
     # Relays and servers run one build of the pingpong kernel, the source's too.
     lead = prepare(target, pingpong_serve_argv(options.port), PREPARE_TIMEOUT)
-    # The chains go to the nodes in batches, as pair rounds do (measure.runner.BATCH_SECONDS).
-    slot = round_slot(options.seconds)
-    done = 0
-    while done < len(rounds):
-        batch = rounds[done:done + rounds_per_batch(slot)]
-        chains = [nodes[:length] for _, length in batch]
-        sent = time.time()
-        starts = [sent + lead + index * slot for index in range(len(batch))]
-        # Relays and the server listen at once and wait through the
-        # source's start and connection.
-        jobs = [_chain_jobs(chain, options, start - sent + options.connect_wait, start)
-                for chain, start in zip(chains, starts)]
-        timeout = starts[-1] - sent + options.connect_wait + len(batch) * options.run_seconds + ROUND_SLACK
-        outcomes = run_scheduled_rounds(target, jobs, timeout)
-        sources = [[chain[0]] for chain in chains]
-        lead = start_lead({chains[0][0]: outcomes[0][chains[0][0]]} if chains[0][0] in outcomes[0] else {}, sent)
-        late = late_starters(sources, outcomes)
-        for index, ((repetition, length), chain, results) in enumerate(zip(batch, chains, outcomes)):
-            label = chain_label(chain)
-            rows = ResultBatch()
-            point = _record_chain(rows, chain, repetition, results, options,
-                                  raw_reference(CHAIN_BENCHMARK, label, repetition))
-            summary.points.append(point)
-            where = f"repetition {repetition}, chain of {length}"
-            statuses = transport_trouble(results, chain, where)
-            if point.problem is not None and all(row[0] != chain[0] for row in statuses):
-                statuses.append((chain[0], "ok", f"{where}: {point.problem}"))
-            if (index, chain[0]) in late:
-                statuses.append((chain[0], "ok", f"{where}: {late[index, chain[0]]}"))
-            store_round(store, run_id, CHAIN_BENCHMARK, rows, repetition, raw_outputs(results, chain, label),
-                        statuses)
-        slot = max(slot, round_slot(longest_run(sources, outcomes)))
-        done += len(batch)
-        if on_progress is not None:
-            on_progress(done, len(rounds))
+
+    def record(index: int, results: Mapping[str, NodeResult], late: Mapping[str, str]) -> None:
+        repetition, length = rounds[index]
+        chain = nodes[:length]
+        label = chain_label(chain)
+        batch = ResultBatch()
+        point = _record_chain(batch, chain, repetition, results, options,
+                              raw_reference(CHAIN_BENCHMARK, label, repetition))
+        summary.points.append(point)
+        where = f"repetition {repetition}, chain of {length}"
+        statuses = transport_trouble(results, chain, where)
+        if point.problem is not None and all(row[0] != chain[0] for row in statuses):
+            statuses.append((chain[0], "ok", f"{where}: {point.problem}"))
+        if chain[0] in late:
+            statuses.append((chain[0], "ok", f"{where}: {late[chain[0]]}"))
+        store_round(store, run_id, CHAIN_BENCHMARK, batch, repetition, raw_outputs(results, chain, label), statuses)
+
+    # The chains go to the nodes in batches, as pair rounds do; relays and
+    # the server listen at once and wait through the source's start and
+    # connection.
+    run_round_batches(target, len(rounds), lambda index, start, wait: _chain_jobs(
+                          nodes[:rounds[index][1]], options, wait, start),
+                      lambda index: nodes[:1], record, measure_seconds=options.seconds,
+                      session_seconds=options.run_seconds, connect_wait=options.connect_wait, slack=ROUND_SLACK,
+                      lead=lead, on_progress=on_progress)
     return summary
 
 
